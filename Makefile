@@ -1,0 +1,132 @@
+# attnlab build. Sources are found by folder, so adding a module needs no edit here:
+#   server/engine/*.c, server/engine/probes/*.c  -> libengine (no HTTP, no SQLite)
+#   server/*.c (less main.c)                      -> the service, linked into attnlabd
+#   client/*.c (less main.c)                      -> the attnlab client
+#   tests/<area>/test_*.c                         -> one test program each
+#   tests/engine/f64_*.c                          -> tests linked against the engine built in double
+# MODE=release (-O2 -march=native) or MODE=asan (address + undefined sanitizers).
+
+MODE    ?= release
+BUILD   ?= build
+OUT     := $(BUILD)/$(MODE)
+CC      ?= gcc
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+DEFS    := -D_GNU_SOURCE -DATTNLAB_VERSION='"$(VERSION)"'
+ifeq ($(MODE),asan)
+  OPT   := -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(MODE),tsan)
+  OPT   := -O1 -g -march=native -fsanitize=thread
+else
+  OPT   := -O2 -g -march=native
+endif
+BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-pthread
+CFLAGS  := $(WARN) $(DEFS) $(OPT) -pthread -MMD -MP -Iserver -Iserver/engine $(BLAS_CFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS := $(OPT) -pthread $(EXTRA_LDFLAGS)
+
+ENGINE_LIBS := -lopenblas -lutf8proc -ljansson -lm
+SERVER_LIBS := -lmicrohttpd -ljansson -lsqlite3 $(ENGINE_LIBS)
+CLIENT_LIBS := -lcurl -ljansson -lm
+TEST_LIBS   := $(SERVER_LIBS) -lcurl -lutil
+
+ENGINE_SRC := $(sort $(wildcard server/engine/*.c server/engine/probes/*.c))
+SERVER_SRC := $(sort $(filter-out server/main.c,$(wildcard server/*.c)))
+CLIENT_SRC := $(sort $(filter-out client/main.c,$(wildcard client/*.c)))
+TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
+F64_SRC    := $(sort $(wildcard tests/engine/f64_*.c))
+TEST_SUPPORT_SRC := $(sort $(wildcard tests/support/*.c))
+
+obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
+ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
+ENGINE_F64_OBJ := $(patsubst %.c,$(OUT)/obj64/%.o,$(ENGINE_SRC))
+SERVER_OBJ := $(call obj,$(SERVER_SRC))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
+TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
+F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
+
+ATTNLABD := $(OUT)/attnlabd
+ATTNLAB  := $(OUT)/attnlab
+
+.PHONY: all deps build run test test-run bench corpus clean static
+all: build
+build: $(ATTNLABD) $(ATTNLAB) static
+
+$(OUT)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/obj64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DENGINE_F64 -c $< -o $@
+
+$(OUT)/libengine.a: $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(OUT)/libengine64.a: $(ENGINE_F64_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(ATTNLABD): $(OUT)/obj/server/main.o $(SERVER_OBJ) $(OUT)/libengine.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(ATTNLAB): $(OUT)/obj/client/main.o $(CLIENT_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+
+$(OUT)/tests/engine/test_%: $(OUT)/obj/tests/engine/test_%.o $(SUPPORT_OBJ) $(OUT)/libengine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+
+$(OUT)/tests/engine/f64_%: tests/engine/f64_%.c $(SUPPORT_OBJ) $(OUT)/libengine64.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DENGINE_F64 $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+
+$(OUT)/tests/server/test_%: $(OUT)/obj/tests/server/test_%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(OUT)/libengine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
+
+$(OUT)/tests/client/test_%: $(OUT)/obj/tests/client/test_%.o $(SUPPORT_OBJ) $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS) -lutil
+
+# Front-end files from npm are copied into the served tree; nothing is fetched at run time.
+static: static/vendor/chart.umd.min.js
+static/vendor/chart.umd.min.js: node_modules/chart.js/dist/chart.umd.min.js
+	@mkdir -p static/vendor
+	cp node_modules/chart.js/dist/chart.umd.min.js static/vendor/
+node_modules/chart.js/dist/chart.umd.min.js:
+	scripts/deps.sh
+
+deps:
+	scripts/deps.sh
+
+DATA_DIR ?= var
+PORT     ?= 8080
+run: deps
+	$(MAKE) --no-print-directory MODE=release build
+	$(ATTNLABD) --data-dir $(DATA_DIR) --port $(PORT)
+
+# The whole suite, once normally and once under the sanitizers; one closing line of counts.
+test: 
+	scripts/deps.sh --test
+	$(MAKE) --no-print-directory MODE=release build test-bins
+	$(MAKE) --no-print-directory MODE=asan build test-bins
+	tests/run.sh $(BUILD)
+
+test-bins: $(TEST_BIN) $(F64_BIN)
+
+bench: deps
+	$(MAKE) --no-print-directory MODE=release build
+	scripts/bench.sh $(OUT)
+
+corpus:
+	scripts/deps.sh --corpus
+	$(MAKE) --no-print-directory MODE=release build
+	scripts/build_corpus.sh $(OUT)
+
+clean:
+	rm -rf $(BUILD) static/vendor
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

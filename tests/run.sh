@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test program of both builds (release, then asan) and any scripted suites,
+# counts PASS/FAIL lines, and ends with the line "N passed, N failed".
+# A program that exits non-zero without reporting a FAIL (a crash, a sanitizer report)
+# counts as one failure of its own.
+set -u
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+LOGDIR=$BUILD/test-logs
+mkdir -p "$LOGDIR"
+pass=0; fail=0
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+run_one() { # mode label command...
+  local mode=$1 label=$2; shift 2
+  local log="$LOGDIR/$mode-$(echo "$label" | tr '/' '_').log"
+  local t0=$(date +%s.%N)
+  ATTNLAB_TEST_MODE=$mode ATTNLABD="$ROOT/$BUILD/$mode/attnlabd" ATTNLAB="$ROOT/$BUILD/$mode/attnlab" \
+    timeout 900 "$@" >"$log" 2>&1
+  local rc=$?
+  local p f
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $label: exited with status $rc" >>"$log"; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  printf '%-6s %-40s %4d passed %3d failed  %5.1fs\n' "$mode" "$label" "$p" "$f" \
+    "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
+  if [ "$f" -gt 0 ]; then grep -E '^FAIL ' "$log" | sed 's/^/    /'; tail -n 20 "$log" | sed 's/^/    | /'; fi
+}
+
+for mode in release asan; do
+  for bin in $(find "$BUILD/$mode/tests" -type f -perm -u+x 2>/dev/null | sort); do
+    run_one "$mode" "${bin#$BUILD/$mode/tests/}" "$bin"
+  done
+  for script in $(find tests -name 'test_*.sh' -o -name 'test_*.mjs' | sort); do
+    case "$script" in
+      *.sh)  run_one "$mode" "$script" bash "$script" ;;
+      *.mjs) [ "$mode" = release ] && run_one "$mode" "$script" node "$script" ;;
+    esac
+  done
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
