@@ -36,6 +36,7 @@ CLIENT_SRC := $(sort $(filter-out client/main.c,$(wildcard client/*.c)))
 TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
 F64_SRC    := $(sort $(wildcard tests/engine/f64_*.c))
 TEST_SUPPORT_SRC := $(sort $(wildcard tests/support/*.c))
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
@@ -45,6 +46,7 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
+BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
 
 ATTNLABD := $(OUT)/attnlabd
 ATTNLAB  := $(OUT)/attnlab
@@ -91,6 +93,11 @@ $(OUT)/tests/client/test_%: $(OUT)/obj/tests/client/test_%.o $(SUPPORT_OBJ) $(CL
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS) -lutil
 
+# Benchmark programs (bench/*.c) link the engine only; scripts/bench.sh runs them.
+$(OUT)/bench/%: $(OUT)/obj/bench/%.o $(OUT)/libengine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
+
 # Front-end files from npm are copied into the served tree; nothing is fetched at run time.
 static: static/vendor/chart.umd.min.js
 static/vendor/chart.umd.min.js: node_modules/chart.js/dist/chart.umd.min.js
@@ -118,7 +125,7 @@ test:
 test-bins: $(TEST_BIN) $(F64_BIN)
 
 bench: deps
-	$(MAKE) --no-print-directory MODE=release build
+	$(MAKE) --no-print-directory MODE=release build $(BENCH_BIN)
 	scripts/bench.sh $(OUT)
 
 corpus:
