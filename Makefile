@@ -12,7 +12,7 @@ OUT     := $(BUILD)/$(MODE)
 CC      ?= gcc
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
-WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-format-truncation
 DEFS    := -D_GNU_SOURCE -DATTNLAB_VERSION='"$(VERSION)"'
 ifeq ($(MODE),asan)
   OPT   := -O1 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -35,7 +35,9 @@ SERVER_SRC := $(sort $(filter-out server/main.c,$(wildcard server/*.c)))
 CLIENT_SRC := $(sort $(filter-out client/main.c,$(wildcard client/*.c)))
 TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
 F64_SRC    := $(sort $(wildcard tests/engine/f64_*.c))
-TEST_SUPPORT_SRC := $(sort $(wildcard tests/support/*.c))
+TEST_SUPPORT_SRC := tests/support/test.c
+HARNESS_SRC := $(sort $(filter-out tests/support/test.c,$(wildcard tests/support/*.c)))
+MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
 BENCH_SRC  := $(sort $(wildcard bench/*.c))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
@@ -44,6 +46,9 @@ ENGINE_F64_OBJ := $(patsubst %.c,$(OUT)/obj64/%.o,$(ENGINE_SRC))
 SERVER_OBJ := $(call obj,$(SERVER_SRC))
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
+HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
+# The SQL migrations are compiled into the server so a binary always carries its own schema.
+SERVER_OBJ += $(OUT)/obj/gen/migrations.o
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
 BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
@@ -62,6 +67,14 @@ $(OUT)/obj/%.o: %.c
 $(OUT)/obj64/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DENGINE_F64 -c $< -o $@
+
+$(OUT)/gen/migrations.c: $(MIGRATIONS) scripts/embed_migrations.sh
+	@mkdir -p $(dir $@)
+	scripts/embed_migrations.sh $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+$(OUT)/obj/gen/migrations.o: $(OUT)/gen/migrations.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(OUT)/libengine.a: $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
@@ -85,11 +98,11 @@ $(OUT)/tests/engine/f64_%: tests/engine/f64_%.c $(SUPPORT_OBJ) $(OUT)/libengine6
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DENGINE_F64 $(LDFLAGS) -o $@ $^ $(ENGINE_LIBS)
 
-$(OUT)/tests/server/test_%: $(OUT)/obj/tests/server/test_%.o $(SUPPORT_OBJ) $(SERVER_OBJ) $(OUT)/libengine.a
+$(OUT)/tests/server/test_%: $(OUT)/obj/tests/server/test_%.o $(SUPPORT_OBJ) $(HARNESS_OBJ) $(SERVER_OBJ) $(OUT)/libengine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
-$(OUT)/tests/client/test_%: $(OUT)/obj/tests/client/test_%.o $(SUPPORT_OBJ) $(CLIENT_OBJ)
+$(OUT)/tests/client/test_%: $(OUT)/obj/tests/client/test_%.o $(SUPPORT_OBJ) $(HARNESS_OBJ) $(CLIENT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS) -lutil
 

@@ -10,6 +10,9 @@ cd "$ROOT"
 LOGDIR=$BUILD/test-logs
 mkdir -p "$LOGDIR"
 pass=0; fail=0
+# Tests make temporary data directories; keep them all under one folder removed at the end.
+export TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-tests.XXXXXX")
+trap 'rm -rf "$TMPDIR"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

@@ -1,0 +1,88 @@
+/* The HTTP layer: the only module that speaks libmicrohttpd.
+ *
+ * A server holds a route table (method + path pattern -> handler) fixed before start, serves
+ * files under a static directory for unrouted GETs, caps request bodies, answers errors as JSON
+ * {"error":{"code","message","field"}} and logs one line per request.
+ *
+ * A handler runs on one of the server's pool threads and must answer exactly once with one of the
+ * http_reply_* functions (the layer answers 500 if it does not). Strings it gets from a request
+ * live as long as the request. Patterns are '/'-separated; a segment "{name}" matches any one
+ * non-empty segment, whose percent-decoded value http_request_param() returns. */
+#ifndef ATTNLAB_HTTP_H
+#define ATTNLAB_HTTP_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct http_server http_server;
+typedef struct http_request http_request;
+typedef void (*http_handler_fn)(http_request *req, void *app);
+
+typedef struct {
+    const char *bind_addr;  /* numeric IPv4 or IPv6 address */
+    int port;               /* 0 picks a free port; see http_server_port() */
+    const char *static_dir; /* NULL: no static files */
+    size_t max_body;        /* bytes; larger bodies get 413 */
+    unsigned threads;       /* size of libmicrohttpd's internal thread pool */
+    unsigned max_connections;
+    void *app;              /* passed to every handler */
+} http_config;
+
+/* Allocates a server (not yet listening). NULL only when out of memory. */
+http_server *http_server_new(const http_config *cfg);
+/* Adds a route; call before http_server_start. Returns -1 on a malformed pattern or no memory. */
+int http_route(http_server *s, const char *method, const char *pattern, http_handler_fn fn);
+/* Binds and starts the pool. On failure returns -1 with a one-line reason in err. */
+int http_server_start(http_server *s, char *err, size_t errlen);
+int http_server_port(const http_server *s);
+/* Stops accepting, lets in-flight requests finish, joins the pool and frees the server. */
+void http_server_free(http_server *s);
+
+/* Counts of answered requests by status code (index 100..599), for /metrics. */
+void http_server_status_counts(const http_server *s, uint64_t counts[600]);
+/* Visits each route: used by the OpenAPI consistency test and documentation. */
+void http_server_each_route(const http_server *s, void (*fn)(const char *method, const char *pattern, void *ctx), void *ctx);
+
+const char *http_request_method(const http_request *req);
+const char *http_request_path(const http_request *req);
+const char *http_request_param(const http_request *req, const char *name);
+/* A query-string argument, percent- and '+'-decoded; NULL when absent. */
+const char *http_request_query(http_request *req, const char *name);
+/* Calls fn for every query argument (raw key, decoded value); stops early when fn returns non-zero. */
+int http_request_each_query(http_request *req, int (*fn)(const char *key, const char *value, void *ctx), void *ctx);
+const char *http_request_header(const http_request *req, const char *name);
+const char *http_request_body(const http_request *req, size_t *len);
+/* Parses the body as a JSON object; on failure answers 400 and returns NULL. Caller owns the result. */
+json_t *http_request_json_object(http_request *req);
+void *http_request_app(const http_request *req);
+
+/* Adds a header to the coming reply (copied). */
+void http_reply_header(http_request *req, const char *name, const char *value);
+/* Sends body with its content type (copied). */
+void http_reply_bytes(http_request *req, int status, const char *content_type, const void *body, size_t len);
+/* Sends a JSON value and drops the caller's reference to it. */
+void http_reply_json(http_request *req, int status, json_t *body);
+/* Sends {"error":{"code":code,"message":...,"field":field}}; field may be NULL. */
+void http_reply_error(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Streaming replies (Server-Sent Events). The layer calls read(ctx, buf, max) whenever the client can
+ * take more: it returns the number of bytes written (> 0), 0 when it has nothing now, or -1 to end the
+ * reply. After a 0 the connection sleeps until someone calls http_stream_wake() on its stream. The
+ * stream handle stays valid until close(ctx) is called, which the layer does exactly once when the
+ * reply ends for any reason (client gone, -1, server stop). */
+typedef struct http_stream http_stream;
+typedef ssize_t (*http_stream_read_fn)(void *ctx, char *buf, size_t max);
+typedef void (*http_stream_close_fn)(void *ctx);
+http_stream *http_reply_stream(http_request *req, const char *content_type, http_stream_read_fn read,
+                               http_stream_close_fn close, void *ctx);
+/* Safe from any thread, any number of times, as long as the stream has not been closed. */
+void http_stream_wake(http_stream *st);
+
+/* Percent-decodes src[0..len) into dst (at least len+1 bytes); '+' becomes ' ' when plus_is_space.
+ * Returns the decoded length, or -1 on a malformed escape or a decoded NUL byte. */
+long http_url_decode(const char *src, size_t len, char *dst, int plus_is_space);
+
+#endif
