@@ -1,0 +1,193 @@
+#include "layers.h"
+
+#include "gemm.h"
+
+#include <math.h>
+#include <string.h>
+
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
+                       long rows, int C) {
+    for (long r = 0; r < rows; r++) {
+        const real *x = inp + r * C;
+        real *o = out + r * C;
+        /* Two passes in double: the statistics are cheap and this keeps the float build close
+         * to the double build even for rows with a large mean. */
+        double m = 0;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= C;
+        double v = 0;
+        for (int i = 0; i < C; i++) {
+            double dx = x[i] - m;
+            v += dx * dx;
+        }
+        v /= C;
+        real s = (real)(1.0 / sqrt(v + LAYERNORM_EPS));
+        real mr = (real)m;
+        for (int i = 0; i < C; i++) o[i] = (x[i] - mr) * s * w[i] + b[i];
+        mean[r] = mr;
+        rstd[r] = s;
+    }
+}
+
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, long rows, int C) {
+    for (long r = 0; r < rows; r++) {
+        const real *x = inp + r * C, *dy = dout + r * C;
+        real *dx = dinp + r * C;
+        real m = mean[r], s = rstd[r];
+        real dnorm_mean = 0, dnorm_norm_mean = 0;
+        for (int i = 0; i < C; i++) {
+            real norm = (x[i] - m) * s;
+            real dn = w[i] * dy[i];
+            dnorm_mean += dn;
+            dnorm_norm_mean += dn * norm;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        for (int i = 0; i < C; i++) {
+            real norm = (x[i] - m) * s;
+            real dn = w[i] * dy[i];
+            db[i] += dy[i];
+            dw[i] += norm * dy[i];
+            dx[i] += (dn - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+}
+
+#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
+
+void gelu_forward(real *out, const real *inp, long n) {
+    for (long i = 0; i < n; i++) {
+        real x = inp[i];
+        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+        out[i] = (real)0.5 * x * (1 + rtanh(u));
+    }
+}
+
+void gelu_backward(real *dinp, const real *inp, const real *dout, long n) {
+    for (long i = 0; i < n; i++) {
+        real x = inp[i];
+        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+        real th = rtanh(u);
+        real sech2 = 1 - th * th;
+        real du = (real)GELU_K * (1 + 3 * (real)0.044715 * x * x);
+        dinp[i] = ((real)0.5 * (1 + th) + (real)0.5 * x * sech2 * du) * dout[i];
+    }
+}
+
+void linear_forward(real *out, const real *inp, const real *W, const real *bias, long rows, int in, int out_dim) {
+    gemm_nt((int)rows, out_dim, in, inp, in, W, in, out, out_dim, 0);
+    if (bias)
+        for (long r = 0; r < rows; r++)
+            for (int o = 0; o < out_dim; o++) out[r * out_dim + o] += bias[o];
+}
+
+void rope_tables(real *cos_t, real *sin_t, int T, int d, double base) {
+    int half = d / 2;
+    for (int m = 0; m < T; m++)
+        for (int i = 0; i < half; i++) {
+            double ang = (double)m * pow(base, -2.0 * i / d);
+            cos_t[(long)m * half + i] = (real)cos(ang);
+            sin_t[(long)m * half + i] = (real)sin(ang);
+        }
+}
+
+void rope_rotate(real *out, const real *x, const real *c, const real *s, int d) {
+    for (int i = 0; i < d / 2; i++) {
+        real x0 = x[2 * i], x1 = x[2 * i + 1];
+        out[2 * i] = x0 * c[i] - x1 * s[i];
+        out[2 * i + 1] = x0 * s[i] + x1 * c[i];
+    }
+}
+
+void rope_rotate_inverse(real *out, const real *x, const real *c, const real *s, int d) {
+    for (int i = 0; i < d / 2; i++) {
+        real x0 = x[2 * i], x1 = x[2 * i + 1];
+        out[2 * i] = x0 * c[i] + x1 * s[i];
+        out[2 * i + 1] = -x0 * s[i] + x1 * c[i];
+    }
+}
+
+void attention_forward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride, real *att,
+                            real *y, int y_stride, int T, int d, real scale, double *entropy_sum) {
+    double ent = 0;
+    for (int t = 0; t < T; t++) {
+        const real *qt = q + (long)t * qk_stride;
+        real *p = att + (long)t * T;
+        real mx = -INFINITY;
+        for (int s = 0; s <= t; s++) {
+            const real *ks = k + (long)s * qk_stride;
+            real dot = 0;
+            for (int i = 0; i < d; i++) dot += qt[i] * ks[i];
+            p[s] = dot * scale;
+            if (p[s] > mx) mx = p[s];
+        }
+        real sum = 0;
+        for (int s = 0; s <= t; s++) {
+            p[s] = rexp(p[s] - mx);
+            sum += p[s];
+        }
+        real inv = 1 / sum;
+        double h = 0;
+        for (int s = 0; s <= t; s++) {
+            p[s] *= inv;
+            if (p[s] > 0) h -= (double)p[s] * log((double)p[s]);
+        }
+        for (int s = t + 1; s < T; s++) p[s] = 0;
+        ent += h;
+        real *yt = y + (long)t * y_stride;
+        for (int i = 0; i < d; i++) yt[i] = 0;
+        for (int s = 0; s <= t; s++) {
+            const real *vs = v + (long)s * v_stride;
+            real ps = p[s];
+            for (int i = 0; i < d; i++) yt[i] += ps * vs[i];
+        }
+    }
+    *entropy_sum += ent;
+}
+
+void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride,
+                             const real *att, const real *dy, int y_stride, real *dq, real *dk, int dqk_stride,
+                             real *dv, int dv_stride, int T, int d, real scale, double *dscale, real *dp) {
+    for (int t = 0; t < T; t++) {
+        memset(dk + (long)t * dqk_stride, 0, sizeof(real) * d);
+        memset(dv + (long)t * dv_stride, 0, sizeof(real) * d);
+    }
+    double ds_acc = 0;
+    for (int t = 0; t < T; t++) {
+        const real *p = att + (long)t * T;
+        const real *dyt = dy + (long)t * y_stride;
+        const real *qt = q + (long)t * qk_stride;
+        real *dqt = dq + (long)t * dqk_stride;
+        real pdp = 0;
+        for (int s = 0; s <= t; s++) {
+            const real *vs = v + (long)s * v_stride;
+            real *dvs = dv + (long)s * dv_stride;
+            real acc = 0;
+            for (int i = 0; i < d; i++) {
+                acc += dyt[i] * vs[i];
+                dvs[i] += p[s] * dyt[i];
+            }
+            dp[s] = acc;
+            pdp += p[s] * acc;
+        }
+        for (int i = 0; i < d; i++) dqt[i] = 0;
+        for (int s = 0; s <= t; s++) {
+            /* softmax backward, then through score = scale * q.k */
+            real dsc = p[s] * (dp[s] - pdp);
+            const real *ks = k + (long)s * qk_stride;
+            real *dks = dk + (long)s * dqk_stride;
+            real g = dsc * scale;
+            if (dscale) {
+                real dot = 0;
+                for (int i = 0; i < d; i++) dot += qt[i] * ks[i];
+                ds_acc += (double)dsc * dot;
+            }
+            for (int i = 0; i < d; i++) {
+                dqt[i] += g * ks[i];
+                dks[i] += g * qt[i];
+            }
+        }
+    }
+    if (dscale) *dscale += ds_acc;
+}

@@ -1,0 +1,935 @@
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "layers.h"
+#include "lmhead.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "threads.h"
+
+#define MAX_TENSORS (4 + 14 * 24 + 4)
+#define LMHEAD_CHUNK_ROWS 64
+
+/* Offsets of one block's parameters inside the flat parameter/gradient arrays. */
+typedef struct {
+    size_t ln1w, ln1b, qkvw, qkvb, projw, projb, tau, ln2w, ln2b, fcw, fcb, fcpw, fcpb;
+} layer_off;
+
+/* Per-layer activations kept for the backward pass (pointers into one block). */
+typedef struct {
+    real *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
+    real *qkv;                       /* [N,3C] */
+    real *qk;                        /* [N,2C] q|k as the score uses them (rope, cosine_rope) */
+    real *rinv;                      /* [N,2H] 1/|q|, 1/|k| per head (cosine_rope) */
+    real *att;                       /* [B,H,T,T] */
+    real *atty;                      /* [N,C] */
+    real *res1;                      /* [N,C] */
+    real *ln2, *ln2_mean, *ln2_rstd;
+    real *fch;  /* [N,4C] before GELU */
+    real *res2; /* [N,C] block output */
+} layer_acts;
+
+enum {
+    PH_ENCODE,
+    PH_FWD_A,
+    PH_FWD_ATT,
+    PH_FWD_B,
+    PH_FINAL,
+    PH_LMHEAD,
+    PH_LNF_BWD,
+    PH_BWD_1,
+    PH_BWD_2,
+    PH_BWD_3,
+    PH_BWD_4,
+    PH_BWD_ATT,
+    PH_BWD_6,
+    PH_BWD_7,
+};
+
+struct model {
+    model_config cfg;
+    int max_B, n_threads, with_grads;
+    int C, H, d, L, V, Tmax;
+    threadpool *pool;
+
+    model_tensor tensors[MAX_TENSORS];
+    int n_tensors;
+    size_t n_params;
+    size_t wte, wpe, lnfw, lnfb, lm_head; /* offsets; wpe is (size_t)-1 without it */
+    layer_off *lo;
+
+    real *params, *grads;
+    real *act_block;
+    real *x0;        /* [N,C] embeddings */
+    layer_acts *la;  /* [L] */
+    real *lnf, *lnf_mean, *lnf_rstd, *losses;
+    real *rope_cos, *rope_sin; /* [Tmax, d/2] */
+    /* backward scratch */
+    real *dres, *dln, *dqkv, *datty, *dfch, *gelu; /* gelu is also the forward's MLP activation */
+    real *lm_buf;                                  /* nthreads * chunk * V */
+    real *part;        /* per-thread partial sums: [nth][2C] LayerNorm dw|db */
+    double *part_d;    /* per-thread [nth][2H]: entropy | dscale */
+    double entropy[24 * 1024];
+    /* the current pass */
+    int ph, ph_layer, B, T, train;
+    const int32_t *inputs, *targets;
+};
+
+/* ---- configuration ---- */
+
+void model_config_defaults(model_config *c) {
+    memset(c, 0, sizeof *c);
+    c->n_layer = 3;
+    c->n_head = 4;
+    c->d_model = 128;
+    c->seq_len = 128;
+    c->vocab = 50257;
+    c->attention = ATTENTION_DOT;
+    c->rope_base = 10000.0;
+    c->tau_init = 0.0;
+    c->tau_param = TAU_PARAM_LINEAR;
+}
+
+engine_status model_config_validate(const model_config *c, engine_error *err) {
+    if (c->n_layer < 1 || c->n_layer > 24)
+        return engine_fail(err, ENGINE_ERR_INVALID, "n_layer %d is not in 1..24", c->n_layer);
+    if (c->d_model < 2 || c->d_model > 1024)
+        return engine_fail(err, ENGINE_ERR_INVALID, "d_model %d is not in 2..1024", c->d_model);
+    if (c->n_head < 1 || c->d_model % c->n_head != 0)
+        return engine_fail(err, ENGINE_ERR_INVALID, "n_head %d does not divide d_model %d", c->n_head, c->d_model);
+    if ((c->d_model / c->n_head) % 2 != 0)
+        return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is odd (RoPE needs pairs)",
+                           c->d_model / c->n_head);
+    if (c->seq_len < 1 || c->seq_len > 4096)
+        return engine_fail(err, ENGINE_ERR_INVALID, "seq_len %d is not in 1..4096", c->seq_len);
+    if (c->vocab < 2 || c->vocab > (1 << 20))
+        return engine_fail(err, ENGINE_ERR_INVALID, "vocab %d is not in 2..1048576", c->vocab);
+    if ((unsigned)c->attention > ATTENTION_COSINE_ROPE)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown attention kind %d", (int)c->attention);
+    if (!(c->rope_base > 1.0) || !isfinite(c->rope_base))
+        return engine_fail(err, ENGINE_ERR_INVALID, "rope_base %g must be a finite number > 1", c->rope_base);
+    if (!isfinite(c->tau_init) || c->tau_init > 1e6)
+        return engine_fail(err, ENGINE_ERR_INVALID, "tau_init %g is not a usable temperature", c->tau_init);
+    if ((unsigned)c->tau_param > TAU_PARAM_LOG)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown tau_param %d", (int)c->tau_param);
+    return ENGINE_OK;
+}
+
+const char *attention_kind_name(attention_kind k) {
+    switch (k) {
+    case ATTENTION_DOT: return "dot";
+    case ATTENTION_ROPE: return "rope";
+    case ATTENTION_COSINE_ROPE: return "cosine_rope";
+    }
+    return "unknown";
+}
+
+int attention_kind_parse(const char *s, attention_kind *k) {
+    if (!s) return -1;
+    if (!strcmp(s, "dot")) *k = ATTENTION_DOT;
+    else if (!strcmp(s, "rope")) *k = ATTENTION_ROPE;
+    else if (!strcmp(s, "cosine_rope")) *k = ATTENTION_COSINE_ROPE;
+    else return -1;
+    return 0;
+}
+
+const char *tau_param_name(tau_param_kind k) { return k == TAU_PARAM_LOG ? "log" : "linear"; }
+
+int tau_param_parse(const char *s, tau_param_kind *k) {
+    if (!s) return -1;
+    if (!strcmp(s, "linear")) *k = TAU_PARAM_LINEAR;
+    else if (!strcmp(s, "log")) *k = TAU_PARAM_LOG;
+    else return -1;
+    return 0;
+}
+
+static double tau_init_value(const model_config *c) {
+    return c->tau_init > 0 ? c->tau_init : sqrt((double)(c->d_model / c->n_head));
+}
+
+size_t model_config_param_count(const model_config *c) {
+    size_t C = (size_t)c->d_model, V = (size_t)c->vocab, L = (size_t)c->n_layer;
+    size_t n = 2 * V * C + 2 * C;
+    if (c->attention == ATTENTION_DOT) n += (size_t)c->seq_len * C;
+    n += L * (12 * C * C + 13 * C);
+    if (c->attention == ATTENTION_COSINE_ROPE) n += L * (size_t)c->n_head;
+    return n;
+}
+
+double model_config_train_flops_per_token(const model_config *c) {
+    double C = c->d_model, L = c->n_layer, V = c->vocab, T = c->seq_len;
+    double matmul_params = L * 12 * C * C + V * C;
+    /* causal attention: QK^T and AV over on average T/2 keys, 2 FLOPs each, per layer */
+    double attn = L * 2 * T * C;
+    return 6 * matmul_params + 3 * attn;
+}
+
+/* ---- layout ---- */
+
+static size_t add_tensor(model *m, const char *name, int ndim, int64_t d0, int64_t d1, int is_tau) {
+    model_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim > 1 ? d1 : 0;
+    t->numel = (size_t)d0 * (ndim > 1 ? (size_t)d1 : 1);
+    t->offset = m->n_params;
+    t->is_tau = is_tau;
+    m->n_params += t->numel;
+    return t->offset;
+}
+
+static void build_layout(model *m) {
+    int C = m->C, V = m->V;
+    char nm[40];
+    m->n_tensors = 0;
+    m->n_params = 0;
+    m->wte = add_tensor(m, "wte", 2, V, C, 0);
+    m->wpe = m->cfg.attention == ATTENTION_DOT ? add_tensor(m, "wpe", 2, m->Tmax, C, 0) : (size_t)-1;
+    for (int l = 0; l < m->L; l++) {
+        layer_off *o = &m->lo[l];
+#define T1(field, suffix, n) (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 1, n, 0, 0))
+#define T2(field, suffix, a, b) (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 2, a, b, 0))
+        T1(ln1w, "ln1.w", C);
+        T1(ln1b, "ln1.b", C);
+        T2(qkvw, "attn.qkv.w", 3 * C, C);
+        T1(qkvb, "attn.qkv.b", 3 * C);
+        T2(projw, "attn.proj.w", C, C);
+        T1(projb, "attn.proj.b", C);
+        if (m->cfg.attention == ATTENTION_COSINE_ROPE) {
+            snprintf(nm, sizeof nm, "h.%d.attn.tau", l);
+            o->tau = add_tensor(m, nm, 1, m->H, 0, 1);
+        } else {
+            o->tau = (size_t)-1;
+        }
+        T1(ln2w, "ln2.w", C);
+        T1(ln2b, "ln2.b", C);
+        T2(fcw, "mlp.fc.w", 4 * C, C);
+        T1(fcb, "mlp.fc.b", 4 * C);
+        T2(fcpw, "mlp.proj.w", C, 4 * C);
+        T1(fcpb, "mlp.proj.b", C);
+#undef T1
+#undef T2
+    }
+    m->lnfw = add_tensor(m, "lnf.w", 1, C, 0, 0);
+    m->lnfb = add_tensor(m, "lnf.b", 1, C, 0, 0);
+    m->lm_head = add_tensor(m, "lm_head.w", 2, V, C, 0);
+}
+
+/* Sizes (in reals) of the activation block; also used for the memory estimate. */
+typedef struct {
+    size_t per_layer, base, grads_scratch, lm_buf, part, total;
+} act_sizes;
+
+static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int with_grads) {
+    act_sizes s;
+    size_t C = (size_t)c->d_model, N = (size_t)B * (size_t)c->seq_len, T = (size_t)c->seq_len, H = (size_t)c->n_head;
+    int rot = c->attention != ATTENTION_DOT;
+    s.per_layer = N * C + 2 * N + N * 3 * C + (rot ? N * 2 * C : 0) +
+                  (c->attention == ATTENTION_COSINE_ROPE ? N * 2 * H : 0) + (size_t)B * H * T * T + N * C + N * C +
+                  N * C + 2 * N + N * 4 * C + N * C;
+    s.base = N * C /* x0 */ + N * C + 2 * N /* lnf */ + N /* losses */ + T * (C / H) /* rope tables */ +
+             N * 4 * C /* gelu */ + N * C /* dln, needed by the lm-head even without grads */;
+    s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
+    s.lm_buf = (size_t)nth * LMHEAD_CHUNK_ROWS * (size_t)c->vocab;
+    s.part = (size_t)nth * 2 * C;
+    s.total = s.per_layer * (size_t)c->n_layer + s.base + s.grads_scratch + s.lm_buf + s.part;
+    return s;
+}
+
+size_t model_memory_bytes(const model_config *cfg, int batch, int n_threads, int with_grads) {
+    act_sizes s = compute_act_sizes(cfg, batch, n_threads, with_grads);
+    size_t np = model_config_param_count(cfg);
+    return sizeof(real) * (s.total + np * (with_grads ? 2 : 1)) + sizeof(model);
+}
+
+engine_status model_new(model **out, const model_config *cfg, int batch, int n_threads, int with_grads,
+                        engine_error *err) {
+    *out = NULL;
+    engine_status rc = model_config_validate(cfg, err);
+    if (rc) return rc;
+    if (batch < 1 || batch > 4096) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..4096", batch);
+    if (n_threads < 1 || n_threads > 256)
+        return engine_fail(err, ENGINE_ERR_INVALID, "thread count %d is not in 1..256", n_threads);
+    gemm_init();
+    model *m = calloc(1, sizeof *m);
+    if (!m) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for a model");
+    m->cfg = *cfg;
+    m->max_B = batch;
+    m->n_threads = n_threads;
+    m->with_grads = with_grads;
+    m->C = cfg->d_model;
+    m->H = cfg->n_head;
+    m->d = cfg->d_model / cfg->n_head;
+    m->L = cfg->n_layer;
+    m->V = cfg->vocab;
+    m->Tmax = cfg->seq_len;
+    m->lo = calloc((size_t)m->L, sizeof *m->lo);
+    m->la = calloc((size_t)m->L, sizeof *m->la);
+    m->part_d = calloc((size_t)n_threads * 2 * (size_t)m->H, sizeof(double));
+    if (!m->lo || !m->la || !m->part_d) goto nomem;
+    build_layout(m);
+    m->params = calloc(m->n_params, sizeof(real));
+    if (!m->params) goto nomem;
+    if (with_grads) {
+        m->grads = calloc(m->n_params, sizeof(real));
+        if (!m->grads) goto nomem;
+    }
+    act_sizes s = compute_act_sizes(cfg, batch, n_threads, with_grads);
+    /* calloc: pages are only touched when used, and never-written regions read as zero */
+    m->act_block = calloc(s.total, sizeof(real));
+    if (!m->act_block) goto nomem;
+    {
+        size_t C = (size_t)m->C, N = (size_t)batch * (size_t)m->Tmax, T = (size_t)m->Tmax, H = (size_t)m->H;
+        real *p = m->act_block;
+#define TAKE(ptr, n) (ptr = p, p += (n))
+        for (int l = 0; l < m->L; l++) {
+            layer_acts *a = &m->la[l];
+            TAKE(a->ln1, N * C);
+            TAKE(a->ln1_mean, N);
+            TAKE(a->ln1_rstd, N);
+            TAKE(a->qkv, N * 3 * C);
+            if (cfg->attention != ATTENTION_DOT) TAKE(a->qk, N * 2 * C);
+            if (cfg->attention == ATTENTION_COSINE_ROPE) TAKE(a->rinv, N * 2 * H);
+            TAKE(a->att, (size_t)batch * H * T * T);
+            TAKE(a->atty, N * C);
+            TAKE(a->res1, N * C);
+            TAKE(a->ln2, N * C);
+            TAKE(a->ln2_mean, N);
+            TAKE(a->ln2_rstd, N);
+            TAKE(a->fch, N * 4 * C);
+            TAKE(a->res2, N * C);
+        }
+        TAKE(m->x0, N * C);
+        TAKE(m->lnf, N * C);
+        TAKE(m->lnf_mean, N);
+        TAKE(m->lnf_rstd, N);
+        TAKE(m->losses, N);
+        TAKE(m->rope_cos, T * (size_t)m->d / 2);
+        TAKE(m->rope_sin, T * (size_t)m->d / 2);
+        TAKE(m->gelu, N * 4 * C);
+        TAKE(m->dln, N * C);
+        if (with_grads) {
+            TAKE(m->dres, N * C);
+            TAKE(m->dqkv, N * 3 * C);
+            TAKE(m->datty, N * C);
+            TAKE(m->dfch, N * 4 * C);
+        }
+        TAKE(m->lm_buf, s.lm_buf);
+        TAKE(m->part, s.part);
+#undef TAKE
+    }
+    rope_tables(m->rope_cos, m->rope_sin, m->Tmax, m->d, cfg->rope_base);
+    rc = threads_create(&m->pool, n_threads, err);
+    if (rc) {
+        model_free(m);
+        return rc;
+    }
+    *out = m;
+    return ENGINE_OK;
+nomem:
+    model_free(m);
+    return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for a model of %zu parameters (batch %d)",
+                       model_config_param_count(cfg), batch);
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    threads_free(m->pool);
+    free(m->act_block);
+    free(m->grads);
+    free(m->params);
+    free(m->part_d);
+    free(m->la);
+    free(m->lo);
+    free(m);
+}
+
+const model_config *model_get_config(const model *m) { return &m->cfg; }
+size_t model_param_count(const model *m) { return m->n_params; }
+real *model_params(model *m) { return m->params; }
+real *model_grads(model *m) { return m->grads; }
+int model_tensor_count(const model *m) { return m->n_tensors; }
+const model_tensor *model_tensor_at(const model *m, int i) { return &m->tensors[i]; }
+
+const model_tensor *model_tensor_find(const model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+void model_init_params(model *m, uint64_t seed) {
+    rng_state r;
+    rng_seed(&r, seed);
+    double tau0 = tau_init_value(&m->cfg);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        real *p = m->params + t->offset;
+        size_t len = strlen(t->name);
+        if (t->is_tau) {
+            for (size_t j = 0; j < t->numel; j++)
+                p[j] = (real)(m->cfg.tau_param == TAU_PARAM_LOG ? log(tau0) : tau0);
+        } else if (t->ndim == 2) {
+            for (size_t j = 0; j < t->numel; j++) p[j] = (real)(0.02 * rng_normal(&r));
+        } else if (len >= 4 && t->name[len - 1] == 'w' && t->name[len - 2] == '.' &&
+                   (strstr(t->name, "ln") != NULL)) {
+            for (size_t j = 0; j < t->numel; j++) p[j] = 1;
+        } else {
+            for (size_t j = 0; j < t->numel; j++) p[j] = 0;
+        }
+    }
+}
+
+/* ---- passes ---- */
+
+#define P(off) (m->params + (off))
+#define G(off) (m->grads + (off))
+
+static real layer_scale(const model *m, int l, int h) {
+    if (m->cfg.attention != ATTENTION_COSINE_ROPE) return (real)(1.0 / sqrt((double)m->d));
+    real tp = m->params[m->lo[l].tau + (size_t)h];
+    return m->cfg.tau_param == TAU_PARAM_LOG ? (real)rexp(-tp) : 1 / tp;
+}
+
+/* Prepares q and k of one (b, h) unit as the score uses them (rope, cosine_rope). */
+static void prepare_qk(model *m, layer_acts *a, int b, int h) {
+    int C = m->C, d = m->d, H = m->H, T = m->T;
+    int cos_norm = m->cfg.attention == ATTENTION_COSINE_ROPE;
+    for (int t = 0; t < T; t++) {
+        size_t row = (size_t)b * T + t;
+        const real *q = a->qkv + row * 3 * C + (size_t)h * d;
+        const real *k = q + C;
+        real *qo = a->qk + row * 2 * C + (size_t)h * d, *ko = qo + C;
+        const real *cs = m->rope_cos + (size_t)t * (d / 2), *sn = m->rope_sin + (size_t)t * (d / 2);
+        if (cos_norm) {
+            double sq = 0, sk = 0;
+            for (int i = 0; i < d; i++) {
+                sq += (double)q[i] * q[i];
+                sk += (double)k[i] * k[i];
+            }
+            real rq = (real)(1.0 / sqrt(sq + COSINE_NORM_EPS)), rk = (real)(1.0 / sqrt(sk + COSINE_NORM_EPS));
+            a->rinv[row * 2 * H + h] = rq;
+            a->rinv[row * 2 * H + H + h] = rk;
+            for (int i = 0; i < d; i++) {
+                qo[i] = q[i] * rq;
+                ko[i] = k[i] * rk;
+            }
+            rope_rotate(qo, qo, cs, sn, d);
+            rope_rotate(ko, ko, cs, sn, d);
+        } else {
+            rope_rotate(qo, q, cs, sn, d);
+            rope_rotate(ko, k, cs, sn, d);
+        }
+    }
+}
+
+/* Carries gradients wrt the used q/k of one unit (in dqkv's q and k slots) back to raw q/k. */
+static void unprepare_dqk(model *m, layer_acts *a, int b, int h) {
+    int C = m->C, d = m->d, H = m->H, T = m->T;
+    int cos_norm = m->cfg.attention == ATTENTION_COSINE_ROPE;
+    for (int t = 0; t < T; t++) {
+        size_t row = (size_t)b * T + t;
+        const real *cs = m->rope_cos + (size_t)t * (d / 2), *sn = m->rope_sin + (size_t)t * (d / 2);
+        for (int which = 0; which < 2; which++) {
+            real *dx = m->dqkv + row * 3 * C + (size_t)which * C + (size_t)h * d;
+            rope_rotate_inverse(dx, dx, cs, sn, d);
+            if (cos_norm) {
+                /* x^ = x r, r = (|x|^2 + eps)^-1/2:  dx = r (dx^ - x^ (x^ . dx^)) */
+                const real *x = a->qkv + row * 3 * C + (size_t)which * C + (size_t)h * d;
+                real r = a->rinv[row * 2 * H + (size_t)which * H + h];
+                real dot = 0;
+                for (int i = 0; i < d; i++) dot += x[i] * r * dx[i];
+                for (int i = 0; i < d; i++) dx[i] = r * (dx[i] - x[i] * r * dot);
+            }
+        }
+    }
+}
+
+static const real *layer_input(const model *m, int l) { return l == 0 ? m->x0 : m->la[l - 1].res2; }
+
+/* Bias gradient for outputs [o0, o1): db[o] += sum over rows of dy[r, o]. */
+static void bias_grad(real *db, const real *dy, long rows, int width, long o0, long o1) {
+    for (long r = 0; r < rows; r++) {
+        const real *row = dy + r * width;
+        for (long o = o0; o < o1; o++) db[o] += row[o];
+    }
+}
+
+static void phase_fn(void *ctx, int tid, int nth) {
+    model *m = ctx;
+    const int C = m->C, H = m->H, d = m->d, T = m->T, B = m->B;
+    const long N = (long)B * T;
+    const int l = m->ph_layer;
+    long r0, r1;
+    threads_split(N, tid, nth, &r0, &r1);
+    const long nr = r1 - r0;
+    layer_acts *a = l >= 0 && l < m->L ? &m->la[l] : NULL;
+    const layer_off *o = l >= 0 && l < m->L ? &m->lo[l] : NULL;
+    real *part = m->part + (size_t)tid * 2 * C;
+    double *pd = m->part_d + (size_t)tid * 2 * H;
+    int rot = m->cfg.attention != ATTENTION_DOT;
+
+    switch (m->ph) {
+    case PH_ENCODE:
+        for (long r = r0; r < r1; r++) {
+            const real *e = P(m->wte) + (size_t)m->inputs[r] * C;
+            real *x = m->x0 + r * C;
+            if (m->wpe != (size_t)-1) {
+                const real *pe = P(m->wpe) + (size_t)(r % T) * C;
+                for (int i = 0; i < C; i++) x[i] = e[i] + pe[i];
+            } else {
+                memcpy(x, e, sizeof(real) * C);
+            }
+        }
+        break;
+    case PH_FWD_A: {
+        const real *xin = layer_input(m, l);
+        layernorm_forward(a->ln1 + r0 * C, a->ln1_mean + r0, a->ln1_rstd + r0, xin + r0 * C, P(o->ln1w), P(o->ln1b), nr,
+                          C);
+        linear_forward(a->qkv + r0 * 3 * C, a->ln1 + r0 * C, P(o->qkvw), P(o->qkvb), nr, C, 3 * C);
+        break;
+    }
+    case PH_FWD_ATT: {
+        long u0, u1;
+        threads_split((long)B * H, tid, nth, &u0, &u1);
+        for (int h = 0; h < H; h++) pd[h] = 0;
+        for (long u = u0; u < u1; u++) {
+            int b = (int)(u / H), h = (int)(u % H);
+            size_t row0 = (size_t)b * T;
+            if (rot) prepare_qk(m, a, b, h);
+            const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
+            int qs = rot ? 2 * C : 3 * C;
+            attention_forward_unit(q, q + C, qs, a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d, 3 * C,
+                                   a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C, T, d,
+                                   layer_scale(m, l, h), &pd[h]);
+        }
+        break;
+    }
+    case PH_FWD_B: {
+        const real *xin = layer_input(m, l);
+        linear_forward(a->res1 + r0 * C, a->atty + r0 * C, P(o->projw), P(o->projb), nr, C, C);
+        for (long i = r0 * C; i < r1 * C; i++) a->res1[i] += xin[i];
+        layernorm_forward(a->ln2 + r0 * C, a->ln2_mean + r0, a->ln2_rstd + r0, a->res1 + r0 * C, P(o->ln2w),
+                          P(o->ln2b), nr, C);
+        linear_forward(a->fch + r0 * 4 * C, a->ln2 + r0 * C, P(o->fcw), P(o->fcb), nr, C, 4 * C);
+        gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
+        linear_forward(a->res2 + r0 * C, m->gelu + r0 * 4 * C, P(o->fcpw), P(o->fcpb), nr, 4 * C, C);
+        for (long i = r0 * C; i < r1 * C; i++) a->res2[i] += a->res1[i];
+        break;
+    }
+    case PH_FINAL:
+        layernorm_forward(m->lnf + r0 * C, m->lnf_mean + r0, m->lnf_rstd + r0, m->la[m->L - 1].res2 + r0 * C,
+                          P(m->lnfw), P(m->lnfb), nr, C);
+        break;
+    case PH_LMHEAD: {
+        lmhead_args la = {
+            .x = m->lnf,
+            .w = P(m->lm_head),
+            .targets = m->targets,
+            .N = N,
+            .C = C,
+            .V = m->V,
+            .losses = m->losses,
+            .dx = m->train ? m->dln : NULL,
+            .dw = m->train ? G(m->lm_head) : NULL,
+            .grad_scale = (real)(1.0 / (double)N),
+            .buf = m->lm_buf,
+            .chunk_rows = LMHEAD_CHUNK_ROWS,
+        };
+        lmhead_thread(&la, m->pool, tid, nth);
+        break;
+    }
+    case PH_LNF_BWD:
+        memset(part, 0, sizeof(real) * 2 * C);
+        memset(m->dres + r0 * C, 0, sizeof(real) * (size_t)nr * C);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C,
+                           P(m->lnfw), m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
+        break;
+    case PH_BWD_1:
+        /* MLP output projection, input side: dgelu = dres . Wp, then through GELU */
+        gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
+        gemm_nn((int)nr, 4 * C, C, m->dres + r0 * C, C, P(o->fcpw), 4 * C, m->dfch + r0 * 4 * C, 4 * C, 0);
+        gelu_backward(m->dfch + r0 * 4 * C, a->fch + r0 * 4 * C, m->dfch + r0 * 4 * C, nr * 4 * C);
+        break;
+    case PH_BWD_2: {
+        long o0, o1;
+        threads_split(C, tid, nth, &o0, &o1);
+        gemm_tn((int)(o1 - o0), 4 * C, (int)N, m->dres + o0, C, m->gelu, 4 * C, G(o->fcpw) + o0 * 4 * C, 4 * C, 1);
+        bias_grad(G(o->fcpb), m->dres, N, C, o0, o1);
+        threads_split(4 * C, tid, nth, &o0, &o1);
+        gemm_tn((int)(o1 - o0), C, (int)N, m->dfch + o0, 4 * C, a->ln2, C, G(o->fcw) + o0 * C, C, 1);
+        bias_grad(G(o->fcb), m->dfch, N, 4 * C, o0, o1);
+        break;
+    }
+    case PH_BWD_3:
+        memset(part, 0, sizeof(real) * 2 * C);
+        gemm_nn((int)nr, C, 4 * C, m->dfch + r0 * 4 * C, 4 * C, P(o->fcw), C, m->dln + r0 * C, C, 0);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, a->res1 + r0 * C, P(o->ln2w),
+                           a->ln2_mean + r0, a->ln2_rstd + r0, nr, C);
+        gemm_nn((int)nr, C, C, m->dres + r0 * C, C, P(o->projw), C, m->datty + r0 * C, C, 0);
+        break;
+    case PH_BWD_4: {
+        long o0, o1;
+        threads_split(C, tid, nth, &o0, &o1);
+        gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
+        bias_grad(G(o->projb), m->dres, N, C, o0, o1);
+        break;
+    }
+    case PH_BWD_ATT: {
+        long u0, u1;
+        threads_split((long)B * H, tid, nth, &u0, &u1);
+        for (int h = 0; h < H; h++) pd[H + h] = 0;
+        real *scratch = m->lm_buf + (size_t)tid * LMHEAD_CHUNK_ROWS * m->V; /* idle during backward */
+        for (long u = u0; u < u1; u++) {
+            int b = (int)(u / H), h = (int)(u % H);
+            size_t row0 = (size_t)b * T;
+            const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
+            int qs = rot ? 2 * C : 3 * C;
+            real *dq = m->dqkv + row0 * 3 * C + (size_t)h * d;
+            attention_backward_unit(q, q + C, qs, a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d, 3 * C,
+                                    a->att + (size_t)u * T * T, m->datty + row0 * C + (size_t)h * d, C, dq, dq + C,
+                                    3 * C, dq + 2 * C, 3 * C, T, d, layer_scale(m, l, h),
+                                    m->cfg.attention == ATTENTION_COSINE_ROPE ? &pd[H + h] : NULL, scratch);
+            if (rot) unprepare_dqk(m, a, b, h);
+        }
+        break;
+    }
+    case PH_BWD_6: {
+        long o0, o1;
+        threads_split(3 * C, tid, nth, &o0, &o1);
+        gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
+        bias_grad(G(o->qkvb), m->dqkv, N, 3 * C, o0, o1);
+        break;
+    }
+    case PH_BWD_7:
+        memset(part, 0, sizeof(real) * 2 * C);
+        gemm_nn((int)nr, C, 3 * C, m->dqkv + r0 * 3 * C, 3 * C, P(o->qkvw), C, m->dln + r0 * C, C, 0);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, layer_input(m, l) + r0 * C, P(o->ln1w),
+                           a->ln1_mean + r0, a->ln1_rstd + r0, nr, C);
+        break;
+    }
+}
+
+static void run_phase(model *m, int ph, int layer) {
+    m->ph = ph;
+    m->ph_layer = layer;
+    threads_run(m->pool, phase_fn, m);
+}
+
+/* Adds the per-thread LayerNorm partials, in thread order, to dw and db. */
+static void reduce_ln(model *m, size_t w_off, size_t b_off) {
+    int C = m->C;
+    for (int t = 0; t < m->n_threads; t++) {
+        const real *part = m->part + (size_t)t * 2 * C;
+        for (int i = 0; i < C; i++) {
+            m->grads[w_off + i] += part[i];
+            m->grads[b_off + i] += part[C + i];
+        }
+    }
+}
+
+static engine_status check_batch(const model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                 engine_error *err) {
+    if (B < 1 || B > m->max_B)
+        return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..%d", B, m->max_B);
+    if (T < 1 || T > m->Tmax)
+        return engine_fail(err, ENGINE_ERR_INVALID, "sequence length %d exceeds the model's %d", T, m->Tmax);
+    long n = (long)B * T;
+    for (long i = 0; i < n; i++) {
+        if (inputs[i] < 0 || inputs[i] >= m->V)
+            return engine_fail(err, ENGINE_ERR_INVALID, "token id %d at position %ld is outside the vocabulary (0..%d)",
+                               inputs[i], i, m->V - 1);
+        if (targets && (targets[i] < 0 || targets[i] >= m->V))
+            return engine_fail(err, ENGINE_ERR_INVALID,
+                               "target token id %d at position %ld is outside the vocabulary (0..%d)", targets[i], i,
+                               m->V - 1);
+    }
+    return ENGINE_OK;
+}
+
+static void forward_passes(model *m, int B, int T, const int32_t *inputs, const int32_t *targets, int train) {
+    m->B = B;
+    m->T = T;
+    m->inputs = inputs;
+    m->targets = targets;
+    m->train = train;
+    run_phase(m, PH_ENCODE, -1);
+    for (int l = 0; l < m->L; l++) {
+        run_phase(m, PH_FWD_A, l);
+        run_phase(m, PH_FWD_ATT, l);
+        for (int h = 0; h < m->H; h++) {
+            double s = 0;
+            for (int t = 0; t < m->n_threads; t++) s += m->part_d[(size_t)t * 2 * m->H + h];
+            m->entropy[l * m->H + h] = s / ((double)B * T);
+        }
+        run_phase(m, PH_FWD_B, l);
+    }
+    run_phase(m, PH_FINAL, -1);
+    if (targets) run_phase(m, PH_LMHEAD, -1);
+}
+
+static double mean_loss(const model *m, long n) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += m->losses[i];
+    return s / (double)n;
+}
+
+engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T, double *loss,
+                            engine_error *err) {
+    engine_status rc = check_batch(m, inputs, targets, B, T, err);
+    if (rc) return rc;
+    forward_passes(m, B, T, inputs, targets, 0);
+    if (targets && loss) *loss = mean_loss(m, (long)B * T);
+    return ENGINE_OK;
+}
+
+engine_status model_forward_backward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                     double *loss, engine_error *err) {
+    if (!m->with_grads) return engine_fail(err, ENGINE_ERR_INVALID, "model was made without gradients");
+    if (!targets) return engine_fail(err, ENGINE_ERR_INVALID, "training needs targets");
+    engine_status rc = check_batch(m, inputs, targets, B, T, err);
+    if (rc) return rc;
+    memset(m->grads, 0, sizeof(real) * m->n_params);
+    forward_passes(m, B, T, inputs, targets, 1);
+    if (loss) *loss = mean_loss(m, (long)B * T);
+
+    run_phase(m, PH_LNF_BWD, -1);
+    reduce_ln(m, m->lnfw, m->lnfb);
+    for (int l = m->L - 1; l >= 0; l--) {
+        const layer_off *o = &m->lo[l];
+        run_phase(m, PH_BWD_1, l);
+        run_phase(m, PH_BWD_2, l);
+        run_phase(m, PH_BWD_3, l);
+        reduce_ln(m, o->ln2w, o->ln2b);
+        run_phase(m, PH_BWD_4, l);
+        run_phase(m, PH_BWD_ATT, l);
+        if (m->cfg.attention == ATTENTION_COSINE_ROPE) {
+            for (int h = 0; h < m->H; h++) {
+                double dg = 0; /* dL/d(1/tau) */
+                for (int t = 0; t < m->n_threads; t++) dg += m->part_d[(size_t)t * 2 * m->H + m->H + h];
+                double g = layer_scale(m, l, h);
+                /* linear: g = 1/tau, dg/dtau = -g^2;  log: g = exp(-theta), dg/dtheta = -g */
+                double dp = m->cfg.tau_param == TAU_PARAM_LOG ? -dg * g : -dg * g * g;
+                m->grads[o->tau + (size_t)h] += (real)dp;
+            }
+        }
+        run_phase(m, PH_BWD_6, l);
+        run_phase(m, PH_BWD_7, l);
+        reduce_ln(m, o->ln1w, o->ln1b);
+    }
+    /* Embedding gradients: a scatter-add where tokens repeat, so one thread in row order. */
+    long n = (long)B * T;
+    int C = m->C;
+    for (long r = 0; r < n; r++) {
+        real *g = m->grads + m->wte + (size_t)inputs[r] * C;
+        const real *dx = m->dres + r * C;
+        for (int i = 0; i < C; i++) g[i] += dx[i];
+        if (m->wpe != (size_t)-1) {
+            real *gp = m->grads + m->wpe + (size_t)(r % T) * C;
+            for (int i = 0; i < C; i++) gp[i] += dx[i];
+        }
+    }
+    return ENGINE_OK;
+}
+
+void model_attention_entropy(const model *m, float *out) {
+    for (int i = 0; i < m->L * m->H; i++) out[i] = (float)m->entropy[i];
+}
+
+void model_tau(const model *m, float *out) {
+    for (int l = 0; l < m->L; l++)
+        for (int h = 0; h < m->H; h++) out[l * m->H + h] = (float)(1.0 / (double)layer_scale(m, l, h));
+}
+
+/* ---- weights files ---- */
+
+static void config_meta(const model_config *c, char vals[9][48], const char *kv[18]) {
+    static const char *keys[9] = {"n_layer", "n_head", "d_model", "seq_len", "vocab",
+                                  "attention", "rope_base", "tau_init", "tau_param"};
+    snprintf(vals[0], 48, "%d", c->n_layer);
+    snprintf(vals[1], 48, "%d", c->n_head);
+    snprintf(vals[2], 48, "%d", c->d_model);
+    snprintf(vals[3], 48, "%d", c->seq_len);
+    snprintf(vals[4], 48, "%d", c->vocab);
+    snprintf(vals[5], 48, "%s", attention_kind_name(c->attention));
+    snprintf(vals[6], 48, "%.17g", c->rope_base);
+    snprintf(vals[7], 48, "%.17g", tau_init_value(c));
+    snprintf(vals[8], 48, "%s", tau_param_name(c->tau_param));
+    for (int i = 0; i < 9; i++) {
+        kv[2 * i] = keys[i];
+        kv[2 * i + 1] = vals[i];
+    }
+}
+
+engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
+                         engine_error *err) {
+    st_write_entry e[MAX_TENSORS];
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        e[i].name = t->name;
+        e[i].ndim = t->ndim;
+        e[i].shape[0] = t->shape[0];
+        e[i].shape[1] = t->shape[1];
+        e[i].data = m->params + t->offset;
+    }
+    char vals[9][48];
+    const char *kv[18 + 2 * 32];
+    config_meta(&m->cfg, vals, kv);
+    if (n_extra > 32) return engine_fail(err, ENGINE_ERR_INVALID, "too many metadata entries");
+    for (int i = 0; i < 2 * n_extra; i++) kv[18 + i] = extra_meta[i];
+    return safetensors_write(path, e, m->n_tensors, kv, 9 + n_extra, err);
+}
+
+static engine_status meta_int(const safetensors *st, const char *path, const char *key, int *out, engine_error *err) {
+    const char *s = safetensors_meta(st, key);
+    char *end;
+    if (!s) return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata has no '%s'", path, key);
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < -2147483647L || v > 2147483647L)
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata '%s' = '%s' is not an integer", path, key, s);
+    *out = (int)v;
+    return ENGINE_OK;
+}
+
+static engine_status config_from_st(const safetensors *st, const char *path, model_config *c, engine_error *err) {
+    model_config_defaults(c);
+    engine_status rc;
+    if ((rc = meta_int(st, path, "n_layer", &c->n_layer, err)) || (rc = meta_int(st, path, "n_head", &c->n_head, err)) ||
+        (rc = meta_int(st, path, "d_model", &c->d_model, err)) ||
+        (rc = meta_int(st, path, "seq_len", &c->seq_len, err)) || (rc = meta_int(st, path, "vocab", &c->vocab, err)))
+        return rc;
+    if (attention_kind_parse(safetensors_meta(st, "attention"), &c->attention))
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata 'attention' is missing or unknown", path);
+    const char *s = safetensors_meta(st, "rope_base");
+    if (s) c->rope_base = strtod(s, NULL);
+    s = safetensors_meta(st, "tau_init");
+    if (s) c->tau_init = strtod(s, NULL);
+    s = safetensors_meta(st, "tau_param");
+    if (s && tau_param_parse(s, &c->tau_param))
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata 'tau_param' = '%s' is unknown", path, s);
+    engine_error e2;
+    if (model_config_validate(c, &e2))
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata config is invalid: %s", path, e2.message);
+    return ENGINE_OK;
+}
+
+engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err) {
+    safetensors *st;
+    engine_status rc = safetensors_open(&st, path, err);
+    if (rc) return rc;
+    rc = config_from_st(st, path, cfg, err);
+    safetensors_close(st);
+    return rc;
+}
+
+engine_status model_load_params(model *m, const char *path, engine_error *err) {
+    safetensors *st;
+    engine_status rc = safetensors_open(&st, path, err);
+    if (rc) return rc;
+    model_config fc;
+    rc = config_from_st(st, path, &fc, err);
+    if (!rc && (fc.n_layer != m->cfg.n_layer || fc.n_head != m->cfg.n_head || fc.d_model != m->cfg.d_model ||
+                fc.seq_len != m->cfg.seq_len || fc.vocab != m->cfg.vocab || fc.attention != m->cfg.attention ||
+                fc.tau_param != m->cfg.tau_param || fc.rope_base != m->cfg.rope_base))
+        rc = engine_fail(err, ENGINE_ERR_FORMAT,
+                         "%s holds a different model (L%d H%d C%d T%d V%d %s) than asked for (L%d H%d C%d T%d V%d %s)",
+                         path, fc.n_layer, fc.n_head, fc.d_model, fc.seq_len, fc.vocab,
+                         attention_kind_name(fc.attention), m->cfg.n_layer, m->cfg.n_head, m->cfg.d_model,
+                         m->cfg.seq_len, m->cfg.vocab, attention_kind_name(m->cfg.attention));
+    for (int i = 0; !rc && i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        rc = safetensors_read_real(st, t->name, t->ndim, t->shape, m->params + t->offset, err);
+    }
+    for (int i = 0; !rc && i < m->n_tensors; i++) {
+        const model_tensor *t = &m->tensors[i];
+        for (size_t j = 0; j < t->numel; j++)
+            if (!isfinite((double)m->params[t->offset + j])) {
+                rc = engine_fail(err, ENGINE_ERR_FORMAT, "%s: tensor '%s' holds a non-finite value", path, t->name);
+                break;
+            }
+    }
+    safetensors_close(st);
+    return rc;
+}
+
+engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads,
+                         engine_error *err) {
+    *out = NULL;
+    model_config c;
+    engine_status rc = model_config_from_file(path, &c, err);
+    if (rc) return rc;
+    model *m;
+    rc = model_new(&m, &c, batch, n_threads, with_grads, err);
+    if (rc) return rc;
+    rc = model_load_params(m, path, err);
+    if (rc) {
+        model_free(m);
+        return rc;
+    }
+    *out = m;
+    return ENGINE_OK;
+}
+
+/* ---- inspection ---- */
+
+void model_inspect_free(model_inspect *ins) {
+    if (!ins) return;
+    free(ins->att);
+    free(ins->q_raw);
+    free(ins->k_raw);
+    free(ins->q_used);
+    free(ins->k_used);
+    free(ins->tau);
+    free(ins->entropy);
+    memset(ins, 0, sizeof *ins);
+}
+
+engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, model_inspect *out, engine_error *err) {
+    memset(out, 0, sizeof *out);
+    engine_status rc = check_batch(m, tokens, NULL, 1, T, err);
+    if (rc) return rc;
+    int L = m->L, H = m->H, d = m->d, C = m->C;
+    size_t lh = (size_t)L * H;
+    out->n_layer = L;
+    out->n_head = H;
+    out->T = T;
+    out->head_dim = d;
+    out->att = malloc(sizeof(float) * lh * T * T);
+    out->q_raw = malloc(sizeof(float) * lh * T * d);
+    out->k_raw = malloc(sizeof(float) * lh * T * d);
+    out->q_used = malloc(sizeof(float) * lh * T * d);
+    out->k_used = malloc(sizeof(float) * lh * T * d);
+    out->tau = malloc(sizeof(float) * lh);
+    out->entropy = malloc(sizeof(float) * lh);
+    if (!out->att || !out->q_raw || !out->k_raw || !out->q_used || !out->k_used || !out->tau || !out->entropy) {
+        model_inspect_free(out);
+        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for attention maps");
+    }
+    forward_passes(m, 1, T, tokens, NULL, 0);
+    int rot = m->cfg.attention != ATTENTION_DOT;
+    for (int l = 0; l < L; l++) {
+        const layer_acts *a = &m->la[l];
+        for (int h = 0; h < H; h++) {
+            size_t base = ((size_t)l * H + h);
+            for (size_t i = 0; i < (size_t)T * T; i++) out->att[base * T * T + i] = (float)a->att[(size_t)h * T * T + i];
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < d; i++) {
+                    size_t dst = (base * T + t) * d + i;
+                    const real *q = a->qkv + (size_t)t * 3 * C + (size_t)h * d;
+                    out->q_raw[dst] = (float)q[i];
+                    out->k_raw[dst] = (float)q[C + i];
+                    const real *qu = rot ? a->qk + (size_t)t * 2 * C + (size_t)h * d : q;
+                    out->q_used[dst] = (float)qu[i];
+                    out->k_used[dst] = (float)qu[C + i];
+                }
+        }
+    }
+    model_tau(m, out->tau);
+    model_attention_entropy(m, out->entropy);
+    return ENGINE_OK;
+}

@@ -1,0 +1,138 @@
+/* The GPT-2-style pre-LayerNorm decoder: configuration, parameter layout, forward and backward
+ * passes, metrics and weights files.
+ *
+ *   x = wte[tok] (+ wpe[pos] for `dot`)
+ *   per block: x = x + proj(attn(ln1(x))); x = x + mlp(ln2(x)), mlp = fc(C->4C), GELU(tanh), proj(4C->C)
+ *   logits = lm_head(lnf(x)), untied from wte; loss = mean next-token cross-entropy.
+ * Attention (causal; qkv output is [q | k | v]; head h uses dims h*d .. h*d+d-1, d = C/H):
+ *   dot          score = q.k / sqrt(d), learned absolute positions wpe
+ *   rope         score = (R_m q).(R_n k) / sqrt(d), no wpe, v never rotated
+ *   cosine_rope  q^ = q / sqrt(sum q^2 + 1e-6) (same for k), then rotated; score = (R_m q^).(R_n k^) / tau_h,
+ *                tau a learned parameter per layer and head, stored as tau (linear) or log tau (log)
+ * RoPE: adjacent pairs (2i, 2i+1), angle m * base^(-2i/d), tables computed in double.
+ *
+ * Parameters, gradients and activations each live in one allocation made by model_new; nothing
+ * is allocated per step. A model is used by one caller thread at a time; it owns a pool of
+ * n_threads workers for its passes, and results are bit-identical for a given thread count. */
+#ifndef ENGINE_MODEL_H
+#define ENGINE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "real.h"
+
+typedef enum { ATTENTION_DOT = 0, ATTENTION_ROPE = 1, ATTENTION_COSINE_ROPE = 2 } attention_kind;
+typedef enum { TAU_PARAM_LINEAR = 0, TAU_PARAM_LOG = 1 } tau_param_kind;
+
+#define COSINE_NORM_EPS 1e-6
+
+typedef struct {
+    int n_layer, n_head, d_model, seq_len, vocab;
+    attention_kind attention;
+    double rope_base;         /* 10000 */
+    double tau_init;          /* <= 0 means sqrt(d) */
+    tau_param_kind tau_param; /* how tau is parameterised (cosine_rope only) */
+} model_config;
+
+/* The seed experiment: L3 H4 C128 T128 V50257, rope base 10000, tau sqrt(d) linear, dot. */
+void model_config_defaults(model_config *c);
+/* Limits: layers 1..24, heads divide d_model, d_model <= 1024 with an even head width,
+ * seq_len 1..4096, vocab 2..1048576, rope_base > 1, tau_init finite. ENGINE_ERR_INVALID otherwise. */
+engine_status model_config_validate(const model_config *c, engine_error *err);
+const char *attention_kind_name(attention_kind k);        /* "dot", "rope", "cosine_rope" */
+int attention_kind_parse(const char *s, attention_kind *k); /* 0 ok, -1 unknown */
+const char *tau_param_name(tau_param_kind k);             /* "linear", "log" */
+int tau_param_parse(const char *s, tau_param_kind *k);
+size_t model_config_param_count(const model_config *c);
+/* Model FLOPs of one training step (forward + backward, matmuls and attention) per token. */
+double model_config_train_flops_per_token(const model_config *c);
+
+/* One named parameter tensor: its place in the flat parameter (and gradient) array. */
+typedef struct {
+    char name[40];
+    int ndim;
+    int64_t shape[2];
+    size_t offset, numel;
+    int is_tau; /* the per-head temperatures (optimiser may skip weight decay on them) */
+} model_tensor;
+
+typedef struct model model;
+
+/* Allocates a model for batches of up to `batch` windows of up to seq_len tokens, with
+ * gradients when with_grads. Parameters start at zero: call model_init_params or load weights.
+ * ENGINE_ERR_INVALID (bad config/batch/threads) or ENGINE_ERR_NOMEM. */
+engine_status model_new(model **out, const model_config *cfg, int batch, int n_threads, int with_grads,
+                        engine_error *err);
+void model_free(model *m); /* NULL is fine */
+/* Peak bytes model_new would allocate (parameters, gradients, activations, scratch). */
+size_t model_memory_bytes(const model_config *cfg, int batch, int n_threads, int with_grads);
+
+const model_config *model_get_config(const model *m);
+size_t model_param_count(const model *m);
+real *model_params(model *m);
+real *model_grads(model *m); /* NULL without gradients */
+int model_tensor_count(const model *m);
+const model_tensor *model_tensor_at(const model *m, int i);
+const model_tensor *model_tensor_find(const model *m, const char *name);
+
+/* Normal(0, 0.02) for every weight matrix and embedding in tensor order from one rng_state
+ * seeded with `seed`; biases 0; LayerNorm weights 1; tau = tau_init (or its log). */
+void model_init_params(model *m, uint64_t seed);
+
+/* Forward pass over inputs[B*T] (B <= batch, T <= seq_len). With targets[B*T], *loss receives
+ * the mean cross-entropy; without (NULL), only the activations are computed. Token ids outside
+ * 0..vocab-1 and sizes beyond the model's are ENGINE_ERR_INVALID, with nothing computed. */
+engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T, double *loss,
+                            engine_error *err);
+/* Zeroes the gradients, then forward + backward: gradients of the mean loss end up in
+ * model_grads. Needs a model made with gradients. */
+engine_status model_forward_backward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                     double *loss, engine_error *err);
+
+/* After a forward pass: mean attention entropy (nats) over all query rows, per layer and head
+ * (out[l*H + h]). */
+void model_attention_entropy(const model *m, float *out);
+/* Effective temperature per layer and head: tau (cosine_rope) or sqrt(d) for the fixed-scale
+ * variants. */
+void model_tau(const model *m, float *out);
+
+/* Weights files (safetensors, F32, PyTorch [out, in] layouts): tensor names wte, wpe (dot only),
+ * h.{l}.ln1.w, h.{l}.ln1.b, h.{l}.attn.qkv.w [3C,C], h.{l}.attn.qkv.b, h.{l}.attn.proj.w, h.{l}.attn.proj.b,
+ * h.{l}.attn.tau [H] (cosine_rope; log tau when tau_param is log), h.{l}.ln2.w, h.{l}.ln2.b,
+ * h.{l}.mlp.fc.w [4C,C], h.{l}.mlp.fc.b, h.{l}.mlp.proj.w [C,4C], h.{l}.mlp.proj.b, lnf.w, lnf.b,
+ * lm_head.w [V,C]. __metadata__ carries the config (n_layer, n_head, d_model, seq_len, vocab,
+ * attention, rope_base, tau_init, tau_param) as strings, plus any extra pairs given. */
+engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
+                         engine_error *err);
+/* Reads the config from a weights or checkpoint file's metadata (ENGINE_ERR_FORMAT if absent or
+ * invalid). */
+engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err);
+/* Copies the parameters from a weights or checkpoint file into m: every tensor must be present
+ * with the model's shape and the file's config must match m's (ENGINE_ERR_FORMAT otherwise). */
+engine_status model_load_params(model *m, const char *path, engine_error *err);
+/* model_config_from_file + model_new + model_load_params. */
+engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads,
+                         engine_error *err);
+
+/* For probes: one window of tokens through the model, keeping what attention did. All arrays are
+ * float, row-major, indexed [layer][head][position]...:
+ *   att    [L][H][T][T]  probabilities (row = query position; zeros above the diagonal)
+ *   q_raw, k_raw [L][H][T][d]  straight out of the qkv projection
+ *   q_used, k_used [L][H][T][d] what the score uses: = raw (dot), rotated (rope), normalised then
+ *                  rotated (cosine_rope)
+ *   tau    [L][H]         effective scale denominator (tau, or sqrt(d))
+ *   entropy [L][H]        mean row entropy of att */
+typedef struct {
+    int n_layer, n_head, T, head_dim;
+    float *att, *q_raw, *k_raw, *q_used, *k_used, *tau, *entropy;
+} model_inspect;
+
+/* Runs tokens[T] (T <= seq_len) through m and fills *out (allocated here; free with
+ * model_inspect_free). Bad tokens or T: ENGINE_ERR_INVALID. */
+engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, model_inspect *out,
+                                    engine_error *err);
+void model_inspect_free(model_inspect *ins);
+
+#endif
