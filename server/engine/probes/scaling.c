@@ -1,0 +1,127 @@
+/* scaling: seed 001's question. For unit-variance random q, k the dot product's variance grows
+ * as d_k, so a raw softmax saturates onto one key as d_k grows; dividing by sqrt(d_k) holds it
+ * level; cos/tau is bounded in [-1, 1]/tau, so its sharpness is set by tau alone, and a large tau
+ * goes flat. Reported per d_k, averaged over trials of one query against n_keys keys. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "probe_impl.h"
+#include "probe_rng.h"
+#include "rope_math.h"
+
+#define MAX_DKS 16
+#define MAX_TAUS 8
+#define MAX_WORK 20000000.0 /* normals drawn, which bounds the run time to well under a second */
+
+static const double def_dks[] = {16, 32, 64, 128, 256, 512, 1024};
+static const double def_taus[] = {0.05, 0.1, 0.2, 0.5, 1.0};
+
+static const probe_param params[] = {
+    {.name = "dks", .type = PROBE_PARAM_INT_LIST, .help = "key dimensions", .min = 1, .max = 4096,
+     .def_list = def_dks, .def_len = 7, .min_len = 1, .max_len = MAX_DKS},
+    {.name = "n_keys", .type = PROBE_PARAM_INT, .help = "keys per softmax", .def = 32, .min = 2, .max = 4096},
+    {.name = "trials", .type = PROBE_PARAM_INT, .help = "queries averaged per d_k", .def = 8, .min = 1, .max = 1024},
+    {.name = "taus", .type = PROBE_PARAM_NUMBER_LIST, .help = "temperatures for cos/tau", .min = 1e-4, .max = 100,
+     .def_list = def_taus, .def_len = 5, .min_len = 1, .max_len = MAX_TAUS},
+    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
+};
+
+static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
+    double dks[MAX_DKS], taus[MAX_TAUS];
+    int nd = probe_p_list(p, "dks", dks, MAX_DKS), nt = probe_p_list(p, "taus", taus, MAX_TAUS);
+    int n = (int)probe_p_int(p, "n_keys"), trials = (int)probe_p_int(p, "trials");
+    double work = 0;
+    int dmax = 0;
+    for (int i = 0; i < nd; i++) {
+        work += dks[i] * (n + 1.0) * trials;
+        if (dks[i] > dmax) dmax = (int)dks[i];
+    }
+    if (work > MAX_WORK)
+        return probe_fail(err, ENGINE_ERR_INVALID, "trials",
+                          "sum(dks) * (n_keys + 1) * trials is %.0f, above the limit of %.0f", work, MAX_WORK);
+
+    double *buf = malloc(sizeof(double) * (size_t)(2 * dmax + 2 * n));
+    if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
+    double *q = buf, *k = q + dmax, *dot = k + dmax, *cosv = dot + n;
+    probe_rng rng;
+    probe_rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+
+    int ncols = 6 + 2 * nt;
+    json_t *cols = json_array();
+    static const char *const fixed[] = {"dk", "var_dot", "entropy_raw", "max_weight_raw", "entropy_scaled",
+                                        "max_weight_scaled"};
+    for (int i = 0; cols && i < 6; i++) json_array_append_new(cols, json_string(fixed[i]));
+    char name[64];
+    for (int t = 0; cols && t < nt; t++) {
+        snprintf(name, sizeof name, "entropy_cos_tau_%g", taus[t]);
+        json_array_append_new(cols, json_string(name));
+        snprintf(name, sizeof name, "max_weight_cos_tau_%g", taus[t]);
+        json_array_append_new(cols, json_string(name));
+    }
+    if (cols && json_array_size(cols) != (size_t)ncols) {
+        json_decref(cols);
+        cols = NULL;
+    }
+    json_t *rows = probe_table_cols(out, "scaling", cols);
+    double row[6 + 2 * MAX_TAUS];
+    double saturates_at = NAN, scaled_lo = INFINITY, scaled_hi = 0;
+    for (int di = 0; di < nd; di++) {
+        int dk = (int)dks[di];
+        double sum = 0, sq = 0, stats[4 + 2 * MAX_TAUS] = {0};
+        for (int t = 0; t < trials; t++) {
+            double nq = 0;
+            for (int i = 0; i < dk; i++) q[i] = probe_rng_normal(&rng), nq += q[i] * q[i];
+            for (int j = 0; j < n; j++) {
+                double s = 0, nk = 0;
+                for (int i = 0; i < dk; i++) {
+                    k[i] = probe_rng_normal(&rng);
+                    s += q[i] * k[i];
+                    nk += k[i] * k[i];
+                }
+                dot[j] = s;
+                cosv[j] = s / sqrt(nq * nk);
+                sum += s, sq += s * s;
+            }
+            double e, m;
+            probe_rope_softmax_stats(dot, n, 1.0, &e, &m);
+            stats[0] += e, stats[1] += m;
+            probe_rope_softmax_stats(dot, n, 1.0 / sqrt((double)dk), &e, &m);
+            stats[2] += e, stats[3] += m;
+            for (int ti = 0; ti < nt; ti++) {
+                probe_rope_softmax_stats(cosv, n, 1.0 / taus[ti], &e, &m);
+                stats[4 + 2 * ti] += e, stats[5 + 2 * ti] += m;
+            }
+        }
+        double cnt = (double)trials * n, mean = sum / cnt;
+        row[0] = dk;
+        row[1] = cnt > 1 ? (sq - cnt * mean * mean) / (cnt - 1) : NAN;
+        for (int i = 0; i < 4 + 2 * nt; i++) row[2 + i] = stats[i] / trials;
+        probe_row_nums(out, rows, row, ncols);
+        if (isnan(saturates_at) && row[3] > 0.9) saturates_at = dk;
+        scaled_lo = fmin(scaled_lo, row[4]), scaled_hi = fmax(scaled_hi, row[4]);
+    }
+    free(buf);
+    probe_summary_num(out, "max_entropy", log((double)n));
+    probe_summary_num(out, "raw_saturates_at_dk", saturates_at); /* null: no d_k reached max weight 0.9 */
+    probe_summary_num(out, "scaled_entropy_min", scaled_lo);
+    probe_summary_num(out, "scaled_entropy_max", scaled_hi);
+
+    static const char *const vy[] = {"var_dot", NULL};
+    probe_chart(out, "scaling", "line", "dk", vy, "variance of q.k by d_k", 1);
+    static const char *const my[] = {"max_weight_raw", "max_weight_scaled", NULL};
+    probe_chart(out, "scaling", "line", "dk", my, "largest softmax weight: raw vs scaled by sqrt(d_k)", 1);
+    const char *ey[3 + MAX_TAUS] = {"entropy_raw", "entropy_scaled"};
+    json_t *tc = json_object_get(json_array_get(json_object_get(out->result, "tables"), 0), "columns");
+    for (int t = 0; t < nt && tc; t++) ey[2 + t] = json_string_value(json_array_get(tc, (size_t)(6 + 2 * t)));
+    probe_chart(out, "scaling", "line", "dk", ey, "softmax entropy (nats) by d_k", 1);
+    return ENGINE_OK;
+}
+
+const probe_kind probe_kind_scaling = {
+    .name = "scaling",
+    .description = "variance of q.k and softmax sharpness by d_k: raw, divided by sqrt(d_k), and cos/tau",
+    .params = params,
+    .n_params = sizeof params / sizeof params[0],
+    .run = run,
+};
