@@ -84,6 +84,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_int(out, "combinations", (long)no * nsh);
     probe_summary_num(out, "worst_rotary_deviation", worst);
     probe_summary_num(out, "worst_additive_deviation", worst_add);
+    /* The score's natural scale, sum over pairs of |q_pair| |k_pair|, for a relative figure. */
+    double scale = 0;
+    for (int i = 0; i < d / 2; i++)
+        scale += hypot(q[2 * i], q[2 * i + 1]) * hypot(k[2 * i], k[2 * i + 1]);
+    probe_summary_num(out, "worst_rotary_relative_deviation", worst / scale);
     static const char *const vcols[] = {"component", "q", "k"};
     rows = probe_table(out, "vectors", vcols, 3);
     for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
