@@ -354,6 +354,7 @@ const model_config *model_get_config(const model *m) { return &m->cfg; }
 size_t model_param_count(const model *m) { return m->n_params; }
 real *model_params(model *m) { return m->params; }
 real *model_grads(model *m) { return m->grads; }
+threadpool *model_threads(model *m) { return m->pool; }
 int model_tensor_count(const model *m) { return m->n_tensors; }
 const model_tensor *model_tensor_at(const model *m, int i) { return &m->tensors[i]; }
 
@@ -748,7 +749,7 @@ void model_tau(const model *m, float *out) {
 
 /* ---- weights files ---- */
 
-static void config_meta(const model_config *c, char vals[9][48], const char *kv[18]) {
+void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]) {
     static const char *keys[9] = {"n_layer", "n_head", "d_model", "seq_len", "vocab",
                                   "attention", "rope_base", "tau_init", "tau_param"};
     snprintf(vals[0], 48, "%d", c->n_layer);
@@ -777,12 +778,14 @@ engine_status model_save(const model *m, const char *path, const char *const *ex
         e[i].shape[1] = t->shape[1];
         e[i].data = m->params + t->offset;
     }
-    char vals[9][48];
-    const char *kv[18 + 2 * 32];
-    config_meta(&m->cfg, vals, kv);
+    char vals[MODEL_META_COUNT][48];
+    const char *kv[2 * MODEL_META_COUNT + 2 + 2 * 32];
+    model_config_metadata(&m->cfg, vals, kv);
     if (n_extra > 32) return engine_fail(err, ENGINE_ERR_INVALID, "too many metadata entries");
-    for (int i = 0; i < 2 * n_extra; i++) kv[18 + i] = extra_meta[i];
-    return safetensors_write(path, e, m->n_tensors, kv, 9 + n_extra, err);
+    kv[2 * MODEL_META_COUNT] = "format";
+    kv[2 * MODEL_META_COUNT + 1] = "attnlab-weights";
+    for (int i = 0; i < 2 * n_extra; i++) kv[2 * MODEL_META_COUNT + 2 + i] = extra_meta[i];
+    return safetensors_write(path, e, m->n_tensors, kv, MODEL_META_COUNT + 1 + n_extra, err);
 }
 
 static engine_status meta_int(const safetensors *st, const char *path, const char *key, int *out, engine_error *err) {

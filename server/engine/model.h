@@ -73,6 +73,8 @@ const model_config *model_get_config(const model *m);
 size_t model_param_count(const model *m);
 real *model_params(model *m);
 real *model_grads(model *m); /* NULL without gradients */
+struct threadpool;
+struct threadpool *model_threads(model *m); /* the model's worker pool, for work between passes */
 int model_tensor_count(const model *m);
 const model_tensor *model_tensor_at(const model *m, int i);
 const model_tensor *model_tensor_find(const model *m, const char *name);
@@ -106,6 +108,9 @@ void model_tau(const model *m, float *out);
  * attention, rope_base, tau_init, tau_param) as strings, plus any extra pairs given. */
 engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
                          engine_error *err);
+/* The config as safetensors metadata: kv[2i] = key, kv[2i+1] = value (pointing into vals). */
+#define MODEL_META_COUNT 9
+void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]);
 /* Reads the config from a weights or checkpoint file's metadata (ENGINE_ERR_FORMAT if absent or
  * invalid). */
 engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err);

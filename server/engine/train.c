@@ -1,0 +1,385 @@
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "adamw.h"
+#include "safetensors.h"
+#include "threads.h"
+
+void train_config_defaults(train_config *c) {
+    memset(c, 0, sizeof *c);
+    model_config_defaults(&c->model);
+    c->batch = 32;
+    c->steps = 2000;
+    adamw_config a;
+    adamw_config_defaults(&a);
+    c->lr = a.lr;
+    c->beta1 = a.beta1;
+    c->beta2 = a.beta2;
+    c->eps = a.eps;
+    c->weight_decay = a.weight_decay;
+    c->tau_weight_decay = 1;
+    c->grad_clip = 0;
+    c->schedule = LR_SCHEDULE_CONSTANT;
+    c->warmup_steps = 0;
+    c->min_lr_ratio = 0.1;
+    c->seed = 1337;
+    c->order = CORPUS_ORDER_SEQUENTIAL;
+    c->val_fraction = 0.05;
+    c->eval_every = 100;
+    c->eval_batches = 4;
+}
+
+engine_status train_config_validate(const train_config *c, engine_error *err) {
+    engine_status rc = model_config_validate(&c->model, err);
+    if (rc) return rc;
+    if (c->batch < 1 || c->batch > 512) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..512", c->batch);
+    if (c->steps < 1 || c->steps > 10000000)
+        return engine_fail(err, ENGINE_ERR_INVALID, "steps %ld is not in 1..10000000", c->steps);
+    if (!(c->lr > 0 && c->lr <= 1)) return engine_fail(err, ENGINE_ERR_INVALID, "lr %g is not in (0, 1]", c->lr);
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+        return engine_fail(err, ENGINE_ERR_INVALID, "betas (%g, %g) must be in [0, 1)", c->beta1, c->beta2);
+    if (!(c->eps > 0 && c->eps < 1)) return engine_fail(err, ENGINE_ERR_INVALID, "eps %g is not in (0, 1)", c->eps);
+    if (!(c->weight_decay >= 0 && c->weight_decay < 1))
+        return engine_fail(err, ENGINE_ERR_INVALID, "weight_decay %g is not in [0, 1)", c->weight_decay);
+    if (!(c->grad_clip >= 0) || !isfinite(c->grad_clip))
+        return engine_fail(err, ENGINE_ERR_INVALID, "grad_clip %g must be >= 0 (0 = off)", c->grad_clip);
+    if ((unsigned)c->schedule > LR_SCHEDULE_COSINE)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown learning-rate schedule %d", (int)c->schedule);
+    if (c->warmup_steps < 0 || c->warmup_steps > c->steps)
+        return engine_fail(err, ENGINE_ERR_INVALID, "warmup_steps %ld is not in 0..steps", c->warmup_steps);
+    if (!(c->min_lr_ratio >= 0 && c->min_lr_ratio <= 1))
+        return engine_fail(err, ENGINE_ERR_INVALID, "min_lr_ratio %g is not in [0, 1]", c->min_lr_ratio);
+    if (!(c->val_fraction >= 0 && c->val_fraction <= 0.5))
+        return engine_fail(err, ENGINE_ERR_INVALID, "val_fraction %g is not in [0, 0.5]", c->val_fraction);
+    if (c->eval_every < 0) return engine_fail(err, ENGINE_ERR_INVALID, "eval_every %ld is negative", c->eval_every);
+    if (c->eval_batches < 1 || c->eval_batches > 1000)
+        return engine_fail(err, ENGINE_ERR_INVALID, "eval_batches %d is not in 1..1000", c->eval_batches);
+    if (c->checkpoint_every < 0)
+        return engine_fail(err, ENGINE_ERR_INVALID, "checkpoint_every %ld is negative", c->checkpoint_every);
+    if ((unsigned)c->order > CORPUS_ORDER_SHUFFLED)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown data order %d", (int)c->order);
+    return ENGINE_OK;
+}
+
+size_t train_config_memory_bytes(const train_config *c, int n_threads) {
+    size_t np = model_config_param_count(&c->model);
+    return model_memory_bytes(&c->model, c->batch, n_threads, 1) + 2 * np * sizeof(real) +
+           (size_t)c->batch * (size_t)(c->model.seq_len + 1) * 3 * sizeof(int32_t);
+}
+
+double train_lr_at(const train_config *c, long step) {
+    if (c->schedule == LR_SCHEDULE_CONSTANT) return c->lr;
+    if (step <= c->warmup_steps) return c->lr * (double)step / (double)c->warmup_steps;
+    long span = c->steps - c->warmup_steps;
+    double progress = span > 0 ? (double)(step - c->warmup_steps) / (double)span : 1.0;
+    if (progress > 1) progress = 1;
+    double lo = c->lr * c->min_lr_ratio;
+    return lo + 0.5 * (c->lr - lo) * (1 + cos(M_PI * progress));
+}
+
+/* ---- one run's state ---- */
+
+typedef struct {
+    const train_config *cfg;
+    model *m;
+    real *adam_m, *adam_v;
+    int32_t *batch, *inputs, *targets;
+    long step; /* completed steps */
+    /* per-step parallel work */
+    double *norm_part;
+    double lr;
+    real grad_scale;
+    adamw_config ac;
+} run_state;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void split_batch(run_state *s) {
+    int B = s->cfg->batch, T = s->cfg->model.seq_len;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            s->inputs[b * T + t] = s->batch[b * (T + 1) + t];
+            s->targets[b * T + t] = s->batch[b * (T + 1) + t + 1];
+        }
+}
+
+static void norm_fn(void *ctx, int tid, int nth) {
+    run_state *s = ctx;
+    long lo, hi;
+    threads_split((long)model_param_count(s->m), tid, nth, &lo, &hi);
+    const real *g = model_grads(s->m);
+    double acc = 0;
+    for (long i = lo; i < hi; i++) acc += (double)g[i] * g[i];
+    s->norm_part[tid] = acc;
+}
+
+static void adam_fn(void *ctx, int tid, int nth) {
+    run_state *s = ctx;
+    model *m = s->m;
+    long lo, hi;
+    threads_split((long)model_param_count(m), tid, nth, &lo, &hi);
+    real *p = model_params(m);
+    const real *g = model_grads(m);
+    /* walk the tensors overlapping [lo, hi): decay depends on the tensor */
+    for (int i = 0; i < model_tensor_count(m); i++) {
+        const model_tensor *t = model_tensor_at(m, i);
+        long a = (long)t->offset, b = (long)(t->offset + t->numel);
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        int decay = !(t->is_tau && !s->cfg->tau_weight_decay);
+        adamw_update(p + a, g + a, s->adam_m + a, s->adam_v + a, (size_t)(b - a), &s->ac, s->lr, s->step + 1, decay,
+                     s->grad_scale);
+    }
+}
+
+static engine_status save_checkpoint(run_state *s, const char *path, engine_error *err) {
+    model *m = s->m;
+    int n = model_tensor_count(m);
+    st_write_entry *e = calloc((size_t)n * 3, sizeof *e);
+    char (*names)[56] = calloc((size_t)n * 2, sizeof *names);
+    if (!e || !names) {
+        free(e);
+        free(names);
+        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory writing a checkpoint");
+    }
+    for (int i = 0; i < n; i++) {
+        const model_tensor *t = model_tensor_at(m, i);
+        for (int k = 0; k < 3; k++) {
+            st_write_entry *w = &e[k * n + i];
+            w->ndim = t->ndim;
+            w->shape[0] = t->shape[0];
+            w->shape[1] = t->shape[1];
+        }
+        e[i].name = t->name;
+        e[i].data = model_params(m) + t->offset;
+        snprintf(names[2 * i], 56, "adamw.m.%s", t->name);
+        snprintf(names[2 * i + 1], 56, "adamw.v.%s", t->name);
+        e[n + i].name = names[2 * i];
+        e[n + i].data = s->adam_m + t->offset;
+        e[2 * n + i].name = names[2 * i + 1];
+        e[2 * n + i].data = s->adam_v + t->offset;
+    }
+    char step[32], vals[MODEL_META_COUNT][48];
+    snprintf(step, sizeof step, "%ld", s->step);
+    const char *kv[2 * MODEL_META_COUNT + 4];
+    model_config_metadata(model_get_config(m), vals, kv);
+    kv[2 * MODEL_META_COUNT] = "format";
+    kv[2 * MODEL_META_COUNT + 1] = "attnlab-checkpoint";
+    kv[2 * MODEL_META_COUNT + 2] = "step";
+    kv[2 * MODEL_META_COUNT + 3] = step;
+    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 2, err);
+    free(e);
+    free(names);
+    return rc;
+}
+
+static engine_status load_checkpoint(run_state *s, const char *path, engine_error *err) {
+    engine_status rc = model_load_params(s->m, path, err);
+    if (rc) return rc;
+    safetensors *st;
+    rc = safetensors_open(&st, path, err);
+    if (rc) return rc;
+    const char *fmt = safetensors_meta(st, "format"), *step = safetensors_meta(st, "step");
+    if (!fmt || strcmp(fmt, "attnlab-checkpoint") != 0 || !step) {
+        safetensors_close(st);
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s is a weights file, not a checkpoint (no optimiser state)", path);
+    }
+    char *end;
+    long k = strtol(step, &end, 10);
+    if (end == step || *end || k < 0) {
+        safetensors_close(st);
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: checkpoint step '%s' is not a count", path, step);
+    }
+    for (int i = 0; !rc && i < model_tensor_count(s->m); i++) {
+        const model_tensor *t = model_tensor_at(s->m, i);
+        char name[56];
+        snprintf(name, sizeof name, "adamw.m.%s", t->name);
+        rc = safetensors_read_real(st, name, t->ndim, t->shape, s->adam_m + t->offset, err);
+        if (rc) break;
+        snprintf(name, sizeof name, "adamw.v.%s", t->name);
+        rc = safetensors_read_real(st, name, t->ndim, t->shape, s->adam_v + t->offset, err);
+    }
+    safetensors_close(st);
+    if (!rc) s->step = k;
+    return rc;
+}
+
+static engine_status checkpoint(run_state *s, const train_callbacks *cb, engine_error *err) {
+    const char *path = s->cfg->checkpoint_path;
+    if (!path || !*path) return ENGINE_OK;
+    engine_status rc = save_checkpoint(s, path, err);
+    if (!rc && cb && cb->on_checkpoint) cb->on_checkpoint(cb->ctx, s->step, path);
+    return rc;
+}
+
+static engine_status evaluate(run_state *s, const train_source *src, double *val, engine_error *err) {
+    int B = s->cfg->batch, T = s->cfg->model.seq_len;
+    double sum = 0;
+    for (int i = 0; i < s->cfg->eval_batches; i++) {
+        engine_status rc = src->batch(src->ctx, CORPUS_SPLIT_VAL, i, s->batch, err);
+        if (rc) return rc;
+        split_batch(s);
+        double loss;
+        rc = model_forward(s->m, s->inputs, s->targets, B, T, &loss, err);
+        if (rc) return rc;
+        sum += loss;
+    }
+    *val = sum / s->cfg->eval_batches;
+    return ENGINE_OK;
+}
+
+engine_status train_run_source(const train_config *c, const train_source *src, int n_threads,
+                               const char *resume_checkpoint, const train_callbacks *cb, engine_error *err) {
+    engine_status rc = train_config_validate(c, err);
+    if (rc) return rc;
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.cfg = c;
+    s.ac.lr = c->lr;
+    s.ac.beta1 = c->beta1;
+    s.ac.beta2 = c->beta2;
+    s.ac.eps = c->eps;
+    s.ac.weight_decay = c->weight_decay;
+    rc = model_new(&s.m, &c->model, c->batch, n_threads, 1, err);
+    if (rc) return rc;
+    int B = c->batch, T = c->model.seq_len, L = c->model.n_layer, H = c->model.n_head;
+    size_t np = model_param_count(s.m);
+    s.adam_m = calloc(np, sizeof(real));
+    s.adam_v = calloc(np, sizeof(real));
+    s.batch = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+    s.inputs = malloc(sizeof(int32_t) * (size_t)B * T);
+    s.targets = malloc(sizeof(int32_t) * (size_t)B * T);
+    s.norm_part = calloc((size_t)n_threads, sizeof(double));
+    float *tau = malloc(sizeof(float) * (size_t)L * H), *ent = malloc(sizeof(float) * (size_t)L * H);
+    if (!s.adam_m || !s.adam_v || !s.batch || !s.inputs || !s.targets || !s.norm_part || !tau || !ent) {
+        rc = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the optimiser state");
+        goto done;
+    }
+    if (resume_checkpoint) {
+        rc = load_checkpoint(&s, resume_checkpoint, err);
+        if (rc) goto done;
+        if (s.step > c->steps) {
+            rc = engine_fail(err, ENGINE_ERR_INVALID, "checkpoint is at step %ld, past the run's %ld steps", s.step,
+                             c->steps);
+            goto done;
+        }
+    } else if (c->init_weights) {
+        rc = model_load_params(s.m, c->init_weights, err);
+        if (rc) goto done;
+    } else {
+        model_init_params(s.m, c->seed);
+    }
+
+    threadpool *pool = model_threads(s.m);
+    while (s.step < c->steps) {
+        if (cb && cb->should_stop && cb->should_stop(cb->ctx)) {
+            rc = checkpoint(&s, cb, err);
+            if (!rc) rc = engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled after step %ld", s.step);
+            goto done;
+        }
+        double t0 = now_s();
+        rc = src->batch(src->ctx, CORPUS_SPLIT_TRAIN, s.step, s.batch, err);
+        if (rc) goto done;
+        split_batch(&s);
+        double loss;
+        rc = model_forward_backward(s.m, s.inputs, s.targets, B, T, &loss, err);
+        if (rc) goto done;
+        if (!isfinite(loss)) {
+            rc = engine_fail(err, ENGINE_ERR_INVALID, "loss became %g at step %ld (lr too high?)", loss, s.step + 1);
+            goto done;
+        }
+        threads_run(pool, norm_fn, &s);
+        double sq = 0;
+        for (int t = 0; t < n_threads; t++) sq += s.norm_part[t];
+        double gnorm = sqrt(sq);
+        s.grad_scale = 1;
+        /* as torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when above */
+        if (c->grad_clip > 0 && gnorm > c->grad_clip) s.grad_scale = (real)(c->grad_clip / (gnorm + 1e-6));
+        s.lr = train_lr_at(c, s.step + 1);
+        threads_run(pool, adam_fn, &s);
+        s.step++;
+        double t1 = now_s();
+        model_tau(s.m, tau);
+        model_attention_entropy(s.m, ent);
+        if (cb && cb->on_step) {
+            train_step_metrics mt = {
+                .step = s.step,
+                .loss = loss,
+                .lr = s.lr,
+                .grad_norm = gnorm,
+                .tokens_per_s = (double)B * T / (t1 - t0),
+                .step_ms = 1000 * (t1 - t0),
+                .n_layer = L,
+                .n_head = H,
+                .tau = tau,
+                .entropy = ent,
+            };
+            cb->on_step(cb->ctx, &mt);
+        }
+        if (src->has_val && ((c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps)) {
+            double val;
+            rc = evaluate(&s, src, &val, err);
+            if (rc) goto done;
+            if (cb && cb->on_eval) cb->on_eval(cb->ctx, s.step, val);
+        }
+        if (c->checkpoint_every > 0 && s.step % c->checkpoint_every == 0 && s.step < c->steps) {
+            rc = checkpoint(&s, cb, err);
+            if (rc) goto done;
+        }
+    }
+    rc = checkpoint(&s, cb, err);
+    if (!rc && c->save_path && *c->save_path) rc = model_save(s.m, c->save_path, NULL, 0, err);
+done:
+    free(tau);
+    free(ent);
+    free(s.norm_part);
+    free(s.targets);
+    free(s.inputs);
+    free(s.batch);
+    free(s.adam_v);
+    free(s.adam_m);
+    model_free(s.m);
+    return rc;
+}
+
+typedef struct {
+    corpus_loader *loader;
+} corpus_src;
+
+static engine_status corpus_batch(void *ctx, corpus_split split, long step, int32_t *out, engine_error *err) {
+    corpus_src *cs = ctx;
+    return corpus_loader_batch(cs->loader, split, step, out, err);
+}
+
+engine_status train_run(const train_config *c, const corpus *data, int n_threads, const char *resume_checkpoint,
+                        const train_callbacks *cb, engine_error *err) {
+    engine_status rc = train_config_validate(c, err);
+    if (rc) return rc;
+    if (corpus_max_token(data) >= c->model.vocab)
+        return engine_fail(err, ENGINE_ERR_INVALID, "corpus holds token id %d, outside the model's vocabulary of %d",
+                           corpus_max_token(data), c->model.vocab);
+    corpus_loader_config lc = {
+        .seq_len = c->model.seq_len,
+        .batch = c->batch,
+        .order = c->order,
+        .seed = c->seed,
+        .val_fraction = c->val_fraction,
+    };
+    corpus_src cs;
+    rc = corpus_loader_new(&cs.loader, data, &lc, err);
+    if (rc) return rc;
+    train_source src = {.ctx = &cs, .batch = corpus_batch, .has_val = c->val_fraction > 0};
+    rc = train_run_source(c, &src, n_threads, resume_checkpoint, cb, err);
+    corpus_loader_free(cs.loader);
+    return rc;
+}

@@ -1,0 +1,91 @@
+/* One training run: model + AdamW + data, driven step by step, reporting through callbacks.
+ * JSON-free and thread-agnostic towards its caller: the run creates and joins its own worker
+ * threads, so several runs may go on at once in one process.
+ *
+ * Step s (1-based) trains on training batch s-1 of the data and uses Adam step count s. A
+ * checkpoint taken after step k holds the parameters, the AdamW moments and k, so a run resumed
+ * from it produces bit-identical losses from step k+1 on (same config and thread count).
+ * Validation: after every eval_every-th step and after the last, the mean loss over
+ * eval_batches validation batches (the same ones each time). */
+#ifndef ENGINE_TRAIN_H
+#define ENGINE_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "corpus.h"
+#include "error.h"
+#include "model.h"
+
+typedef enum { LR_SCHEDULE_CONSTANT = 0, LR_SCHEDULE_COSINE = 1 } lr_schedule;
+
+typedef struct {
+    model_config model;
+    int batch;               /* B windows of seq_len+1 tokens per step (default 32) */
+    long steps;              /* default 2000 */
+    double lr, beta1, beta2, eps, weight_decay; /* AdamW, PyTorch defaults but lr 3e-4 */
+    int tau_weight_decay;    /* 1 (default): weight decay applies to tau too */
+    double grad_clip;        /* clip the global gradient norm to this; 0 (default) = off */
+    lr_schedule schedule;    /* constant (default) or warm-up + cosine */
+    long warmup_steps;       /* linear warm-up from lr/warmup to lr (cosine schedule only) */
+    double min_lr_ratio;     /* cosine decays to lr * min_lr_ratio at the last step (default 0.1) */
+    uint64_t seed;           /* initialisation and shuffled data order (default 1337) */
+    corpus_order order;      /* default sequential */
+    double val_fraction;     /* share of windows held out for validation (default 0.05) */
+    long eval_every;         /* default 100; 0 = never (but still after the last step) */
+    int eval_batches;        /* default 4 */
+    long checkpoint_every;   /* 0 (default) = only on cancel and at the end */
+    const char *checkpoint_path; /* NULL: no checkpoints */
+    const char *init_weights;    /* NULL: random init from seed; else a weights/checkpoint file */
+    const char *save_path;       /* NULL: none; else the final weights (no optimiser state) */
+} train_config;
+
+void train_config_defaults(train_config *c);
+/* ENGINE_ERR_INVALID with a message for: the model limits (model_config_validate), batch
+ * 1..512, steps 1..1e7, lr in (0, 1], betas in [0, 1), eps > 0, weight_decay in [0, 1),
+ * grad_clip >= 0, warmup in 0..steps, min_lr_ratio in [0, 1], val_fraction in [0, 0.5],
+ * eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0. */
+engine_status train_config_validate(const train_config *c, engine_error *err);
+/* Estimated peak bytes of a run (model, gradients, optimiser state, activations, scratch). */
+size_t train_config_memory_bytes(const train_config *c, int n_threads);
+/* The learning rate used at step s (1-based). */
+double train_lr_at(const train_config *c, long step);
+
+typedef struct {
+    long step;
+    double loss, lr, grad_norm; /* grad_norm: global L2 norm before clipping */
+    double tokens_per_s, step_ms;
+    int n_layer, n_head;
+    const float *tau;     /* [n_layer * n_head]: effective temperature (sqrt(d) if fixed) */
+    const float *entropy; /* [n_layer * n_head]: mean attention entropy (nats) this step */
+} train_step_metrics;
+
+typedef struct {
+    void *ctx;
+    void (*on_step)(void *ctx, const train_step_metrics *m);           /* may be NULL */
+    void (*on_eval)(void *ctx, long step, double val_loss);            /* may be NULL */
+    int (*should_stop)(void *ctx);                                     /* may be NULL; checked every step */
+    void (*on_checkpoint)(void *ctx, long step, const char *path);     /* may be NULL */
+} train_callbacks;
+
+/* Where batches come from: out[batch * (seq_len + 1)] for (split, step). corpus_loader fits;
+ * tests use synthetic sources. */
+typedef struct {
+    void *ctx;
+    engine_status (*batch)(void *ctx, corpus_split split, long step, int32_t *out, engine_error *err);
+    int has_val; /* 0: no validation split, evaluation is skipped */
+} train_source;
+
+/* Trains on a corpus (a loader is made from the config's order, seed and val_fraction).
+ * Returns ENGINE_OK after the last step, ENGINE_ERR_CANCELLED when should_stop asked (after
+ * saving a checkpoint if a path is set), or the first error (bad config, token >= vocab, IO). */
+engine_status train_run(const train_config *c, const corpus *data, int n_threads, const char *resume_checkpoint,
+                        const train_callbacks *cb, engine_error *err);
+/* The same on any batch source. */
+engine_status train_run_source(const train_config *c, const train_source *src, int n_threads,
+                               const char *resume_checkpoint, const train_callbacks *cb, engine_error *err);
+
+/* Checkpoint files are safetensors: the model's tensors, "adamw.m.<name>" and "adamw.v.<name>"
+ * for each, and metadata with the model config, "format" = "attnlab-checkpoint" and "step". */
+
+#endif
