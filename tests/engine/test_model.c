@@ -1,0 +1,325 @@
+/* The model: sizes, initialisation, causal masking, what the inspection API returns, errors on
+ * bad input, and determinism across runs and thread counts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/test.h"
+#include "model.h"
+#include "rng.h"
+
+static void small_config(model_config *c, attention_kind k) {
+    model_config_defaults(c);
+    c->n_layer = 2;
+    c->n_head = 2;
+    c->d_model = 16;
+    c->seq_len = 12;
+    c->vocab = 50;
+    c->attention = k;
+}
+
+static void rand_tokens(int32_t *x, int n, int V, uint64_t seed) {
+    rng_state r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) x[i] = (int32_t)(rng_next_u64(&r) % (uint64_t)V);
+}
+
+TEST(seed_config_has_13_46M_parameters) {
+    model_config c;
+    model_config_defaults(&c);
+    CHECK_EQ_INT(c.n_layer, 3);
+    CHECK_EQ_INT(c.n_head, 4);
+    CHECK_EQ_INT(c.d_model, 128);
+    CHECK_EQ_INT(c.seq_len, 128);
+    CHECK_EQ_INT(c.vocab, 50257);
+    c.attention = ATTENTION_ROPE;
+    size_t rope = model_config_param_count(&c);
+    CHECK(rope > 13450000 && rope < 13470000);
+    c.attention = ATTENTION_DOT;
+    CHECK_EQ_INT(model_config_param_count(&c), rope + 128 * 128); /* + wpe */
+    c.attention = ATTENTION_COSINE_ROPE;
+    CHECK_EQ_INT(model_config_param_count(&c), rope + 3 * 4); /* + tau per layer and head */
+    /* the output layer dominates the step's FLOPs: ~158 of ~173 GFLOP at B32 */
+    double f = model_config_train_flops_per_token(&c) * 32 * 128;
+    CHECK(f > 170e9 && f < 176e9);
+}
+
+TEST(layout_matches_names_and_shapes) {
+    model_config c;
+    small_config(&c, ATTENTION_COSINE_ROPE);
+    model *m;
+    engine_error err;
+    CHECK(model_new(&m, &c, 2, 1, 0, &err) == ENGINE_OK);
+    CHECK_EQ_INT(model_param_count(m), model_config_param_count(&c));
+    const model_tensor *t = model_tensor_find(m, "h.1.attn.qkv.w");
+    CHECK(t && t->ndim == 2 && t->shape[0] == 48 && t->shape[1] == 16);
+    t = model_tensor_find(m, "h.0.mlp.proj.w");
+    CHECK(t && t->shape[0] == 16 && t->shape[1] == 64);
+    t = model_tensor_find(m, "h.1.attn.tau");
+    CHECK(t && t->ndim == 1 && t->shape[0] == 2 && t->is_tau);
+    t = model_tensor_find(m, "lm_head.w");
+    CHECK(t && t->shape[0] == 50 && t->shape[1] == 16);
+    CHECK(model_tensor_find(m, "wpe") == NULL);
+    size_t sum = 0;
+    for (int i = 0; i < model_tensor_count(m); i++) sum += model_tensor_at(m, i)->numel;
+    CHECK_EQ_INT(sum, model_param_count(m));
+    model_free(m);
+    small_config(&c, ATTENTION_DOT);
+    CHECK(model_new(&m, &c, 2, 1, 0, &err) == ENGINE_OK);
+    t = model_tensor_find(m, "wpe");
+    CHECK(t && t->shape[0] == 12 && t->shape[1] == 16);
+    CHECK(model_tensor_find(m, "h.0.attn.tau") == NULL);
+    model_free(m);
+}
+
+TEST(init_is_normal_002_and_seeded) {
+    model_config c;
+    small_config(&c, ATTENTION_COSINE_ROPE);
+    c.vocab = 2000;
+    c.d_model = 64;
+    model *m, *m2;
+    engine_error err;
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
+    CHECK(model_new(&m2, &c, 1, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m, 5);
+    model_init_params(m2, 5);
+    CHECK(memcmp(model_params(m), model_params(m2), sizeof(real) * model_param_count(m)) == 0);
+    const model_tensor *t = model_tensor_find(m, "wte");
+    const real *p = model_params(m) + t->offset;
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < t->numel; i++) {
+        s += p[i];
+        s2 += (double)p[i] * p[i];
+    }
+    double mean = s / t->numel, sd = sqrt(s2 / t->numel - mean * mean);
+    CHECK_NEAR(mean, 0, 3e-4);
+    CHECK_NEAR(sd, 0.02, 0.0005);
+    t = model_tensor_find(m, "h.0.ln1.w");
+    CHECK(model_params(m)[t->offset] == 1 && model_params(m)[t->offset + 63] == 1);
+    t = model_tensor_find(m, "h.0.attn.qkv.b");
+    CHECK(model_params(m)[t->offset] == 0);
+    t = model_tensor_find(m, "h.1.attn.tau");
+    CHECK_NEAR(model_params(m)[t->offset], sqrt(32.0), 1e-6);
+    float tau[4];
+    model_tau(m, tau);
+    CHECK_NEAR(tau[3], sqrt(32.0), 1e-5);
+    model_init_params(m2, 6);
+    CHECK(memcmp(model_params(m), model_params(m2), sizeof(real) * model_param_count(m)) != 0);
+    model_free(m2);
+    /* log parameterisation stores log tau; the effective tau is the same */
+    c.tau_param = TAU_PARAM_LOG;
+    c.tau_init = 3.0;
+    CHECK(model_new(&m2, &c, 1, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m2, 5);
+    t = model_tensor_find(m2, "h.0.attn.tau");
+    CHECK_NEAR(model_params(m2)[t->offset], log(3.0), 1e-6);
+    model_tau(m2, tau);
+    CHECK_NEAR(tau[0], 3.0, 1e-5);
+    model_free(m2);
+    model_free(m);
+}
+
+/* Changing the last token must not change anything the earlier positions compute, in any layer. */
+static int causal_for(attention_kind k) {
+    model_config c;
+    small_config(&c, k);
+    model *m;
+    engine_error err;
+    if (model_new(&m, &c, 1, 1, 0, &err)) return 0;
+    model_init_params(m, 3);
+    int32_t tok[12];
+    rand_tokens(tok, 12, 50, 8);
+    model_inspect a, b;
+    if (model_forward_inspect(m, tok, 12, &a, &err)) return 0;
+    tok[11] = (tok[11] + 1) % 50;
+    tok[10] = (tok[10] + 7) % 50;
+    if (model_forward_inspect(m, tok, 12, &b, &err)) return 0;
+    int ok = 1, L = 2, H = 2, T = 12, d = 8;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < 10; t++) {
+                size_t base = ((size_t)(l * H + h) * T + t);
+                ok &= memcmp(a.att + base * T, b.att + base * T, sizeof(float) * T) == 0;
+                ok &= memcmp(a.q_raw + base * d, b.q_raw + base * d, sizeof(float) * d) == 0;
+            }
+    /* ...while the changed positions do change (in the last layer) */
+    size_t last = ((size_t)(1 * H + 0) * T + 11);
+    ok &= memcmp(a.q_raw + last * d, b.q_raw + last * d, sizeof(float) * d) != 0;
+    model_inspect_free(&a);
+    model_inspect_free(&b);
+    model_free(m);
+    return ok;
+}
+
+TEST(causal_mask_dot) { CHECK(causal_for(ATTENTION_DOT)); }
+TEST(causal_mask_rope) { CHECK(causal_for(ATTENTION_ROPE)); }
+TEST(causal_mask_cosine_rope) { CHECK(causal_for(ATTENTION_COSINE_ROPE)); }
+
+TEST(inspect_returns_probabilities_and_used_vectors) {
+    for (int k = 0; k < 3; k++) {
+        model_config c;
+        small_config(&c, (attention_kind)k);
+        model *m;
+        engine_error err;
+        CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
+        model_init_params(m, 4);
+        int32_t tok[9];
+        rand_tokens(tok, 9, 50, 9);
+        model_inspect ins;
+        CHECK(model_forward_inspect(m, tok, 9, &ins, &err) == ENGINE_OK);
+        CHECK(ins.T == 9 && ins.n_layer == 2 && ins.n_head == 2 && ins.head_dim == 8);
+        for (int lh = 0; lh < 4; lh++)
+            for (int t = 0; t < 9; t++) {
+                const float *row = ins.att + ((size_t)lh * 9 + t) * 9;
+                double s = 0;
+                for (int j = 0; j < 9; j++) {
+                    if (j > t) CHECK(row[j] == 0);
+                    s += row[j];
+                }
+                CHECK_NEAR(s, 1, 1e-5);
+                const float *qr = ins.q_raw + ((size_t)lh * 9 + t) * 8, *qu = ins.q_used + ((size_t)lh * 9 + t) * 8;
+                double nr = 0, nu = 0;
+                for (int i = 0; i < 8; i++) {
+                    nr += (double)qr[i] * qr[i];
+                    nu += (double)qu[i] * qu[i];
+                }
+                if (k == ATTENTION_DOT) CHECK(memcmp(qr, qu, sizeof(float) * 8) == 0);
+                if (k == ATTENTION_ROPE) CHECK_NEAR(nu, nr, 1e-4 * nr);
+                if (k == ATTENTION_COSINE_ROPE) CHECK_NEAR(nu, nr / (nr + 1e-6), 1e-5);
+            }
+        CHECK_NEAR(ins.tau[0], sqrt(8.0), 1e-5);
+        model_inspect_free(&ins);
+        model_free(m);
+    }
+}
+
+/* With the qkv projection zeroed every score is 0, so row t is uniform over t+1 keys and its
+ * entropy is log(t+1): the reported mean entropy must be the mean of those. */
+TEST(entropy_of_uniform_attention) {
+    model_config c;
+    small_config(&c, ATTENTION_ROPE);
+    model *m;
+    engine_error err;
+    CHECK(model_new(&m, &c, 2, 2, 0, &err) == ENGINE_OK);
+    model_init_params(m, 4);
+    const model_tensor *t = model_tensor_find(m, "h.0.attn.qkv.w");
+    memset(model_params(m) + t->offset, 0, sizeof(real) * t->numel);
+    t = model_tensor_find(m, "h.1.attn.qkv.w"); /* layer 1: sharpened, so far from uniform */
+    for (size_t i = 0; i < t->numel; i++) model_params(m)[t->offset + i] *= 100;
+    int32_t tok[24], tg[24];
+    rand_tokens(tok, 24, 50, 1);
+    rand_tokens(tg, 24, 50, 2);
+    double loss;
+    CHECK(model_forward(m, tok, tg, 2, 12, &loss, &err) == ENGINE_OK);
+    float ent[4];
+    model_attention_entropy(m, ent);
+    double want = 0;
+    for (int i = 0; i < 12; i++) want += log(i + 1.0);
+    want /= 12;
+    CHECK_NEAR(ent[0], want, 1e-5);
+    CHECK_NEAR(ent[1], want, 1e-5);
+    CHECK(ent[2] < want - 0.1); /* layer 1 still has its (sharpened) projection */
+    CHECK(loss > 0 && fabs(loss - log(50.0)) < 0.1);
+    model_free(m);
+}
+
+TEST(bad_input_is_an_error_not_a_crash) {
+    model_config c;
+    small_config(&c, ATTENTION_ROPE);
+    model *m, *mi;
+    engine_error err;
+    CHECK(model_new(&m, &c, 2, 1, 1, &err) == ENGINE_OK);
+    CHECK(model_new(&mi, &c, 1, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m, 1);
+    int32_t tok[26], tg[26];
+    rand_tokens(tok, 26, 50, 1);
+    rand_tokens(tg, 26, 50, 2);
+    double loss;
+    tok[5] = 50;
+    CHECK(model_forward_backward(m, tok, tg, 2, 12, &loss, &err) == ENGINE_ERR_INVALID);
+    CHECK(strstr(err.message, "50") != NULL);
+    tok[5] = -1;
+    CHECK(model_forward(m, tok, tg, 2, 12, &loss, &err) == ENGINE_ERR_INVALID);
+    tok[5] = 3;
+    tg[7] = 1000;
+    CHECK(model_forward(m, tok, tg, 2, 12, &loss, &err) == ENGINE_ERR_INVALID);
+    tg[7] = 3;
+    CHECK(model_forward(m, tok, tg, 2, 13, &loss, &err) == ENGINE_ERR_INVALID); /* T > seq_len */
+    CHECK(strstr(err.message, "13") != NULL);
+    CHECK(model_forward(m, tok, tg, 3, 12, &loss, &err) == ENGINE_ERR_INVALID); /* B > batch */
+    CHECK(model_forward_backward(mi, tok, tg, 1, 12, &loss, &err) == ENGINE_ERR_INVALID); /* no grads */
+    model_inspect ins;
+    tok[0] = 99;
+    CHECK(model_forward_inspect(mi, tok, 12, &ins, &err) == ENGINE_ERR_INVALID);
+    CHECK(ins.att == NULL);
+    tok[0] = 1;
+    CHECK(model_forward(m, tok, tg, 2, 12, &loss, &err) == ENGINE_OK);
+    model_free(mi);
+    model_free(m);
+    /* configurations */
+    c.n_head = 3;
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_ERR_INVALID);
+    CHECK(m == NULL);
+    small_config(&c, ATTENTION_ROPE);
+    c.n_layer = 25;
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_ERR_INVALID);
+    small_config(&c, ATTENTION_ROPE);
+    c.d_model = 2048;
+    c.n_head = 16;
+    CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
+    small_config(&c, ATTENTION_ROPE);
+    c.seq_len = 5000;
+    CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
+    small_config(&c, ATTENTION_ROPE);
+    c.n_head = 16; /* head width 1: RoPE needs pairs */
+    CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
+}
+
+/* Same thread count: bit-identical. Different thread counts: the same to rounding. */
+TEST(deterministic_per_thread_count) {
+    model_config c;
+    small_config(&c, ATTENTION_COSINE_ROPE);
+    c.vocab = 300; /* several lm-head chunks and vocabulary slices */
+    int32_t tok[4 * 12], tg[4 * 12];
+    rand_tokens(tok, 48, 300, 3);
+    rand_tokens(tg, 48, 300, 4);
+    real *g[3];
+    double loss[3];
+    int threads[3] = {3, 3, 1};
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        model *m;
+        engine_error err;
+        CHECK(model_new(&m, &c, 4, threads[i], 1, &err) == ENGINE_OK);
+        model_init_params(m, 9);
+        CHECK(model_forward_backward(m, tok, tg, 4, 12, &loss[i], &err) == ENGINE_OK);
+        n = model_param_count(m);
+        g[i] = malloc(sizeof(real) * n);
+        memcpy(g[i], model_grads(m), sizeof(real) * n);
+        model_free(m);
+    }
+    int same01 = loss[0] == loss[1] && memcmp(g[0], g[1], sizeof(real) * n) == 0;
+    double maxd = 0, maxg = 0;
+    for (size_t i = 0; i < n; i++) {
+        double dd = fabs((double)g[0][i] - g[2][i]);
+        if (dd > maxd) maxd = dd;
+        if (fabs(g[2][i]) > maxg) maxg = fabs(g[2][i]);
+    }
+    for (int i = 0; i < 3; i++) free(g[i]);
+    CHECK(same01);
+    CHECK_NEAR(loss[0], loss[2], 1e-5);
+    CHECK(maxd <= 1e-4 * maxg);
+}
+
+int main(void) {
+    RUN(seed_config_has_13_46M_parameters);
+    RUN(layout_matches_names_and_shapes);
+    RUN(init_is_normal_002_and_seeded);
+    RUN(causal_mask_dot);
+    RUN(causal_mask_rope);
+    RUN(causal_mask_cosine_rope);
+    RUN(inspect_returns_probabilities_and_used_vectors);
+    RUN(entropy_of_uniform_attention);
+    RUN(bad_input_is_an_error_not_a_crash);
+    RUN(deterministic_per_thread_count);
+    return test_summary();
+}
