@@ -176,8 +176,9 @@ TEST(config_errors) {
     cfg.val_fraction = 0;
     cfg.batch = 0;
     CHECK(corpus_loader_new(&l, c, &cfg, &err) == ENGINE_ERR_INVALID);
-    CHECK(corpus_from_tokens(&c, NULL, 0, &err) == ENGINE_ERR_INVALID);
     corpus_free(c);
+    CHECK(corpus_from_tokens(&c, NULL, 0, &err) == ENGINE_ERR_INVALID);
+    CHECK(c == NULL);
 }
 
 TEST(u16_files) {
