@@ -205,6 +205,13 @@ TEST(scaling_saturates_raw_and_flattens_cosine) {
         CHECK_MSG(gap > 0 && gap < 2.0 / dk, "dk %g: ln n - H = %g", dk, gap);
         CHECK_MSG(gap > 0.25 / dk, "dk %g: ln n - H = %g", dk, gap);
     }
+    /* the summary's flat tau really is within 1% of uniform at every d_k, and 0.05 is not */
+    double ft = tp_sum(res, "cos_flat_from_tau");
+    CHECK(ft == 1.0 || ft == 0.5);
+    char col[64];
+    snprintf(col, sizeof col, "entropy_cos_tau_%g", ft);
+    for (int r = 0; r < n; r++) CHECK(tp_cell(t, r, col) >= 0.99 * lnn);
+    CHECK(tp_cell(t, 0, "entropy_cos_tau_0.05") < 0.99 * lnn);
     /* small tau is sharper than large tau at every d_k */
     for (int r = 0; r < n; r++) CHECK(tp_cell(t, r, "entropy_cos_tau_0.05") < tp_cell(t, r, "entropy_cos_tau_1"));
     json_decref(res);

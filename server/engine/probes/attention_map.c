@@ -38,9 +38,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
 
     probe_model_token_table(out, m, ids, T);
-    static const char *const hcols[] = {"layer", "head", "tau", "mean_entropy", "entropy_fraction",
+    static const char *const hcols[] = {"name", "layer", "head", "tau", "mean_entropy", "entropy_fraction",
                                         "mean_max_weight", "mean_distance"};
-    json_t *heads = probe_table(out, "heads", hcols, 7);
+    json_t *heads = probe_table(out, "heads", hcols, 8);
     double tau_lo = INFINITY, tau_hi = -INFINITY, worst_sum = 0;
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++) {
@@ -60,7 +60,10 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                 ent += e_t / T, mx += m_t / T;
                 if (t > 0) frac += e_t / log(t + 1.0), nfrac++;
             }
-            probe_row(out, heads, "iiddddd", l, h, (double)tau[l * H + h], ent, nfrac ? frac / nfrac : NAN, mx, dist);
+            char label[32];
+            snprintf(label, sizeof label, "L%d H%d", l, h);
+            probe_row(out, heads, "siiddddd", label, l, h, (double)tau[l * H + h], ent, nfrac ? frac / nfrac : NAN, mx,
+                      dist);
             tau_lo = fmin(tau_lo, tau[l * H + h]), tau_hi = fmax(tau_hi, tau[l * H + h]);
         }
 
@@ -99,7 +102,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_num(out, "max_row_sum_error", worst_sum);
     free(w), free(tau), free(row);
     static const char *const ey[] = {"entropy_fraction", NULL};
-    probe_chart(out, "heads", "bar", "head", ey, "attention entropy per head (fraction of uniform)", 0);
+    probe_chart(out, "heads", "bar", "name", ey, "attention entropy per head (fraction of uniform)", 0);
     return ENGINE_OK;
 }
 

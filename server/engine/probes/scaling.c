@@ -65,7 +65,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     json_t *rows = probe_table_cols(out, "scaling", cols);
     double row[6 + 2 * MAX_TAUS];
-    double saturates_at = NAN, scaled_lo = INFINITY, scaled_hi = 0;
+    double saturates_at = NAN, scaled_lo = INFINITY, scaled_hi = 0, lnn = log((double)n);
+    int flat[MAX_TAUS];
+    for (int t = 0; t < nt; t++) flat[t] = 1;
     for (int di = 0; di < nd; di++) {
         int dk = (int)dks[di];
         double sum = 0, sq = 0, stats[4 + 2 * MAX_TAUS] = {0};
@@ -100,12 +102,18 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         probe_row_nums(out, rows, row, ncols);
         if (isnan(saturates_at) && row[3] > 0.9) saturates_at = dk;
         scaled_lo = fmin(scaled_lo, row[4]), scaled_hi = fmax(scaled_hi, row[4]);
+        for (int t = 0; t < nt; t++) flat[t] &= row[6 + 2 * t] >= 0.99 * lnn;
     }
+    /* "flat": within 1% of the uniform entropy at every d_k */
+    double flat_tau = NAN;
+    for (int t = 0; t < nt; t++)
+        if (flat[t] && !(taus[t] >= flat_tau)) flat_tau = taus[t];
     free(buf);
     probe_summary_num(out, "max_entropy", log((double)n));
     probe_summary_num(out, "raw_saturates_at_dk", saturates_at); /* null: no d_k reached max weight 0.9 */
     probe_summary_num(out, "scaled_entropy_min", scaled_lo);
     probe_summary_num(out, "scaled_entropy_max", scaled_hi);
+    probe_summary_num(out, "cos_flat_from_tau", flat_tau); /* null: no tau given is that flat */
 
     static const char *const vy[] = {"var_dot", NULL};
     probe_chart(out, "scaling", "line", "dk", vy, "variance of q.k by d_k", 1);
