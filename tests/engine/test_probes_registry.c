@@ -2,6 +2,7 @@
  * error names the field), the result shape, determinism, and the time the defaults take. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../support/test.h"
@@ -138,6 +139,58 @@ TEST(params_not_an_object_is_refused) {
     json_decref(arr);
 }
 
+TEST(null_error_pointer_is_fine) {
+    json_t *res = NULL, *bad = json_pack("{s:i}", "d", 3);
+    CHECK(bad != NULL);
+    CHECK(probe_run("pair_turns", bad, NULL, &res, NULL) == ENGINE_ERR_INVALID);
+    CHECK(res == NULL);
+    CHECK(probe_run("pair_turns", NULL, NULL, &res, NULL) == ENGINE_OK);
+    CHECK(res != NULL);
+    json_decref(res);
+    json_decref(bad);
+}
+
+/* Out of memory inside the result builder: fail the n-th JSON allocation for every n until the
+ * run succeeds; each must answer ENGINE_ERR_NOMEM (or OK) and leak nothing (ASan checks). */
+static long alloc_left;
+static void *failing_malloc(size_t n) { return alloc_left-- > 0 ? malloc(n) : NULL; }
+
+TEST(every_json_allocation_failure_is_reported) {
+    static const char *const cases[][2] = {
+        {"rope_invariance", "{\"d\": 4, \"starts\": [1, 2], \"offsets\": [1], \"shifts\": [0, 3]}"},
+        {"pair_turns", "{\"d\": 4, \"gaps\": [1, 9]}"},
+        {"dephasing", "{\"d\": 4, \"offsets\": [0, 5], \"n_pairs\": 3, \"seeding\": \"per_vector_lcg\"}"},
+        {"context_extension", "{\"d\": 4}"},
+        {"rotation_check", "{\"d\": 4, \"positions\": [1], \"offsets\": [2], \"gen_lengths\": [2]}"},
+        {"scaling", "{\"dks\": [4], \"n_keys\": 2, \"trials\": 1, \"taus\": [1]}"},
+        {"cosine_scores", "{\"d\": 4, \"max_offset\": 2, \"taus\": [1]}"},
+    };
+    for (int c = 0; c < 7; c++) {
+        json_t *params = json_loads(cases[c][1], 0, NULL);
+        CHECK(params != NULL);
+        int ok = 0;
+        for (long n = 0; n < 100000 && !ok; n++) {
+            json_t *res = NULL;
+            probe_error err;
+            alloc_left = n;
+            json_set_alloc_funcs(failing_malloc, free);
+            engine_status st = probe_run(cases[c][0], params, NULL, &res, &err);
+            json_set_alloc_funcs(malloc, free);
+            if (st == ENGINE_OK) {
+                ok = 1;
+                CHECK(res != NULL);
+                json_decref(res);
+            } else {
+                CHECK_MSG(st == ENGINE_ERR_NOMEM, "%s: allocation %ld failed, got %s (%s)", cases[c][0], n,
+                          engine_status_name(st), err.message);
+                CHECK(res == NULL);
+            }
+        }
+        CHECK_MSG(ok, "%s never succeeded", cases[c][0]);
+        json_decref(params);
+    }
+}
+
 TEST(integral_reals_are_taken_as_ints) {
     json_t *res = tp_run("pair_turns", "{\"d\": 16.0}", NULL);
     CHECK(res != NULL);
@@ -177,6 +230,8 @@ int main(void) {
     RUN(same_params_same_result_and_seed_matters);
     RUN(bad_params_name_the_field);
     RUN(params_not_an_object_is_refused);
+    RUN(null_error_pointer_is_fine);
+    RUN(every_json_allocation_failure_is_reported);
     RUN(integral_reals_are_taken_as_ints);
     RUN(defaults_answer_within_20ms);
     return test_summary();

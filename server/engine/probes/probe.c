@@ -194,18 +194,19 @@ static json_t *resolve_one(const probe_param *p, const json_t *v, probe_error *e
     }
     case PROBE_PARAM_CHOICE: {
         const char *s = json_string_value(v);
-        for (int i = 0; s && p->choices && p->choices[i]; i++)
-            if (strcmp(s, p->choices[i]) == 0) r = json_string(s);
-        if (!r) {
-            char list[160] = "";
-            for (int i = 0; p->choices && p->choices[i]; i++) {
-                size_t n = strlen(list);
-                snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->choices[i]);
-            }
-            *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be one of: %s", p->name, list);
-            return NULL;
+        int match = 0;
+        for (int i = 0; s && p->choices && p->choices[i] && !match; i++) match = strcmp(s, p->choices[i]) == 0;
+        if (match) {
+            r = json_string(s);
+            break;
         }
-        break;
+        char list[160] = "";
+        for (int i = 0; p->choices && p->choices[i]; i++) {
+            size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->choices[i]);
+        }
+        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be one of: %s", p->name, list);
+        return NULL;
     }
     case PROBE_PARAM_TEXT: {
         if (!json_is_string(v)) {
@@ -442,13 +443,15 @@ void probe_chart(probe_out *out, const char *table, const char *type, const char
 
 engine_status probe_run(const char *kind_name, const json_t *params, const probe_context *ctx, json_t **result,
                         probe_error *err) {
-    if (err) memset(err, 0, sizeof *err);
+    probe_error local;
+    if (!err) err = &local; /* the kinds may then always report through err */
+    memset(err, 0, sizeof *err);
     if (!result) return probe_fail(err, ENGINE_ERR_INVALID, "", "no result pointer");
     *result = NULL;
     const probe_kind *kind = probe_find(kind_name);
     if (!kind) return probe_fail(err, ENGINE_ERR_INVALID, "kind", "unknown probe kind '%s'", kind_name ? kind_name : "");
     json_t *resolved = probe_params_resolve(kind, params, err);
-    if (!resolved) return err ? err->status : ENGINE_ERR_INVALID;
+    if (!resolved) return err->status;
     if (kind->needs_model && (!ctx || !ctx->model)) {
         json_decref(resolved);
         return probe_fail(err, ENGINE_ERR_INVALID, "run", "probe %s needs a trained run's model", kind->name);
