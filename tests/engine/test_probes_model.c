@@ -250,6 +250,38 @@ TEST(model_probes_refuse_bad_params) {
     CHECK_EQ_INT(m.calls, 0);
 }
 
+static long alloc_left;
+static void *failing_malloc(size_t n) { return alloc_left-- > 0 ? malloc(n) : NULL; }
+
+TEST(model_probes_report_json_allocation_failures) {
+    toy m = {1, 10000, 0};
+    probe_model pm = toy_model(&m);
+    static const char *const kinds[] = {"attention_map", "topk_prediction"};
+    json_t *params = json_loads("{\"text\": \"abcdef\", \"max_tokens\": 5}", 0, NULL);
+    CHECK(params != NULL);
+    probe_context ctx = {&pm};
+    for (int c = 0; c < 2; c++) {
+        int ok = 0;
+        for (long n = 0; n < 100000 && !ok; n++) {
+            json_t *res = NULL;
+            probe_error err;
+            alloc_left = n;
+            json_set_alloc_funcs(failing_malloc, free);
+            engine_status st = probe_run(kinds[c], params, &ctx, &res, &err);
+            json_set_alloc_funcs(malloc, free);
+            if (st == ENGINE_OK) {
+                ok = 1;
+                json_decref(res);
+            } else {
+                CHECK_MSG(st == ENGINE_ERR_NOMEM, "%s: allocation %ld: %s", kinds[c], n, err.message);
+                CHECK(res == NULL);
+            }
+        }
+        CHECK(ok);
+    }
+    json_decref(params);
+}
+
 static model *tiny_engine_model(attention_kind kind) {
     model_config c;
     model_config_defaults(&c);
@@ -304,6 +336,7 @@ int main(void) {
     RUN(topk_on_cosine_model_is_exact_after_rotation);
     RUN(topk_on_dot_model_matches_hand_ranking);
     RUN(model_probes_refuse_bad_params);
+    RUN(model_probes_report_json_allocation_failures);
     RUN(engine_model_through_adapter);
     return test_summary();
 }
