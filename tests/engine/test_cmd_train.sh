@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `attnlabd train` from the outside: flags, JSON lines, exit codes, weights in and out, resume.
+set -u
+BIN=${ATTNLABD:-build/release/attnlabd}
+T=$(mktemp -d /tmp/attnlab-cmdtrain-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+ok() { echo "PASS $1"; }
+bad() { echo "FAIL $1: $2"; }
+# 2000 tokens, every one 0x0a79 = 2681 ("y\n" little-endian)
+yes | head -c 4000 >"$T/y.u16"
+SMALL=(--data "$T/y.u16" --vocab 3000 --layers 1 --heads 2 --d-model 8 --seq-len 8 --batch 2 --threads 1)
+
+if "$BIN" train --help | grep -q -- '--attention dot|rope|cosine_rope'; then ok cmd_train_help; else bad cmd_train_help "no flag list"; fi
+
+"$BIN" train --no-such-flag 1 >/dev/null 2>&1; rc=$?
+[ "$rc" -eq 2 ] && ok cmd_train_bad_flag_exits_2 || bad cmd_train_bad_flag_exits_2 "exit $rc"
+"$BIN" train "${SMALL[@]}" --attention sideways >/dev/null 2>&1; rc=$?
+[ "$rc" -eq 2 ] && ok cmd_train_bad_value_exits_2 || bad cmd_train_bad_value_exits_2 "exit $rc"
+"$BIN" train "${SMALL[@]}" --lr 0 >/dev/null 2>&1; rc=$?
+[ "$rc" -eq 2 ] && ok cmd_train_bad_config_exits_2 || bad cmd_train_bad_config_exits_2 "exit $rc"
+
+out=$("$BIN" train "${SMALL[@]}" --steps 3 --eval-every 2 --attention cosine_rope --save "$T/w.safetensors"); rc=$?
+steps=$(grep -c '"type":"step"' <<<"$out"); evals=$(grep -c '"type":"eval"' <<<"$out")
+if [ "$rc" -eq 0 ] && [ "$steps" -eq 3 ] && [ "$evals" -eq 2 ] && grep -q '"type":"done","status":"ok"' <<<"$out" \
+   && grep -q '"tau":\[\[' <<<"$out" && [ -s "$T/w.safetensors" ]; then
+  ok cmd_train_runs_and_prints_json_lines
+else
+  bad cmd_train_runs_and_prints_json_lines "rc=$rc steps=$steps evals=$evals"
+fi
+
+"$BIN" train "${SMALL[@]}" --steps 1 --attention cosine_rope --init "$T/w.safetensors" >/dev/null 2>&1; rc1=$?
+"$BIN" train "${SMALL[@]}" --steps 1 --attention rope --init "$T/w.safetensors" >/dev/null 2>"$T/err"; rc2=$?
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 1 ] && grep -q 'different model' "$T/err"; then ok cmd_train_init_weights_checked
+else bad cmd_train_init_weights_checked "rc=$rc1/$rc2 $(cat "$T/err")"; fi
+
+"$BIN" train --data "$T/y.u16" --vocab 2000 --layers 1 --heads 2 --d-model 8 --seq-len 8 --batch 2 --steps 1 \
+  >/dev/null 2>"$T/err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q '2681' "$T/err"; then ok cmd_train_token_outside_vocab_fails
+else bad cmd_train_token_outside_vocab_fails "rc=$rc $(cat "$T/err")"; fi
+
+"$BIN" train --data "$T/missing.u16" --steps 1 >/dev/null 2>&1; rc=$?
+[ "$rc" -eq 1 ] && ok cmd_train_missing_data_fails || bad cmd_train_missing_data_fails "exit $rc"
+
+# checkpoint at step 2 of 4, resume: the last two losses equal those of a straight 4-step run
+full=$("$BIN" train "${SMALL[@]}" --steps 4 --attention rope | grep '"type":"step"' | sed 's/.*"loss":\([^,]*\),.*/\1/' | tail -2)
+"$BIN" train "${SMALL[@]}" --steps 2 --attention rope --checkpoint "$T/ck.safetensors" >/dev/null
+res=$("$BIN" train "${SMALL[@]}" --steps 4 --attention rope --resume "$T/ck.safetensors" | grep '"type":"step"' \
+      | sed 's/.*"loss":\([^,]*\),.*/\1/')
+if [ -n "$full" ] && [ "$full" = "$res" ]; then ok cmd_train_resume_continues_exactly
+else bad cmd_train_resume_continues_exactly "full=[$full] resumed=[$res]"; fi
