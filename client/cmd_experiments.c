@@ -1,0 +1,260 @@
+#include "cmd_experiments.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_runs.h"
+#include "httpc.h"
+#include "table.h"
+
+const char cmd_experiments_help[] =
+    "usage: attnlab experiments start --preset NAME [--set KEY=VALUE ...] [--KEY VALUE ...]\n"
+    "                                 [--vary KEY=V1,V2,...] [--name NAME] [--tag T ...] [-q]\n"
+    "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--set ...]\n"
+    "       attnlab experiments list\n"
+    "       attnlab experiments show ID\n"
+    "\n"
+    "start    creates an experiment: one run per variant, with the same seed, data order and\n"
+    "         hyper-parameters. --preset seed-blog is the blog post's comparison (dot vs\n"
+    "         cosine_rope, 3 layers, 4 heads, d_model 128, 2000 steps); config flags override\n"
+    "         it, e.g. --set steps=20 --set d_model=32 for a tiny one. --vary attention=rope,cosine_rope\n"
+    "         makes one variant per value. -q prints only the run ids, one per line\n"
+    "list     experiments with their runs\n"
+    "show     one experiment and its runs with their latest loss\n"
+    "\n"
+    "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (message and field\n"
+    "printed), 5 server error.\n";
+
+json_t *cmd_experiments_vary(const char *spec, char *msg, size_t msglen) {
+    char key[64];
+    const char *vals;
+    if (cli_split_kv(spec, key, sizeof key, &vals) < 0 || !*vals) {
+        snprintf(msg, msglen, "--vary wants KEY=V1,V2,..., not '%s'", spec);
+        return NULL;
+    }
+    json_t *variants = json_array();
+    if (!variants) {
+        snprintf(msg, msglen, "out of memory");
+        return NULL;
+    }
+    const char *p = vals;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        char val[256];
+        if (n == 0 || n >= sizeof val) {
+            snprintf(msg, msglen, "--vary %s: empty or too long value", key);
+            json_decref(variants);
+            return NULL;
+        }
+        memcpy(val, p, n);
+        val[n] = 0;
+        json_t *cfg = json_object();
+        if (!cfg || cli_config_set(cfg, key, val, msg, msglen) < 0) {
+            json_decref(cfg);
+            json_decref(variants);
+            return NULL;
+        }
+        json_t *v = json_pack("{s:s, s:o}", "name", val, "config", cfg);
+        if (!v || json_array_append_new(variants, v) < 0) {
+            snprintf(msg, msglen, "out of memory");
+            json_decref(variants);
+            return NULL;
+        }
+        if (!p[n]) break;
+        p += n + 1;
+    }
+    return variants;
+}
+
+/* The runs of an experiment answer, as an array (embedded objects or bare ids). */
+static json_t *exp_runs(json_t *e) {
+    json_t *r = json_object_get(e, "runs");
+    if (json_is_array(r)) return r;
+    r = json_object_get(e, "run_ids");
+    return json_is_array(r) ? r : NULL;
+}
+
+static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
+    json_t *body = json_object(), *overrides = json_object(), *tags = json_array(), *variants = NULL, *base = NULL;
+    const char *preset = NULL, *base_file = NULL, *name = NULL;
+    int quiet = 0, code = CLI_EXIT_OK;
+    char msg[512];
+    if (!body || !overrides || !tags) {
+        code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < argc && !code; i++) {
+        const char *v;
+        int r;
+        if ((r = cli_config_flag(overrides, argc, argv, &i, msg, sizeof msg)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "%s", msg);
+        } else if ((r = cli_opt_value(argc, argv, &i, "--preset", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--preset wants a name");
+            preset = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--base", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--base wants a file");
+            base_file = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--vary", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--vary wants KEY=V1,V2,...");
+            else if (variants) code = cli_usage(ctx, "experiments ", "one --vary per experiment");
+            else if (!(variants = cmd_experiments_vary(v, msg, sizeof msg)))
+                code = cli_usage(ctx, "experiments ", "%s", msg);
+        } else if ((r = cli_opt_value(argc, argv, &i, "--name", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--name wants a value");
+            name = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--tag", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--tag wants a value");
+            else json_array_append_new(tags, json_string(v));
+        } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+            quiet = 1;
+        } else {
+            code = cli_usage(ctx, "experiments ", "experiments start: unknown argument '%s'", argv[i]);
+        }
+    }
+    if (code) goto out;
+    if (!preset == !base_file) {
+        code = cli_usage(ctx, "experiments ", "give either --preset NAME or --base FILE.json");
+        goto out;
+    }
+    if (base_file && !variants) {
+        code = cli_usage(ctx, "experiments ", "--base needs --vary KEY=V1,V2,... to say what differs");
+        goto out;
+    }
+    if (preset) {
+        json_object_set_new(body, "preset", json_string(preset));
+        if (json_object_size(overrides)) json_object_set(body, "overrides", overrides);
+    } else {
+        if (!(base = cli_read_json_file(base_file, msg, sizeof msg))) {
+            code = cli_fail(ctx, CLI_EXIT_USAGE, "%s", msg);
+            goto out;
+        }
+        json_object_update(base, overrides);
+        json_object_set(body, "base", base);
+    }
+    if (variants) json_object_set(body, "variants", variants);
+    if (name) json_object_set_new(body, "name", json_string(name));
+    if (json_array_size(tags)) json_object_set(body, "tags", tags);
+    json_t *e;
+    if ((code = httpc_json(ctx, "POST", "/api/experiments", body, &e))) goto out;
+    json_t *runs = exp_runs(e);
+    size_t i;
+    json_t *r;
+    if (quiet) {
+        json_array_foreach(runs, i, r) {
+            json_t *id = json_is_object(r) ? json_object_get(r, "id") : r;
+            if (json_is_integer(id)) fprintf(ctx->out, "%lld\n", (long long)json_integer_value(id));
+        }
+    } else if (ctx->json) {
+        cli_print_json(ctx, e);
+    } else {
+        char id[32];
+        fprintf(ctx->out, "experiment %s created", cli_cell(json_object_get(e, "id"), id, sizeof id));
+        const char *en = json_string_value(json_object_get(e, "name"));
+        if (en) fprintf(ctx->out, " (%s)", en);
+        fputs(":", ctx->out);
+        json_array_foreach(runs, i, r) {
+            char rid[32];
+            const char *var = json_is_object(r) ? json_string_value(json_object_get(r, "variant")) : NULL;
+            cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
+            fprintf(ctx->out, "%s run %s%s%s%s", i ? "," : "", rid, var ? " (" : "", var ? var : "", var ? ")" : "");
+        }
+        fputc('\n', ctx->out);
+    }
+    json_decref(e);
+out:
+    json_decref(body);
+    json_decref(overrides);
+    json_decref(tags);
+    json_decref(variants);
+    json_decref(base);
+    return code;
+}
+
+static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
+    if (argc > 0) return cli_usage(ctx, "experiments ", "experiments list: unknown argument '%s'", argv[0]);
+    json_t *body;
+    int code = httpc_json(ctx, "GET", "/api/experiments", NULL, &body);
+    if (code) return code;
+    static const char *const keys[] = {"experiments", "items", "data", NULL};
+    json_t *list = cli_list_items(body, keys);
+    if (ctx->json) {
+        cli_print_json(ctx, body);
+    } else if (!list) {
+        code = cli_fail(ctx, CLI_EXIT_SERVER, "GET /api/experiments: no list in the answer");
+    } else {
+        static const char *const head[] = {"ID", "NAME", "PRESET", "RUNS", "STATUS", "CREATED"};
+        table *t = table_new(6, head);
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e) {
+            char id[32], runs[256] = "", created[32], status[256] = "";
+            json_t *rs = exp_runs(e);
+            size_t k, o = 0, so = 0;
+            json_t *r;
+            json_array_foreach(rs, k, r) {
+                char rid[32];
+                cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
+                if (o < sizeof runs) o += (size_t)snprintf(runs + o, sizeof runs - o, "%s%s", k ? "," : "", rid);
+                const char *st = json_is_object(r) ? json_string_value(json_object_get(r, "status")) : NULL;
+                if (st && so < sizeof status)
+                    so += (size_t)snprintf(status + so, sizeof status - so, "%s%s", so ? "," : "", st);
+            }
+            if (!*status) cli_cell(json_object_get(e, "status"), status, sizeof status);
+            const char *cells[6] = {cli_cell(json_object_get(e, "id"), id, sizeof id),
+                                    json_string_value(json_object_get(e, "name")),
+                                    json_string_value(json_object_get(e, "preset")), runs, status,
+                                    cli_time(json_object_get(e, "created_at"), created, sizeof created)};
+            if (t) table_add_row(t, cells);
+        }
+        if (t) table_print(t, ctx->out);
+        table_free(t);
+    }
+    json_decref(body);
+    return code;
+}
+
+static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
+    long long id;
+    if (argc != 1) return cli_usage(ctx, "experiments ", "experiments show takes one id");
+    if (cli_parse_id(argv[0], &id) < 0) return cli_usage(ctx, "experiments ", "'%s' is not an experiment id", argv[0]);
+    char path[64];
+    snprintf(path, sizeof path, "/api/experiments/%lld", id);
+    json_t *e;
+    int code = httpc_json(ctx, "GET", path, NULL, &e);
+    if (code) return code;
+    if (ctx->json) {
+        cli_print_json(ctx, e);
+    } else {
+        char b[64];
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *preset = json_string_value(json_object_get(e, "preset"));
+        fprintf(ctx->out, "experiment %lld%s%s%s%s\n", id, name ? "  " : "", name ? name : "",
+                preset ? "  preset " : "", preset ? preset : "");
+        const char *created = cli_time(json_object_get(e, "created_at"), b, sizeof b);
+        if (*created) fprintf(ctx->out, "created %s\n", created);
+        json_t *runs = exp_runs(e);
+        if (runs && json_array_size(runs) && json_is_object(json_array_get(runs, 0))) {
+            fputc('\n', ctx->out);
+            cmd_runs_print_table(ctx, runs);
+        }
+    }
+    json_decref(e);
+    return CLI_EXIT_OK;
+}
+
+int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {
+    if (argc < 1 || cli_is_help(argv[0])) {
+        fputs(cmd_experiments_help, argc < 1 ? ctx->err : ctx->out);
+        return argc < 1 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            fputs(cmd_experiments_help, ctx->out);
+            return CLI_EXIT_OK;
+        }
+    const char *sub = argv[0];
+    if (!strcmp(sub, "start")) return exp_start(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "list")) return exp_list(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "show")) return exp_show(ctx, argc - 1, argv + 1);
+    return cli_usage(ctx, "experiments ", "unknown experiments command '%s'", sub);
+}

@@ -1,0 +1,96 @@
+#include "cmd_system.h"
+
+#include <string.h>
+
+#include "httpc.h"
+#include "progress.h"
+#include "table.h"
+
+const char cmd_health_help[] =
+    "usage: attnlab health\n"
+    "\n"
+    "Asks the server how it is: status, version, database, uptime. Exit status 0 when it answers\n"
+    "\"ok\", 5 when it answers degraded, 3 when it cannot be reached.\n";
+
+const char cmd_corpora_help[] =
+    "usage: attnlab corpora list\n"
+    "\n"
+    "The training corpora on the server: name, source, documents, tokens, windows, tokenizer.\n"
+    "Exit status: 0 ok, 3 server unreachable or timeout, 4 refused, 5 server error.\n";
+
+int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
+    if (argc > 0 && cli_is_help(argv[0])) {
+        fputs(cmd_health_help, ctx->out);
+        return CLI_EXIT_OK;
+    }
+    if (argc > 0) return cli_usage(ctx, "health ", "health takes no arguments");
+    /* A degraded server answers 503 with the same body: show it rather than only the status. */
+    char msg[1024];
+    httpc_response r;
+    int code = httpc_request(ctx, "GET", "/api/health", NULL, &r, msg, sizeof msg);
+    if (code) return cli_fail(ctx, code, "%s", msg);
+    json_t *h = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    const char *status = json_string_value(json_object_get(h, "status"));
+    if (!status) {
+        httpc_error_line(r.status, r.body, msg, sizeof msg);
+        code = cli_fail(ctx, r.status >= 200 && r.status < 300 ? CLI_EXIT_SERVER : httpc_status_exit(r.status),
+                        "GET /api/health: %s", r.status >= 200 && r.status < 300 ? "not a health answer" : msg);
+    } else {
+        if (ctx->json) {
+            cli_print_json(ctx, h);
+        } else {
+            char up[32], ver[64], db[64];
+            json_t *u = json_object_get(h, "uptime_s");
+            fprintf(ctx->out, "%s: %s, version %s, db %s, up %s\n", ctx->server, status,
+                    cli_cell(json_object_get(h, "version"), ver, sizeof ver),
+                    cli_cell(json_object_get(h, "db"), db, sizeof db),
+                    progress_duration(json_is_number(u) ? json_number_value(u) : -1, up, sizeof up));
+        }
+        code = strcmp(status, "ok") ? CLI_EXIT_SERVER : CLI_EXIT_OK;
+        if (code) cli_fail(ctx, code, "the server reports '%s'", status);
+    }
+    json_decref(h);
+    httpc_response_free(&r);
+    return code;
+}
+
+int cmd_corpora(const cli_ctx *ctx, int argc, char **argv) {
+    if (argc < 1 || cli_is_help(argv[0])) {
+        fputs(cmd_corpora_help, argc < 1 ? ctx->err : ctx->out);
+        return argc < 1 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    if (strcmp(argv[0], "list")) return cli_usage(ctx, "corpora ", "unknown corpora command '%s'", argv[0]);
+    if (argc > 1) return cli_usage(ctx, "corpora ", "corpora list takes no arguments");
+    json_t *answer;
+    int code = httpc_json(ctx, "GET", "/api/corpora", NULL, &answer);
+    if (code) return code;
+    static const char *const keys[] = {"corpora", "items", "data", NULL};
+    json_t *list = cli_list_items(answer, keys);
+    if (ctx->json) {
+        cli_print_json(ctx, answer);
+    } else if (!list) {
+        code = cli_fail(ctx, CLI_EXIT_SERVER, "GET /api/corpora: no list in the answer");
+    } else {
+        static const char *const head[] = {"NAME", "SOURCE", "DOCUMENTS", "TOKENS", "WINDOWS", "TOKENIZER", "STATUS"};
+        table *t = table_new(7, head);
+        size_t i;
+        json_t *c;
+        json_array_foreach(list, i, c) {
+            char b[5][128];
+            json_t *tok = json_object_get(c, "tokenizer");
+            if (!tok) tok = json_object_get(c, "encoding");
+            const char *cells[7] = {json_string_value(json_object_get(c, "name")),
+                                    cli_cell(json_object_get(c, "source"), b[0], sizeof b[0]),
+                                    cli_cell(json_object_get(c, "documents"), b[1], sizeof b[1]),
+                                    cli_cell(json_object_get(c, "tokens"), b[2], sizeof b[2]),
+                                    cli_cell(json_object_get(c, "windows"), b[3], sizeof b[3]),
+                                    cli_cell(tok, b[4], sizeof b[4]),
+                                    json_string_value(json_object_get(c, "status"))};
+            if (t) table_add_row(t, cells);
+        }
+        if (t) table_print(t, ctx->out);
+        table_free(t);
+    }
+    json_decref(answer);
+    return code;
+}
