@@ -48,7 +48,7 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 # The SQL migrations are compiled into the server so a binary always carries its own schema.
-SERVER_OBJ += $(OUT)/obj/gen/migrations.o
+SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/openapi.o
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
 BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
@@ -72,7 +72,11 @@ $(OUT)/gen/migrations.c: $(MIGRATIONS) scripts/embed_migrations.sh
 	@mkdir -p $(dir $@)
 	scripts/embed_migrations.sh $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
 
-$(OUT)/obj/gen/migrations.o: $(OUT)/gen/migrations.c
+$(OUT)/gen/openapi.c: server/openapi.json scripts/embed_text.sh
+	@mkdir -p $(dir $@)
+	scripts/embed_text.sh openapi_json server/openapi.json > $@.tmp && mv $@.tmp $@
+
+$(OUT)/obj/gen/%.o: $(OUT)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -1,5 +1,10 @@
-/* System routes: health. */
+/* System routes: health, the OpenAPI document, Prometheus metrics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "app.h"
+#include "run_config.h"
 
 void api_health(http_request *req, void *ctx) {
     app *a = ctx;
@@ -8,4 +13,51 @@ void api_health(http_request *req, void *ctx) {
                              ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "uptime_s", app_now() - a->started_at,
                              "schema_version", store_schema_version(a->store));
     http_reply_json(req, db_ok ? 200 : 503, body);
+}
+
+void api_openapi(http_request *req, void *ctx) {
+    (void)ctx;
+    http_reply_json(req, 200, json_incref((json_t *)run_config_openapi()));
+}
+
+void api_prometheus(http_request *req, void *ctx) {
+    app *a = ctx;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    json_t *counts = NULL;
+    fprintf(f, "# HELP attnlab_runs Runs in the database by status.\n# TYPE attnlab_runs gauge\n");
+    if (store_run_counts(a->store, &counts) == STORE_OK) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(counts, k, v) fprintf(f, "attnlab_runs{status=\"%s\"} %lld\n", k, (long long)json_integer_value(v));
+    }
+    json_decref(counts);
+    int queued, running;
+    double tps;
+    jobs_stats(a->jobs, &queued, &running, &tps);
+    fprintf(f, "# HELP attnlab_training_jobs Training jobs in this process by state.\n# TYPE attnlab_training_jobs gauge\n");
+    fprintf(f, "attnlab_training_jobs{state=\"queued\"} %d\nattnlab_training_jobs{state=\"running\"} %d\n", queued, running);
+    fprintf(f, "# HELP attnlab_training_tokens_per_second Tokens per second over all running trainings.\n"
+               "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n", tps);
+    uint64_t status_counts[600];
+    http_server_status_counts(a->http, status_counts);
+    fprintf(f, "# HELP attnlab_http_requests_total HTTP requests answered, by status code.\n"
+               "# TYPE attnlab_http_requests_total counter\n");
+    for (int i = 100; i < 600; i++)
+        if (status_counts[i]) fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
+    fprintf(f, "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
+               "attnlab_event_subscribers %zu\n", events_subscriber_count(a->events));
+    fprintf(f, "# HELP attnlab_metric_points_dropped_total Metric points dropped because the writer fell behind.\n"
+               "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
+            (unsigned long long)metrics_writer_dropped(a->writer));
+    fprintf(f, "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
+               "attnlab_uptime_seconds %.0f\n", app_now() - a->started_at);
+    fclose(f);
+    http_reply_bytes(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
+    free(buf);
 }

@@ -13,7 +13,9 @@
 
 #include "app.h"
 #include "commands.h"
+#include "fsutil.h"
 #include "log.h"
+#include "run_config.h"
 
 typedef struct {
     const char *bind;
@@ -22,6 +24,10 @@ typedef struct {
     const char *static_dir;
     const char *log_level;
     unsigned http_threads;
+    const char *token;
+    int private_reads, insecure;
+    int train_workers, probe_workers, compute_threads, max_queued;
+    long max_model_mb, max_upload_mb;
 } serve_flags;
 
 static void serve_usage(FILE *out) {
@@ -33,6 +39,15 @@ static void serve_usage(FILE *out) {
             "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
             "  --log-level LEVEL  debug, info, warn or error (default info)\n"
             "  --http-threads N   HTTP worker threads (default 4)\n"
+            "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
+            "  --private          with a token, require it for reads too (except /api/health)\n"
+            "  --insecure         allow a non-loopback --bind without a token\n"
+            "  --train-workers N  trainings that run at once (default 1)\n"
+            "  --probe-workers N  probe workers (default 1)\n"
+            "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
+            "  --max-queued N     queued trainings before 429 (default 64)\n"
+            "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
+            "  --max-upload-mb N  corpus upload size cap (default 64)\n"
             "  --help             this text\n");
 }
 
@@ -86,6 +101,33 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                 return 2;
             }
             f->log_level = val;
+        } else if (!strcmp(a, "--token")) {
+            NEED_VALUE();
+            f->token = val;
+        } else if (!strcmp(a, "--private")) {
+            f->private_reads = 1;
+        } else if (!strcmp(a, "--insecure")) {
+            f->insecure = 1;
+        } else if (!strcmp(a, "--train-workers") || !strcmp(a, "--probe-workers") || !strcmp(a, "--compute-threads") ||
+                   !strcmp(a, "--max-queued")) {
+            NEED_VALUE();
+            long hi = !strcmp(a, "--max-queued") ? 100000 : 256;
+            if (parse_int(val, 1, hi, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
+                return 2;
+            }
+            int *dst = !strcmp(a, "--train-workers") ? &f->train_workers
+                       : !strcmp(a, "--probe-workers") ? &f->probe_workers
+                       : !strcmp(a, "--compute-threads") ? &f->compute_threads
+                                                          : &f->max_queued;
+            *dst = (int)n;
+        } else if (!strcmp(a, "--max-model-mb") || !strcmp(a, "--max-upload-mb")) {
+            NEED_VALUE();
+            if (parse_int(val, 1, 1 << 20, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..1048576, not '%s'\n", a, val);
+                return 2;
+            }
+            *(!strcmp(a, "--max-model-mb") ? &f->max_model_mb : &f->max_upload_mb) = n;
         } else if (!strcmp(a, "--http-threads")) {
             NEED_VALUE();
             if (parse_int(val, 1, 64, &n) < 0) {
@@ -104,22 +146,8 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
 
 /* Creates dir (and parents) and proves it writable by creating and removing a file in it. */
 static int ensure_writable_dir(const char *dir, char *err, size_t errlen) {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-        snprintf(err, errlen, "path too long");
-        return -1;
-    }
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    if (fs_mkdirs(dir) < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return -1;
     }
     char probe[PATH_MAX];
@@ -155,9 +183,26 @@ static const char *default_static_dir(char *buf, size_t len) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    serve_flags f = {.bind = "127.0.0.1", .port = 8080, .data_dir = "var", .log_level = "info", .http_threads = 4};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    serve_flags f = {.bind = "127.0.0.1", .port = 8080, .data_dir = "var", .log_level = "info", .http_threads = 4,
+                     .token = getenv("ATTNLAB_TOKEN"), .train_workers = 1, .probe_workers = 1,
+                     .compute_threads = cores > 0 ? (int)cores : 1, .max_queued = 64, .max_model_mb = 4096,
+                     .max_upload_mb = 64};
     int rc = parse_flags(argc, argv, &f);
     if (rc) return rc == 1 ? 0 : 2;
+    if (f.token && !f.token[0]) f.token = NULL;
+    int loopback = !strncmp(f.bind, "127.", 4) || !strcmp(f.bind, "::1");
+    if (!loopback && !f.token && !f.insecure) {
+        fprintf(stderr,
+                "attnlabd: refusing to listen on %s without a token: anyone who can reach it could start jobs. "
+                "Set --token SECRET (or ATTNLAB_TOKEN), or pass --insecure if the network is trusted.\n",
+                f.bind);
+        return 2;
+    }
+    if (f.private_reads && !f.token) {
+        fprintf(stderr, "attnlabd: --private needs --token\n");
+        return 2;
+    }
     log_set_level((log_level)log_level_parse(f.log_level));
 
     char err[512], static_buf[PATH_MAX];
@@ -185,14 +230,45 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    app a = {.data_dir = f.data_dir, .started_at = app_now()};
-    char db_path[PATH_MAX];
+    app a = {.data_dir = f.data_dir,
+             .started_at = app_now(),
+             .max_model_bytes = (size_t)f.max_model_mb << 20,
+             .max_upload_bytes = (size_t)f.max_upload_mb << 20};
+    char db_path[PATH_MAX], upload_dir[PATH_MAX];
     snprintf(db_path, sizeof db_path, "%s/attnlab.db", f.data_dir);
+    snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
     store_status ss = store_open(&a.store, db_path, err, sizeof err);
     if (ss != STORE_OK) {
         fprintf(stderr, "attnlabd: database: %s\n", err);
         return 2;
     }
+    if (run_config_init() < 0) {
+        fprintf(stderr, "attnlabd: the built-in OpenAPI document is broken\n");
+        store_close(a.store);
+        return 1;
+    }
+    int interrupted = store_runs_interrupt_running(a.store);
+    if (interrupted > 0) log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
+    fs_remove_tree(upload_dir); /* partial uploads of a previous life */
+    fs_mkdirs(upload_dir);
+
+    a.events = events_new(8192, 15);
+    a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
+    a.corpora = a.writer ? corpora_start(a.store, f.data_dir, NULL) : NULL;
+    jobs_config jc = {.store = a.store, .events = a.events, .writer = a.writer, .corpora = a.corpora,
+                      .data_dir = f.data_dir, .train_workers = f.train_workers, .probe_workers = f.probe_workers,
+                      .compute_threads = f.compute_threads, .max_queued = f.max_queued};
+    a.jobs = a.events && a.corpora ? jobs_start(&jc) : NULL;
+    if (!a.jobs) {
+        fprintf(stderr, "attnlabd: out of memory starting the workers\n");
+        rc = 1;
+        goto stop_workers;
+    }
+    long long *queued = NULL;
+    int n_queued = 0;
+    if (store_runs_queued(a.store, &queued, &n_queued) == STORE_OK)
+        for (int i = 0; i < n_queued; i++) jobs_submit_run(a.jobs, queued[i]);
+    free(queued);
 
     http_config hc = {.bind_addr = f.bind,
                       .port = f.port,
@@ -200,19 +276,20 @@ int cmd_serve(int argc, char **argv) {
                       .max_body = 1 << 20,
                       .threads = f.http_threads,
                       .max_connections = 256,
+                      .upload_dir = upload_dir,
+                      .token = f.token,
+                      .private_reads = f.private_reads,
                       .app = &a};
     a.http = http_server_new(&hc);
-    if (!a.http || routes_register(a.http) < 0) {
+    if (!a.http || routes_register(a.http, &a) < 0) {
         fprintf(stderr, "attnlabd: out of memory setting up routes\n");
-        http_server_free(a.http);
-        store_close(a.store);
-        return 1;
+        rc = 1;
+        goto stop_http;
     }
     if (http_server_start(a.http, err, sizeof err) < 0) {
         fprintf(stderr, "attnlabd: %s\n", err);
-        http_server_free(a.http);
-        store_close(a.store);
-        return 2;
+        rc = 2;
+        goto stop_http;
     }
     const char *shown = strchr(f.bind, ':') ? "[::1]" : (!strcmp(f.bind, "0.0.0.0") ? "127.0.0.1" : f.bind);
     printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown,
@@ -223,8 +300,17 @@ int cmd_serve(int argc, char **argv) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+stop_http:
+    if (a.events) events_close_all(a.events);
     http_server_free(a.http);
+stop_workers:
+    jobs_stop(a.jobs); /* running trainings checkpoint and become interrupted */
+    metrics_writer_stop(a.writer);
+    events_free(a.events);
+    corpora_free(a.corpora);
+    run_config_cleanup();
     store_close(a.store);
-    log_info("stopped cleanly");
-    return 0;
+    if (rc == 0) log_info("stopped cleanly");
+    return rc;
 }

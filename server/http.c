@@ -32,6 +32,7 @@ typedef struct {
     int n_segments;
     char *segments[MAX_SEGMENTS]; /* point into a copy of pattern; "{x}" marks a parameter */
     http_handler_fn fn;
+    size_t upload_max; /* > 0: the body streams to a file */
 } route;
 
 struct http_stream {
@@ -43,13 +44,12 @@ struct http_stream {
     void *ctx;
     int suspended;    /* the connection sleeps until a wake */
     int pending_wake; /* a wake arrived while the reader was running */
-    int ended;
     http_stream *next, *prev; /* the server's list of live streams */
 };
 
 struct http_server {
     http_config cfg;
-    char *bind_addr, *static_dir, *static_real;
+    char *bind_addr, *static_dir, *static_real, *upload_dir, *token;
     route routes[MAX_ROUTES];
     int n_routes;
     struct MHD_Daemon *daemon;
@@ -76,6 +76,8 @@ struct http_request {
     int replied;
     int status;
     struct timespec started;
+    int upload_fd;
+    char *upload_path;
     char *reply_headers[MAX_REPLY_HEADERS][2];
     int n_reply_headers;
     char **scratch; /* decoded query values, freed with the request */
@@ -133,6 +135,8 @@ http_server *http_server_new(const http_config *cfg) {
     s->listen_fd = -1;
     s->bind_addr = dup_str(cfg->bind_addr ? cfg->bind_addr : "127.0.0.1");
     s->static_dir = cfg->static_dir ? dup_str(cfg->static_dir) : NULL;
+    s->upload_dir = cfg->upload_dir ? dup_str(cfg->upload_dir) : NULL;
+    s->token = cfg->token && cfg->token[0] ? dup_str(cfg->token) : NULL;
     pthread_mutex_init(&s->streams_lock, NULL);
     if (!s->bind_addr || (cfg->static_dir && !s->static_dir)) {
         free(s->bind_addr);
@@ -166,6 +170,12 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
     strcpy(r->method, method);
     r->fn = fn;
     s->n_routes++;
+    return 0;
+}
+
+int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes) {
+    if (http_route(s, method, pattern, fn) < 0) return -1;
+    s->routes[s->n_routes - 1].upload_max = max_bytes;
     return 0;
 }
 
@@ -219,6 +229,11 @@ static int route_match(const route *r, const char *path, http_request *req) {
 /* ---- request accessors ------------------------------------------------------------------ */
 
 const char *http_request_method(const http_request *req) { return req->method; }
+
+const char *http_request_upload_path(const http_request *req, size_t *size) {
+    if (size) *size = req->body_len;
+    return req->upload_path;
+}
 const char *http_request_path(const http_request *req) { return req->path; }
 void *http_request_app(const http_request *req) { return req->server->cfg.app; }
 
@@ -342,6 +357,12 @@ void http_reply_bytes(http_request *req, int status, const char *content_type, c
     queue(req, status, resp, content_type);
 }
 
+void http_reply_fd(http_request *req, int status, const char *content_type, int fd, uint64_t size) {
+    struct MHD_Response *resp = MHD_create_response_from_fd(size, fd);
+    if (!resp) close(fd);
+    queue(req, status, resp, content_type);
+}
+
 void http_reply_json(http_request *req, int status, json_t *body) {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
@@ -369,26 +390,25 @@ void http_reply_error(http_request *req, int status, const char *code, const cha
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
+/* The reader runs without the stream lock (read() takes its producer's locks, and producers call
+ * http_stream_wake() under those same locks); only the suspend decision is made under it. A wake
+ * that lands between read() returning 0 and that decision is remembered in pending_wake. */
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     http_stream *st = cls;
     if (atomic_load(&st->server->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
-    pthread_mutex_lock(&st->lock);
     ssize_t n = st->read(st->ctx, buf, max);
-    if (n < 0) {
-        st->ended = 1;
-        pthread_mutex_unlock(&st->lock);
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    }
+    if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
     if (n == 0) {
+        pthread_mutex_lock(&st->lock);
         if (st->pending_wake) {
-            st->pending_wake = 0; /* something arrived while we read: ask again soon */
+            st->pending_wake = 0;
         } else {
             st->suspended = 1;
             MHD_suspend_connection(st->connection);
         }
+        pthread_mutex_unlock(&st->lock);
     }
-    pthread_mutex_unlock(&st->lock);
     return n;
 }
 
@@ -533,9 +553,7 @@ static void serve_static(http_request *req) {
         queue(req, 304, resp, NULL);
         return;
     }
-    struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
-    if (!resp) close(fd);
-    queue(req, 200, resp, content_type_for(path));
+    http_reply_fd(req, 200, content_type_for(path), fd, (uint64_t)st.st_size);
 }
 
 /* ---- libmicrohttpd callbacks ------------------------------------------------------------ */
@@ -547,9 +565,34 @@ static size_t identity_unescape(void *cls, struct MHD_Connection *c, char *s) {
     return strlen(s);
 }
 
+/* Compares in time that depends only on the lengths, not on where the strings differ. */
+static int equal_constant_time(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++) diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+/* With a token, changes always need it and reads need it under private_reads; /api/health stays
+ * open for health checks, and the dashboard's own files for the login prompt. */
+static int authorised(http_request *req) {
+    http_server *s = req->server;
+    if (!s->token) return 1;
+    int is_read = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
+    int is_api = !strncmp(req->path, "/api/", 5) || !strcmp(req->path, "/metrics");
+    if (is_read && (!s->cfg.private_reads || !is_api || !strcmp(req->path, "/api/health"))) return 1;
+    const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    return h && !strncmp(h, "Bearer ", 7) && equal_constant_time(h + 7, s->token);
+}
+
 static void dispatch(http_request *req) {
     http_server *s = req->server;
     const char *method = !strcmp(req->method, "HEAD") ? "GET" : req->method;
+    if (!authorised(req)) {
+        http_reply_header(req, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnlab\"");
+        http_reply_error(req, 401, "unauthorized", NULL, "this request needs Authorization: Bearer <token>");
+        return;
+    }
     if (req->route) {
         req->route->fn(req, s->cfg.app);
         if (!req->replied) http_reply_error(req, 500, "internal", NULL, "the handler gave no answer");
@@ -607,11 +650,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 return MHD_YES;
             }
         }
+        req->upload_fd = -1;
+        size_t limit = req->route && req->route->upload_max ? req->route->upload_max : s->cfg.max_body;
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
-            http_reply_error(req, 413, "body_too_large", NULL, "request body exceeds %zu bytes", s->cfg.max_body);
+        if (cl && strtoull(cl, NULL, 10) > limit) {
+            http_reply_error(req, 413, "body_too_large", NULL, "request body exceeds %zu bytes", limit);
             return MHD_YES;
         }
+        if (req->route && req->route->upload_max && authorised(req)) {
+            char tmpl[PATH_MAX];
+            snprintf(tmpl, sizeof tmpl, "%s/upload-XXXXXX", s->upload_dir ? s->upload_dir : "/tmp");
+            req->upload_fd = mkstemp(tmpl);
+            if (req->upload_fd < 0 || !(req->upload_path = dup_str(tmpl))) {
+                http_reply_error(req, 500, "internal", NULL, "cannot store the upload");
+                return MHD_YES;
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size && req->upload_fd >= 0) {
+        if (!req->body_too_large) {
+            if (req->body_len + *upload_data_size > req->route->upload_max) {
+                req->body_too_large = 1;
+            } else {
+                size_t off = 0;
+                while (off < *upload_data_size) {
+                    ssize_t w = write(req->upload_fd, upload_data + off, *upload_data_size - off);
+                    if (w <= 0) return MHD_NO;
+                    off += (size_t)w;
+                }
+                req->body_len += *upload_data_size;
+            }
+        }
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -640,9 +711,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (req->upload_fd >= 0) {
+        close(req->upload_fd);
+        req->upload_fd = -1;
+    }
     if (req->replied) return MHD_YES;
     if (req->body_too_large) {
-        http_reply_error(req, 413, "body_too_large", NULL, "request body exceeds %zu bytes", s->cfg.max_body);
+        size_t limit = req->route && req->route->upload_max ? req->route->upload_max : s->cfg.max_body;
+        http_reply_error(req, 413, "body_too_large", NULL, "request body exceeds %zu bytes", limit);
         return MHD_YES;
     }
     dispatch(req);
@@ -666,6 +742,11 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     for (int i = 0; i < req->n_reply_headers; i++) {
         free(req->reply_headers[i][0]);
         free(req->reply_headers[i][1]);
+    }
+    if (req->upload_fd >= 0) close(req->upload_fd);
+    if (req->upload_path) {
+        unlink(req->upload_path); /* gone already if the handler moved it */
+        free(req->upload_path);
     }
     for (int i = 0; i < req->n_scratch; i++) free(req->scratch[i]);
     free(req->scratch);
@@ -787,6 +868,8 @@ void http_server_free(http_server *s) {
     }
     pthread_mutex_destroy(&s->streams_lock);
     free(s->static_real);
+    free(s->upload_dir);
+    free(s->token);
     free(s->bind_addr);
     free(s->static_dir);
     free(s);

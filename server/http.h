@@ -27,6 +27,9 @@ typedef struct {
     size_t max_body;        /* bytes; larger bodies get 413 */
     unsigned threads;       /* size of libmicrohttpd's internal thread pool */
     unsigned max_connections;
+    const char *upload_dir; /* where upload routes stream bodies (see http_route_upload) */
+    const char *token;      /* non-NULL: changes need "Authorization: Bearer <token>" (401 otherwise) */
+    int private_reads;      /* with a token: reads need it too (except /api/health) */
     void *app;              /* passed to every handler */
 } http_config;
 
@@ -34,6 +37,10 @@ typedef struct {
 http_server *http_server_new(const http_config *cfg);
 /* Adds a route; call before http_server_start. Returns -1 on a malformed pattern or no memory. */
 int http_route(http_server *s, const char *method, const char *pattern, http_handler_fn fn);
+/* Adds a route whose body is streamed to a temporary file in upload_dir, up to max_bytes (413
+ * beyond, with the partial file removed). The handler finds it with http_request_upload_path();
+ * a file the handler has not moved away is deleted when the request ends. */
+int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes);
 /* Binds and starts the pool. On failure returns -1 with a one-line reason in err. */
 int http_server_start(http_server *s, char *err, size_t errlen);
 int http_server_port(const http_server *s);
@@ -57,11 +64,15 @@ const char *http_request_body(const http_request *req, size_t *len);
 /* Parses the body as a JSON object; on failure answers 400 and returns NULL. Caller owns the result. */
 json_t *http_request_json_object(http_request *req);
 void *http_request_app(const http_request *req);
+/* The temporary file holding an upload route's body, and its size. */
+const char *http_request_upload_path(const http_request *req, size_t *size);
 
 /* Adds a header to the coming reply (copied). */
 void http_reply_header(http_request *req, const char *name, const char *value);
 /* Sends body with its content type (copied). */
 void http_reply_bytes(http_request *req, int status, const char *content_type, const void *body, size_t len);
+/* Sends an open file of the given size; the layer owns (and closes) fd from here on. */
+void http_reply_fd(http_request *req, int status, const char *content_type, int fd, uint64_t size);
 /* Sends a JSON value and drops the caller's reference to it. */
 void http_reply_json(http_request *req, int status, json_t *body);
 /* Sends {"error":{"code":code,"message":...,"field":field}}; field may be NULL. */

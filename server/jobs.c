@@ -1,0 +1,451 @@
+#include "jobs.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/train.h"
+#include "fsutil.h"
+#include "log.h"
+#include "run_config.h"
+
+#define MAX_TRAIN_WORKERS 16
+#define MAX_PROBE_QUEUE 256
+#define MAX_POINTS_PER_STEP (8 + 2 * 64 * 24)
+
+/* A training in progress: what the API shows live and what cancel flips. */
+typedef struct {
+    long long run_id; /* 0: idle slot */
+    atomic_int cancel;
+    long total_steps;
+    long step;
+    double tokens_per_s, step_ms_avg, eta_s;
+    double wall_start;
+} live_run;
+
+typedef struct probe_task {
+    void (*fn)(void *);
+    void *ctx;
+    int *done; /* for jobs_probe_call; guarded by the jobs lock */
+    struct probe_task *next;
+} probe_task;
+
+struct jobs {
+    jobs_config cfg;
+    char data_dir[PATH_MAX];
+    pthread_mutex_t lock;
+    pthread_cond_t train_cv, probe_cv, probe_done_cv;
+    long long *queue; /* run ids, FIFO ring */
+    int q_head, q_len, q_cap;
+    live_run live[MAX_TRAIN_WORKERS];
+    probe_task *probe_head, *probe_tail;
+    int probe_len;
+    int stopping;
+    pthread_t train_threads[MAX_TRAIN_WORKERS];
+    pthread_t *probe_threads;
+    int n_train, n_probe;
+};
+
+static double wall_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void jobs_run_dir(const jobs *j, long long run_id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/runs/%lld", j->data_dir, run_id);
+}
+
+int jobs_threads_per_run(const jobs *j) {
+    int t = j->cfg.compute_threads / (j->cfg.train_workers > 0 ? j->cfg.train_workers : 1);
+    return t > 0 ? t : 1;
+}
+
+/* ---- the training callbacks --------------------------------------------------------------- */
+
+typedef struct {
+    jobs *j;
+    live_run *live;
+    long long run_id;
+    int is_cosine;
+    store_metric points[MAX_POINTS_PER_STEP];
+} train_ctx;
+
+static void add_point(train_ctx *t, int *n, long step, double wall, const char *key, double v) {
+    if (*n >= MAX_POINTS_PER_STEP) return;
+    store_metric *p = &t->points[(*n)++];
+    p->run_id = t->run_id;
+    p->step = (int)step;
+    snprintf(p->key, sizeof p->key, "%s", key);
+    p->value = v;
+    p->wall_time = wall;
+}
+
+/* Sends the step's points to the writer (batched to SQLite) and the bus (live viewers). */
+static void publish_points(train_ctx *t, int n, long step) {
+    jobs *j = t->j;
+    metrics_writer_push(j->cfg.writer, t->points, (size_t)n);
+    json_t *values = json_object();
+    for (int i = 0; i < n; i++) json_object_set_new(values, t->points[i].key, json_real(t->points[i].value));
+    pthread_mutex_lock(&j->lock);
+    double eta = t->live->eta_s, tps = t->live->tokens_per_s;
+    long total = t->live->total_steps;
+    pthread_mutex_unlock(&j->lock);
+    json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)t->run_id, "step",
+                           (json_int_t)step, "total_steps", (json_int_t)total, "wall_time",
+                           n ? t->points[0].wall_time : wall_now(), "eta_s", eta, "tokens_per_s", tps, "values",
+                           values);
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    if (text) events_publish(j->cfg.events, t->run_id, "metrics", text);
+    free(text);
+    json_decref(ev);
+}
+
+static void on_step(void *ctx, const train_step_metrics *m) {
+    train_ctx *t = ctx;
+    jobs *j = t->j;
+    double wall = wall_now();
+    pthread_mutex_lock(&j->lock);
+    live_run *l = t->live;
+    l->step = m->step;
+    l->tokens_per_s = m->tokens_per_s;
+    /* The first steps include warm-up costs; an average over the recent ones predicts better. */
+    l->step_ms_avg = l->step_ms_avg > 0 ? 0.9 * l->step_ms_avg + 0.1 * m->step_ms : m->step_ms;
+    l->eta_s = (double)(l->total_steps - m->step) * l->step_ms_avg / 1000.0;
+    pthread_mutex_unlock(&j->lock);
+
+    int n = 0;
+    char key[32];
+    add_point(t, &n, m->step, wall, "loss", m->loss);
+    add_point(t, &n, m->step, wall, "lr", m->lr);
+    add_point(t, &n, m->step, wall, "grad_norm", m->grad_norm);
+    add_point(t, &n, m->step, wall, "tokens_per_s", m->tokens_per_s);
+    for (int l2 = 0; l2 < m->n_layer; l2++)
+        for (int h = 0; h < m->n_head; h++) {
+            int i = l2 * m->n_head + h;
+            if (t->is_cosine) {
+                snprintf(key, sizeof key, "tau.%d.%d", l2, h);
+                add_point(t, &n, m->step, wall, key, m->tau[i]);
+            }
+            snprintf(key, sizeof key, "entropy.%d.%d", l2, h);
+            add_point(t, &n, m->step, wall, key, m->entropy[i]);
+        }
+    publish_points(t, n, m->step);
+    metrics_writer_progress(j->cfg.writer, t->run_id, (int)m->step, 0);
+}
+
+static void on_eval(void *ctx, long step, double val_loss) {
+    train_ctx *t = ctx;
+    int n = 0;
+    add_point(t, &n, step, wall_now(), "val_loss", val_loss);
+    publish_points(t, n, step);
+}
+
+static void on_checkpoint(void *ctx, long step, const char *path) {
+    train_ctx *t = ctx;
+    (void)path;
+    metrics_writer_progress(t->j->cfg.writer, t->run_id, (int)step, (int)step);
+}
+
+static int should_stop(void *ctx) {
+    train_ctx *t = ctx;
+    if (atomic_load(&t->live->cancel)) return 1;
+    pthread_mutex_lock(&t->j->lock);
+    int stop = t->j->stopping;
+    pthread_mutex_unlock(&t->j->lock);
+    return stop;
+}
+
+static void publish_status(jobs *j, long long run_id) {
+    json_t *run = NULL;
+    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
+    json_t *ev = json_pack("{s:I, s:O, s:O, s:O, s:O}", "run_id", (json_int_t)run_id, "status",
+                           json_object_get(run, "status"), "step", json_object_get(run, "step"), "total_steps",
+                           json_object_get(run, "total_steps"), "error", json_object_get(run, "error"));
+    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    if (text) events_publish(j->cfg.events, run_id, "status", text);
+    free(text);
+    json_decref(ev);
+    json_decref(run);
+}
+
+static const char *const FROM_QUEUED[] = {"queued", NULL};
+static const char *const FROM_RUNNING[] = {"running", NULL};
+
+/* Trains one run from its stored config; every outcome ends in a final status. */
+static void train_one(jobs *j, live_run *live, long long run_id) {
+    json_t *run = NULL;
+    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
+    if (store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "running", NULL) != STORE_OK) {
+        json_decref(run); /* cancelled or deleted while queued */
+        return;
+    }
+    publish_status(j, run_id);
+    const json_t *cfg = json_object_get(run, "config");
+    const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
+    int threads = (int)json_integer_value(json_object_get(cfg, "threads"));
+    if (threads <= 0) threads = jobs_threads_per_run(j);
+
+    train_ctx *t = calloc(1, sizeof *t);
+    engine_error err = {0};
+    engine_status s = ENGINE_OK;
+    corpus *data = NULL;
+    char dir[PATH_MAX], ckpt[PATH_MAX + 32];
+    jobs_run_dir(j, run_id, dir, sizeof dir);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", dir);
+    int vocab = corpora_vocab(j->cfg.corpora, corpus_name);
+    if (!t)
+        s = engine_fail(&err, ENGINE_ERR_NOMEM, "out of memory");
+    else if (vocab < 0)
+        s = engine_fail(&err, ENGINE_ERR_INVALID, "corpus '%s' is not available", corpus_name);
+    else if (fs_mkdirs(dir) < 0)
+        s = engine_fail(&err, ENGINE_ERR_IO, "cannot create %s", dir);
+    else
+        s = corpora_open(j->cfg.corpora, corpus_name, &data, &err);
+
+    if (s == ENGINE_OK) {
+        train_config tc;
+        run_config_to_train(cfg, vocab, &tc);
+        tc.checkpoint_path = ckpt;
+        struct stat st;
+        const char *resume = stat(ckpt, &st) == 0 ? ckpt : NULL;
+        t->j = j;
+        t->live = live;
+        t->run_id = run_id;
+        t->is_cosine = tc.model.attention == ATTENTION_COSINE_ROPE;
+        pthread_mutex_lock(&j->lock);
+        live->total_steps = tc.steps;
+        live->wall_start = wall_now();
+        pthread_mutex_unlock(&j->lock);
+        train_callbacks cb = {.ctx = t, .on_step = on_step, .on_eval = on_eval, .should_stop = should_stop,
+                              .on_checkpoint = on_checkpoint};
+        log_info("run %lld: training %s on '%s' with %d threads%s", run_id,
+                 json_string_value(json_object_get(cfg, "attention")), corpus_name, threads,
+                 resume ? " (resuming from its checkpoint)" : "");
+        s = train_run(&tc, data, threads, resume, &cb, &err);
+    }
+    corpus_free(data);
+    /* Everything the run reported is stored before anyone is told it ended. */
+    metrics_writer_flush(j->cfg.writer);
+
+    const char *final;
+    pthread_mutex_lock(&j->lock);
+    int stopping = j->stopping;
+    pthread_mutex_unlock(&j->lock);
+    if (s == ENGINE_OK)
+        final = "succeeded";
+    else if (s == ENGINE_ERR_CANCELLED)
+        final = atomic_load(&live->cancel) ? "cancelled" : stopping ? "interrupted" : "cancelled";
+    else
+        final = "failed";
+    store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final,
+                         s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? NULL : err.message);
+    log_info("run %lld: %s%s%s", run_id, final, s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : ": ",
+             s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : err.message);
+    publish_status(j, run_id);
+    free(t);
+    json_decref(run);
+}
+
+typedef struct {
+    jobs *j;
+    int slot;
+} worker_arg;
+
+static void *train_loop(void *arg) {
+    worker_arg *wa = arg;
+    jobs *j = wa->j;
+    live_run *live = &j->live[wa->slot];
+    free(wa);
+    pthread_mutex_lock(&j->lock);
+    for (;;) {
+        while (!j->stopping && j->q_len == 0) pthread_cond_wait(&j->train_cv, &j->lock);
+        if (j->stopping) break;
+        long long id = j->queue[j->q_head];
+        j->q_head = (j->q_head + 1) % j->q_cap;
+        j->q_len--;
+        live->run_id = id;
+        atomic_store(&live->cancel, 0);
+        live->step = 0;
+        live->tokens_per_s = live->step_ms_avg = live->eta_s = 0;
+        pthread_mutex_unlock(&j->lock);
+        train_one(j, live, id);
+        pthread_mutex_lock(&j->lock);
+        live->run_id = 0;
+    }
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+static void *probe_loop(void *arg) {
+    jobs *j = arg;
+    pthread_mutex_lock(&j->lock);
+    for (;;) {
+        while (!j->stopping && !j->probe_head) pthread_cond_wait(&j->probe_cv, &j->lock);
+        if (!j->probe_head) break; /* stopping with nothing left */
+        probe_task *t = j->probe_head;
+        j->probe_head = t->next;
+        if (!j->probe_head) j->probe_tail = NULL;
+        j->probe_len--;
+        pthread_mutex_unlock(&j->lock);
+        t->fn(t->ctx);
+        pthread_mutex_lock(&j->lock);
+        if (t->done) {
+            *t->done = 1;
+            pthread_cond_broadcast(&j->probe_done_cv);
+        }
+        free(t);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+jobs *jobs_start(const jobs_config *cfg) {
+    jobs *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->cfg = *cfg;
+    snprintf(j->data_dir, sizeof j->data_dir, "%s", cfg->data_dir);
+    j->cfg.data_dir = j->data_dir;
+    if (j->cfg.train_workers < 1) j->cfg.train_workers = 1;
+    if (j->cfg.train_workers > MAX_TRAIN_WORKERS) j->cfg.train_workers = MAX_TRAIN_WORKERS;
+    if (j->cfg.probe_workers < 1) j->cfg.probe_workers = 1;
+    if (j->cfg.compute_threads < 1) j->cfg.compute_threads = 1;
+    if (j->cfg.max_queued < 1) j->cfg.max_queued = 64;
+    j->q_cap = j->cfg.max_queued;
+    j->queue = calloc((size_t)j->q_cap, sizeof *j->queue);
+    j->probe_threads = calloc((size_t)j->cfg.probe_workers, sizeof *j->probe_threads);
+    if (!j->queue || !j->probe_threads) {
+        free(j->queue);
+        free(j->probe_threads);
+        free(j);
+        return NULL;
+    }
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->train_cv, NULL);
+    pthread_cond_init(&j->probe_cv, NULL);
+    pthread_cond_init(&j->probe_done_cv, NULL);
+    for (int i = 0; i < j->cfg.train_workers; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) break;
+        wa->j = j;
+        wa->slot = i;
+        if (pthread_create(&j->train_threads[i], NULL, train_loop, wa) != 0) {
+            free(wa);
+            break;
+        }
+        j->n_train++;
+    }
+    for (int i = 0; i < j->cfg.probe_workers; i++) {
+        if (pthread_create(&j->probe_threads[i], NULL, probe_loop, j) != 0) break;
+        j->n_probe++;
+    }
+    return j;
+}
+
+void jobs_stop(jobs *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->lock);
+    j->stopping = 1;
+    pthread_cond_broadcast(&j->train_cv);
+    pthread_cond_broadcast(&j->probe_cv);
+    pthread_mutex_unlock(&j->lock);
+    for (int i = 0; i < j->n_train; i++) pthread_join(j->train_threads[i], NULL);
+    for (int i = 0; i < j->n_probe; i++) pthread_join(j->probe_threads[i], NULL);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->train_cv);
+    pthread_cond_destroy(&j->probe_cv);
+    pthread_cond_destroy(&j->probe_done_cv);
+    free(j->queue);
+    free(j->probe_threads);
+    free(j);
+}
+
+int jobs_submit_run(jobs *j, long long run_id) {
+    pthread_mutex_lock(&j->lock);
+    int ok = j->q_len < j->q_cap && !j->stopping;
+    if (ok) {
+        j->queue[(j->q_head + j->q_len) % j->q_cap] = run_id;
+        j->q_len++;
+        pthread_cond_signal(&j->train_cv);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return ok ? 0 : -1;
+}
+
+int jobs_cancel_run(jobs *j, long long run_id) {
+    int found = 0;
+    pthread_mutex_lock(&j->lock);
+    for (int i = 0; i < j->n_train; i++)
+        if (j->live[i].run_id == run_id) {
+            atomic_store(&j->live[i].cancel, 1);
+            found = 1;
+        }
+    pthread_mutex_unlock(&j->lock);
+    return found;
+}
+
+json_t *jobs_run_live(jobs *j, long long run_id) {
+    json_t *o = NULL;
+    pthread_mutex_lock(&j->lock);
+    for (int i = 0; i < j->n_train; i++) {
+        live_run *l = &j->live[i];
+        if (l->run_id != run_id) continue;
+        o = json_pack("{s:I, s:I, s:f, s:f, s:b}", "step", (json_int_t)l->step, "total_steps",
+                      (json_int_t)l->total_steps, "eta_s", l->eta_s, "tokens_per_s", l->tokens_per_s,
+                      "cancel_requested", atomic_load(&l->cancel));
+    }
+    pthread_mutex_unlock(&j->lock);
+    return o;
+}
+
+void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s) {
+    pthread_mutex_lock(&j->lock);
+    *queued = j->q_len;
+    *running = 0;
+    *tokens_per_s = 0;
+    for (int i = 0; i < j->n_train; i++)
+        if (j->live[i].run_id) {
+            (*running)++;
+            *tokens_per_s += j->live[i].tokens_per_s;
+        }
+    pthread_mutex_unlock(&j->lock);
+}
+
+static int probe_enqueue(jobs *j, void (*fn)(void *), void *ctx, int *done) {
+    probe_task *t = calloc(1, sizeof *t);
+    if (!t) return -1;
+    t->fn = fn;
+    t->ctx = ctx;
+    t->done = done;
+    pthread_mutex_lock(&j->lock);
+    if (j->probe_len >= MAX_PROBE_QUEUE || j->stopping) {
+        pthread_mutex_unlock(&j->lock);
+        free(t);
+        return -1;
+    }
+    if (j->probe_tail)
+        j->probe_tail->next = t;
+    else
+        j->probe_head = t;
+    j->probe_tail = t;
+    j->probe_len++;
+    pthread_cond_signal(&j->probe_cv);
+    pthread_mutex_unlock(&j->lock);
+    return 0;
+}
+
+int jobs_probe_submit(jobs *j, void (*fn)(void *), void *ctx) { return probe_enqueue(j, fn, ctx, NULL); }
+
+int jobs_probe_call(jobs *j, void (*fn)(void *), void *ctx) {
+    int done = 0;
+    if (probe_enqueue(j, fn, ctx, &done) < 0) return -1;
+    pthread_mutex_lock(&j->lock);
+    while (!done) pthread_cond_wait(&j->probe_done_cv, &j->lock);
+    pthread_mutex_unlock(&j->lock);
+    return 0;
+}
