@@ -1,9 +1,11 @@
 /* Training throughput of the seed configuration (L3 H4 C128 T128 V50257, B32 by default) for
  * one attention variant: tokens/s, ms/step, peak RSS, and model FLOP utilisation against the
- * FMA peak measured by this same program on the same threads (so a busy machine lowers both).
+ * FMA peak measured by this same program on as many threads at once (so a busy machine lowers
+ * both). Needs AVX-512 (the build uses -march=native).
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N]
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
  * on what the tokens are. */
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +23,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- FMA peak: 12 independent accumulators of 16 floats, 2 FLOPs per lane per FMA ---- */
-typedef float v16 __attribute__((vector_size(64)));
+/* ---- FMA peak: 12 independent chains of 16-lane fused multiply-adds (2 FLOPs per lane) ---- */
 typedef struct {
     double seconds;
     double flops;
@@ -31,24 +32,20 @@ typedef struct {
 
 static void *peak_thread(void *p) {
     peak_arg *a = p;
-    v16 acc[12], x, y;
-    for (int i = 0; i < 12; i++) acc[i] = (v16){0} + (float)i * 1e-3f;
-    x = (v16){0} + 0.999999f;
-    y = (v16){0} + 1e-7f;
+    __m512 acc[12], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
     long iters = 0;
     double t0 = now_s(), t1;
     do {
         for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) acc[i] = acc[i] * x + y;
-            __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]),
-                             "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
+            for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
         }
         iters += 100000;
         t1 = now_s();
     } while (t1 - t0 < 0.5);
     float s = 0;
-    for (int i = 0; i < 12; i++) s += acc[i][0];
+    for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(acc[i]);
     a->sink = s;
     a->seconds = t1 - t0;
     a->flops = (double)iters * 12 * 16 * 2;

@@ -6,101 +6,47 @@
 #include "gemm.h"
 
 #if !REAL_IS_DOUBLE
-/* A vectorised expf for the softmax over the vocabulary (the only place with ~2e8 exps per
- * step): Cody-Waite reduction to r in [-ln2/2, ln2/2], degree-6 Taylor polynomial (relative
- * error < 2e-7), scaling by 2^n through the exponent bits. Inputs are <= 0 here (x - max);
- * they are clamped at -87 so 2^n stays a normal float. The scalar twin gives the same bits for
- * the tail of a row. */
-typedef float vf16 __attribute__((vector_size(64)));
-typedef int vi16 __attribute__((vector_size(64)));
+#include "fastmath.h"
 
-#define EXP_LO (-87.0f)
-#define EXP_L2E 1.44269504088896341f
-#define EXP_LN2HI 0.693359375f
-#define EXP_LN2LO (-2.12194440e-4f)
-#define EXP_MAGIC 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer in the low bits */
-
-static inline vf16 vexp16(vf16 x) {
-    vf16 lo = x - x + EXP_LO;
-    vi16 m = x < lo;
-    x = (vf16)((m & (vi16)lo) | (~m & (vi16)x));
-    vf16 t = x * EXP_L2E + EXP_MAGIC;
-    vf16 n = t - EXP_MAGIC;
-    vf16 r = x - n * EXP_LN2HI;
-    r = r - n * EXP_LN2LO;
-    vf16 p = r * 0.0f + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    vi16 ni = (vi16)t - (vi16)(t - t + EXP_MAGIC);
-    vi16 scale = (ni + 127) << 23;
-    return p * (vf16)scale;
-}
-
-static inline float sexp(float x) {
-    if (x < EXP_LO) x = EXP_LO;
-    float t = x * EXP_L2E + EXP_MAGIC;
-    float n = t - EXP_MAGIC;
-    float r = x - n * EXP_LN2HI;
-    r = r - n * EXP_LN2LO;
-    float p = 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int ti, mi;
-    float magic = EXP_MAGIC;
-    memcpy(&ti, &t, 4);
-    memcpy(&mi, &magic, 4);
-    int bits = (ti - mi + 127) << 23;
-    float sc;
-    memcpy(&sc, &bits, 4);
-    return p * sc;
-}
-
+/* Softmax cross-entropy of one row in three vectorised passes (max; exp and sum; scale). */
 double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
     int nv = V / 16 * 16;
-    vf16 vmx;
+    fm_v16 vmx;
     float mx = -INFINITY;
     if (nv) {
         memcpy(&vmx, x, 64);
         for (int j = 16; j < nv; j += 16) {
-            vf16 a;
+            fm_v16 a;
             memcpy(&a, x + j, 64);
-            vi16 m = a > vmx;
-            vmx = (vf16)((m & (vi16)a) | (~m & (vi16)vmx));
+            fm_i16 m = a > vmx;
+            vmx = (fm_v16)((m & (fm_i16)a) | (~m & (fm_i16)vmx));
         }
         for (int i = 0; i < 16; i++) mx = vmx[i] > mx ? vmx[i] : mx;
     }
     for (int j = nv; j < V; j++) mx = x[j] > mx ? x[j] : mx;
     float xt = x[target];
-    vf16 vsum = {0};
-    vf16 vm = vmx - vmx + mx;
+    fm_v16 vsum = {0};
+    fm_v16 vm = fm_splat(mx);
     for (int j = 0; j < nv; j += 16) {
-        vf16 a;
+        fm_v16 a;
         memcpy(&a, x + j, 64);
-        vf16 e = vexp16(a - vm);
+        fm_v16 e = fm_exp16(a - vm);
         if (want_grad) memcpy(x + j, &e, 64);
         vsum += e;
     }
     double sum = 0;
     for (int i = 0; i < 16; i++) sum += vsum[i];
     for (int j = nv; j < V; j++) {
-        float e = sexp(x[j] - mx);
+        float e = fm_expf(x[j] - mx);
         if (want_grad) x[j] = e;
         sum += e;
     }
     double loss = log(sum) + mx - xt;
     if (want_grad) {
         float k = (float)(scale / sum);
-        vf16 vk = vm - vm + k;
+        fm_v16 vk = fm_splat(k);
         for (int j = 0; j < nv; j += 16) {
-            vf16 a;
+            fm_v16 a;
             memcpy(&a, x + j, 64);
             a *= vk;
             memcpy(x + j, &a, 64);

@@ -13,7 +13,7 @@
 #include "threads.h"
 
 #define MAX_TENSORS (4 + 14 * 24 + 4)
-#define LMHEAD_CHUNK_ROWS 64
+#define LMHEAD_CHUNK_ROWS 128
 
 /* Offsets of one block's parameters inside the flat parameter/gradient arrays. */
 typedef struct {
