@@ -164,7 +164,13 @@ const char *cli_cell(const json_t *v, char *buf, size_t len) {
     switch (json_typeof(v)) {
     case JSON_STRING: snprintf(buf, len, "%s", json_string_value(v)); break;
     case JSON_INTEGER: snprintf(buf, len, "%lld", (long long)json_integer_value(v)); break;
-    case JSON_REAL: snprintf(buf, len, "%.6g", json_real_value(v)); break;
+    case JSON_REAL: {
+        /* Bounds like 2147483647.0 read better whole than as 2.14748e+09. */
+        double d = json_real_value(v);
+        if (d == (double)(long long)d && fabs(d) < 1e15) snprintf(buf, len, "%lld", (long long)d);
+        else snprintf(buf, len, "%.6g", d);
+        break;
+    }
     case JSON_TRUE: snprintf(buf, len, "true"); break;
     case JSON_FALSE: snprintf(buf, len, "false"); break;
     case JSON_NULL: break;
@@ -256,4 +262,15 @@ int cli_config_flag(json_t *config, int argc, char **argv, int *i, char *msg, si
         return -1;
     }
     return cli_config_set(config, key, v, msg, msglen) < 0 ? -1 : 1;
+}
+
+json_t *cli_unwrap(json_t *v, const char *key) {
+    json_t *inner = json_object_get(v, key);
+    return json_is_object(inner) ? inner : v;
+}
+
+const json_t *cli_last_value(const json_t *v) {
+    if (json_is_number(v)) return v;
+    const json_t *l = json_object_get(v, "last");
+    return json_is_number(l) ? l : NULL;
 }

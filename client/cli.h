@@ -78,3 +78,9 @@ const char *cli_time(const json_t *v, char *buf, size_t len);
 int cli_config_flag(json_t *config, int argc, char **argv, int *i, char *msg, size_t msglen);
 /* The RunConfig keys, NULL-terminated (for help texts and the flag table). */
 extern const char *const cli_config_keys[];
+
+/* The API wraps single objects by kind ({"run":{...}}, {"probe":{...}}): returns v[key] when it
+ * is an object, else v itself (so an unwrapped answer works too). */
+json_t *cli_unwrap(json_t *v, const char *key);
+/* A number that may come bare or as {"last": x} (the run brief's shape); NULL when neither. */
+const json_t *cli_last_value(const json_t *v);

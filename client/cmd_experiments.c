@@ -15,10 +15,11 @@ const char cmd_experiments_help[] =
     "       attnlab experiments show ID\n"
     "\n"
     "start    creates an experiment: one run per variant, with the same seed, data order and\n"
-    "         hyper-parameters. --preset seed-blog is the blog post's comparison (dot vs\n"
-    "         cosine_rope, 3 layers, 4 heads, d_model 128, 2000 steps); config flags override\n"
-    "         it, e.g. --set steps=20 --set d_model=32 for a tiny one. --vary attention=rope,cosine_rope\n"
-    "         makes one variant per value. -q prints only the run ids, one per line\n"
+    "         hyper-parameters. --preset seed-blog is the Cosine-RoPE blog post's comparison\n"
+    "         (rope vs cosine_rope, 3 layers, 4 heads, d_model 128, 2000 steps; the server's\n"
+    "         /api/presets has it in full). Config flags override the preset, e.g. --set steps=20\n"
+    "         --set d_model=32 for a tiny one. --vary attention=rope,cosine_rope makes one variant\n"
+    "         per value. -q prints only the run ids, one per line\n"
     "list     experiments with their runs\n"
     "show     one experiment and its runs with their latest loss\n"
     "\n"
@@ -148,8 +149,9 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
         cli_print_json(ctx, e);
     } else {
         char id[32];
-        fprintf(ctx->out, "experiment %s created", cli_cell(json_object_get(e, "id"), id, sizeof id));
-        const char *en = json_string_value(json_object_get(e, "name"));
+        json_t *exp = cli_unwrap(e, "experiment");
+        fprintf(ctx->out, "experiment %s created", cli_cell(json_object_get(exp, "id"), id, sizeof id));
+        const char *en = json_string_value(json_object_get(exp, "name"));
         if (en) fprintf(ctx->out, " (%s)", en);
         fputs(":", ctx->out);
         json_array_foreach(runs, i, r) {
@@ -182,27 +184,29 @@ static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
     } else if (!list) {
         code = cli_fail(ctx, CLI_EXIT_SERVER, "GET /api/experiments: no list in the answer");
     } else {
-        static const char *const head[] = {"ID", "NAME", "PRESET", "RUNS", "STATUS", "CREATED"};
+        static const char *const head[] = {"ID", "NAME", "PRESET", "VARIANTS", "RUNS", "CREATED"};
         table *t = table_new(6, head);
         size_t i;
         json_t *e;
         json_array_foreach(list, i, e) {
-            char id[32], runs[256] = "", created[32], status[256] = "";
-            json_t *rs = exp_runs(e);
-            size_t k, o = 0, so = 0;
-            json_t *r;
-            json_array_foreach(rs, k, r) {
+            char id[32], runs[256] = "", created[32], variants[256] = "";
+            /* Variant names and the run count; an answer that lists the runs gives their ids. */
+            size_t k, o = 0, vo = 0;
+            json_t *r, *var;
+            json_array_foreach(exp_runs(e), k, r) {
                 char rid[32];
                 cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
                 if (o < sizeof runs) o += (size_t)snprintf(runs + o, sizeof runs - o, "%s%s", k ? "," : "", rid);
-                const char *st = json_is_object(r) ? json_string_value(json_object_get(r, "status")) : NULL;
-                if (st && so < sizeof status)
-                    so += (size_t)snprintf(status + so, sizeof status - so, "%s%s", so ? "," : "", st);
             }
-            if (!*status) cli_cell(json_object_get(e, "status"), status, sizeof status);
+            json_array_foreach(json_object_get(e, "variants"), k, var) {
+                const char *vn = json_string_value(json_object_get(var, "name"));
+                if (vn && vo < sizeof variants)
+                    vo += (size_t)snprintf(variants + vo, sizeof variants - vo, "%s%s", vo ? "," : "", vn);
+            }
+            if (!*runs) cli_cell(json_object_get(e, "run_count"), runs, sizeof runs);
             const char *cells[6] = {cli_cell(json_object_get(e, "id"), id, sizeof id),
                                     json_string_value(json_object_get(e, "name")),
-                                    json_string_value(json_object_get(e, "preset")), runs, status,
+                                    json_string_value(json_object_get(e, "preset")), variants, runs,
                                     cli_time(json_object_get(e, "created_at"), created, sizeof created)};
             if (t) table_add_row(t, cells);
         }
@@ -226,11 +230,12 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
         cli_print_json(ctx, e);
     } else {
         char b[64];
-        const char *name = json_string_value(json_object_get(e, "name"));
-        const char *preset = json_string_value(json_object_get(e, "preset"));
+        json_t *exp = cli_unwrap(e, "experiment");
+        const char *name = json_string_value(json_object_get(exp, "name"));
+        const char *preset = json_string_value(json_object_get(exp, "preset"));
         fprintf(ctx->out, "experiment %lld%s%s%s%s\n", id, name ? "  " : "", name ? name : "",
                 preset ? "  preset " : "", preset ? preset : "");
-        const char *created = cli_time(json_object_get(e, "created_at"), b, sizeof b);
+        const char *created = cli_time(json_object_get(exp, "created_at"), b, sizeof b);
         if (*created) fprintf(ctx->out, "created %s\n", created);
         json_t *runs = exp_runs(e);
         if (runs && json_array_size(runs) && json_is_object(json_array_get(runs, 0))) {

@@ -8,12 +8,14 @@
 #include "table.h"
 
 const char cmd_probe_help[] =
-    "usage: attnlab probe KIND [--param NAME=VALUE ...] [--format table|csv|json] [--table NAME]\n"
+    "usage: attnlab probe KIND [--param NAME=VALUE ...] [--run ID] [--format table|csv|json]\n"
+    "                          [--table NAME]\n"
     "\n"
     "Runs a probe on the server (or gets the stored result of the same kind and parameters) and\n"
     "prints its summary and tables: aligned columns by default, CSV with --format csv (one table\n"
     "with --table NAME, else every table after a '# NAME' line), the whole result as JSON with\n"
     "--format json or --json. List values are comma-separated: --param offsets=0,16,256.\n"
+    "The probes that read a trained model (attention_map, topk_prediction) take --run ID.\n"
     "'attnlab probes kinds' lists the kinds; 'attnlab probes kinds KIND' their parameters.\n"
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (e.g. a parameter out\n"
@@ -30,9 +32,12 @@ const char cmd_probes_help[] =
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused, 5 server error.\n";
 
+/* {"probe":{"id",...,"result":{tables...}}} down to the result; older shapes without the wrapper
+ * or with the result at the top level work too. */
 static const json_t *unwrap(const json_t *r) {
-    const json_t *inner = json_object_get(r, "result");
-    return json_is_object(inner) ? inner : r;
+    const json_t *p = cli_unwrap((json_t *)r, "probe");
+    const json_t *inner = json_object_get(p, "result");
+    return json_is_object(inner) ? inner : p;
 }
 
 static void cell_text(const json_t *v, char *buf, size_t len) {
@@ -92,7 +97,7 @@ int cmd_probes_print_result(const cli_ctx *ctx, const json_t *result, const char
     if (!csv && !only) {
         const char *kind = json_string_value(json_object_get(res, "kind"));
         char id[32];
-        cli_cell(json_object_get(result, "id"), id, sizeof id);
+        cli_cell(json_object_get(cli_unwrap((json_t *)result, "probe"), "id"), id, sizeof id);
         if (kind) fprintf(ctx->out, "probe %s%s%s%s\n", kind, *id ? " (result " : "", id, *id ? ")" : "");
         const json_t *summary = json_object_get(res, "summary");
         if (json_is_object(summary) && json_object_size(summary)) {
@@ -228,6 +233,7 @@ static int parse_format(const cli_ctx *ctx, const char *cmd, const char *v, cons
 
 int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
     const char *kind = NULL, *format = "table", *only = NULL, *v;
+    long long run_id = 0;
     json_t *params = json_object(), *kinds_answer = NULL, *kinds = NULL;
     int code = CLI_EXIT_OK;
     if (!params) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
@@ -271,6 +277,8 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
         } else if ((r = cli_opt_value(argc, argv, &i, "--table", &v)) != 0) {
             if (r < 0) code = cli_usage(ctx, "probe ", "--table wants a name");
             only = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--run", &v)) != 0) {
+            if (r < 0 || cli_parse_id(v, &run_id) < 0) code = cli_usage(ctx, "probe ", "--run wants a run id");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             code = cli_usage(ctx, "probe ", "unknown option '%s'", argv[i]);
         } else if (!kind) {
@@ -282,6 +290,7 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
     if (!code && !kind) code = cli_usage(ctx, "probe ", "which probe? 'attnlab probes kinds' lists them");
     if (!code) {
         json_t *body = json_pack("{s:s, s:O}", "kind", kind, "params", params), *result = NULL;
+        if (body && run_id) json_object_set_new(body, "run_id", json_integer(run_id));
         if (!body) code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
         else if ((code = httpc_json(ctx, "POST", "/api/probes", body, &result)) == CLI_EXIT_OK) {
             if (ctx->json || !strcmp(format, "json")) cli_print_json(ctx, result);
@@ -418,7 +427,7 @@ static int probes_kinds(const cli_ctx *ctx, int argc, char **argv) {
         } else {
             const char *d = json_string_value(json_object_get(k, "description"));
             fprintf(ctx->out, "%s%s%s\n\n", argv[0], d ? ": " : "", d ? d : "");
-            static const char *const head[] = {"PARAM", "TYPE", "DEFAULT", "MIN", "MAX", "HELP"};
+            static const char *const head[] = {"PARAM", "TYPE", "DEFAULT", "MIN", "MAX/CHOICES", "HELP"};
             table *t = table_new(6, head);
             json_t *params = json_object_get(k, "params");
             if (!params) params = json_object_get(k, "parameters");

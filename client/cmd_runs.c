@@ -63,7 +63,7 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
             json_string_value(json_object_get(r, "status")),
             step,
             json_string_value(json_object_get(cfg, "attention")),
-            num(json_object_get(json_object_get(r, "last"), "loss"), "%.4f", loss, sizeof loss),
+            num(cli_last_value(json_object_get(json_object_get(r, "last"), "loss")), "%.4f", loss, sizeof loss),
             cli_cell(json_object_get(r, "experiment_id"), exp, sizeof exp),
             json_string_value(json_object_get(r, "variant")),
             cli_cell(json_object_get(r, "tags"), tags, sizeof tags),
@@ -164,17 +164,18 @@ static int runs_show(const cli_ctx *ctx, int argc, char **argv) {
     if (argc > 1) return cli_usage(ctx, "runs ", "runs show takes one id");
     char path[64];
     snprintf(path, sizeof path, "/api/runs/%lld", id);
-    json_t *run;
-    if ((code = httpc_json(ctx, "GET", path, NULL, &run))) return code;
+    json_t *answer;
+    if ((code = httpc_json(ctx, "GET", path, NULL, &answer))) return code;
     if (ctx->json) {
-        cli_print_json(ctx, run);
-        json_decref(run);
+        cli_print_json(ctx, answer);
+        json_decref(answer);
         return CLI_EXIT_OK;
     }
+    json_t *run = cli_unwrap(answer, "run");
     static const char *const head[] = {"", ""};
     table *t = table_new(2, head);
     if (!t) {
-        json_decref(run);
+        json_decref(answer);
         return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
     }
     char b[12][256];
@@ -215,15 +216,43 @@ static int runs_show(const cli_ctx *ctx, int argc, char **argv) {
         t = table_new(2, head);
         const char *k;
         json_t *v;
-        json_object_foreach(last, k, v) kv_row(t, k, json_is_real(v) ? num(v, "%.6g", b[11], sizeof b[11])
-                                                                      : cli_cell(v, b[11], sizeof b[11]));
+        json_object_foreach(last, k, v) {
+            if (json_is_object(v)) {
+                /* {"last":..,"min":..} or {"min":..,"max":..}: "last 4.12, min 4.05" */
+                size_t o = 0;
+                const char *sk;
+                json_t *sv;
+                b[11][0] = 0;
+                json_object_foreach(v, sk, sv) {
+                    char one[48];
+                    if (o < sizeof b[11])
+                        o += (size_t)snprintf(b[11] + o, sizeof b[11] - o, "%s%s %s", o ? ", " : "", sk,
+                                              json_is_real(sv) ? num(sv, "%.6g", one, sizeof one) : cli_cell(sv, one, sizeof one));
+                }
+                kv_row(t, k, b[11]);
+            } else {
+                kv_row(t, k, json_is_real(v) ? num(v, "%.6g", b[11], sizeof b[11]) : cli_cell(v, b[11], sizeof b[11]));
+            }
+        }
         if (t) table_print(t, ctx->out);
         table_free(t);
     }
     json_t *summary = json_object_get(run, "summary");
-    if (!summary) summary = json_object_get(run, "summaries");
-    if (summary) print_summary(ctx, summary);
-    json_decref(run);
+    if (summary) {
+        print_summary(ctx, summary);
+    } else {
+        /* Older answers carry no summaries: ask for them, and show the run anyway if that fails. */
+        char spath[96], msg[256];
+        snprintf(spath, sizeof spath, "/api/runs/%lld/summary", id);
+        httpc_response r;
+        if (httpc_request(ctx, "GET", spath, NULL, &r, msg, sizeof msg) == CLI_EXIT_OK) {
+            json_t *sj = r.status == 200 && r.body ? json_loads(r.body, 0, NULL) : NULL;
+            if (sj) print_summary(ctx, cli_unwrap(sj, "summary"));
+            json_decref(sj);
+            httpc_response_free(&r);
+        }
+    }
+    json_decref(answer);
     return CLI_EXIT_OK;
 }
 
@@ -277,19 +306,20 @@ static int runs_start(const cli_ctx *ctx, int argc, char **argv) {
     if (name) json_object_set_new(body, "name", json_string(name));
     if (note) json_object_set_new(body, "note", json_string(note));
     if (json_array_size(tags)) json_object_set(body, "tags", tags);
-    json_t *run;
-    if ((code = httpc_json(ctx, "POST", "/api/runs", body, &run))) goto out;
+    json_t *answer;
+    if ((code = httpc_json(ctx, "POST", "/api/runs", body, &answer))) goto out;
+    json_t *run = cli_unwrap(answer, "run");
     json_t *idv = json_object_get(run, "id");
     long long id = json_is_integer(idv) ? json_integer_value(idv) : 0;
     if (quiet) fprintf(ctx->out, "%lld\n", id);
-    else if (ctx->json && !do_watch) cli_print_json(ctx, run);
+    else if (ctx->json && !do_watch) cli_print_json(ctx, answer);
     else if (!ctx->json) {
         char a[32];
         cli_cell(json_object_get(json_object_get(run, "config"), "attention"), a, sizeof a);
         const char *st = json_string_value(json_object_get(run, "status"));
         fprintf(ctx->out, "run %lld %s (attention %s)\n", id, st ? st : "created", *a ? a : "?");
     }
-    json_decref(run);
+    json_decref(answer);
     if (do_watch) {
         if (id <= 0) code = cli_fail(ctx, CLI_EXIT_SERVER, "POST /api/runs: the answer has no run id");
         else {
@@ -327,7 +357,7 @@ static int runs_action(const cli_ctx *ctx, const char *sub, int argc, char **arg
         }
         cli_print_json(ctx, resp);
     } else {
-        const char *st = json_string_value(json_object_get(resp, "status"));
+        const char *st = json_string_value(json_object_get(cli_unwrap(resp, "run"), "status"));
         if (!strcmp(sub, "delete")) fprintf(ctx->out, "run %lld deleted\n", id);
         else if (!strcmp(sub, "cancel")) fprintf(ctx->out, "run %lld: cancel requested%s%s\n", id, st ? ", now " : "", st ? st : "");
         else fprintf(ctx->out, "run %lld resumed%s%s\n", id, st ? ", now " : "", st ? st : "");
@@ -339,18 +369,19 @@ static int runs_action(const cli_ctx *ctx, const char *sub, int argc, char **arg
 static int runs_patch(const cli_ctx *ctx, long long id, json_t *patch) {
     char path[64];
     snprintf(path, sizeof path, "/api/runs/%lld", id);
-    json_t *run;
-    int code = httpc_json(ctx, "PATCH", path, patch, &run);
+    json_t *answer;
+    int code = httpc_json(ctx, "PATCH", path, patch, &answer);
     if (code) return code;
+    json_t *run = cli_unwrap(answer, "run");
     if (ctx->json) {
-        cli_print_json(ctx, run);
+        cli_print_json(ctx, answer);
     } else {
         char tags[1024];
         const char *note = json_string_value(json_object_get(run, "note"));
         fprintf(ctx->out, "run %lld tags: %s\n", id, cli_cell(json_object_get(run, "tags"), tags, sizeof tags));
         if (json_object_get(patch, "note")) fprintf(ctx->out, "run %lld note: %s\n", id, note ? note : "");
     }
-    json_decref(run);
+    json_decref(answer);
     return CLI_EXIT_OK;
 }
 
@@ -365,7 +396,7 @@ static int runs_tag(const cli_ctx *ctx, int argc, char **argv) {
     /* PATCH replaces the list: read the current tags first so that tagging only adds. */
     if ((code = httpc_json(ctx, "GET", path, NULL, &run))) return code;
     json_t *tags = json_array();
-    json_t *old = json_object_get(run, "tags");
+    json_t *old = json_object_get(cli_unwrap(run, "run"), "tags");
     size_t i;
     json_t *t;
     json_array_foreach(old, i, t) json_array_append(tags, t);

@@ -15,7 +15,8 @@ const char cmd_health_help[] =
 const char cmd_corpora_help[] =
     "usage: attnlab corpora list\n"
     "\n"
-    "The training corpora on the server: name, source, documents, tokens, windows, tokenizer.\n"
+    "The training corpora on the server: name, status, tokenizer, documents, tokens, the number of\n"
+    "runs that use it, and where its text comes from.\n"
     "Exit status: 0 ok, 3 server unreachable or timeout, 4 refused, 5 server error.\n";
 
 int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
@@ -71,7 +72,7 @@ int cmd_corpora(const cli_ctx *ctx, int argc, char **argv) {
     } else if (!list) {
         code = cli_fail(ctx, CLI_EXIT_SERVER, "GET /api/corpora: no list in the answer");
     } else {
-        static const char *const head[] = {"NAME", "SOURCE", "DOCUMENTS", "TOKENS", "WINDOWS", "TOKENIZER", "STATUS"};
+        static const char *const head[] = {"NAME", "STATUS", "TOKENIZER", "DOCUMENTS", "TOKENS", "RUNS", "SOURCE"};
         table *t = table_new(7, head);
         size_t i;
         json_t *c;
@@ -80,12 +81,12 @@ int cmd_corpora(const cli_ctx *ctx, int argc, char **argv) {
             json_t *tok = json_object_get(c, "tokenizer");
             if (!tok) tok = json_object_get(c, "encoding");
             const char *cells[7] = {json_string_value(json_object_get(c, "name")),
-                                    cli_cell(json_object_get(c, "source"), b[0], sizeof b[0]),
+                                    json_string_value(json_object_get(c, "status")),
+                                    cli_cell(tok, b[0], sizeof b[0]),
                                     cli_cell(json_object_get(c, "documents"), b[1], sizeof b[1]),
                                     cli_cell(json_object_get(c, "tokens"), b[2], sizeof b[2]),
-                                    cli_cell(json_object_get(c, "windows"), b[3], sizeof b[3]),
-                                    cli_cell(tok, b[4], sizeof b[4]),
-                                    json_string_value(json_object_get(c, "status"))};
+                                    cli_cell(json_object_get(c, "runs"), b[3], sizeof b[3]),
+                                    cli_cell(json_object_get(c, "source"), b[4], sizeof b[4])};
             if (t) table_add_row(t, cells);
         }
         if (t) table_print(t, ctx->out);

@@ -53,6 +53,7 @@ typedef struct {
     int final;         /* a final status was seen */
     int fatal;         /* an exit code that ends the watch early (resync fetch refused) */
     char path[64];
+    char last_line[1024]; /* the last plain line printed */
 } watch;
 
 static int term_width(const cli_ctx *ctx) {
@@ -74,7 +75,10 @@ static void draw(watch *w, int force) {
         fprintf(w->ctx->out, "\r%s\033[K", line);
         w->drawn = 1;
     } else {
+        /* A log gains nothing from the same line twice (a status event that changes no figure). */
         progress_plain_line(&w->st, line, sizeof line);
+        if (!strcmp(line, w->last_line)) return;
+        snprintf(w->last_line, sizeof w->last_line, "%s", line);
         fprintf(w->ctx->out, "%s\n", line);
     }
     fflush(w->ctx->out);
@@ -107,12 +111,12 @@ static int refetch(watch *w) {
     }
     run = r.body ? json_loads(r.body, 0, NULL) : NULL;
     httpc_response_free(&r);
-    if (!run || progress_apply_status(&w->st, run) < 0) {
+    if (!run || progress_apply_status(&w->st, cli_unwrap(run, "run")) < 0) {
         json_decref(run);
         w->fatal = cli_fail(w->ctx, CLI_EXIT_SERVER, "GET %s: not a run object", w->path);
         return w->fatal;
     }
-    if (w->json) print_event_json(w, "run", NULL, run);
+    if (w->json) print_event_json(w, "run", NULL, cli_unwrap(run, "run"));
     json_decref(run);
     if (progress_is_final(w->st.status)) w->final = 1;
     return CLI_EXIT_OK;
@@ -216,10 +220,10 @@ static int watch_run(const cli_ctx *ctx, long long id, double every_s, int force
     json_t *run = NULL;
     int code = httpc_json(ctx, "GET", w->path, NULL, &run);
     if (code == CLI_EXIT_OK) {
-        if (progress_apply_status(&w->st, run) < 0) {
+        if (progress_apply_status(&w->st, cli_unwrap(run, "run")) < 0) {
             code = cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: not a run object", w->path);
         } else {
-            if (w->json) print_event_json(w, "run", NULL, run);
+            if (w->json) print_event_json(w, "run", NULL, cli_unwrap(run, "run"));
             if (progress_is_final(w->st.status)) {
                 code = finish(w);
             } else {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "table.h"
 
 void progress_init(progress_state *s, long long run_id) {
@@ -70,8 +71,16 @@ int progress_apply_status(progress_state *s, const json_t *data) {
     if (err) snprintf(s->error, sizeof s->error, "%s", err);
     json_t *last = json_object_get(data, "last");
     if (json_is_object(last)) {
-        get_num(last, "loss", &s->loss);
-        get_num(last, "val_loss", &s->val_loss);
+        /* The run's brief: {"loss":{"last","min"}, "val_loss":{...}, "tau":{"min","max"}}; bare
+         * numbers (and tau.L.H keys) are read too. */
+        const json_t *lv;
+        if ((lv = cli_last_value(json_object_get(last, "loss")))) s->loss = json_number_value(lv);
+        if ((lv = cli_last_value(json_object_get(last, "val_loss")))) s->val_loss = json_number_value(lv);
+        json_t *tau = json_object_get(last, "tau");
+        if (json_is_number(json_object_get(tau, "min")) && json_is_number(json_object_get(tau, "max"))) {
+            s->tau_min = json_number_value(json_object_get(tau, "min"));
+            s->tau_max = json_number_value(json_object_get(tau, "max"));
+        }
         double lo = INFINITY, hi = -INFINITY;
         const char *k;
         json_t *v;

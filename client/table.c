@@ -165,7 +165,11 @@ void table_print(const table *t, FILE *out) {
         }
         right[c] = any && numeric;
     }
-    for (int r = 0; r <= t->nrows; r++) {
+    /* Key/value listings have no header: all-empty headers print no line. */
+    int first = 1;
+    for (int c = 0; c < t->ncols; c++)
+        if (*t->cells[c]) first = 0;
+    for (int r = first; r <= t->nrows; r++) {
         /* Trailing blanks are dropped: count the columns that still have text to their right. */
         int last = t->ncols - 1;
         while (last > 0 && !*t->cells[(size_t)r * (size_t)t->ncols + (size_t)last]) last--;

@@ -17,7 +17,8 @@ table *table_new(int ncols, const char *const *headers);
 /* Appends a row of ncols cells (copied; NULL cells are empty). -1 when out of memory. */
 int table_add_row(table *t, const char *const *cells);
 int table_rows(const table *t);
-/* Aligned columns separated by two spaces, a header line, then the rows. */
+/* Aligned columns separated by two spaces, a header line (none when every header is ""), then
+ * the rows. */
 void table_print(const table *t, FILE *out);
 /* RFC 4180 CSV: header line then rows; cells with a comma, quote, CR or LF are quoted. */
 void table_print_csv(const table *t, FILE *out);
