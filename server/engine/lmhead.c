@@ -1,6 +1,7 @@
 #include "lmhead.h"
 
 #include <math.h>
+#include <sched.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -75,32 +76,36 @@ double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
 #endif
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
+    (void)nth;
     const int R = a->chunk_rows, C = a->C, V = a->V;
     const int train = a->dx != NULL;
     real *buf = a->buf + (long)tid * R * V;
-    long vlo[257], vhi[257];
-    for (int s = 0; s < nth; s++) threads_split(V, s, nth, &vlo[s], &vhi[s]);
-    for (long blk = 0; blk < a->N; blk += (long)R * nth) {
-        long r0 = blk + (long)tid * R;
-        long rows = a->N - r0;
-        if (rows > R) rows = R;
-        if (rows < 0) rows = 0;
-        if (rows > 0) {
-            gemm_nt((int)rows, V, C, a->x + r0 * C, C, a->w, C, buf, V, 0);
-            for (long r = 0; r < rows; r++)
-                a->losses[r0 + r] =
-                    (real)lmhead_row_xent(buf + r * V, V, a->targets[r0 + r], a->grad_scale, train);
-            if (train) gemm_nn((int)rows, C, V, buf, V, a->w, C, a->dx + r0 * C, C, 0);
-        }
+    const long nchunks = (a->N + R - 1) / R;
+    for (long k; (k = threads_next(pool)) < nchunks;) {
+        long r0 = k * R, rows = a->N - r0 < R ? a->N - r0 : R;
+        gemm_nt((int)rows, V, C, a->x + r0 * C, C, a->w, C, buf, V, 0);
+        for (long r = 0; r < rows; r++)
+            a->losses[r0 + r] = (real)lmhead_row_xent(buf + r * V, V, a->targets[r0 + r], a->grad_scale, train);
+        if (train) gemm_nn((int)rows, C, V, buf, V, a->w, C, a->dx + r0 * C, C, 0);
         if (!a->dw) continue;
-        /* Round k: this thread adds its rows' share to vocabulary slice (tid + k) mod nth. */
-        for (int k = 0; k < nth; k++) {
-            if (k) threads_barrier(pool);
-            int s = (tid + k) % nth;
-            if (rows > 0 && vhi[s] > vlo[s])
-                gemm_tn((int)(vhi[s] - vlo[s]), C, (int)rows, buf + vlo[s], V, a->x + r0 * C, C,
-                        a->dw + vlo[s] * C, C, 1);
+        /* Add this chunk's dW to each slice in turn, as soon as chunk k-1 is done with it. */
+        unsigned char done[LMHEAD_SLICES] = {0};
+        int left = LMHEAD_SLICES;
+        while (left > 0) {
+            int progressed = 0;
+            for (int i = 0; i < LMHEAD_SLICES; i++) {
+                int s = (int)((k + i) % LMHEAD_SLICES);
+                if (done[s] || atomic_load_explicit(&a->tickets[s], memory_order_acquire) != k) continue;
+                long vlo, vhi;
+                threads_split(V, s, LMHEAD_SLICES, &vlo, &vhi);
+                if (vhi > vlo)
+                    gemm_tn((int)(vhi - vlo), C, (int)rows, buf + vlo, V, a->x + r0 * C, C, a->dw + vlo * C, C, 1);
+                atomic_store_explicit(&a->tickets[s], k + 1, memory_order_release);
+                done[s] = 1;
+                left--;
+                progressed = 1;
+            }
+            if (!progressed) sched_yield();
         }
-        threads_barrier(pool);
     }
 }

@@ -1,13 +1,15 @@
 /* The output layer fused with softmax and cross-entropy, forward and backward, so that the
- * [rows, vocab] logits never exist at once: each thread takes `chunk_rows` rows at a time,
- * computes their logits into its own buffer, turns them into per-row losses and (when training)
- * into dlogits in place, takes dx for its rows, and then adds its part of dW. dW is split into
- * one vocabulary slice per thread and the threads take turns round-robin between barriers, so
- * no two threads write the same rows of dW and the summation order depends only on the thread
- * count. Must be called by every thread of the pool (it uses threads_barrier). */
+ * [rows, vocab] logits never exist at once: threads take chunks of `chunk_rows` rows one at a
+ * time (threads_next), compute their logits into their own buffer, turn them into per-row losses
+ * and (when training) into dlogits in place, and take dx for those rows. dW is cut into
+ * LMHEAD_SLICES vocabulary slices; chunk k may add to a slice only after chunk k-1 has, so every
+ * dW entry sums the chunks in the same order however many threads there are and whichever
+ * thread did which chunk: results are bit-identical for any thread count. Must be called by
+ * every thread of the pool within one threads_run. */
 #ifndef ENGINE_LMHEAD_H
 #define ENGINE_LMHEAD_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "real.h"
@@ -25,7 +27,10 @@ typedef struct {
     real grad_scale; /* dL/d(row loss): 1/N for a mean */
     real *buf;      /* nthreads * chunk_rows * V scratch */
     int chunk_rows;
+    atomic_long *tickets; /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
 } lmhead_args;
+
+#define LMHEAD_SLICES 8
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth);
 

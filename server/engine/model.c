@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,16 @@
 
 #define MAX_TENSORS (4 + 14 * 24 + 4)
 #define LMHEAD_CHUNK_ROWS 128
+#define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
+#define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
+
+/* Work is handed out in items whose boundaries depend only on the pass's size, never on the
+ * thread count, and per-item partial sums are added in item order: results are bit-identical
+ * whatever the number of threads. */
+static long row_chunk_for(long N) {
+    long r = (N + 15) / 16;
+    return r < 1 ? 1 : (r > ROW_CHUNK_MAX ? ROW_CHUNK_MAX : r);
+}
 
 /* Offsets of one block's parameters inside the flat parameter/gradient arrays. */
 typedef struct {
@@ -72,11 +83,14 @@ struct model {
     /* backward scratch */
     real *dres, *dln, *dqkv, *datty, *dfch, *gelu; /* gelu is also the forward's MLP activation */
     real *lm_buf;                                  /* nthreads * chunk * V */
-    real *part;        /* per-thread partial sums: [nth][2C] LayerNorm dw|db */
-    double *part_d;    /* per-thread [nth][2H]: entropy | dscale */
+    real *part;        /* per row chunk partial sums: [max_row_chunks][2C] LayerNorm dw|db */
+    double *part_d;    /* per (b, h) unit: entropy [max_B*H] | dscale [max_B*H] */
+    long max_row_chunks;
     double entropy[24 * 1024];
+    atomic_long tickets[LMHEAD_SLICES];
     /* the current pass */
     int ph, ph_layer, B, T, train;
+    long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
     const int32_t *inputs, *targets;
 };
 
@@ -237,7 +251,10 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
              N * 4 * C /* gelu */ + N * C /* dln, needed by the lm-head even without grads */;
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
     s.lm_buf = (size_t)nth * LMHEAD_CHUNK_ROWS * (size_t)c->vocab;
-    s.part = (size_t)nth * 2 * C;
+    {
+        long N_ = (long)N, rc = row_chunk_for(N_);
+        s.part = (size_t)((N_ + rc - 1) / rc) * 2 * C;
+    }
     s.total = s.per_layer * (size_t)c->n_layer + s.base + s.grads_scratch + s.lm_buf + s.part;
     return s;
 }
@@ -271,7 +288,11 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
     m->Tmax = cfg->seq_len;
     m->lo = calloc((size_t)m->L, sizeof *m->lo);
     m->la = calloc((size_t)m->L, sizeof *m->la);
-    m->part_d = calloc((size_t)n_threads * 2 * (size_t)m->H, sizeof(double));
+    m->part_d = calloc((size_t)batch * 2 * (size_t)m->H, sizeof(double));
+    {
+        long N_ = (long)batch * m->Tmax, per = row_chunk_for(N_);
+        m->max_row_chunks = (N_ + per - 1) / per;
+    }
     if (!m->lo || !m->la || !m->part_d) goto nomem;
     build_layout(m);
     m->params = calloc(m->n_params, sizeof(real));
@@ -461,20 +482,14 @@ static void bias_grad(real *db, const real *dy, long rows, int width, long o0, l
     }
 }
 
-static void phase_fn(void *ctx, int tid, int nth) {
-    model *m = ctx;
-    const int C = m->C, H = m->H, d = m->d, T = m->T, B = m->B;
-    const long N = (long)B * T;
-    const int l = m->ph_layer;
-    long r0, r1;
-    threads_split(N, tid, nth, &r0, &r1);
+/* One work item of a row phase: rows [r0, r1), item index k (for partial sums). */
+static void row_item(model *m, long k, long r0, long r1) {
+    const int C = m->C, T = m->T;
     const long nr = r1 - r0;
+    const int l = m->ph_layer;
     layer_acts *a = l >= 0 && l < m->L ? &m->la[l] : NULL;
     const layer_off *o = l >= 0 && l < m->L ? &m->lo[l] : NULL;
-    real *part = m->part + (size_t)tid * 2 * C;
-    double *pd = m->part_d + (size_t)tid * 2 * H;
-    int rot = m->cfg.attention != ATTENTION_DOT;
-
+    real *part = m->part + (size_t)k * 2 * C;
     switch (m->ph) {
     case PH_ENCODE:
         for (long r = r0; r < r1; r++) {
@@ -495,22 +510,6 @@ static void phase_fn(void *ctx, int tid, int nth) {
         linear_forward(a->qkv + r0 * 3 * C, a->ln1 + r0 * C, P(o->qkvw), P(o->qkvb), nr, C, 3 * C);
         break;
     }
-    case PH_FWD_ATT: {
-        long u0, u1;
-        threads_split((long)B * H, tid, nth, &u0, &u1);
-        for (int h = 0; h < H; h++) pd[h] = 0;
-        for (long u = u0; u < u1; u++) {
-            int b = (int)(u / H), h = (int)(u % H);
-            size_t row0 = (size_t)b * T;
-            if (rot) prepare_qk(m, a, b, h);
-            const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
-            int qs = rot ? 2 * C : 3 * C;
-            attention_forward_unit(q, q + C, qs, a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d, 3 * C,
-                                   a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C, T, d,
-                                   layer_scale(m, l, h), &pd[h]);
-        }
-        break;
-    }
     case PH_FWD_B: {
         const real *xin = layer_input(m, l);
         linear_forward(a->res1 + r0 * C, a->atty + r0 * C, P(o->projw), P(o->projb), nr, C, C);
@@ -527,7 +526,121 @@ static void phase_fn(void *ctx, int tid, int nth) {
         layernorm_forward(m->lnf + r0 * C, m->lnf_mean + r0, m->lnf_rstd + r0, m->la[m->L - 1].res2 + r0 * C,
                           P(m->lnfw), P(m->lnfb), nr, C);
         break;
+    case PH_LNF_BWD:
+        memset(part, 0, sizeof(real) * 2 * C);
+        memset(m->dres + r0 * C, 0, sizeof(real) * (size_t)nr * C);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C,
+                           P(m->lnfw), m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
+        break;
+    case PH_BWD_1:
+        /* MLP output projection, input side: dgelu = dres . Wp, then back through GELU */
+        gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
+        gemm_nn((int)nr, 4 * C, C, m->dres + r0 * C, C, P(o->fcpw), 4 * C, m->dfch + r0 * 4 * C, 4 * C, 0);
+        gelu_backward(m->dfch + r0 * 4 * C, a->fch + r0 * 4 * C, m->dfch + r0 * 4 * C, nr * 4 * C);
+        break;
+    case PH_BWD_3:
+        memset(part, 0, sizeof(real) * 2 * C);
+        gemm_nn((int)nr, C, 4 * C, m->dfch + r0 * 4 * C, 4 * C, P(o->fcw), C, m->dln + r0 * C, C, 0);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, a->res1 + r0 * C, P(o->ln2w),
+                           a->ln2_mean + r0, a->ln2_rstd + r0, nr, C);
+        gemm_nn((int)nr, C, C, m->dres + r0 * C, C, P(o->projw), C, m->datty + r0 * C, C, 0);
+        break;
+    case PH_BWD_7:
+        memset(part, 0, sizeof(real) * 2 * C);
+        gemm_nn((int)nr, C, 3 * C, m->dqkv + r0 * 3 * C, 3 * C, P(o->qkvw), C, m->dln + r0 * C, C, 0);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, layer_input(m, l) + r0 * C, P(o->ln1w),
+                           a->ln1_mean + r0, a->ln1_rstd + r0, nr, C);
+        break;
+    }
+}
+
+/* One (batch element, head) unit of attention, forward or backward. */
+static void unit_item(model *m, long u, int tid) {
+    const int C = m->C, H = m->H, d = m->d, T = m->T;
+    const int l = m->ph_layer;
+    layer_acts *a = &m->la[l];
+    int rot = m->cfg.attention != ATTENTION_DOT;
+    int b = (int)(u / H), h = (int)(u % H);
+    size_t row0 = (size_t)b * T;
+    const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
+    int qs = rot ? 2 * C : 3 * C;
+    const real *v = a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d;
+    double *ent = m->part_d, *dsc = m->part_d + (size_t)m->max_B * H;
+    if (m->ph == PH_FWD_ATT) {
+        if (rot) prepare_qk(m, a, b, h);
+        ent[u] = 0;
+        attention_forward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C,
+                               T, d, layer_scale(m, l, h), &ent[u]);
+    } else {
+        real *scratch = m->lm_buf + (size_t)tid * LMHEAD_CHUNK_ROWS * m->V; /* idle during backward */
+        real *dq = m->dqkv + row0 * 3 * C + (size_t)h * d;
+        dsc[u] = 0;
+        attention_backward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, m->datty + row0 * C + (size_t)h * d,
+                                C, dq, dq + C, 3 * C, dq + 2 * C, 3 * C, T, d, layer_scale(m, l, h),
+                                m->cfg.attention == ATTENTION_COSINE_ROPE ? &dsc[u] : NULL, scratch);
+        if (rot) unprepare_dqk(m, a, b, h);
+    }
+}
+
+/* One item of a weight-gradient phase: output features [o0, o1) of one product. */
+static void out_item(model *m, long k) {
+    const int C = m->C;
+    const long N = (long)m->B * m->T;
+    const int l = m->ph_layer;
+    layer_acts *a = &m->la[l];
+    const layer_off *o = &m->lo[l];
+    long o0 = k * OUT_CHUNK, o1;
+    switch (m->ph) {
+    case PH_BWD_2: {
+        long nfcp = (C + OUT_CHUNK - 1) / OUT_CHUNK;
+        if (k < nfcp) {
+            o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
+            gemm_tn((int)(o1 - o0), 4 * C, (int)N, m->dres + o0, C, m->gelu, 4 * C, G(o->fcpw) + o0 * 4 * C, 4 * C, 1);
+            bias_grad(G(o->fcpb), m->dres, N, C, o0, o1);
+        } else {
+            o0 = (k - nfcp) * OUT_CHUNK;
+            o1 = o0 + OUT_CHUNK < 4 * C ? o0 + OUT_CHUNK : 4 * C;
+            gemm_tn((int)(o1 - o0), C, (int)N, m->dfch + o0, 4 * C, a->ln2, C, G(o->fcw) + o0 * C, C, 1);
+            bias_grad(G(o->fcb), m->dfch, N, 4 * C, o0, o1);
+        }
+        break;
+    }
+    case PH_BWD_4:
+        o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
+        gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
+        bias_grad(G(o->projb), m->dres, N, C, o0, o1);
+        break;
+    case PH_BWD_6:
+        o1 = o0 + OUT_CHUNK < 3 * C ? o0 + OUT_CHUNK : 3 * C;
+        gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
+        bias_grad(G(o->qkvb), m->dqkv, N, 3 * C, o0, o1);
+        break;
+    }
+}
+
+static void phase_fn(void *ctx, int tid, int nth) {
+    model *m = ctx;
+    const int C = m->C;
+    const long N = (long)m->B * m->T;
+    long items;
+    switch (m->ph) {
+    case PH_FWD_ATT:
+    case PH_BWD_ATT:
+        items = (long)m->B * m->H;
+        for (long u; (u = threads_next(m->pool)) < items;) unit_item(m, u, tid);
+        break;
+    case PH_BWD_2:
+    case PH_BWD_4:
+    case PH_BWD_6: {
+        long oc = (C + OUT_CHUNK - 1) / OUT_CHUNK;
+        items = m->ph == PH_BWD_2 ? oc + (4 * C + OUT_CHUNK - 1) / OUT_CHUNK
+                                  : (m->ph == PH_BWD_4 ? oc : (3 * C + OUT_CHUNK - 1) / OUT_CHUNK);
+        for (long k; (k = threads_next(m->pool)) < items;) out_item(m, k);
+        break;
+    }
     case PH_LMHEAD: {
+        long R = (N + 15) / 16;
+        if (R > LMHEAD_CHUNK_ROWS) R = LMHEAD_CHUNK_ROWS;
         lmhead_args la = {
             .x = m->lnf,
             .w = P(m->lm_head),
@@ -540,78 +653,17 @@ static void phase_fn(void *ctx, int tid, int nth) {
             .dw = m->train ? G(m->lm_head) : NULL,
             .grad_scale = (real)(1.0 / (double)N),
             .buf = m->lm_buf,
-            .chunk_rows = LMHEAD_CHUNK_ROWS,
+            .chunk_rows = (int)R,
+            .tickets = m->tickets,
         };
         lmhead_thread(&la, m->pool, tid, nth);
         break;
     }
-    case PH_LNF_BWD:
-        memset(part, 0, sizeof(real) * 2 * C);
-        memset(m->dres + r0 * C, 0, sizeof(real) * (size_t)nr * C);
-        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C,
-                           P(m->lnfw), m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
-        break;
-    case PH_BWD_1:
-        /* MLP output projection, input side: dgelu = dres . Wp, then through GELU */
-        gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
-        gemm_nn((int)nr, 4 * C, C, m->dres + r0 * C, C, P(o->fcpw), 4 * C, m->dfch + r0 * 4 * C, 4 * C, 0);
-        gelu_backward(m->dfch + r0 * 4 * C, a->fch + r0 * 4 * C, m->dfch + r0 * 4 * C, nr * 4 * C);
-        break;
-    case PH_BWD_2: {
-        long o0, o1;
-        threads_split(C, tid, nth, &o0, &o1);
-        gemm_tn((int)(o1 - o0), 4 * C, (int)N, m->dres + o0, C, m->gelu, 4 * C, G(o->fcpw) + o0 * 4 * C, 4 * C, 1);
-        bias_grad(G(o->fcpb), m->dres, N, C, o0, o1);
-        threads_split(4 * C, tid, nth, &o0, &o1);
-        gemm_tn((int)(o1 - o0), C, (int)N, m->dfch + o0, 4 * C, a->ln2, C, G(o->fcw) + o0 * C, C, 1);
-        bias_grad(G(o->fcb), m->dfch, N, 4 * C, o0, o1);
-        break;
-    }
-    case PH_BWD_3:
-        memset(part, 0, sizeof(real) * 2 * C);
-        gemm_nn((int)nr, C, 4 * C, m->dfch + r0 * 4 * C, 4 * C, P(o->fcw), C, m->dln + r0 * C, C, 0);
-        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, a->res1 + r0 * C, P(o->ln2w),
-                           a->ln2_mean + r0, a->ln2_rstd + r0, nr, C);
-        gemm_nn((int)nr, C, C, m->dres + r0 * C, C, P(o->projw), C, m->datty + r0 * C, C, 0);
-        break;
-    case PH_BWD_4: {
-        long o0, o1;
-        threads_split(C, tid, nth, &o0, &o1);
-        gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
-        bias_grad(G(o->projb), m->dres, N, C, o0, o1);
-        break;
-    }
-    case PH_BWD_ATT: {
-        long u0, u1;
-        threads_split((long)B * H, tid, nth, &u0, &u1);
-        for (int h = 0; h < H; h++) pd[H + h] = 0;
-        real *scratch = m->lm_buf + (size_t)tid * LMHEAD_CHUNK_ROWS * m->V; /* idle during backward */
-        for (long u = u0; u < u1; u++) {
-            int b = (int)(u / H), h = (int)(u % H);
-            size_t row0 = (size_t)b * T;
-            const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
-            int qs = rot ? 2 * C : 3 * C;
-            real *dq = m->dqkv + row0 * 3 * C + (size_t)h * d;
-            attention_backward_unit(q, q + C, qs, a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d, 3 * C,
-                                    a->att + (size_t)u * T * T, m->datty + row0 * C + (size_t)h * d, C, dq, dq + C,
-                                    3 * C, dq + 2 * C, 3 * C, T, d, layer_scale(m, l, h),
-                                    m->cfg.attention == ATTENTION_COSINE_ROPE ? &pd[H + h] : NULL, scratch);
-            if (rot) unprepare_dqk(m, a, b, h);
+    default:
+        for (long k; (k = threads_next(m->pool)) < m->n_row_chunks;) {
+            long r0 = k * m->rows_chunk, r1 = r0 + m->rows_chunk < N ? r0 + m->rows_chunk : N;
+            row_item(m, k, r0, r1);
         }
-        break;
-    }
-    case PH_BWD_6: {
-        long o0, o1;
-        threads_split(3 * C, tid, nth, &o0, &o1);
-        gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
-        bias_grad(G(o->qkvb), m->dqkv, N, 3 * C, o0, o1);
-        break;
-    }
-    case PH_BWD_7:
-        memset(part, 0, sizeof(real) * 2 * C);
-        gemm_nn((int)nr, C, 3 * C, m->dqkv + r0 * 3 * C, 3 * C, P(o->qkvw), C, m->dln + r0 * C, C, 0);
-        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, layer_input(m, l) + r0 * C, P(o->ln1w),
-                           a->ln1_mean + r0, a->ln1_rstd + r0, nr, C);
         break;
     }
 }
@@ -619,13 +671,15 @@ static void phase_fn(void *ctx, int tid, int nth) {
 static void run_phase(model *m, int ph, int layer) {
     m->ph = ph;
     m->ph_layer = layer;
+    if (ph == PH_LMHEAD)
+        for (int i = 0; i < LMHEAD_SLICES; i++) atomic_store(&m->tickets[i], 0);
     threads_run(m->pool, phase_fn, m);
 }
 
-/* Adds the per-thread LayerNorm partials, in thread order, to dw and db. */
+/* Adds the per-item LayerNorm partials, in item order, to dw and db. */
 static void reduce_ln(model *m, size_t w_off, size_t b_off) {
     int C = m->C;
-    for (int t = 0; t < m->n_threads; t++) {
+    for (long t = 0; t < m->n_row_chunks; t++) {
         const real *part = m->part + (size_t)t * 2 * C;
         for (int i = 0; i < C; i++) {
             m->grads[w_off + i] += part[i];
@@ -659,13 +713,15 @@ static void forward_passes(model *m, int B, int T, const int32_t *inputs, const 
     m->inputs = inputs;
     m->targets = targets;
     m->train = train;
+    m->rows_chunk = row_chunk_for((long)B * T);
+    m->n_row_chunks = ((long)B * T + m->rows_chunk - 1) / m->rows_chunk;
     run_phase(m, PH_ENCODE, -1);
     for (int l = 0; l < m->L; l++) {
         run_phase(m, PH_FWD_A, l);
         run_phase(m, PH_FWD_ATT, l);
         for (int h = 0; h < m->H; h++) {
             double s = 0;
-            for (int t = 0; t < m->n_threads; t++) s += m->part_d[(size_t)t * 2 * m->H + h];
+            for (int b = 0; b < B; b++) s += m->part_d[(size_t)b * m->H + h];
             m->entropy[l * m->H + h] = s / ((double)B * T);
         }
         run_phase(m, PH_FWD_B, l);
@@ -712,7 +768,8 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
         if (m->cfg.attention == ATTENTION_COSINE_ROPE) {
             for (int h = 0; h < m->H; h++) {
                 double dg = 0; /* dL/d(1/tau) */
-                for (int t = 0; t < m->n_threads; t++) dg += m->part_d[(size_t)t * 2 * m->H + m->H + h];
+                const double *dsc = m->part_d + (size_t)m->max_B * m->H;
+                for (int b = 0; b < B; b++) dg += dsc[(size_t)b * m->H + h];
                 double g = layer_scale(m, l, h);
                 /* linear: g = 1/tau, dg/dtau = -g^2;  log: g = exp(-theta), dg/dtheta = -g */
                 double dp = m->cfg.tau_param == TAU_PARAM_LOG ? -dg * g : -dg * g * g;

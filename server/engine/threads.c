@@ -1,6 +1,7 @@
 #include "threads.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct threadpool {
@@ -15,6 +16,8 @@ struct threadpool {
     threads_fn fn;
     void *ctx;
     pthread_barrier_t barrier;
+    atomic_long next; /* work items handed out in the current run (threads_next) */
+    long next_solo;   /* the same for a pool of one, without atomics */
 };
 
 typedef struct {
@@ -104,9 +107,11 @@ int threads_count(const threadpool *p) { return p ? p->n : 1; }
 
 void threads_run(threadpool *p, threads_fn fn, void *ctx) {
     if (!p || p->n == 1) {
+        if (p) p->next_solo = 0;
         fn(ctx, 0, 1);
         return;
     }
+    atomic_store(&p->next, 0);
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
@@ -118,6 +123,11 @@ void threads_run(threadpool *p, threads_fn fn, void *ctx) {
     pthread_mutex_lock(&p->mu);
     while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+long threads_next(threadpool *p) {
+    if (p->n == 1) return p->next_solo++;
+    return atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
 }
 
 void threads_barrier(threadpool *p) {

@@ -16,6 +16,11 @@ void threads_free(threadpool *p); /* joins the workers; NULL is fine */
 int threads_count(const threadpool *p);
 /* Runs fn(ctx, tid, n) on every thread of the pool and returns when all have finished. */
 void threads_run(threadpool *p, threads_fn fn, void *ctx);
+/* Inside fn only: hands out work items 0, 1, 2, ... one per call across all threads of the
+ * current threads_run (a fresh count for each run). Work split this way follows whichever
+ * threads are actually getting CPU time, and as long as each item's result does not depend on
+ * the thread that computed it, neither does the outcome. */
+long threads_next(threadpool *p);
 /* Inside fn only: waits until every thread of the pool has reached the barrier. */
 void threads_barrier(threadpool *p);
 /* [lo, hi) of n items for thread tid of nth, contiguous and balanced. */

@@ -112,14 +112,22 @@ static void split_batch(run_state *s) {
         }
 }
 
+/* Sum of squared gradients in fixed items of NORM_CHUNK, added in item order afterwards, so
+ * the norm does not depend on the thread count. */
+#define NORM_CHUNK 65536
+
+static long norm_items(const run_state *s) { return ((long)model_param_count(s->m) + NORM_CHUNK - 1) / NORM_CHUNK; }
+
 static void norm_fn(void *ctx, int tid, int nth) {
     run_state *s = ctx;
-    long lo, hi;
-    threads_split((long)model_param_count(s->m), tid, nth, &lo, &hi);
     const real *g = model_grads(s->m);
-    double acc = 0;
-    for (long i = lo; i < hi; i++) acc += (double)g[i] * g[i];
-    s->norm_part[tid] = acc;
+    long n = (long)model_param_count(s->m), items = norm_items(s);
+    for (long k; (k = threads_next(model_threads(s->m))) < items;) {
+        long hi = (k + 1) * NORM_CHUNK < n ? (k + 1) * NORM_CHUNK : n;
+        double acc = 0;
+        for (long i = k * NORM_CHUNK; i < hi; i++) acc += (double)g[i] * g[i];
+        s->norm_part[k] = acc;
+    }
 }
 
 static void adam_fn(void *ctx, int tid, int nth) {
@@ -259,7 +267,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     s.batch = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
     s.inputs = malloc(sizeof(int32_t) * (size_t)B * T);
     s.targets = malloc(sizeof(int32_t) * (size_t)B * T);
-    s.norm_part = calloc((size_t)n_threads, sizeof(double));
+    s.norm_part = calloc((size_t)norm_items(&s), sizeof(double));
     float *tau = malloc(sizeof(float) * (size_t)L * H), *ent = malloc(sizeof(float) * (size_t)L * H);
     if (!s.adam_m || !s.adam_v || !s.batch || !s.inputs || !s.targets || !s.norm_part || !tau || !ent) {
         rc = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the optimiser state");
@@ -300,7 +308,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         }
         threads_run(pool, norm_fn, &s);
         double sq = 0;
-        for (int t = 0; t < n_threads; t++) sq += s.norm_part[t];
+        for (long k = 0; k < norm_items(&s); k++) sq += s.norm_part[k];
         double gnorm = sqrt(sq);
         s.grad_scale = 1;
         /* as torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when above */
