@@ -15,7 +15,7 @@ APT_PACKAGES=(
 # Test-only packages (browser tests); installed by `make test`, not needed to run the service.
 APT_TEST_PACKAGES=(sqlite3)
 # Sources of the default corpus (`make corpus`).
-APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3)
+APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3 libc6-dev linux-libc-dev)
 
 want=("${APT_PACKAGES[@]}")
 case "${1:-}" in
