@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Training throughput of the seed configuration (L3 H4 C128 T128 V50257, B32) for each
+# attention variant: tokens/s, ms/step, peak RSS and model FLOP utilisation against the FMA
+# peak that the same program measures just before (the machine may be shared: compare ratios).
+# $1: the release build directory (default build/release). BENCH_STEPS, BENCH_THREADS override.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-build/release}
+BIN=$OUT/bench/bench_train
+STEPS=${BENCH_STEPS:-5}
+THREADS=${BENCH_THREADS:-$(nproc)}
+if [ ! -x "$BIN" ]; then
+  echo "bench_engine: $BIN is missing (make MODE=release $BIN)" >&2
+  exit 1
+fi
+echo "targets: MFU >= 60% of the measured FMA peak, peak RSS <= 400 MB (first step excluded from timing)"
+for a in dot rope cosine_rope; do
+  "$BIN" --attention "$a" --steps "$STEPS" --threads "$THREADS"
+done
