@@ -63,6 +63,7 @@ def main():
         "description": "MiniPile stand-in built from what Debian and npm carry: books, speeches, email, "
                        "encyclopedic text, man pages and code; documents separated by <|endoftext|> and "
                        f"shuffled together (seed {SHUFFLE_SEED})",
+        "source": "; ".join(f"{r['name']} ({r['kind']}): {r['origin']}" for r in rows),
         "tokenizer": "gpt2",
         "vocab_size": 50257,
         "documents": len(chosen),
