@@ -51,13 +51,17 @@ int api_runs_admit(http_request *req, app *a, json_t *config, const char *prefix
     run_config_to_train(config, vocab, &tc);
     engine_error err = {0};
     if (train_config_validate(&tc, &err) != ENGINE_OK) {
-        snprintf(field, sizeof field, "%sconfig", prefix);
-        http_reply_error(req, 422, "invalid_field", prefix[0] ? field : "config", "%s", err.message);
+        snprintf(field, sizeof field, "%s", prefix[0] ? prefix : "config.");
+        field[strlen(field) - 1] = 0;
+        http_reply_error(req, 422, "invalid_field", field, "%s", err.message);
         return -1;
     }
     size_t need = train_config_memory_bytes(&tc, (int)json_integer_value(json_object_get(config, "threads")));
     if (need > a->max_model_bytes) {
-        http_reply_error(req, 422, "too_large", prefix[0] ? prefix : "config",
+        /* The whole config is at fault: name it without the trailing '.' of the prefix. */
+        snprintf(field, sizeof field, "%s", prefix[0] ? prefix : "config.");
+        field[strlen(field) - 1] = 0;
+        http_reply_error(req, 422, "too_large", field,
                          "this model needs about %zu MiB, over the service's limit of %zu MiB", need >> 20,
                          a->max_model_bytes >> 20);
         return -1;
@@ -226,7 +230,8 @@ void api_runs_cancel(http_request *req, void *ctx) {
     long long id;
     json_t *row = load_run(req, a, &id);
     if (!row) return;
-    const char *status = json_string_value(json_object_get(row, "status"));
+    char status[16];
+    snprintf(status, sizeof status, "%s", json_string_value(json_object_get(row, "status")));
     json_decref(row);
     if (!strcmp(status, "queued") && store_run_transition(a->store, id, FROM_QUEUED, "cancelled", NULL) == STORE_OK) {
         /* The worker that pops it sees it is no longer queued and skips it. */

@@ -1,0 +1,340 @@
+/* The live stream, experiments and presets, the OpenAPI document and /metrics, over real HTTP. */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../support/api.h"
+#include "app.h"
+#include "../support/test.h"
+
+static harness_server srv;
+
+/* ---- a small SSE reader --------------------------------------------------------------- */
+
+#define MAX_EVENTS 4096
+typedef struct {
+    unsigned long long id;
+    char type[16];
+    long long run_id;
+    int step;
+    char status[16];
+} sse_event;
+
+typedef struct {
+    long long want_run; /* stop after this run's final status event (0: never) */
+    char buf[65536];
+    size_t len;
+    sse_event ev[MAX_EVENTS];
+    int n;
+    int done;
+    int connected;
+} sse_reader;
+
+static void parse_block(sse_reader *r, char *block) {
+    sse_event e = {0};
+    char *data = NULL;
+    for (char *line = strtok(block, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "id: ", 4)) e.id = strtoull(line + 4, NULL, 10);
+        if (!strncmp(line, "event: ", 7)) snprintf(e.type, sizeof e.type, "%s", line + 7);
+        if (!strncmp(line, "data: ", 6)) data = line + 6;
+    }
+    if (!e.type[0] || !data) return;
+    json_t *j = json_loads(data, 0, NULL);
+    e.run_id = json_integer_value(json_object_get(j, "run_id"));
+    e.step = (int)json_integer_value(json_object_get(j, "step"));
+    const char *st = json_string_value(json_object_get(j, "status"));
+    if (st) snprintf(e.status, sizeof e.status, "%s", st);
+    json_decref(j);
+    if (r->n < MAX_EVENTS) r->ev[r->n++] = e;
+    if (!strcmp(e.type, "status") && e.run_id == r->want_run &&
+        (!strcmp(e.status, "succeeded") || !strcmp(e.status, "failed") || !strcmp(e.status, "cancelled")))
+        r->done = 1;
+}
+
+static size_t sse_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+    sse_reader *r = ud;
+    size_t n = size * nmemb;
+    r->connected = 1;
+    if (r->len + n >= sizeof r->buf) return 0;
+    memcpy(r->buf + r->len, ptr, n);
+    r->len += n;
+    r->buf[r->len] = 0;
+    char *end;
+    while ((end = strstr(r->buf, "\n\n"))) {
+        *end = 0;
+        char block[8192];
+        snprintf(block, sizeof block, "%s", r->buf);
+        size_t used = (size_t)(end + 2 - r->buf);
+        memmove(r->buf, end + 2, r->len - used + 1);
+        r->len -= used;
+        parse_block(r, block);
+    }
+    return r->done ? 0 : n; /* returning short ends the transfer */
+}
+
+typedef struct {
+    const char *path;
+    const char *last_event_id;
+    sse_reader *r;
+} sse_job;
+
+static void *sse_thread(void *arg) {
+    sse_job *job = arg;
+    CURL *c = curl_easy_init();
+    char url[256], hdr[96];
+    snprintf(url, sizeof url, "%s%s", srv.base_url, job->path);
+    struct curl_slist *hl = NULL;
+    if (job->last_event_id) {
+        snprintf(hdr, sizeof hdr, "Last-Event-ID: %s", job->last_event_id);
+        hl = curl_slist_append(hl, hdr);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, job->r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_perform(c);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+static sse_reader first; /* the full capture of one run, reused by the resume test */
+static long long streamed_run;
+
+TEST(sse_delivers_every_step_in_order_then_the_final_status) {
+    first.want_run = -1;
+    sse_job job = {"/api/events", NULL, &first};
+    pthread_t t;
+    pthread_create(&t, NULL, sse_thread, &job);
+    for (int i = 0; i < 500 && !first.connected; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    long long id = api_start_tiny_run(&srv, "\"steps\":40", "streamed");
+    first.want_run = id;
+    streamed_run = id;
+    pthread_join(t, NULL);
+    CHECK_MSG(first.done, "no final status event arrived (%d events)", first.n);
+    int expect = 1, saw_running = 0;
+    unsigned long long last_id = 0;
+    for (int i = 0; i < first.n; i++) {
+        sse_event *e = &first.ev[i];
+        CHECK_MSG(e->id > last_id, "event ids must increase");
+        last_id = e->id;
+        if (e->run_id != id) continue;
+        if (!strcmp(e->type, "status") && !strcmp(e->status, "running")) saw_running = 1;
+        if (!strcmp(e->type, "metrics") && e->step == expect) expect++;
+        else if (!strcmp(e->type, "metrics"))
+            CHECK_MSG(e->step < expect, "metrics for step %d arrived when %d was due", e->step, expect);
+    }
+    CHECK(saw_running);
+    CHECK_MSG(expect == 41, "steps 1..40 in order, got up to %d", expect - 1);
+}
+
+TEST(last_event_id_resumes_without_gaps) {
+    CHECK(first.done);
+    /* Pick the 10th event of the run and ask for what came after it. */
+    int k = -1, seen = 0;
+    for (int i = 0; i < first.n; i++)
+        if (first.ev[i].run_id == streamed_run && ++seen == 10) k = i;
+    CHECK(k >= 0);
+    char last[32], path[64];
+    snprintf(last, sizeof last, "%llu", first.ev[k].id);
+    snprintf(path, sizeof path, "/api/runs/%lld/events", streamed_run);
+    sse_reader *again = calloc(1, sizeof *again);
+    again->want_run = streamed_run;
+    sse_job job = {path, last, again};
+    sse_thread(&job);
+    CHECK_MSG(again->done, "the resumed stream did not reach the final status");
+    int j = 0;
+    for (int i = k + 1; i < first.n; i++) {
+        if (first.ev[i].run_id != streamed_run) continue;
+        CHECK_MSG(j < again->n && again->ev[j].id == first.ev[i].id, "resumed event %d differs", j);
+        j++;
+    }
+    CHECK_EQ_INT(again->n, j);
+    free(again);
+}
+
+TEST(too_old_last_event_id_gets_resync) {
+    char path[64];
+    snprintf(path, sizeof path, "/api/runs/%lld/events", streamed_run);
+    sse_reader *r = calloc(1, sizeof *r);
+    r->want_run = streamed_run;
+    sse_job job = {path, "1", r};
+    /* Nothing more happens on this finished run, so read briefly: the resync comes first. */
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", srv.base_url, path);
+    struct curl_slist *hl = curl_slist_append(NULL, "Last-Event-ID: 1");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 700L);
+    curl_easy_perform(c);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    (void)job;
+    CHECK(r->n >= 1);
+    CHECK(!strcmp(r->ev[0].type, "resync"));
+    free(r);
+}
+
+TEST(experiment_makes_one_run_per_variant_with_one_seed) {
+    long code;
+    json_t *j = api_call(&srv, "POST", "/api/experiments",
+                         "{\"name\":\"ab\",\"base\":{" TINY_CONFIG ",\"steps\":8,\"seed\":42},"
+                         "\"variants\":[{\"name\":\"rope\",\"config\":{\"attention\":\"rope\"}},"
+                         "{\"name\":\"cosine\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
+                         &code);
+    CHECK_EQ_INT(code, 201);
+    long long exp = json_integer_value(json_object_get(json_object_get(j, "experiment"), "id"));
+    json_t *runs = json_object_get(j, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 2);
+    long long ids[2];
+    for (int i = 0; i < 2; i++) {
+        json_t *r = json_array_get(runs, i);
+        ids[i] = json_integer_value(json_object_get(r, "id"));
+        CHECK_EQ_INT(json_integer_value(json_object_get(r, "seed")), 42);
+        CHECK_EQ_INT(json_integer_value(json_object_get(r, "experiment_id")), exp);
+    }
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(runs, 1), "variant")), "cosine"));
+    json_decref(j);
+    for (int i = 0; i < 2; i++) {
+        char *st = api_wait_status(&srv, ids[i], "succeeded", 60000);
+        CHECK(st && !strcmp(st, "succeeded"));
+        free(st);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/api/experiments/%lld", exp);
+    j = api_call(&srv, "GET", path, NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    runs = json_object_get(j, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 2);
+    CHECK(json_object_get(json_object_get(json_array_get(runs, 0), "summary"), "loss"));
+    CHECK(json_object_get(json_object_get(json_array_get(runs, 1), "summary"), "tau.0.0"));
+    json_decref(j);
+    j = api_call(&srv, "GET", "/api/runs?experiment=1", NULL, &code);
+    CHECK(json_integer_value(json_object_get(j, "total")) >= 2);
+    json_decref(j);
+}
+
+TEST(seed_blog_preset_is_the_blog_experiment) {
+    long code;
+    json_t *j = api_call(&srv, "GET", "/api/presets", NULL, &code);
+    json_t *base = json_object_get(json_array_get(json_object_get(j, "presets"), 0), "base");
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "n_layer")), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "n_head")), 4);
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "d_model")), 128);
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "seq_len")), 128);
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "steps")), 2000);
+    CHECK_EQ_INT(json_integer_value(json_object_get(base, "batch")), 32);
+    json_decref(j);
+    /* A classroom-sized version through overrides: still rope against cosine_rope, one seed. */
+    j = api_call(&srv, "POST", "/api/experiments",
+                 "{\"preset\":\"seed-blog\",\"overrides\":{\"corpus\":\"small\",\"steps\":4,\"n_layer\":1,"
+                 "\"d_model\":16,\"n_head\":2,\"seq_len\":16,\"batch\":2,\"threads\":1}}",
+                 &code);
+    CHECK_EQ_INT(code, 201);
+    json_t *runs = json_object_get(j, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 2);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 0), "config"), "attention")), "rope"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 1), "config"), "attention")), "cosine_rope"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(runs, 0), "seed")),
+                 json_integer_value(json_object_get(json_array_get(runs, 1), "seed")));
+    json_decref(j);
+    /* Without overrides it asks for the default corpus, which the test data dir does not have. */
+    j = api_call(&srv, "POST", "/api/experiments", "{\"preset\":\"seed-blog\"}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(strstr(api_error_field(j), "corpus"));
+    json_decref(j);
+    j = api_call(&srv, "POST", "/api/experiments", "{\"preset\":\"nope\"}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(j), "preset"));
+    json_decref(j);
+    j = api_call(&srv, "POST", "/api/experiments",
+                 "{\"base\":{" TINY_CONFIG "},\"variants\":[{\"name\":\"a\",\"config\":{\"n_layer\":99}}]}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(j), "variants[0].config.n_layer"));
+    json_decref(j);
+}
+
+typedef struct {
+    const json_t *paths;
+    int missing, n;
+} route_check;
+
+static void check_route(const char *method, const char *pattern, void *ctx) {
+    route_check *rc = ctx;
+    char lower[16];
+    size_t i = 0;
+    for (; method[i] && i < sizeof lower - 1; i++) lower[i] = (char)(method[i] - 'A' + 'a');
+    lower[i] = 0;
+    json_t *item = json_object_get(rc->paths, pattern);
+    if (!item || !json_object_get(item, lower)) {
+        printf("# %s %s is routed but not described in openapi.json\n", method, pattern);
+        rc->missing++;
+    }
+    rc->n++;
+}
+
+TEST(openapi_describes_every_route) {
+    long code;
+    json_t *doc = api_call(&srv, "GET", "/api/openapi.json", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    CHECK(!strncmp(json_string_value(json_object_get(doc, "openapi")), "3.0", 3));
+    json_t *paths = json_object_get(doc, "paths");
+    /* The routed table is the server's own: registered here exactly as attnlabd does. */
+    http_config hc = {.bind_addr = "127.0.0.1"};
+    app a = {.max_upload_bytes = 1};
+    http_server *hs = http_server_new(&hc);
+    CHECK(hs && routes_register(hs, &a) == 0);
+    route_check rcheck = {paths, 0, 0};
+    http_server_each_route(hs, check_route, &rcheck);
+    http_server_free(hs);
+    int n = rcheck.n;
+    CHECK_MSG(rcheck.missing == 0, "%d routes are missing from openapi.json", rcheck.missing);
+    CHECK(n >= 25);
+    json_decref(doc);
+}
+
+TEST(prometheus_metrics) {
+    harness_response r;
+    CHECK(harness_get(&srv, "/metrics", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "attnlab_runs{status=\"succeeded\"}"));
+    CHECK(strstr(r.body, "attnlab_training_jobs{state=\"running\"}"));
+    CHECK(strstr(r.body, "attnlab_http_requests_total{code=\"200\"}"));
+    CHECK(strstr(r.body, "attnlab_training_tokens_per_second"));
+    harness_response_free(&r);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const char *args[] = {"--train-workers", "2", "--compute-threads", "2", NULL};
+    if (harness_start(&srv, NULL, args) < 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(&srv);
+        return 1;
+    }
+    RUN(sse_delivers_every_step_in_order_then_the_final_status);
+    RUN(last_event_id_resumes_without_gaps);
+    RUN(too_old_last_event_id_gets_resync);
+    RUN(experiment_makes_one_run_per_variant_with_one_seed);
+    RUN(seed_blog_preset_is_the_blog_experiment);
+    RUN(openapi_describes_every_route);
+    RUN(prometheus_metrics);
+    int rc = harness_stop(&srv);
+    if (rc != 0) {
+        printf("FAIL shutdown: attnlabd exited with %d\n", rc);
+        test_fail_count++;
+    }
+    if (test_fail_count) harness_dump_log(&srv);
+    curl_global_cleanup();
+    return test_summary();
+}

@@ -1,0 +1,27 @@
+/* Helpers for tests that drive attnlabd's REST API (on top of harness.h). */
+#ifndef ATTNLAB_TEST_API_H
+#define ATTNLAB_TEST_API_H
+
+#include <jansson.h>
+
+#include "harness.h"
+
+/* A config that trains in well under a second on the built-in "small" corpus. */
+#define TINY_CONFIG \
+    "\"corpus\":\"small\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":16,\"batch\":2,\"eval_every\":5,\"eval_batches\":2,\"threads\":1"
+
+/* method + path (+ JSON body or NULL) -> parsed JSON (NULL if none); *status gets the HTTP status. */
+json_t *api_call(harness_server *s, const char *method, const char *path, const char *body, long *status);
+/* POST /api/runs with {"config":{TINY_CONFIG, extra}} (extra: more members, may be ""); returns the id or -1. */
+long long api_start_tiny_run(harness_server *s, const char *extra, const char *name);
+/* Polls GET /api/runs/{id} until its status is `status` (or a final one); returns the status seen
+ * (caller frees) or NULL on timeout. */
+char *api_wait_status(harness_server *s, long long id, const char *status, int timeout_ms);
+/* Polls until the run reports step >= step; returns 0, or -1 on timeout or a final status. */
+int api_wait_step(harness_server *s, long long id, int step, int timeout_ms);
+/* The full "loss" series of a run as a new array of numbers (NULL on error). */
+json_t *api_series(harness_server *s, long long id, const char *key);
+/* The error object's field of a JSON error body (or ""). */
+const char *api_error_field(json_t *body);
+
+#endif
