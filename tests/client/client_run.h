@@ -28,6 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Each test program uses some of these helpers; the rest must not warn. */
+#define TEST_HELPER static __attribute__((unused))
+
 typedef struct {
     int code;
     char out[1 << 17];
@@ -35,18 +38,21 @@ typedef struct {
     size_t out_len, err_len;
 } client_result;
 
-static const char *client_binary(void) {
+/* Set to 1 around a client_run that tests ATTNLAB_SERVER / ATTNLAB_TOKEN. */
+static int client_keep_env __attribute__((unused));
+
+TEST_HELPER const char *client_binary(void) {
     const char *p = getenv("ATTNLAB");
     return p ? p : "build/release/attnlab";
 }
 
-static double client_now(void) {
+TEST_HELPER double client_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int client_wait(pid_t pid, double deadline) {
+TEST_HELPER int client_wait(pid_t pid, double deadline) {
     int status;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -62,21 +68,23 @@ static int client_wait(pid_t pid, double deadline) {
     }
 }
 
-static void client_exec(const char *const *args) {
+TEST_HELPER void client_exec(const char *const *args) {
     const char *argv[64];
     int n = 0;
     argv[n++] = client_binary();
     for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    /* The environment must not steer the client: tests pass --server explicitly. */
-    unsetenv("ATTNLAB_SERVER");
-    unsetenv("ATTNLAB_TOKEN");
+    /* The environment must not steer the client unless a test means it to. */
+    if (!client_keep_env) {
+        unsetenv("ATTNLAB_SERVER");
+        unsetenv("ATTNLAB_TOKEN");
+    }
     execv(argv[0], (char *const *)argv);
     _exit(127);
 }
 
 /* Runs attnlab args... with stdin from /dev/null; returns r->code. */
-static int client_run(client_result *r, double timeout_s, const char *const *args) {
+TEST_HELPER int client_run(client_result *r, double timeout_s, const char *const *args) {
     memset(r, 0, sizeof *r);
     r->code = -1;
     int po[2], pe[2];
@@ -123,7 +131,7 @@ static int client_run(client_result *r, double timeout_s, const char *const *arg
 }
 
 /* Runs attnlab on a pseudo-terminal cols wide; stdout and stderr both land in r->out. */
-static int client_run_pty(client_result *r, double timeout_s, int cols, const char *const *args) {
+TEST_HELPER int client_run_pty(client_result *r, double timeout_s, int cols, const char *const *args) {
     memset(r, 0, sizeof *r);
     r->code = -1;
     int master;
@@ -148,14 +156,14 @@ static int client_run_pty(client_result *r, double timeout_s, int cols, const ch
     return r->code;
 }
 
-static int count_substr(const char *hay, const char *needle) {
+TEST_HELPER int count_substr(const char *hay, const char *needle) {
     int n = 0;
     size_t k = strlen(needle);
     for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += k) n++;
     return n;
 }
 
-static int count_lines(const char *s) {
+TEST_HELPER int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
     return n;
@@ -177,7 +185,7 @@ typedef struct {
     char log_path[256];
 } fake_server;
 
-static int fake_read_request(int fd, char *buf, size_t cap) {
+TEST_HELPER int fake_read_request(int fd, char *buf, size_t cap) {
     size_t got = 0;
     double deadline = client_now() + 5;
     while (got + 1 < cap && client_now() < deadline) {
@@ -206,7 +214,7 @@ static int fake_read_request(int fd, char *buf, size_t cap) {
     return (int)got;
 }
 
-static void fake_log_header(FILE *log, const char *req, const char *name) {
+TEST_HELPER void fake_log_header(FILE *log, const char *req, const char *name) {
     char pat[64];
     snprintf(pat, sizeof pat, "\r\n%s:", name);
     const char *h = strcasestr(req, pat);
@@ -216,7 +224,7 @@ static void fake_log_header(FILE *log, const char *req, const char *name) {
     fprintf(log, "%s: %.*s\n", name, (int)strcspn(h, "\r\n"), h);
 }
 
-static void fake_serve(int lfd, fake_rule *rules, int nrules, const char *log_path) {
+TEST_HELPER void fake_serve(int lfd, fake_rule *rules, int nrules, const char *log_path) {
     int *used = calloc((size_t)nrules, sizeof *used);
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
@@ -279,7 +287,7 @@ static void fake_serve(int lfd, fake_rule *rules, int nrules, const char *log_pa
     }
 }
 
-static int fake_start(fake_server *s, fake_rule *rules, int nrules) {
+TEST_HELPER int fake_start(fake_server *s, fake_rule *rules, int nrules) {
     memset(s, 0, sizeof *s);
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     if (lfd < 0) return -1;
@@ -319,7 +327,7 @@ static int fake_start(fake_server *s, fake_rule *rules, int nrules) {
 }
 
 /* Stops the server and returns its request log (caller frees), removing the file. */
-static char *fake_stop(fake_server *s) {
+TEST_HELPER char *fake_stop(fake_server *s) {
     if (s->pid > 0) {
         kill(-s->pid, SIGKILL);
         kill(s->pid, SIGKILL);
