@@ -150,18 +150,18 @@ void rope_rotate_inverse(real *out, const real *x, const real *c, const real *s,
     }
 }
 
+/* Both passes use matrix products over the full T x T block (the masked half is computed and
+ * then zeroed / multiplied by zero): twice the minimal FLOPs, but attention is ~1% of a step and
+ * the products run near the machine's peak where scalar loops over d would not. */
 void attention_forward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride, real *att,
                             real *y, int y_stride, int T, int d, real scale, double *entropy_sum) {
+    gemm_nt(T, T, d, q, qk_stride, k, qk_stride, att, T, 0);
     double ent = 0;
     for (int t = 0; t < T; t++) {
-        const real *qt = q + (long)t * qk_stride;
         real *p = att + (long)t * T;
         real mx = -INFINITY;
         for (int s = 0; s <= t; s++) {
-            const real *ks = k + (long)s * qk_stride;
-            real dot = 0;
-            for (int i = 0; i < d; i++) dot += qt[i] * ks[i];
-            p[s] = dot * scale;
+            p[s] *= scale;
             if (p[s] > mx) mx = p[s];
         }
         real sum = 0;
@@ -177,59 +177,32 @@ void attention_forward_unit(const real *q, const real *k, int qk_stride, const r
         }
         for (int s = t + 1; s < T; s++) p[s] = 0;
         ent += h;
-        real *yt = y + (long)t * y_stride;
-        for (int i = 0; i < d; i++) yt[i] = 0;
-        for (int s = 0; s <= t; s++) {
-            const real *vs = v + (long)s * v_stride;
-            real ps = p[s];
-            for (int i = 0; i < d; i++) yt[i] += ps * vs[i];
-        }
     }
+    gemm_nn(T, d, T, att, T, v, v_stride, y, y_stride, 0);
     *entropy_sum += ent;
 }
 
 void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride,
                              const real *att, const real *dy, int y_stride, real *dq, real *dk, int dqk_stride,
-                             real *dv, int dv_stride, int T, int d, real scale, double *dscale, real *dp) {
-    for (int t = 0; t < T; t++) {
-        memset(dk + (long)t * dqk_stride, 0, sizeof(real) * d);
-        memset(dv + (long)t * dv_stride, 0, sizeof(real) * d);
-    }
-    double ds_acc = 0;
+                             real *dv, int dv_stride, int T, int d, real scale, double *dscale, real *ds) {
+    gemm_nt(T, T, d, dy, y_stride, v, v_stride, ds, T, 0); /* dP = dY V^T */
+    gemm_tn(T, d, T, att, T, dy, y_stride, dv, dv_stride, 0); /* dV = P^T dY */
     for (int t = 0; t < T; t++) {
         const real *p = att + (long)t * T;
-        const real *dyt = dy + (long)t * y_stride;
-        const real *qt = q + (long)t * qk_stride;
-        real *dqt = dq + (long)t * dqk_stride;
+        real *r = ds + (long)t * T;
         real pdp = 0;
-        for (int s = 0; s <= t; s++) {
-            const real *vs = v + (long)s * v_stride;
-            real *dvs = dv + (long)s * dv_stride;
-            real acc = 0;
-            for (int i = 0; i < d; i++) {
-                acc += dyt[i] * vs[i];
-                dvs[i] += p[s] * dyt[i];
-            }
-            dp[s] = acc;
-            pdp += p[s] * acc;
-        }
-        for (int i = 0; i < d; i++) dqt[i] = 0;
-        for (int s = 0; s <= t; s++) {
-            /* softmax backward, then through score = scale * q.k */
-            real dsc = p[s] * (dp[s] - pdp);
-            const real *ks = k + (long)s * qk_stride;
-            real *dks = dk + (long)s * dqk_stride;
-            real g = dsc * scale;
-            if (dscale) {
-                real dot = 0;
-                for (int i = 0; i < d; i++) dot += qt[i] * ks[i];
-                ds_acc += (double)dsc * dot;
-            }
-            for (int i = 0; i < d; i++) {
-                dqt[i] += g * ks[i];
-                dks[i] += g * qt[i];
-            }
-        }
+        for (int s = 0; s <= t; s++) pdp += p[s] * r[s];
+        /* softmax backward, then through score = scale * q.k */
+        for (int s = 0; s <= t; s++) r[s] = p[s] * (r[s] - pdp) * scale;
+        for (int s = t + 1; s < T; s++) r[s] = 0;
     }
-    if (dscale) *dscale += ds_acc;
+    gemm_nn(T, d, T, ds, T, k, qk_stride, dq, dqk_stride, 0); /* dQ = dS K */
+    gemm_tn(T, d, T, ds, T, q, qk_stride, dk, dqk_stride, 0); /* dK = dS^T Q */
+    if (dscale) {
+        /* dL/dscale = sum_ts dS_raw(t,s) q_t.k_s = sum_t q_t . dq_t / scale */
+        double acc = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < d; i++) acc += (double)q[(long)t * qk_stride + i] * dq[(long)t * dqk_stride + i];
+        *dscale += acc / scale;
+    }
 }

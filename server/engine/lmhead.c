@@ -79,7 +79,7 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
     (void)nth;
     const int R = a->chunk_rows, C = a->C, V = a->V;
     const int train = a->dx != NULL;
-    real *buf = a->buf + (long)tid * R * V;
+    real *buf = a->buf + (size_t)tid * a->buf_stride;
     const long nchunks = (a->N + R - 1) / R;
     for (long k; (k = threads_next(pool)) < nchunks;) {
         long r0 = k * R, rows = a->N - r0 < R ? a->N - r0 : R;

@@ -25,7 +25,8 @@ typedef struct {
     real *dx;       /* [N, C] overwritten with dL/dx, or NULL for a forward-only pass */
     real *dw;       /* [V, C] dL/dW added here, or NULL */
     real grad_scale; /* dL/d(row loss): 1/N for a mean */
-    real *buf;      /* nthreads * chunk_rows * V scratch */
+    real *buf;      /* per thread buf_stride reals of scratch (>= chunk_rows * V) */
+    size_t buf_stride;
     int chunk_rows;
     atomic_long *tickets; /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
 } lmhead_args;

@@ -86,6 +86,7 @@ struct model {
     real *part;        /* per row chunk partial sums: [max_row_chunks][2C] LayerNorm dw|db */
     double *part_d;    /* per (b, h) unit: entropy [max_B*H] | dscale [max_B*H] */
     long max_row_chunks;
+    size_t lm_per_thread; /* reals of lm_buf per thread */
     double entropy[24 * 1024];
     atomic_long tickets[LMHEAD_SLICES];
     /* the current pass */
@@ -237,7 +238,7 @@ static void build_layout(model *m) {
 
 /* Sizes (in reals) of the activation block; also used for the memory estimate. */
 typedef struct {
-    size_t per_layer, base, grads_scratch, lm_buf, part, total;
+    size_t per_layer, base, grads_scratch, lm_per_thread, lm_buf, part, total;
 } act_sizes;
 
 static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int with_grads) {
@@ -250,7 +251,10 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
     s.base = N * C /* x0 */ + N * C + 2 * N /* lnf */ + N /* losses */ + T * (C / H) /* rope tables */ +
              N * 4 * C /* gelu */ + N * C /* dln, needed by the lm-head even without grads */;
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
-    s.lm_buf = (size_t)nth * LMHEAD_CHUNK_ROWS * (size_t)c->vocab;
+    /* per thread: the lm-head's logits chunk, or (backward) attention's T x T scratch */
+    size_t lm = (size_t)LMHEAD_CHUNK_ROWS * (size_t)c->vocab;
+    s.lm_per_thread = lm > T * T ? lm : T * T;
+    s.lm_buf = (size_t)nth * s.lm_per_thread;
     {
         long N_ = (long)N, rc = row_chunk_for(N_);
         s.part = (size_t)((N_ + rc - 1) / rc) * 2 * C;
@@ -302,6 +306,7 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
         if (!m->grads) goto nomem;
     }
     act_sizes s = compute_act_sizes(cfg, batch, n_threads, with_grads);
+    m->lm_per_thread = s.lm_per_thread;
     /* calloc: pages are only touched when used, and never-written regions read as zero */
     m->act_block = calloc(s.total, sizeof(real));
     if (!m->act_block) goto nomem;
@@ -572,7 +577,7 @@ static void unit_item(model *m, long u, int tid) {
         attention_forward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C,
                                T, d, layer_scale(m, l, h), &ent[u]);
     } else {
-        real *scratch = m->lm_buf + (size_t)tid * LMHEAD_CHUNK_ROWS * m->V; /* idle during backward */
+        real *scratch = m->lm_buf + (size_t)tid * m->lm_per_thread; /* idle during backward */
         real *dq = m->dqkv + row0 * 3 * C + (size_t)h * d;
         dsc[u] = 0;
         attention_backward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, m->datty + row0 * C + (size_t)h * d,
@@ -653,6 +658,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
             .dw = m->train ? G(m->lm_head) : NULL,
             .grad_scale = (real)(1.0 / (double)N),
             .buf = m->lm_buf,
+            .buf_stride = m->lm_per_thread,
             .chunk_rows = (int)R,
             .tickets = m->tickets,
         };
