@@ -130,7 +130,7 @@ static int tail_fields(const progress_state *s, int utf8, char f[5][96]) {
     snprintf(f[n++], 96, "ETA %s", progress_duration(s->eta_s, d, sizeof d));
     if (isfinite(s->loss)) snprintf(f[n++], 96, "loss %.4f", s->loss);
     if (isfinite(s->tau_min))
-        snprintf(f[n++], 96, utf8 ? "τ %.3f–%.3f" : "tau %.3f..%.3f", s->tau_min, s->tau_max);
+        snprintf(f[n++], 96, utf8 ? "τ %.4f–%.4f" : "tau %.4f..%.4f", s->tau_min, s->tau_max);
     snprintf(f[n++], 96, "%s tok/s", rate(s->tokens_per_s, r, sizeof r));
     return n;
 }
@@ -141,17 +141,16 @@ const char *progress_bar_line(const progress_state *s, int width, char *buf, siz
     char head[48];
     snprintf(head, sizeof head, "run %lld ", s->run_id);
     if (width < 20) width = 20;
-    /* Keep as many tail fields as fit with a bar of at least 10 cells. */
-    for (; nf >= 1; nf--) {
-        size_t used = table_display_width(head) + 2; /* [ ] */
+    /* A bar of fixed length for the terminal's width, so that it does not jitter as the figures
+     * after it change; tail fields are dropped from the right when they do not fit beside it. */
+    int cells = width >= 100 ? 30 : width >= 80 ? 20 : 10;
+    size_t used;
+    for (;; nf--) {
+        used = table_display_width(head) + 2; /* [ ] */
         for (int i = 0; i < nf; i++) used += 2 + table_display_width(f[i]);
-        if ((int)used + 10 <= width || nf == 1) break;
+        if ((int)used + cells <= width || nf == 1) break;
     }
-    size_t used = table_display_width(head) + 2;
-    for (int i = 0; i < nf; i++) used += 2 + table_display_width(f[i]);
-    int cells = width - (int)used;
-    if (cells > 40) cells = 40;
-    if (cells < 0) cells = 0;
+    if ((int)used + cells > width) cells = width - (int)used > 0 ? width - (int)used : 0;
     double frac = s->total > 0 ? (double)s->step / (double)s->total : 0;
     if (frac > 1) frac = 1;
     if (frac < 0) frac = 0;
@@ -180,7 +179,7 @@ const char *progress_plain_line(const progress_state *s, char *buf, size_t len) 
     if (o < len) o += (size_t)snprintf(buf + o, len - o, " tokens/s %s", rate(s->tokens_per_s, r, sizeof r));
     if (isfinite(s->loss) && o < len) o += (size_t)snprintf(buf + o, len - o, " loss %.4f", s->loss);
     if (isfinite(s->tau_min) && o < len)
-        o += (size_t)snprintf(buf + o, len - o, " tau %.3f..%.3f", s->tau_min, s->tau_max);
+        o += (size_t)snprintf(buf + o, len - o, " tau %.4f..%.4f", s->tau_min, s->tau_max);
     if (o >= len) buf[len - 1] = 0;
     return buf;
 }
@@ -192,7 +191,7 @@ const char *progress_final_line(const progress_state *s, char *buf, size_t len) 
     if (isfinite(s->loss) && o < len) o += (size_t)snprintf(buf + o, len - o, ", loss %.4f", s->loss);
     if (isfinite(s->val_loss) && o < len) o += (size_t)snprintf(buf + o, len - o, ", val_loss %.4f", s->val_loss);
     if (isfinite(s->tau_min) && o < len)
-        o += (size_t)snprintf(buf + o, len - o, ", tau %.3f..%.3f", s->tau_min, s->tau_max);
+        o += (size_t)snprintf(buf + o, len - o, ", tau %.4f..%.4f", s->tau_min, s->tau_max);
     if (s->error[0] && o < len) o += (size_t)snprintf(buf + o, len - o, ": %s", s->error);
     if (o >= len) buf[len - 1] = 0;
     return buf;

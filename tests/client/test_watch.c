@@ -54,7 +54,7 @@ TEST(resumes_a_dropped_stream_with_last_event_id) {
     CHECK_MSG(r.code == 0, "exit %d, stderr: %s", r.code, r.err);
     CHECK_MSG(strstr(r.out, "run 7 step 1/4") && strstr(r.out, "run 7 step 3/4"), "stdout: %s", r.out);
     CHECK_MSG(strstr(r.out, "run 7 succeeded at step 4/4"), "stdout: %s", r.out);
-    CHECK(strstr(r.out, "tau 4.800..5.620"));
+    CHECK(strstr(r.out, "tau 4.8000..5.6200"));
     CHECK(strstr(r.out, "tokens/s 1234"));
     /* The first stream starts fresh; the second resumes after the last id received. */
     CHECK_EQ_INT(count_substr(log, "GET /api/runs/7/events"), 2);
@@ -84,7 +84,7 @@ static void final_status_case(const char *status, int want_code, const char *wan
 }
 
 TEST(exit_status_follows_the_final_run_status) {
-    final_status_case("failed", 1, "run 7 failed at step 2/4, loss 6.5000, tau 4.800..5.620: NaN loss at step 2");
+    final_status_case("failed", 1, "run 7 failed at step 2/4, loss 6.5000, tau 4.8000..5.6200: NaN loss at step 2");
     if (test_failed_now) return;
     final_status_case("cancelled", 6, "run 7 cancelled at step 2/4");
     if (test_failed_now) return;
@@ -122,7 +122,7 @@ TEST(a_finished_run_answers_without_a_stream) {
     client_run(&r, 20, args);
     char *log = fake_stop(&fs);
     CHECK_EQ_INT(r.code, 6);
-    CHECK(strstr(r.out, "run 7 cancelled at step 2/4, loss 5.5000, tau 5.200..5.600"));
+    CHECK(strstr(r.out, "run 7 cancelled at step 2/4, loss 5.5000, tau 5.2000..5.6000"));
     CHECK(!strstr(log, "/events"));
     free(log);
 }
@@ -235,7 +235,7 @@ TEST(terminal_bar_redraws_in_place_within_the_width) {
     free(fake_stop(&fs));
     CHECK_MSG(r.code == 0, "exit %d, out: %s", r.code, r.out);
     CHECK_MSG(count_substr(r.out, "\r\033[K") + count_substr(r.out, "\033[K") >= 3, "out: %s", r.out);
-    CHECK_MSG(strstr(r.out, "run 7 [") && strstr(r.out, "█") && strstr(r.out, "τ 4.800–5.620"), "out: %s", r.out);
+    CHECK_MSG(strstr(r.out, "run 7 [") && strstr(r.out, "█") && strstr(r.out, "τ 4.8000–5.6200"), "out: %s", r.out);
     CHECK(strstr(r.out, "2/4  50%"));
     CHECK(strstr(r.out, "run 7 succeeded at step 4/4"));
     /* Nothing wider than the terminal (the bar keeps one column spare). */
