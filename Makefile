@@ -137,9 +137,13 @@ test:
 	scripts/deps.sh --test
 	$(MAKE) --no-print-directory MODE=release build test-bins
 	$(MAKE) --no-print-directory MODE=asan build test-bins
+	$(MAKE) --no-print-directory MODE=tsan $(TSAN_TESTS)
 	tests/run.sh $(BUILD)
 
 test-bins: $(TEST_BIN) $(F64_BIN)
+
+# The job system's concurrency tests also run under ThreadSanitizer.
+TSAN_TESTS := $(BUILD)/tsan/tests/server/test_jobs $(BUILD)/tsan/tests/server/test_events
 
 bench: deps
 	$(MAKE) --no-print-directory MODE=release build $(BENCH_BIN)

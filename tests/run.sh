@@ -32,10 +32,12 @@ run_one() { # mode label command...
   if [ "$f" -gt 0 ]; then grep -E '^FAIL ' "$log" | sed 's/^/    /'; tail -n 20 "$log" | sed 's/^/    | /'; fi
 }
 
-for mode in release asan; do
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+for mode in release asan tsan; do
   for bin in $(find "$BUILD/$mode/tests" -type f -perm -u+x 2>/dev/null | sort); do
     run_one "$mode" "${bin#$BUILD/$mode/tests/}" "$bin"
   done
+  [ "$mode" = tsan ] && continue # only the programs built for it, above
   for script in $(find tests -name 'test_*.sh' -o -name 'test_*.mjs' | sort); do
     case "$script" in
       *.sh)  run_one "$mode" "$script" bash "$script" ;;
