@@ -529,6 +529,12 @@ int tokenizer_vocab_size(const tokenizer *t) { return t->vocab; }
 
 /* ---------------------------------------------------------------- cache */
 
+/* Pre-tokens longer than this use the heap BPE (same result, O(n log n)). Settable at build
+ * time so a test binary can force either path. */
+#ifndef BPE_LONG
+#define BPE_LONG 64
+#endif
+
 #define CACHE_MAX_KEY 48          /* longer pre-tokens are rarely repeated */
 #define CACHE_MAX_ENTRIES (1u << 20) /* bounds memory at roughly 60 MB */
 
@@ -682,6 +688,119 @@ static size_t bpe_word(const tokenizer *t, int32_t *word, int32_t *rank, size_t 
     return n;
 }
 
+/* The same rounds for long pre-tokens (a run of letters without spaces, e.g. CJK prose) in
+ * O(n log n): symbols form a linked list, pairs sit in a min-heap by rank (stale entries are
+ * skipped when popped), and a round pops every live pair of the lowest rank, merges the pair
+ * found at the last position wherever it occurs (left to right, no overlaps), and puts back
+ * the other pairs of that rank (only the package's comma quirk makes two pairs share a rank).
+ * Returns the new length, or (size_t)-1 when out of memory. */
+typedef struct {
+    int32_t rank, pos, l, r;
+} heap_ent;
+
+static inline int heap_less(const heap_ent *a, const heap_ent *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(heap_ent *h, size_t *n, heap_ent e) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_less(&e, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+static heap_ent heap_pop(heap_ent *h, size_t *n) {
+    heap_ent top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && heap_less(&h[c + 1], &h[c])) c++;
+        if (!heap_less(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+static int by_pos(const void *a, const void *b) {
+    int32_t x = ((const heap_ent *)a)->pos, y = ((const heap_ent *)b)->pos;
+    return (x > y) - (x < y);
+}
+
+static size_t bpe_word_long(const tokenizer *t, int32_t *word, size_t n) {
+    size_t cap = 3 * n + 16;
+    int32_t *next = malloc(n * sizeof *next), *prev = malloc(n * sizeof *prev), *merged = malloc(n * sizeof *merged);
+    heap_ent *h = malloc(cap * sizeof *h), *round = malloc(cap * sizeof *round);
+    size_t out = (size_t)-1;
+    if (!next || !prev || !merged || !h || !round) goto done;
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        prev[i] = (int32_t)i - 1;
+        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int32_t r = pair_rank(t, word[i], word[i + 1]);
+        if (r != INT32_MAX) heap_push(h, &hn, (heap_ent){r, (int32_t)i, word[i], word[i + 1]});
+    }
+#define LIVE(e) (word[(e).pos] == (e).l && next[(e).pos] >= 0 && word[next[(e).pos]] == (e).r)
+    while (hn) {
+        if (!LIVE(h[0])) {
+            heap_pop(h, &hn);
+            continue;
+        }
+        int32_t r = h[0].rank;
+        size_t rn = 0, mn = 0;
+        while (hn && h[0].rank == r) {
+            heap_ent e = heap_pop(h, &hn);
+            if (LIVE(e)) round[rn++] = e;
+        }
+        qsort(round, rn, sizeof *round, by_pos);
+        int32_t L = round[rn - 1].l, R = round[rn - 1].r;
+        int32_t M = pair_find(t, L, R)->merged;
+        for (size_t k = 0; k < rn; k++) {
+            heap_ent e = round[k];
+            if (!LIVE(e)) continue; /* taken by an overlapping merge of this round */
+            if (e.l != L || e.r != R) {
+                heap_push(h, &hn, e);
+                continue;
+            }
+            int32_t q = next[e.pos];
+            word[e.pos] = M;
+            word[q] = -1;
+            next[e.pos] = next[q];
+            if (next[q] >= 0) prev[next[q]] = e.pos;
+            merged[mn++] = e.pos;
+        }
+        for (size_t k = 0; k < mn; k++) {
+            int32_t m = merged[k], p = prev[m], q = next[m];
+            if (p >= 0) {
+                int32_t rr = pair_rank(t, word[p], word[m]);
+                if (rr != INT32_MAX) heap_push(h, &hn, (heap_ent){rr, p, word[p], word[m]});
+            }
+            if (q >= 0) {
+                int32_t rr = pair_rank(t, word[m], word[q]);
+                if (rr != INT32_MAX) heap_push(h, &hn, (heap_ent){rr, m, word[m], word[q]});
+            }
+        }
+    }
+#undef LIVE
+    out = 0;
+    for (int32_t i = 0; i >= 0; i = next[i]) word[out++] = word[i];
+done:
+    free(next);
+    free(prev);
+    free(merged);
+    free(h);
+    free(round);
+    return out;
+}
+
 typedef struct {
     int32_t *word, *rank;
     size_t cap;
@@ -717,7 +836,8 @@ static engine_status emit_pretoken(const tokenizer *t, tokenizer_cache *cache, b
         sc->cap = nc;
     }
     for (size_t i = 0; i < n; i++) sc->word[i] = t->byte_id[s[i]];
-    size_t k = bpe_word(t, sc->word, sc->rank, n);
+    size_t k = n > BPE_LONG ? bpe_word_long(t, sc->word, n) : bpe_word(t, sc->word, sc->rank, n);
+    if (k == (size_t)-1) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory encoding");
     if (!ids_reserve(out, k)) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory encoding");
     memcpy(out->ids + out->n, sc->word, k * sizeof(int32_t));
     out->n += k;

@@ -189,6 +189,30 @@ TEST(matches_npm_on_random_mixes) {
     CHECK_MSG(ok, "%s", why);
 }
 
+/* Pre-tokens longer than 64 bytes take the heap BPE: long letter runs, CJK without spaces,
+ * punctuation runs full of the quote/comma pairs the package ranks by its "left,right" key. */
+TEST(matches_npm_on_long_words) {
+    static const char *cjk[] = {"\xe4\xb8\xad", "\xe6\x96\x87", "\xe7\x9a\x84", "\xe6\x98\xaf", "\xe4\xba\xba", "\xe5\x9c\xa8"};
+    static const char *punct[] = {"\"", ",", "]", "[", "}", ")", ".", "'", ":", "-"};
+    json_t *arr = json_array();
+    char buf[8192];
+    for (int s = 0; s < 40; s++) { /* the package is slow on long words: keep them under 700 bytes */
+        size_t o = 0, len = 65 + rnd() % 600;
+        int kind = s % 4;
+        while (o < len) {
+            if (kind == 0) buf[o++] = (char)('a' + rnd() % 26);
+            else if (kind == 1) buf[o++] = "etaoinshrd"[rnd() % 10];
+            else if (kind == 2) { memcpy(buf + o, cjk[rnd() % 6], 3); o += 3; }
+            else buf[o++] = punct[rnd() % 10][0];
+        }
+        json_array_append_new(arr, json_stringn(buf, o));
+    }
+    char why[256] = "";
+    int ok = compare_with_node(arr, why, sizeof why);
+    json_decref(arr);
+    CHECK_MSG(ok, "%s", why);
+}
+
 /* A long text with many repeats exercises the memo; the same text split across threads too. */
 static char *make_long_text(size_t *len) {
     size_t cap = 400000, o = 0;
@@ -385,6 +409,7 @@ int main(void) {
     RUN(known_ids);
     RUN(matches_npm_on_tricky_strings);
     RUN(matches_npm_on_random_mixes);
+    RUN(matches_npm_on_long_words);
     RUN(long_text_matches_npm_and_threads_agree);
     RUN(safe_cut_rule);
     RUN(invalid_utf8_is_bytes);
