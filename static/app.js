@@ -1,11 +1,39 @@
-// attnlab dashboard shell: server health and the runs list, from the REST API.
-const $ = (sel) => document.querySelector(sel);
+// attnlab dashboard: a hash router over four views, the server health pill, the live-stream
+// indicator and the classroom (large type) toggle. Each view module exports mount(root, params),
+// which returns its own clean-up (charts, stream subscriptions).
+import { api } from './js/api.js';
+import { $, $$ } from './js/dom.js';
+import { applyChartTheme } from './js/charts.js';
+import { onConnection } from './js/live.js';
+import * as runs from './js/runs.js';
+import * as runview from './js/runview.js';
+import * as probes from './js/probes.js';
+import * as attention from './js/attention.js';
 
-async function api(path) {
-  const res = await fetch(path, { headers: { Accept: 'application/json' } });
-  const body = await res.json();
-  if (!res.ok) throw new Error(body?.error?.message || `HTTP ${res.status}`);
-  return body;
+const ROUTES = [
+  [/^\/runs$/, 'runs', () => runs.mount],
+  [/^\/run\/(\d+)$/, 'runs', (m) => (root, q) => runview.mount(root, { kind: 'run', id: m[1], ...q })],
+  [/^\/experiment\/(\d+)$/, 'runs', (m) => (root, q) => runview.mount(root, { kind: 'experiment', id: m[1], ...q })],
+  [/^\/probes(?:\/([a-z_]+))?$/, 'probes', (m) => (root, q) => probes.mount(root, { kind: m[1], ...q })],
+  [/^\/attention$/, 'attention', () => attention.mount],
+];
+
+let unmount = null;
+
+function route() {
+  const raw = location.hash.replace(/^#/, '') || '/runs';
+  const [path, query = ''] = raw.split('?');
+  const q = Object.fromEntries(new URLSearchParams(query));
+  let found = ROUTES.find(([re]) => re.test(path));
+  if (!found) { location.replace('#/runs'); return; }
+  const [re, nav, make] = found;
+  if (unmount) { try { unmount(); } catch (e) { console.warn(e); } }
+  const root = $('#view');
+  root.replaceChildren();
+  for (const a of $$('.nav a')) a.setAttribute('aria-current', a.dataset.nav === nav ? 'page' : 'false');
+  unmount = make(re.exec(path))(root, q) || null;
+  document.title = `attnlab · ${nav}`;
+  root.focus({ preventScroll: true });
 }
 
 async function showHealth() {
@@ -20,24 +48,24 @@ async function showHealth() {
   }
 }
 
-function cell(text) {
-  const td = document.createElement('td');
-  td.textContent = text;
-  return td;
+function setClassroom(on) {
+  document.body.classList.toggle('classroom', on);
+  $('#classroom').setAttribute('aria-pressed', String(on));
+  localStorage.setItem('attnlab.classroom', on ? '1' : '0');
+  applyChartTheme(on);
 }
 
-async function showRuns() {
-  const tbody = $('#runs tbody');
-  const { runs } = await api('/api/runs');
-  if (!runs.length) return;
-  tbody.replaceChildren(...runs.map((r) => {
-    const tr = document.createElement('tr');
-    tr.append(cell(r.id), cell(r.name), cell(r.variant), cell(r.status), cell(`${r.step}/${r.total_steps}`));
-    return tr;
-  }));
-}
-
-$('#chart-status').textContent = window.Chart ? `Chart.js ${window.Chart.version} loaded from /vendor` : 'Chart.js missing';
+$('#classroom').addEventListener('click', () => {
+  setClassroom(!document.body.classList.contains('classroom'));
+  route(); // heat maps and canvases size their type when drawn
+});
+setClassroom(localStorage.getItem('attnlab.classroom') === '1');
+onConnection((up) => {
+  const el = $('#live');
+  el.textContent = up ? 'live' : 'live: reconnecting';
+  el.className = 'pill ' + (up ? 'ok' : 'warn');
+});
+window.addEventListener('hashchange', route);
 showHealth();
-showRuns().catch((e) => { $('#runs tbody').innerHTML = ''; console.warn(e); });
-setInterval(showHealth, 10000);
+setInterval(showHealth, 15000);
+route();

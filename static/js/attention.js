@@ -1,0 +1,92 @@
+// Attention maps of a trained run: type a sentence, see every layer and head as a heat map with the
+// tokens on both axes (row = the query token, column = the key it attends to).
+import { api } from './api.js';
+import { h, clear, fmt } from './dom.js';
+import { heatmap } from './charts.js';
+import { variantTag } from './runs.js';
+
+const SAMPLE = 'The cat sat on the mat because it was tired, and then it slept.';
+
+function pieceLabel(p) { return p.replace(/\n/g, '↵').replace(/^ /, '') || '␣'; }
+
+export function mount(root, params) {
+  const runSel = h('select#att-run');
+  const text = h('textarea#att-text', { rows: 2 });
+  text.value = localStorage.getItem('attnlab.attText') || SAMPLE;
+  const maxTok = h('input#att-max', { type: 'number', min: 1, max: 256, value: 32 });
+  const btn = h('button.primary#att-show', { type: 'submit' }, 'Show attention');
+  const status = h('p.muted#att-status', { 'aria-live': 'polite' });
+  const out = h('div#att-out');
+  const err = h('div.field-error', { role: 'alert' });
+  const form = h('form.att-form', {},
+    h('div.fields', {},
+      h('div.field', {}, h('label', { for: 'att-run' }, 'run (with a checkpoint)'), runSel),
+      h('div.field.wide', {}, h('label', { for: 'att-text' }, 'sentence'), text),
+      h('div.field', {}, h('label', { for: 'att-max' }, 'max tokens'), maxTok)),
+    h('div.toolbar', {}, btn, err));
+  clear(root, h('h2', {}, 'Attention map'),
+    h('p.muted', {}, 'Each square is one head: row = the query token, column = the key it attends to; darker = more weight. ' +
+      'The model is causal, so nothing lies right of the diagonal.'),
+    h('section.card', {}, form), status, out);
+  let alive = true;
+  let runs = [];
+
+  api('/api/runs?limit=500&sort=-id').then((d) => {
+    if (!alive) return;
+    runs = d.runs.filter((r) => r.checkpoint_step > 0);
+    clear(runSel, runs.length ? runs.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name} · ${r.variant} · step ${r.checkpoint_step}`))
+      : h('option', { value: '' }, 'no run with a checkpoint yet'));
+    if (params.run && runs.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
+    btn.disabled = !runs.length;
+    if (!runs.length) status.textContent = 'Train a run first (Runs view): a map needs a checkpoint.';
+    else if (params.run) show();
+  }).catch((e) => { status.textContent = `Could not load runs: ${e.message}`; });
+
+  form.addEventListener('submit', (e) => { e.preventDefault(); show(); });
+
+  async function show() {
+    err.textContent = '';
+    if (!runSel.value) return;
+    localStorage.setItem('attnlab.attText', text.value);
+    status.textContent = 'computing…';
+    btn.disabled = true;
+    try {
+      const res = await api('/api/probes', { method: 'POST', body: { kind: 'attention_map', run_id: Number(runSel.value),
+        params: { text: text.value, max_tokens: Number(maxTok.value) } } });
+      if (!alive) return;
+      render(res.probe);
+    } catch (e) {
+      err.textContent = e.message;
+      status.textContent = '';
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  function render(probe) {
+    const r = probe.result;
+    const t = Object.fromEntries(r.tables.map((x) => [x.name, x]));
+    const pieces = t.tokens.rows.map((row) => pieceLabel(String(row[t.tokens.columns.indexOf('piece')])));
+    const heads = t.heads;
+    const col = (name) => heads.columns.indexOf(name);
+    const run = runs.find((x) => String(x.id) === runSel.value);
+    status.textContent = `${r.summary.n_tokens} tokens${r.summary.truncated ? ' (text cut at max tokens)' : ''} · ` +
+      `${r.summary.n_layer} layers × ${r.summary.n_head} heads · computed in ${fmt(probe.duration_ms, 3)} ms`;
+    const grid = h('div.att-grid');
+    for (const row of heads.rows) {
+      const L = row[col('layer')], H = row[col('head')];
+      const table = t[`attention_l${L}_h${H}`];
+      if (!table) continue;
+      const matrix = table.rows.map((rr) => rr.slice(1).map(Number));
+      grid.append(h('figure.card.att-head', { dataset: { layer: L, head: H } },
+        h('figcaption', {}, h('strong', {}, `layer ${L} · head ${H}`),
+          h('span.small.muted', {}, ` τ ${fmt(row[col('tau')], 3)} · entropy ${fmt(row[col('entropy_fraction')] * 100, 3)}% of uniform · mean distance ${fmt(row[col('mean_distance')], 3)}`)),
+        heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1 })));
+    }
+    clear(out,
+      run ? h('p', {}, variantTag(run.variant), ` run #${run.id} ${run.name}, checkpoint at step ${run.checkpoint_step}`) : null,
+      h('p.tokens', { 'aria-label': 'tokens' }, pieces.map((p, i) => h('span.token', { title: `token ${i}` }, p))),
+      grid);
+  }
+  return () => { alive = false; };
+}

@@ -1,0 +1,200 @@
+// Chart.js (loaded as a classic script from /vendor) for lines and bars, plus a canvas heat map of
+// our own, since Chart.js has none. Charts are built with parsing off and animation off: live
+// training appends points many times a second and must stay cheap.
+import { h, fmt } from './dom.js';
+import { seriesColor, withAlpha, headShade } from './colors.js';
+
+const Chart = window.Chart;
+
+export function chartsAvailable() { return !!Chart; }
+
+export function applyChartTheme(classroom) {
+  if (!Chart) return;
+  Chart.defaults.font.size = classroom ? 18 : 12;
+  Chart.defaults.color = '#1d1f24';
+  Chart.defaults.borderColor = 'rgba(0,0,0,0.1)';
+  for (const c of Object.values(Chart.instances)) c.update('none');
+}
+
+function axis(title, type, extra = {}) {
+  return { type, title: { display: !!title, text: title }, ...extra };
+}
+
+// A line chart over numeric x. opts: xTitle, yTitle, logX, logY, legend (default true).
+export function lineChart(canvas, opts = {}) {
+  return new Chart(canvas, {
+    type: 'line',
+    data: { datasets: [] },
+    options: {
+      parsing: false,
+      normalized: true,
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      spanGaps: true,
+      interaction: { mode: 'nearest', axis: 'x', intersect: false },
+      elements: { point: { radius: 0, hitRadius: 6 }, line: { borderWidth: 2 } },
+      scales: {
+        x: axis(opts.xTitle, opts.logX ? 'logarithmic' : 'linear'),
+        y: axis(opts.yTitle, opts.logY ? 'logarithmic' : 'linear'),
+      },
+      plugins: {
+        legend: { display: opts.legend !== false, labels: { boxWidth: 14,
+          filter: (item, data) => !data.datasets[item.datasetIndex].hideInLegend,
+          generateLabels: (chart) => Chart.defaults.plugins.legend.labels.generateLabels(chart).map((l) => {
+            const t = chart.data.datasets[l.datasetIndex]?.legendText;
+            return t ? { ...l, text: t } : l;
+          }) } },
+        tooltip: {
+          filter: (item) => !item.dataset.hideInLegend || item.dataset.tooltip,
+          callbacks: { label: (c) => `${c.dataset.label}: ${fmt(c.parsed.y)}` },
+        },
+        title: { display: !!opts.title, text: opts.title },
+      },
+    },
+  });
+}
+
+export function setAxisTypes(chart, { logX, logY }) {
+  if (logX !== undefined) chart.options.scales.x.type = logX ? 'logarithmic' : 'linear';
+  if (logY !== undefined) chart.options.scales.y.type = logY ? 'logarithmic' : 'linear';
+}
+
+// A chart drawn from a probe result's hint {table, type, x, y, title, log_x}.
+export function chartFromHint(hint, table) {
+  const xi = table.columns.indexOf(hint.x);
+  const wrap = h('figure.chart-box', {}, h('figcaption', {}, hint.title || hint.table));
+  if (hint.type === 'heatmap') {
+    wrap.append(heatmapFromTable(table, {}));
+    return { el: wrap, chart: null };
+  }
+  const canvas = h('canvas', { role: 'img', 'aria-label': hint.title || hint.table });
+  wrap.append(h('div.chart-canvas', {}, canvas));
+  const ys = hint.y.filter((c) => table.columns.includes(c));
+  const categorical = table.rows.some((r) => typeof r[xi] === 'string');
+  let chart;
+  if (hint.type === 'bar' || categorical) {
+    chart = new Chart(canvas, {
+      type: 'bar',
+      data: {
+        labels: table.rows.map((r) => fmt(r[xi])),
+        datasets: ys.map((c, i) => {
+          const yi = table.columns.indexOf(c);
+          const col = seriesColor(c, i);
+          return { label: c, data: table.rows.map((r) => r[yi]), backgroundColor: withAlpha(col, 0.8), borderColor: col };
+        }),
+      },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        scales: { x: axis(hint.x, 'category'), y: axis('', 'linear') },
+        plugins: { tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${fmt(c.parsed.y)}` } } },
+      },
+    });
+  } else {
+    const logX = !!hint.log_x;
+    chart = lineChart(canvas, { xTitle: hint.x, logX });
+    const gi = groupColumn(table, xi, ys);
+    const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
+    chart.data.datasets = ys.flatMap((c, i) => groups.map((g, k) => {
+      const yi = table.columns.indexOf(c);
+      const col = headShade(seriesColor(c, i), k, groups.length);
+      const pts = table.rows
+        .filter((r) => gi < 0 || r[gi] === g)
+        .map((r) => ({ x: Number(r[xi]), y: r[yi] === null ? null : Number(r[yi]) }))
+        .filter((p) => Number.isFinite(p.x) && (!logX || p.x > 0))
+        .sort((a, b) => a.x - b.x);
+      return { label: gi < 0 ? c : `${c}, ${table.columns[gi]} ${fmt(g)}`, data: pts, borderColor: col, backgroundColor: col,
+        pointRadius: pts.length <= 40 ? 3 : 0, hideInLegend: k > 0, tooltip: true,
+        legendText: gi < 0 ? undefined : `${c} (one line per ${table.columns[gi]})` };
+    }));
+    chart.update('none');
+  }
+  return { el: wrap, chart };
+}
+
+// When x repeats (a grid of offsets × shifts), the rows hold several curves: find the column that
+// tells them apart so each becomes its own line instead of one zig-zag.
+function groupColumn(table, xi, ys) {
+  const xs = table.rows.map((r) => r[xi]);
+  if (new Set(xs).size === xs.length) return -1;
+  for (let g = 0; g < table.columns.length; g++) {
+    if (g === xi || ys.includes(table.columns[g])) continue;
+    const keys = new Set(table.rows.map((r) => `${r[g]}|${r[xi]}`));
+    const n = new Set(table.rows.map((r) => r[g])).size;
+    if (keys.size === table.rows.length && n <= 16) return g;
+  }
+  return -1;
+}
+
+// A heat map on a canvas: rows are queries, columns keys, labels optional (token pieces).
+// Returns a <div> holding the canvas and a live readout of the cell under the pointer or focus.
+export function heatmap(matrix, { rowLabels, colLabels, title, max } = {}) {
+  const n = matrix.length, m = n ? matrix[0].length : 0;
+  const classroom = document.body.classList.contains('classroom');
+  const font = classroom ? 16 : 11;
+  const label = (s) => (s.length > 10 ? s.slice(0, 9) + '…' : s);
+  const ctx0 = document.createElement('canvas').getContext('2d');
+  ctx0.font = `${font}px system-ui, sans-serif`;
+  const rl = rowLabels || [], cl = colLabels || [];
+  const left = rl.length ? Math.ceil(Math.max(...rl.map((s) => ctx0.measureText(label(s)).width))) + 8 : 4;
+  const top = cl.length ? Math.ceil(Math.max(...cl.map((s) => ctx0.measureText(label(s)).width))) + 8 : 4;
+  const cell = Math.max(classroom ? 16 : 10, Math.min(classroom ? 40 : 28, Math.floor(520 / Math.max(n, m, 1))));
+  const W = left + cell * m + 4, H = top + cell * n + 4;
+  const dpr = window.devicePixelRatio || 1;
+  const canvas = h('canvas.heatmap', { width: Math.round(W * dpr), height: Math.round(H * dpr), tabindex: 0, role: 'img',
+    'aria-label': `${title || 'heat map'}: ${n} by ${m}` });
+  canvas.style.width = `${W}px`;
+  canvas.style.height = `${H}px`;
+  canvas.dataset.rows = String(n);
+  canvas.dataset.cols = String(m);
+  const ctx = canvas.getContext('2d');
+  ctx.scale(dpr, dpr);
+  let vmax = max;
+  if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
+  if (!(vmax > 0)) vmax = 1;
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < m; j++) {
+      const t = Math.max(0, Math.min(1, matrix[i][j] / vmax));
+      // white → dark blue; masked (future) cells stay a light grey so causality is visible
+      ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? '#eee' : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
+      ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
+    }
+  }
+  ctx.fillStyle = '#1d1f24';
+  ctx.font = `${font}px system-ui, sans-serif`;
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  rl.forEach((s, i) => ctx.fillText(label(s), left - 4, top + i * cell + cell / 2));
+  cl.forEach((s, j) => {
+    ctx.save();
+    ctx.translate(left + j * cell + cell / 2, top - 4);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = 'left';
+    ctx.fillText(label(s), 0, 0);
+    ctx.restore();
+  });
+  const readout = h('div.readout.muted', { 'aria-live': 'polite' }, 'point at a cell (or focus and use the arrow keys)');
+  const show = (i, j) => {
+    if (i < 0 || j < 0 || i >= n || j >= m) return;
+    readout.textContent = `query ${i}${rl[i] ? ` “${rl[i]}”` : ''} → key ${j}${cl[j] ? ` “${cl[j]}”` : ''}: ${fmt(matrix[i][j], 3)}`;
+  };
+  canvas.addEventListener('mousemove', (ev) => {
+    const r = canvas.getBoundingClientRect();
+    show(Math.floor((ev.clientY - r.top - top) / cell), Math.floor((ev.clientX - r.left - left) / cell));
+  });
+  let cur = [0, 0];
+  canvas.addEventListener('keydown', (ev) => {
+    const d = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[ev.key];
+    if (!d) return;
+    ev.preventDefault();
+    cur = [Math.max(0, Math.min(n - 1, cur[0] + d[0])), Math.max(0, Math.min(m - 1, cur[1] + d[1]))];
+    show(cur[0], cur[1]);
+  });
+  return h('div.heatmap-wrap', {}, canvas, readout);
+}
+
+// Probe heat map tables have a first column naming the row and the rest as values.
+function heatmapFromTable(table, opts) {
+  const matrix = table.rows.map((r) => r.slice(1).map(Number));
+  return heatmap(matrix, { ...opts, colLabels: table.columns.slice(1), rowLabels: table.rows.map((r) => String(r[0])) });
+}

@@ -1,0 +1,54 @@
+// One colour per attention variant (and per probe series that names one), the same in every chart,
+// table swatch and legend. Picked from the Okabe–Ito palette so they stay apart for colour-blind
+// viewers and on washed-out projectors.
+
+const FIXED = {
+  rope: '#0072B2',
+  rotary: '#0072B2',
+  cosine_rope: '#D55E00',
+  dot: '#009E73',
+  additive: '#CC79A7',
+  untouched: '#555555',
+  pi: '#E69F00',
+  ntk: '#56B4E9',
+  yarn: '#D55E00',
+  trained: '#000000',
+};
+const CYCLE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#F0E442', '#000000', '#8C564B', '#7F7F7F'];
+
+function hash(s) {
+  let x = 2166136261;
+  for (let i = 0; i < s.length; i++) { x ^= s.charCodeAt(i); x = Math.imul(x, 16777619); }
+  return x >>> 0;
+}
+
+export function variantColor(name) {
+  if (!name) return CYCLE[7];
+  if (FIXED[name]) return FIXED[name];
+  return CYCLE[hash(name) % CYCLE.length];
+}
+
+// For probe columns such as "angle_ntk" or "entropy_cos_tau_0.1": a known variant inside the name wins,
+// otherwise the column's position in its chart.
+export function seriesColor(column, index) {
+  const parts = column.toLowerCase().split(/[_\s]+/);
+  if (column.includes('cosine_rope')) return FIXED.cosine_rope;
+  for (const p of parts) if (FIXED[p] && p !== 'trained') return FIXED[p];
+  if (parts.includes('trained')) return FIXED.trained;
+  return CYCLE[index % CYCLE.length];
+}
+
+export function withAlpha(hex, a) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${a})`;
+}
+
+// Heads of one variant: the same hue, lighter or darker per head so the variant stays recognisable.
+export function headShade(hex, i, n) {
+  if (n <= 1) return hex;
+  const t = (i / (n - 1)) * 0.7 - 0.35; // -0.35 .. +0.35
+  const c = parseInt(hex.slice(1), 16);
+  const ch = [(c >> 16) & 255, (c >> 8) & 255, c & 255].map((v) =>
+    Math.round(t < 0 ? v * (1 + t) : v + (255 - v) * t));
+  return '#' + ch.map((v) => v.toString(16).padStart(2, '0')).join('');
+}

@@ -1,0 +1,139 @@
+// The probe explorer: one panel per probe kind, its parameters as sliders and boxes built from
+// /api/probe-kinds. Any change re-runs the probe (debounced; a stale answer is dropped) and redraws
+// the summary, the charts the result suggests and its tables.
+import { api, post, cached } from './api.js';
+import { h, clear, fmt, debounce } from './dom.js';
+import { chartFromHint } from './charts.js';
+import { paramControl } from './paramcontrols.js';
+import { rotorPanel } from './rotor.js';
+
+const TITLES = {
+  rotor: 'RoPE pair, animated',
+  rope_invariance: 'Relative-position invariance',
+  pair_turns: 'Pairs inside their first turn',
+  dephasing: 'Dephasing with distance',
+  context_extension: 'Context extension: PI, NTK, YaRN',
+  rotation_check: 'Rotation checks and pitfalls',
+  scaling: 'Why √d_k: saturation',
+  cosine_scores: 'cos/τ sharpness',
+  attention_map: 'Attention map (trained run)',
+  topk_prediction: 'Top-k key prediction (trained run)',
+};
+const MAX_ROWS = 200;
+
+export function mount(root, params) {
+  const list = h('nav.probe-list', { 'aria-label': 'probe kinds' });
+  const panel = h('section.probe-panel.card#probe-panel', { 'aria-live': 'polite' });
+  clear(root, h('h2', {}, 'Probes'), h('div.probe-layout', {}, list, panel));
+  let charts = [];
+  let alive = true;
+  let abort = null;
+  const destroyCharts = () => { for (const c of charts) c.destroy(); charts = []; };
+
+  cached('/api/probe-kinds').then(({ kinds }) => {
+    if (!alive) return;
+    const names = ['rotor', ...kinds.map((k) => k.name)];
+    const current = names.includes(params.kind) ? params.kind : 'rotor';
+    clear(list, h('ul', {}, names.map((n) => h('li', {}, h('a', {
+      href: `#/probes/${n}`, id: `probe-tab-${n}`, 'aria-current': n === current ? 'page' : undefined,
+    }, TITLES[n] || n)))));
+    if (current === 'rotor') {
+      clear(panel, h('h3', {}, TITLES.rotor), rotorPanel());
+    } else {
+      showKind(kinds.find((k) => k.name === current));
+    }
+  }).catch((e) => clear(panel, h('p.field-error', {}, `Could not load probe kinds: ${e.message}`)));
+
+  function showKind(kind) {
+    const status = h('p.muted.probe-status', { 'aria-live': 'polite' });
+    const result = h('div.probe-result#probe-result');
+    const formErr = h('div.field-error', { role: 'alert' });
+    const schedule = debounce(run, kind.params.some((p) => p.type === 'text') ? 500 : 200);
+    const controls = kind.params.map((p) => paramControl(kind.name, p, schedule));
+    let runSel = null;
+    if (kind.needs_model) {
+      runSel = h('select#probe-run', { 'aria-label': 'trained run' });
+      runSel.addEventListener('change', schedule);
+      api('/api/runs?limit=500&sort=-id').then(({ runs }) => {
+        const usable = runs.filter((r) => r.checkpoint_step > 0);
+        clear(runSel, usable.length ? usable.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name} (${r.variant}, step ${r.checkpoint_step})`))
+          : h('option', { value: '' }, 'no run with a checkpoint yet'));
+        if (params.run && usable.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
+        run();
+      });
+    }
+    clear(panel,
+      h('h3', {}, TITLES[kind.name] || kind.name),
+      h('p', {}, kind.description),
+      kind.name === 'attention_map' ? h('p.small', {}, 'The ', h('a', { href: '#/attention' }, 'Attention view'), ' draws these maps larger, with token labels.') : null,
+      h('form.probe-form', { onsubmit: (e) => { e.preventDefault(); run(); } },
+        runSel ? h('div.param', {}, h('label', { for: 'probe-run' }, 'run'), runSel) : null,
+        h('div.params', {}, controls.map((c) => c.el)),
+        h('div.toolbar', {}, h('button', { type: 'submit' }, 'Run again'),
+          h('button', { type: 'button', onclick: () => { controls.forEach((c) => c.set(kind.params.find((p) => p.name === c.name).default)); run(); } }, 'Defaults'),
+          status, formErr)),
+      result);
+    let seq = 0;
+    async function run() {
+      const body = { kind: kind.name, params: {} };
+      let bad = false;
+      for (const c of controls) {
+        const v = c.get();
+        c.setError(v.error);
+        if (v.error) bad = true; else body.params[c.name] = v.value;
+      }
+      formErr.textContent = '';
+      if (bad) { status.textContent = 'fix the marked parameter'; return; }
+      if (runSel) {
+        if (!runSel.value) { status.textContent = 'This probe needs a run with a checkpoint: train one first.'; return; }
+        body.run_id = Number(runSel.value);
+      }
+      const my = ++seq;
+      if (abort) abort.abort();
+      abort = new AbortController();
+      status.textContent = 'running…';
+      try {
+        const res = await api('/api/probes', { method: 'POST', body, signal: abort.signal });
+        if (!alive || my !== seq) return;
+        const p = res.probe;
+        status.textContent = `${p.cached ? 'from the store' : 'computed'} in ${fmt(p.duration_ms, 3)} ms`;
+        renderResult(result, p);
+      } catch (e) {
+        if (e.name === 'AbortError' || my !== seq) return;
+        const name = e.field && e.field.startsWith('params.') ? e.field.slice(7) : null;
+        const c = controls.find((x) => x.name === name);
+        if (c) c.setError(e.message); else formErr.textContent = e.message;
+        status.textContent = 'the server refused these parameters';
+      }
+    }
+    if (!kind.needs_model) run();
+  }
+
+  function renderResult(el, probe) {
+    destroyCharts();
+    const r = probe.result;
+    const summary = h('dl.summary', {}, Object.entries(r.summary || {}).flatMap(([k, v]) => [h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, fmt(v))]));
+    const figs = h('div.chart-grid');
+    const byName = Object.fromEntries(r.tables.map((t) => [t.name, t]));
+    clear(el, summary, figs);
+    for (const hint of r.charts || []) {
+      const t = byName[hint.table];
+      if (!t) continue;
+      const { el: fig, chart } = chartFromHint(hint, t);
+      figs.append(fig);
+      if (chart) charts.push(chart);
+    }
+    r.tables.forEach((t, i) => {
+      const rows = t.rows.slice(0, MAX_ROWS);
+      el.append(h('details.probe-table', { open: i === 0, id: `probe-table-${t.name}` },
+        h('summary', {}, `table “${t.name}” · ${t.rows.length} rows`,
+          ' · ', h('a', { href: `/api/probes/${probe.id}/csv?table=${encodeURIComponent(t.name)}`, download: `${probe.kind}-${t.name}.csv` }, 'CSV')),
+        h('div.table-scroll', {}, h('table.table.compact', {},
+          h('thead', {}, h('tr', {}, t.columns.map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, rows.map((row) => h('tr', {}, row.map((v) => h('td.num', {}, fmt(v)))))))),
+        t.rows.length > MAX_ROWS ? h('p.small.muted', {}, `first ${MAX_ROWS} rows shown; the CSV has them all`) : null));
+    });
+  }
+
+  return () => { alive = false; if (abort) abort.abort(); destroyCharts(); };
+}

@@ -1,0 +1,323 @@
+// The Runs view: every run and experiment with live progress, filters and sorting, the form that
+// starts a run or an experiment, and the one-click reproduction of the blog experiment.
+import { api, post, cached } from './api.js';
+import { h, $, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce } from './dom.js';
+import { variantColor } from './colors.js';
+import { schemaFields, fieldFromPath } from './schemaform.js';
+import { subscribe } from './live.js';
+
+// A classroom-speed version of the preset: the built-in corpus and a model that trains in about a
+// minute on a laptop, same two variants, same seed and data order.
+export const TINY_OVERRIDES = { corpus: 'small', steps: 200, n_layer: 2, n_head: 4, d_model: 64, seq_len: 64, batch: 8,
+  eval_every: 20, checkpoint_every: 50 };
+
+const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'];
+const ACTIVE = new Set(['queued', 'running']);
+
+const COLUMNS = [
+  { key: 'id', label: 'id', get: (r) => r.id },
+  { key: 'name', label: 'name', get: (r) => r.name.toLowerCase() },
+  { key: 'variant', label: 'variant', get: (r) => r.variant },
+  { key: 'status', label: 'status', get: (r) => STATUSES.indexOf(r.status) * 1e9 + (r.step || 0) },
+  { key: 'config', label: 'config', get: (r) => r.config.d_model * 1e4 + r.config.n_layer },
+  { key: 'loss', label: 'loss last / min', get: (r) => r.last?.loss?.last ?? Infinity },
+  { key: 'tau', label: 'final τ range', get: (r) => r.last?.tau?.min ?? Infinity },
+  { key: 'tags', label: 'tags', get: (r) => (r.tags || []).join(',') },
+  { key: 'created', label: 'created', get: (r) => r.created_at },
+];
+
+function configSummary(c) {
+  return `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch} · lr ${fmt(c.lr, 2)} · ${c.corpus}`;
+}
+
+export function progressCell(r) {
+  const frac = r.total_steps ? Math.min(1, (r.step || 0) / r.total_steps) : 0;
+  const eta = r.status === 'running' && r.eta_s != null ? ` · ETA ${fmtDuration(r.eta_s)}` : '';
+  return h('div.status-cell', {},
+    h('span.pill.status-' + r.status, {}, r.status),
+    h('div.progress', { role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': r.total_steps, 'aria-valuenow': r.step || 0,
+      'aria-label': `run ${r.id} progress` }, h('div.bar', { style: { width: `${(frac * 100).toFixed(1)}%` } })),
+    h('span.muted.small', {}, `${r.step || 0}/${r.total_steps}${eta}`),
+    r.error ? h('div.field-error', {}, r.error) : null);
+}
+
+export function variantTag(name) {
+  return h('span.variant', {}, h('span.swatch', { style: { background: variantColor(name) }, 'aria-hidden': 'true' }), name);
+}
+
+async function act(kind, r, after) {
+  try {
+    if (kind === 'delete') {
+      if (!window.confirm(`Delete run ${r.id} “${r.name}” with its metrics and checkpoints?`)) return;
+      await api(`/api/runs/${r.id}`, { method: 'DELETE' });
+    } else {
+      await post(`/api/runs/${r.id}/${kind}`);
+    }
+    announce(`run ${r.id}: ${kind} done`);
+  } catch (e) {
+    window.alert(`${kind} failed: ${e.message}`);
+  }
+  after();
+}
+
+export function runActions(r, after) {
+  const out = [];
+  if (ACTIVE.has(r.status)) out.push(h('button.small', { type: 'button', onclick: () => act('cancel', r, after), 'aria-label': `cancel run ${r.id}` }, 'Cancel'));
+  if (r.status === 'cancelled' || r.status === 'interrupted') out.push(h('button.small', { type: 'button', onclick: () => act('resume', r, after), 'aria-label': `resume run ${r.id}` }, 'Resume'));
+  if (!ACTIVE.has(r.status)) out.push(h('button.small.danger', { type: 'button', onclick: () => act('delete', r, after), 'aria-label': `delete run ${r.id}` }, 'Delete'));
+  return out;
+}
+
+export function mount(root) {
+  let runs = [];
+  let experiments = [];
+  let sort = { key: 'id', dir: -1 };
+  const filters = { text: '', status: '', variant: '' };
+
+  const tbody = h('tbody');
+  const thead = h('thead');
+  const table = h('table.table#runs-table', { 'aria-describedby': 'runs-count' }, thead, tbody);
+  const count = h('p.muted#runs-count', { 'aria-live': 'polite' });
+  const expBody = h('tbody');
+
+  const textFilter = h('input#runs-filter', { type: 'search', placeholder: 'name or tag', 'aria-label': 'filter runs by name or tag',
+    oninput: (e) => { filters.text = e.target.value.trim().toLowerCase(); render(); } });
+  const statusFilter = h('select#runs-status', { 'aria-label': 'filter runs by status',
+    onchange: (e) => { filters.status = e.target.value; render(); } },
+  h('option', { value: '' }, 'any status'), STATUSES.map((s) => h('option', { value: s }, s)));
+  const variantFilter = h('select#runs-variant', { 'aria-label': 'filter runs by variant',
+    onchange: (e) => { filters.variant = e.target.value; render(); } }, h('option', { value: '' }, 'any variant'));
+
+  function renderHead() {
+    clear(thead, h('tr', {}, COLUMNS.map((c) => {
+      const active = sort.key === c.key;
+      return h('th', { scope: 'col', 'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
+        h('button.sort', { type: 'button', onclick: () => { sort = { key: c.key, dir: active ? -sort.dir : 1 }; render(); } },
+          c.label, active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
+    }), h('th', { scope: 'col' }, 'actions')));
+  }
+
+  function matches(r) {
+    if (filters.status && r.status !== filters.status) return false;
+    if (filters.variant && r.variant !== filters.variant) return false;
+    if (filters.text) {
+      const hay = [r.name, ...(r.tags || []), String(r.id)].join(' ').toLowerCase();
+      if (!hay.includes(filters.text)) return false;
+    }
+    return true;
+  }
+
+  function row(r) {
+    const link = r.experiment_id ? `#/experiment/${r.experiment_id}?run=${r.id}` : `#/run/${r.id}`;
+    const loss = r.last?.loss;
+    const tau = r.last?.tau;
+    return h('tr', { dataset: { runId: r.id, status: r.status } },
+      h('td', {}, r.id),
+      h('td', {}, h('a', { href: `#/run/${r.id}` }, r.name), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
+      h('td', {}, variantTag(r.variant)),
+      h('td', {}, progressCell(r)),
+      h('td.small', {}, configSummary(r.config)),
+      h('td.num', {}, loss ? `${fmt(loss.last)} / ${fmt(loss.min)}` : '–'),
+      h('td.num', {}, tau ? `${fmt(tau.min, 3)} – ${fmt(tau.max, 3)}` : '–'),
+      h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
+      h('td.small', {}, fmtTime(r.created_at)),
+      h('td.actions', {}, runActions(r, refresh)));
+  }
+
+  function render() {
+    renderHead();
+    const col = COLUMNS.find((c) => c.key === sort.key);
+    const shown = runs.filter(matches).sort((a, b) => {
+      const x = col.get(a), y = col.get(b);
+      return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
+    });
+    clear(tbody, shown.length ? shown.map(row) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 1 },
+      runs.length ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.')));
+    count.textContent = `${shown.length} of ${runs.length} runs`;
+    const variants = [...new Set(runs.map((r) => r.variant))].sort();
+    const cur = variantFilter.value;
+    clear(variantFilter, h('option', { value: '' }, 'any variant'), variants.map((v) => h('option', { value: v }, v)));
+    variantFilter.value = variants.includes(cur) ? cur : '';
+    clear(expBody, experiments.length ? experiments.map((e) => {
+      const rs = runs.filter((r) => r.experiment_id === e.id);
+      return h('tr', { dataset: { experimentId: e.id } },
+        h('td', {}, e.id),
+        h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name)),
+        h('td', {}, e.preset || '–'),
+        h('td', {}, rs.map((r) => h('div.small', {}, variantTag(r.variant), ' ', h('span.pill.status-' + r.status, {}, r.status),
+          ` ${r.step}/${r.total_steps}`, r.last?.loss ? ` · loss ${fmt(r.last.loss.last)}` : ''))),
+        h('td.small', {}, fmtTime(e.created_at)));
+    }) : h('tr.empty', {}, h('td', { colspan: 5 }, 'No experiments yet.')));
+  }
+
+  let alive = true;
+  async function refresh() {
+    try {
+      const [r, e] = await Promise.all([api('/api/runs?limit=500&sort=-id'), api('/api/experiments')]);
+      if (!alive) return;
+      runs = r.runs;
+      experiments = e.experiments;
+      render();
+    } catch (err) {
+      clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 1 }, `Could not load runs: ${err.message}`)));
+    }
+  }
+  const refreshSoon = debounce(refresh, 300);
+  const redraw = frameThrottle(render);
+
+  const unsub = subscribe({
+    metrics(d) {
+      const r = runs.find((x) => x.id === d.run_id);
+      if (!r) { refreshSoon(); return; }
+      r.step = d.step; r.total_steps = d.total_steps; r.eta_s = d.eta_s; r.status = 'running';
+      if (d.values && d.values.loss !== undefined) {
+        const l = r.last.loss || { last: d.values.loss, min: d.values.loss };
+        r.last = { ...r.last, loss: { last: d.values.loss, min: Math.min(l.min, d.values.loss) } };
+      }
+      redraw();
+    },
+    status() { refreshSoon(); },
+    resync() { refresh(); },
+  });
+
+  const form = startForm(refresh);
+  const preset = presetCard();
+  clear(root,
+    h('h2', {}, 'Runs'),
+    h('div.cards', {}, preset),
+    h('section.card', { 'aria-labelledby': 'runs-list-title' },
+      h('h3#runs-list-title', {}, 'All runs'),
+      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count),
+      h('div.table-scroll', {}, table)),
+    h('section.card', { 'aria-labelledby': 'exp-list-title' },
+      h('h3#exp-list-title', {}, 'Experiments'),
+      h('div.table-scroll', {}, h('table.table#experiments-table', {},
+        h('thead', {}, h('tr', {}, ['id', 'name', 'preset', 'runs', 'created'].map((c) => h('th', { scope: 'col' }, c)))), expBody))),
+    form);
+  renderHead();
+  refresh();
+  return () => { alive = false; unsub(); };
+}
+
+function presetCard() {
+  const tiny = h('input#preset-tiny', { type: 'checkbox', checked: true });
+  const desc = h('p.muted', {}, 'Loading the preset…');
+  const detail = h('div.small.muted');
+  const err = h('div.field-error', { role: 'alert' });
+  const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
+  let presetObj = null;
+  const describe = () => {
+    if (!presetObj) return;
+    const cfg = { ...presetObj.base, ...(tiny.checked ? TINY_OVERRIDES : {}) };
+    detail.textContent = `${presetObj.variants.map((v) => v.name).join(' vs ')} · ` +
+      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · seed ${cfg.seed}`;
+  };
+  tiny.addEventListener('change', describe);
+  Promise.all([api('/api/presets'), api('/api/corpora').catch(() => ({ corpora: [] }))]).then(([p, c]) => {
+    presetObj = p.presets.find((x) => x.name === 'seed-blog');
+    if (!presetObj) { desc.textContent = 'This server has no seed-blog preset.'; btn.disabled = true; return; }
+    desc.textContent = presetObj.description;
+    const hasDefault = c.corpora.some((x) => x.name === (presetObj.base.corpus || 'default') && x.status === 'ready');
+    if (!hasDefault) {
+      tiny.checked = true;
+      err.textContent = '';
+      desc.append(h('span.small', {}, ` The full-size preset needs the “${presetObj.base.corpus}” corpus (run “make corpus”); the tiny version uses the built-in one.`));
+    }
+    describe();
+  }).catch((e) => { desc.textContent = `Could not load presets: ${e.message}`; });
+  btn.addEventListener('click', async () => {
+    btn.disabled = true;
+    err.textContent = '';
+    try {
+      const body = { preset: 'seed-blog' };
+      if (tiny.checked) { body.overrides = { ...TINY_OVERRIDES }; body.name = 'seed-blog (tiny)'; body.tags = ['tiny']; }
+      const res = await post('/api/experiments', body);
+      location.hash = `#/experiment/${res.experiment.id}`;
+    } catch (e) {
+      err.textContent = e.message;
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  return h('section.card.preset', { 'aria-labelledby': 'preset-title' },
+    h('h3#preset-title', {}, 'The blog experiment'), desc, detail,
+    h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny (classroom speed: built-in corpus, small model, 200 steps)')), err);
+}
+
+function startForm(onCreated) {
+  const section = h('section.card#start', { 'aria-labelledby': 'start-title' }, h('h3#start-title', {}, 'Start a run or an experiment'),
+    h('p.muted', {}, 'Loading the configuration schema…'));
+  Promise.all([cached('/api/openapi.json'), api('/api/corpora').catch(() => ({ corpora: [] }))]).then(([doc, corp]) => {
+    const schema = doc.components.schemas.RunConfig;
+    const names = corp.corpora.filter((c) => c.status === 'ready').map((c) => c.name);
+    const fields = schemaFields(schema, {
+      values: names.includes('default') ? {} : { corpus: names[0] || 'small' },
+      choices: { corpus: names },
+    });
+    const name = h('input#run-name', { type: 'text', placeholder: 'optional' });
+    const tags = h('input#run-tags', { type: 'text', placeholder: 'comma separated' });
+    const note = h('input#run-note', { type: 'text', placeholder: 'optional' });
+    const modeRun = h('input', { type: 'radio', name: 'mode', value: 'run', checked: true });
+    const modeExp = h('input', { type: 'radio', name: 'mode', value: 'experiment' });
+    const variantBoxes = (schema.properties.attention?.enum || []).map((v) =>
+      h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: v !== 'dot', dataset: { variant: v } }), ' ', variantTag(v)));
+    const variantsRow = h('fieldset.variants', { disabled: true },
+      h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes);
+    const formErr = h('div.field-error#start-error', { role: 'alert' });
+    const submit = h('button.primary#start-submit', { type: 'submit' }, 'Start');
+    const syncMode = () => {
+      variantsRow.disabled = !modeExp.checked;
+      submit.textContent = modeExp.checked ? 'Start experiment' : 'Start run';
+    };
+    modeRun.addEventListener('change', syncMode);
+    modeExp.addEventListener('change', syncMode);
+    const form = h('form#start-form', { novalidate: true },
+      h('div.fields', {},
+        h('div.field', {}, h('label', { for: 'run-name' }, 'name'), name),
+        h('div.field', {}, h('label', { for: 'run-tags' }, 'tags'), tags),
+        h('div.field', {}, h('label', { for: 'run-note' }, 'note'), note)),
+      h('fieldset.mode', {}, h('legend', {}, 'Start'),
+        h('label.check', {}, modeRun, ' one run'), h('label.check', {}, modeExp, ' an experiment')),
+      variantsRow,
+      fields.el,
+      h('div.toolbar', {}, submit, formErr));
+    syncMode();
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      formErr.textContent = '';
+      fields.clearErrors();
+      const bad = fields.validate();
+      if (bad) { bad.focus(); formErr.textContent = 'Please correct the marked field.'; return; }
+      const config = fields.values();
+      const tagList = tags.value.split(',').map((t) => t.trim()).filter(Boolean);
+      submit.disabled = true;
+      try {
+        if (modeExp.checked) {
+          const chosen = variantBoxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
+          if (chosen.length < 1) { formErr.textContent = 'Pick at least one variant.'; return; }
+          delete config.attention;
+          const res = await post('/api/experiments', { name: name.value.trim() || undefined, tags: tagList, base: config,
+            variants: chosen.map((v) => ({ name: v, config: { attention: v } })) });
+          location.hash = `#/experiment/${res.experiment.id}`;
+        } else {
+          const res = await post('/api/runs', { name: name.value.trim() || undefined, tags: tagList, note: note.value, config });
+          onCreated();
+          location.hash = `#/run/${res.run.id}`;
+        }
+      } catch (e) {
+        const f = fieldFromPath(e.field);
+        if (f && fields.setError(f, e.message)) {
+          fields.inputs.get(f).focus();
+          formErr.textContent = `The server refused the ${f} field.`;
+        } else {
+          formErr.textContent = e.message;
+        }
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    clear(section, h('h3#start-title', {}, 'Start a run or an experiment'),
+      h('p.muted', {}, 'Fields, bounds and defaults come from the API’s run schema; leave a field empty for the server’s default.'), form);
+  }).catch((e) => { section.append(h('p.field-error', {}, `Could not load the schema: ${e.message}`)); });
+  return section;
+}

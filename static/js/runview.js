@@ -1,0 +1,262 @@
+// One run, or every run of an experiment, overlaid: loss (train and validation), τ per layer and head
+// with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
+// run's series downsampled once, then appends the points that arrive over the live stream.
+import { api } from './api.js';
+import { h, clear, fmt, frameThrottle, debounce } from './dom.js';
+import { variantColor, headShade, withAlpha } from './colors.js';
+import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
+import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
+import { subscribe } from './live.js';
+import { progressCell, runActions, variantTag } from './runs.js';
+
+const MAX_POINTS = 1000;     // asked of the API per series; min and max per bucket are kept
+const REFETCH_ABOVE = 4000;  // live points pile up; past this, ask for a fresh downsampled copy
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
+
+function headKeys(series, prefix) {
+  return Object.keys(series).filter((k) => k.startsWith(prefix + '.'))
+    .sort((a, b) => {
+      const [, la, ha] = a.split('.').map(Number), [, lb, hb] = b.split('.').map(Number);
+      return la - lb || ha - hb;
+    });
+}
+
+export function mount(root, params) {
+  const isExp = params.kind === 'experiment';
+  const id = Number(params.id);
+  let runs = [];
+  let title = '';
+  const series = new Map();        // run id -> {key: {steps, values, wall_times}}
+  const state = { smooth: Number(localStorage.getItem('attnlab.smooth') ?? 0.6), logY: false, xAxis: 'step' };
+  let alive = true;
+  let loaded = false;
+  const pending = [];
+
+  const headerBox = h('div.run-headers');
+  const titleEl = h('h2', {}, isExp ? `Experiment ${id}` : `Run ${id}`);
+  const note = h('p.muted#run-note', { 'aria-live': 'polite' }, 'Loading…');
+
+  const smoothIn = h('input#smooth', { type: 'range', min: 0, max: 0.99, step: 0.01, value: state.smooth, 'aria-describedby': 'smooth-val' });
+  const smoothVal = h('output#smooth-val', {}, state.smooth.toFixed(2));
+  const logIn = h('input#log-y', { type: 'checkbox' });
+  const xSel = h('select#x-axis', {}, h('option', { value: 'step' }, 'step'), h('option', { value: 'wall' }, 'wall time (s)'));
+  smoothIn.addEventListener('input', () => {
+    state.smooth = Number(smoothIn.value);
+    smoothVal.textContent = state.smooth.toFixed(2);
+    localStorage.setItem('attnlab.smooth', String(state.smooth));
+    redraw();
+  });
+  logIn.addEventListener('change', () => { state.logY = logIn.checked; setAxisTypes(charts.loss, { logY: state.logY }); redraw(); });
+  xSel.addEventListener('change', () => { state.xAxis = xSel.value; for (const c of Object.values(charts)) c.options.scales.x.title.text = xTitle(); redraw(); });
+  const xTitle = () => (state.xAxis === 'step' ? 'step' : 'wall time since start (s)');
+
+  const canvases = {};
+  const box = (key, label, hint) => {
+    canvases[key] = h('canvas', { id: `chart-${key}`, role: 'img', 'aria-label': label });
+    return h('figure.chart-box', { id: `box-${key}` }, h('figcaption', {}, label), hint ? h('div.small.muted', {}, hint) : null,
+      h('div.chart-canvas' + (key === 'loss' ? '.tall' : ''), {}, canvases[key]));
+  };
+  const tauHint = h('div.small.muted#tau-hint');
+  const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)');
+  const tauBox = box('tau', 'τ per layer and head, with the initial √d and the Adam bound τ₀ ± Σ lr');
+  tauBox.append(tauHint);
+  clear(root,
+    h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
+    titleEl, note, headerBox,
+    h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
+      h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
+      h('label.check', {}, logIn, ' log-scale loss'),
+      h('label', { for: 'x-axis' }, 'x axis'), xSel),
+    h('div.chart-grid', {}, lossBox, tauBox,
+      box('entropy', 'Attention entropy per layer and head (nats)'),
+      box('tokens', 'Tokens per second'),
+      box('grad', 'Gradient norm (before clipping)')));
+
+  if (!chartsAvailable()) { note.textContent = 'Chart.js did not load (static/vendor is built by make).'; return () => {}; }
+  const charts = {
+    loss: lineChart(canvases.loss, { xTitle: 'step', yTitle: 'cross-entropy (nats)' }),
+    tau: lineChart(canvases.tau, { xTitle: 'step', yTitle: 'τ' }),
+    entropy: lineChart(canvases.entropy, { xTitle: 'step', yTitle: 'nats' }),
+    tokens: lineChart(canvases.tokens, { xTitle: 'step', yTitle: 'tokens/s' }),
+    grad: lineChart(canvases.grad, { xTitle: 'step', yTitle: '‖g‖' }),
+  };
+
+  function runLabel(r) {
+    const same = runs.filter((x) => x.variant === r.variant).length > 1;
+    return runs.length === 1 ? r.name : same ? `${r.variant} #${r.id}` : r.variant;
+  }
+
+  function xsOf(r, s) {
+    if (state.xAxis === 'step') return s.steps;
+    const t0 = r.started_at || s.wall_times[0] || 0;
+    return s.wall_times.map((t) => t - t0);
+  }
+
+  function points(xs, ys) {
+    const out = new Array(xs.length);
+    for (let i = 0; i < xs.length; i++) out[i] = { x: xs[i], y: ys[i] };
+    return out;
+  }
+
+  function positive(pts) { return state.logY ? pts.filter((p) => p.y > 0) : pts; }
+
+  function build() {
+    const ds = { loss: [], tau: [], entropy: [], tokens: [], grad: [] };
+    let anyTau = false;
+    const tauNotes = [];
+    for (const r of runs) {
+      const s = series.get(r.id);
+      if (!s) continue;
+      const col = variantColor(r.variant);
+      const label = runLabel(r);
+      if (s.loss) {
+        const xs = xsOf(r, s.loss);
+        ds.loss.push({ label: `${label} raw`, data: positive(points(xs, s.loss.values)), borderColor: withAlpha(col, 0.28),
+          backgroundColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id, series: 'loss' });
+        ds.loss.push({ label: `${label} train`, data: positive(points(xs, emaDebiased(s.loss.values, state.smooth))), borderColor: col,
+          backgroundColor: col, borderWidth: 2.5, runId: r.id, series: 'loss_smoothed' });
+      }
+      if (s.val_loss) {
+        ds.loss.push({ label: `${label} validation`, data: positive(points(xsOf(r, s.val_loss), s.val_loss.values)), borderColor: col,
+          backgroundColor: '#fff', borderDash: [7, 4], pointRadius: 3, pointBorderWidth: 1.5, borderWidth: 2, runId: r.id, series: 'val_loss' });
+      }
+      const tk = headKeys(s, 'tau');
+      tk.forEach((k, i) => {
+        anyTau = true;
+        const [, L, H] = k.split('.');
+        ds.tau.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), emaDebiased(s[k].values, state.smooth)),
+          borderColor: headShade(col, i, tk.length), backgroundColor: headShade(col, i, tk.length), borderWidth: 1.5, runId: r.id });
+      });
+      const c = r.config;
+      const sqrtD = Math.sqrt(c.d_model / c.n_head);
+      if (tk.length) {
+        const steps = s[tk[0]].steps;
+        const xs = xsOf(r, s[tk[0]]);
+        const tau0 = c.tau_init || sqrtD;
+        const bound = adamTauBound(c, tau0, steps);
+        const ref = { borderColor: '#777', backgroundColor: '#777', borderWidth: 1, pointRadius: 0, runId: r.id };
+        const first = runs.filter((x) => headKeys(series.get(x.id) || {}, 'tau').length).indexOf(r) === 0;
+        ds.tau.push({ ...ref, label: `√d = ${fmt(sqrtD, 3)}`, data: [{ x: xs[0], y: sqrtD }, { x: xs[xs.length - 1], y: sqrtD }],
+          borderDash: [2, 3], borderWidth: 2, hideInLegend: !first });
+        ds.tau.push({ ...ref, label: `τ₀ ± Σlr (${label})`, data: points(xs, bound.map((b) => b.hi)), borderDash: [8, 4], hideInLegend: !first });
+        ds.tau.push({ ...ref, label: `τ₀ − Σlr (${label})`, data: points(xs, bound.map((b) => b.lo)), borderDash: [8, 4], hideInLegend: true });
+        const last = tk.map((k) => s[k].values[s[k].values.length - 1]);
+        tauNotes.push(`${label}: τ now ${fmt(Math.min(...last), 3)} – ${fmt(Math.max(...last), 3)} (τ₀ ${fmt(tau0, 3)}, √d ${fmt(sqrtD, 3)})`);
+      } else if (s.loss) {
+        tauNotes.push(`${label}: ${r.variant} has no learned τ (its scale is the fixed √d = ${fmt(sqrtD, 3)})`);
+      }
+      const ek = headKeys(s, 'entropy');
+      ek.forEach((k, i) => {
+        const [, L, H] = k.split('.');
+        ds.entropy.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), emaDebiased(s[k].values, state.smooth)),
+          borderColor: headShade(col, i, ek.length), backgroundColor: headShade(col, i, ek.length), borderWidth: 1.5, runId: r.id });
+      });
+      for (const [key, chart] of [['tokens_per_s', 'tokens'], ['grad_norm', 'grad']]) {
+        if (!s[key]) continue;
+        const xs = xsOf(r, s[key]);
+        ds[chart].push({ label: `${label} raw`, data: points(xs, s[key].values), borderColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id });
+        ds[chart].push({ label, data: points(xs, emaDebiased(s[key].values, state.smooth)), borderColor: col, backgroundColor: col, borderWidth: 2, runId: r.id });
+      }
+    }
+    for (const [k, chart] of Object.entries(charts)) { chart.data.datasets = ds[k]; chart.update('none'); }
+    tauBox.hidden = false;
+    tauHint.textContent = anyTau ? tauNotes.join(' · ') : tauNotes.join(' · ') || 'No τ recorded yet.';
+    canvases.tau.parentElement.hidden = !anyTau;
+  }
+  const redraw = frameThrottle(() => { if (alive) build(); });
+
+  function renderHeaders() {
+    note.textContent = runs.some((r) => r.status === 'running' || r.status === 'queued')
+      ? 'Live: new points are added as the runs train.' : `${runs.length} run${runs.length > 1 ? 's' : ''}, not training.`;
+    titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0]?.name ?? ''}`;
+    clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
+      h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${r.name}`)),
+      progressCell(r),
+      h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
+        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +
+        (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
+      h('div.toolbar', {},
+        h('a.button.small', { href: `/api/runs/${r.id}/metrics.csv`, download: `run-${r.id}-metrics.csv` }, 'CSV'),
+        r.checkpoint_step > 0 ? h('a.button.small', { href: `#/attention?run=${r.id}` }, 'Attention map') : null,
+        runActions(r, reload)))));
+  }
+
+  async function fetchSeries(r) {
+    const d = await api(`/api/runs/${r.id}/metrics?max_points=${MAX_POINTS}`);
+    const s = {};
+    for (const [k, v] of Object.entries(d.series)) s[k] = { steps: v.steps.slice(), values: v.values.slice(), wall_times: v.wall_times.slice() };
+    series.set(r.id, s);
+  }
+
+  function applyMetrics(d) {
+    const r = runs.find((x) => x.id === d.run_id);
+    if (!r) return false;
+    r.step = d.step; r.total_steps = d.total_steps; r.eta_s = d.eta_s; r.status = 'running';
+    if (d.tokens_per_s) r.tokens_per_s = d.tokens_per_s;
+    let s = series.get(r.id);
+    if (!s) { s = {}; series.set(r.id, s); }
+    let grew = false;
+    for (const [k, v] of Object.entries(d.values || {})) {
+      if (!s[k]) s[k] = { steps: [], values: [], wall_times: [] };
+      grew = appendAfter(s[k], d.step, v, d.wall_time) || grew;
+      if (s[k].steps.length > REFETCH_ABOVE) refetchSoon();
+    }
+    return grew;
+  }
+
+  const headersSoon = frameThrottle(() => { if (alive) renderHeaders(); });
+  const refetchSoon = debounce(() => reload(), 1000);
+
+  const unsub = subscribe({
+    metrics(d) {
+      if (!loaded) { pending.push(['metrics', d]); return; }
+      if (applyMetrics(d)) { redraw(); headersSoon(); }
+    },
+    status(d) {
+      if (!loaded) { pending.push(['status', d]); return; }
+      const r = runs.find((x) => x.id === d.run_id);
+      if (!r) return;
+      Object.assign(r, { status: d.status, step: d.step, total_steps: d.total_steps, error: d.error });
+      headersSoon();
+      if (TERMINAL.has(d.status)) refreshRunsSoon();
+    },
+    resync() { reload(); },
+  });
+
+  async function fetchRuns() {
+    if (isExp) {
+      const d = await api(`/api/experiments/${id}`);
+      title = d.experiment.name;
+      runs = d.runs;
+    } else {
+      const d = await api(`/api/runs/${id}`);
+      runs = [d.run];
+    }
+  }
+  // Run objects (status, last/min loss, checkpoint) without refetching the series.
+  const refreshRunsSoon = debounce(async () => {
+    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); } } catch { /* the next event retries */ }
+  }, 400);
+
+  async function reload() {
+    loaded = false;
+    try {
+      await fetchRuns();
+      await Promise.all(runs.map(fetchSeries));
+      if (!alive) return;
+      loaded = true;
+      for (const [type, d] of pending.splice(0)) {
+        if (type === 'metrics') applyMetrics(d);
+        else { const r = runs.find((x) => x.id === d.run_id); if (r) Object.assign(r, { status: d.status, step: d.step }); }
+      }
+      renderHeaders();
+      build();
+    } catch (e) {
+      loaded = true;
+      note.textContent = `Could not load: ${e.message}`;
+    }
+  }
+  reload();
+  return () => { alive = false; unsub(); for (const c of Object.values(charts)) c.destroy(); };
+}
+
