@@ -184,8 +184,24 @@ void api_experiments_get(http_request *req, void *ctx) {
     json_array_foreach(runs, i, r) {
         api_run_view(a, r);
         json_t *summary = NULL;
-        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) == STORE_OK)
-            json_object_set_new(r, "summary", summary);
+        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK) continue;
+        json_object_set_new(r, "summary", summary);
+        /* The blog's table: each head's final temperature next to the initial sqrt(d). */
+        json_t *cfg = json_object_get(r, "config");
+        int L = (int)json_integer_value(json_object_get(cfg, "n_layer"));
+        int H = (int)json_integer_value(json_object_get(cfg, "n_head"));
+        if (!json_object_get(summary, "tau.0.0")) continue;
+        json_t *final = json_array();
+        for (int l = 0; l < L; l++) {
+            json_t *row = json_array();
+            for (int h = 0; h < H; h++) {
+                char key[32];
+                snprintf(key, sizeof key, "tau.%d.%d", l, h);
+                json_array_append_new(row, json_deep_copy(json_object_get(json_object_get(summary, key), "last")));
+            }
+            json_array_append_new(final, row);
+        }
+        json_object_set_new(r, "tau", json_pack("{s:O, s:o}", "initial", json_object_get(cfg, "tau_init"), "final", final));
     }
     http_reply_json(req, 200, json_pack("{s:o, s:o}", "experiment", exp, "runs", runs));
 }

@@ -1,5 +1,6 @@
 /* The live stream, experiments and presets, the OpenAPI document and /metrics, over real HTTP. */
 #include <curl/curl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +219,12 @@ TEST(experiment_makes_one_run_per_variant_with_one_seed) {
     CHECK_EQ_INT(json_array_size(runs), 2);
     CHECK(json_object_get(json_object_get(json_array_get(runs, 0), "summary"), "loss"));
     CHECK(json_object_get(json_object_get(json_array_get(runs, 1), "summary"), "tau.0.0"));
+    /* The tau table: one row per layer, one value per head, next to the initial sqrt(d) = sqrt(8). */
+    json_t *tau = json_object_get(json_array_get(runs, 1), "tau");
+    CHECK_NEAR(json_number_value(json_object_get(tau, "initial")), sqrt(8.0), 1e-12);
+    CHECK_EQ_INT(json_array_size(json_object_get(tau, "final")), 1);
+    CHECK_EQ_INT(json_array_size(json_array_get(json_object_get(tau, "final"), 0)), 2);
+    CHECK(json_object_get(json_array_get(runs, 0), "tau") == NULL); /* rope has no learned tau */
     json_decref(j);
     j = api_call(&srv, "GET", "/api/runs?experiment=1", NULL, &code);
     CHECK(json_integer_value(json_object_get(j, "total")) >= 2);
