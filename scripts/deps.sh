@@ -10,7 +10,6 @@ APT_PACKAGES=(
   gcc make pkg-config ca-certificates curl
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev
   libopenblas-dev libutf8proc-dev
-  nodejs npm
 )
 # Test-only packages (browser tests); installed by `make test`, not needed to run the service.
 APT_TEST_PACKAGES=(sqlite3)
@@ -22,6 +21,10 @@ case "${1:-}" in
   --test)   want+=("${APT_TEST_PACKAGES[@]}") ;;
   --corpus) want+=("${APT_CORPUS_PACKAGES[@]}") ;;
 esac
+
+# Node.js and npm may come from Debian or from elsewhere (a newer Node bundles its own npm, and
+# Debian's npm package would conflict with it): only install Debian's when none is on the PATH.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || want+=(nodejs npm)
 
 missing=()
 for p in "${want[@]}"; do
