@@ -21,7 +21,9 @@ const char cmd_experiments_help[] =
     "         --set d_model=32 for a tiny one. --vary attention=rope,cosine_rope makes one variant\n"
     "         per value. -q prints only the run ids, one per line\n"
     "list     experiments with their runs\n"
-    "show     one experiment and its runs with their latest loss\n"
+    "show     one experiment: its runs, the comparison of its variants (final and best loss,\n"
+    "         validation loss, tau from its initial value to the final range over heads) and each\n"
+    "         run's final tau per layer and head\n"
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (message and field\n"
     "printed), 5 server error.\n";
@@ -217,6 +219,76 @@ static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
     return code;
 }
 
+static const char *fmt_num(const json_t *v, char *buf, size_t len) {
+    buf[0] = 0;
+    if (json_is_number(v)) snprintf(buf, len, "%.4f", json_number_value(v));
+    return buf;
+}
+
+/* The blog's comparison: per variant the final and best loss, the validation loss, and τ from
+ * its initial value to the final range over heads; then each run's final τ per layer and head. */
+static void print_comparison(const cli_ctx *ctx, json_t *runs) {
+    static const char *const head[] = {"VARIANT", "ATTENTION", "LOSS", "MIN LOSS", "VAL_LOSS", "τ INIT", "τ FINAL"};
+    table *t = table_new(7, head);
+    if (!t) return;
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+        json_t *sum = json_object_get(r, "summary"), *tau = json_object_get(r, "tau");
+        char b[5][64];
+        b[4][0] = 0;
+        double lo = 1e300, hi = -1e300;
+        size_t l, h;
+        json_t *row, *v;
+        json_array_foreach(json_object_get(tau, "final"), l, row) json_array_foreach(row, h, v) {
+            if (!json_is_number(v)) continue;
+            if (json_number_value(v) < lo) lo = json_number_value(v);
+            if (json_number_value(v) > hi) hi = json_number_value(v);
+        }
+        if (lo <= hi) snprintf(b[4], sizeof b[4], "%.4f–%.4f", lo, hi);
+        const char *cells[7] = {json_string_value(json_object_get(r, "variant")),
+                                json_string_value(json_object_get(json_object_get(r, "config"), "attention")),
+                                fmt_num(json_object_get(json_object_get(sum, "loss"), "last"), b[0], sizeof b[0]),
+                                fmt_num(json_object_get(json_object_get(sum, "loss"), "min"), b[1], sizeof b[1]),
+                                fmt_num(json_object_get(json_object_get(sum, "val_loss"), "last"), b[2], sizeof b[2]),
+                                lo <= hi ? fmt_num(json_object_get(tau, "initial"), b[3], sizeof b[3]) : "",
+                                b[4]};
+        table_add_row(t, cells);
+    }
+    fputs("\ncomparison\n", ctx->out);
+    table_print(t, ctx->out);
+    table_free(t);
+    json_array_foreach(runs, i, r) {
+        json_t *final = json_object_get(json_object_get(r, "tau"), "final");
+        size_t nh = json_array_size(json_array_get(final, 0));
+        if (!json_array_size(final) || !nh || nh > 64) continue;
+        const char *heads[65] = {"layer"};
+        char names[64][16];
+        for (size_t h = 0; h < nh; h++) {
+            snprintf(names[h], sizeof names[h], "head %zu", h);
+            heads[h + 1] = names[h];
+        }
+        table *tt = table_new((int)nh + 1, heads);
+        if (!tt) continue;
+        size_t l;
+        json_t *row;
+        json_array_foreach(final, l, row) {
+            const char *cells[65];
+            char vals[65][32];
+            snprintf(vals[0], sizeof vals[0], "%zu", l);
+            cells[0] = vals[0];
+            for (size_t h = 0; h < nh; h++) cells[h + 1] = fmt_num(json_array_get(row, h), vals[h + 1], sizeof vals[h + 1]);
+            table_add_row(tt, cells);
+        }
+        char init[32];
+        const char *var = json_string_value(json_object_get(r, "variant"));
+        fprintf(ctx->out, "\nfinal τ of run %lld (%s), initial %s\n", (long long)json_integer_value(json_object_get(r, "id")),
+                var ? var : "?", fmt_num(json_object_get(json_object_get(r, "tau"), "initial"), init, sizeof init));
+        table_print(tt, ctx->out);
+        table_free(tt);
+    }
+}
+
 static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
     long long id;
     if (argc != 1) return cli_usage(ctx, "experiments ", "experiments show takes one id");
@@ -241,6 +313,7 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
         if (runs && json_array_size(runs) && json_is_object(json_array_get(runs, 0))) {
             fputc('\n', ctx->out);
             cmd_runs_print_table(ctx, runs);
+            print_comparison(ctx, runs);
         }
     }
     json_decref(e);

@@ -237,6 +237,8 @@ TEST(seed_blog_experiment_tiny) {
     CHECK_MSG(r.code == 0 && strstr(r.out, "seed-blog/rope") && strstr(r.out, "seed-blog/cosine_rope") &&
                   count_substr(r.out, "succeeded  20/20") == 2,
               "%s", r.out);
+    CHECK_MSG(strstr(r.out, "\ncomparison\nVARIANT") && strstr(r.out, "final τ of run ") && strstr(r.out, "(cosine_rope), initial "),
+              "%s", r.out);
     CL(&r, "--json", "experiments", "show", es);
     json_t *j = json_loads(r.out, 0, NULL);
     CHECK(j && json_array_size(json_object_get(j, "runs")) == 2);

@@ -37,7 +37,7 @@ step session_experiment 0 '^experiment 1 created \(seed-blog\): run 1 \(rope\), 
 step session_watch_rope 0 '^run 1 succeeded at step 20/20, loss [0-9.]+, val_loss [0-9.]+' -- attnlab watch 1
 step session_watch_cosine 0 '^run 2 succeeded at step 20/20, loss [0-9.]+, val_loss [0-9.]+, tau [0-9.]+\.\.[0-9.]+' -- \
   attnlab watch 2
-step session_list 0 'seed-blog/cosine_rope +succeeded +20/20 +cosine_rope' -- attnlab runs list --experiment 1
+step session_show 0 'cosine_rope +cosine_rope +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+–[0-9.]+$' -- attnlab experiments show 1
 step session_export 0 '' -- sh -c "\"$ATTNLAB\" metrics 2 --keys 'loss,val_loss,tau.*' --format csv > \"$dir/curves.csv\""
 step session_csv_header 0 '^step,loss,tau\.0\.0,tau\.0\.1,val_loss$' -- head -n 1 "$dir/curves.csv"
 step session_csv_rows 0 '^21$' -- sh -c "wc -l < \"$dir/curves.csv\""
