@@ -25,13 +25,22 @@ typedef struct {
     real *dx;       /* [N, C] overwritten with dL/dx, or NULL for a forward-only pass */
     real *dw;       /* [V, C] dL/dW added here, or NULL */
     real grad_scale; /* dL/d(row loss): 1/N for a mean */
-    real *buf;      /* per thread buf_stride reals of scratch (>= chunk_rows * V) */
+    real *buf;      /* per thread buf_stride reals of scratch (lmhead_scratch_per_thread) */
     size_t buf_stride;
+    int use_blas;   /* 1: BLAS products even where the AVX-512 kernels apply (tests compare both) */
     int chunk_rows;
     atomic_long *tickets; /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
 } lmhead_args;
 
 #define LMHEAD_SLICES 8
+#define LMHEAD_MAX_ROWS 128 /* chunk_rows must not exceed it */
+
+/* The float build on an AVX-512 machine uses its own kernels for d_model a multiple of 16 up to
+ * 128 (logits held as [vocab][rows] so nothing is packed; ~1/3 less time than BLAS here);
+ * otherwise, and in the double build, BLAS. Both compute the same sums in different orders. */
+int lmhead_uses_kernels(int C);
+/* Reals of scratch each thread needs (chunk_rows <= LMHEAD_MAX_ROWS). */
+size_t lmhead_scratch_per_thread(int C, int V);
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth);
 

@@ -14,7 +14,7 @@
 #include "threads.h"
 
 #define MAX_TENSORS (4 + 14 * 24 + 4)
-#define LMHEAD_CHUNK_ROWS 128
+#define LMHEAD_CHUNK_ROWS LMHEAD_MAX_ROWS
 #define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
 #define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
 
@@ -91,6 +91,7 @@ struct model {
     atomic_long tickets[LMHEAD_SLICES];
     /* the current pass */
     int ph, ph_layer, B, T, train;
+    int lmhead_blas;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
     const int32_t *inputs, *targets;
 };
@@ -252,7 +253,7 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
              N * 4 * C /* gelu */ + N * C /* dln, needed by the lm-head even without grads */;
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
     /* per thread: the lm-head's logits chunk, or (backward) attention's T x T scratch */
-    size_t lm = (size_t)LMHEAD_CHUNK_ROWS * (size_t)c->vocab;
+    size_t lm = lmhead_scratch_per_thread(c->d_model, c->vocab);
     s.lm_per_thread = lm > T * T ? lm : T * T;
     s.lm_buf = (size_t)nth * s.lm_per_thread;
     {
@@ -659,6 +660,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
             .grad_scale = (real)(1.0 / (double)N),
             .buf = m->lm_buf,
             .buf_stride = m->lm_per_thread,
+            .use_blas = m->lmhead_blas,
             .chunk_rows = (int)R,
             .tickets = m->tickets,
         };
@@ -800,6 +802,8 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
     }
     return ENGINE_OK;
 }
+
+void model_set_lmhead_blas(model *m, int on) { m->lmhead_blas = on; }
 
 void model_attention_entropy(const model *m, float *out) {
     for (int i = 0; i < m->L * m->H; i++) out[i] = (float)m->entropy[i];

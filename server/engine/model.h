@@ -93,6 +93,10 @@ engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targ
 engine_status model_forward_backward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                                      double *loss, engine_error *err);
 
+/* 1: the output layer uses BLAS even where its own kernels apply (see lmhead.h); for tests and
+ * benchmarks that compare the two. */
+void model_set_lmhead_blas(model *m, int on);
+
 /* After a forward pass: mean attention entropy (nats) over all query rows, per layer and head
  * (out[l*H + h]). */
 void model_attention_entropy(const model *m, float *out);
