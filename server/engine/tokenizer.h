@@ -12,9 +12,8 @@
  * 9,661 code points assigned since 15.0 (9,568 letters, 93 numbers: CJK extensions I/J, new
  * scripts and hieroglyph blocks; 36 of them in the BMP) are "other" here and letters/numbers
  * there; text containing them can get different ids. Every other code point classifies alike.
- * BPE cost: each merge round rescans the pre-token, so a pre-token of n bytes costs O(n·rounds);
- * pre-tokens are words, numbers or punctuation runs, but a long run without spaces (CJK prose)
- * costs more.
+ * BPE cost: pre-tokens up to 64 bytes rescan per merge round (fast for words); longer ones
+ * (CJK prose, long runs without spaces) go through a heap, O(n log n), with the same result.
  *
  * Invalid UTF-8 is never rejected: each byte that does not start a valid sequence becomes its
  * own byte token and ends the pre-token before it (text on either side is split as if the
