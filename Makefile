@@ -126,18 +126,21 @@ node_modules/chart.js/dist/chart.umd.min.js:
 deps:
 	scripts/deps.sh
 
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
 DATA_DIR ?= var
 PORT     ?= 8080
+# The seed-blog preset trains on the default corpus: build it on the first run (about half a minute).
 run: deps
-	$(MAKE) --no-print-directory MODE=release build
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
+	@[ -f $(DATA_DIR)/corpora/default/tokens.u16 ] || $(MAKE) --no-print-directory corpus DATA_DIR=$(DATA_DIR)
 	$(ATTNLABD) --data-dir $(DATA_DIR) --port $(PORT)
 
 # The whole suite, once normally and once under the sanitizers; one closing line of counts.
 test: 
 	scripts/deps.sh --test
-	$(MAKE) --no-print-directory MODE=release build test-bins
-	$(MAKE) --no-print-directory MODE=asan build test-bins
-	$(MAKE) --no-print-directory MODE=tsan $(TSAN_TESTS)
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build test-bins
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=asan build test-bins
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=tsan $(TSAN_TESTS)
 	tests/run.sh $(BUILD)
 
 test-bins: $(TEST_BIN) $(F64_BIN)
@@ -152,7 +155,7 @@ bench: deps
 corpus:
 	scripts/deps.sh --corpus
 	$(MAKE) --no-print-directory MODE=release build
-	scripts/build_corpus.sh $(OUT)
+	DATA_DIR=$(DATA_DIR) scripts/build_corpus.sh $(OUT)
 
 clean:
 	rm -rf $(BUILD) static/vendor
