@@ -1,7 +1,8 @@
 /* Training throughput of the seed configuration (L3 H4 C128 T128 V50257, B32 by default) for
  * one attention variant: tokens/s, ms/step, peak RSS, and model FLOP utilisation against the
- * FMA peak measured by this same program on as many threads at once (so a busy machine lowers
- * both). Needs AVX-512 (the build uses -march=native).
+ * FMA peak measured by this same program on as many threads at once, just before and just after
+ * the training (so a busy machine lowers both), and their mean is the reference. AVX-512 FMAs
+ * where the CPU has them (the build uses -march=native), else AVX2.
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N]
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
  * on what the tokens are. */
@@ -30,25 +31,44 @@ typedef struct {
     float sink;
 } peak_arg;
 
+#ifdef __AVX512F__
+#define VEC __m512
+#define LANES 16
+#define VSET _mm512_set1_ps
+#define VFMA _mm512_fmadd_ps
+#define VSUM _mm512_reduce_add_ps
+#else /* AVX2 + FMA */
+#define VEC __m256
+#define LANES 8
+#define VSET _mm256_set1_ps
+#define VFMA _mm256_fmadd_ps
+static float VSUM(__m256 v) {
+    float f[8], s = 0;
+    _mm256_storeu_ps(f, v);
+    for (int i = 0; i < 8; i++) s += f[i];
+    return s;
+}
+#endif
+
 static void *peak_thread(void *p) {
     peak_arg *a = p;
-    __m512 acc[12], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    VEC acc[12], x = VSET(0.999999f), y = VSET(1e-7f);
+    for (int i = 0; i < 12; i++) acc[i] = VSET((float)i * 1e-3f);
     long iters = 0;
     double t0 = now_s(), t1;
     do {
         for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+            for (int i = 0; i < 12; i++) acc[i] = VFMA(acc[i], x, y);
         }
         iters += 100000;
         t1 = now_s();
     } while (t1 - t0 < 0.5);
     float s = 0;
-    for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(acc[i]);
+    for (int i = 0; i < 12; i++) s += VSUM(acc[i]);
     a->sink = s;
     a->seconds = t1 - t0;
-    a->flops = (double)iters * 12 * 16 * 2;
+    a->flops = (double)iters * 12 * LANES * 2;
     return NULL;
 }
 
@@ -81,7 +101,7 @@ static engine_status rand_batch(void *ctx, corpus_split split, long step, int32_
 
 typedef struct {
     int warmup;
-    double ms_sum, tok_sum, loss_first, loss_last;
+    double ms[1000], loss_first, loss_last;
     int n;
 } stats;
 
@@ -89,10 +109,13 @@ static void on_step(void *ctx, const train_step_metrics *m) {
     stats *s = ctx;
     if (m->step == 1) s->loss_first = m->loss;
     s->loss_last = m->loss;
-    if (m->step <= s->warmup) return;
-    s->ms_sum += m->step_ms;
-    s->tok_sum += m->tokens_per_s;
-    s->n++;
+    if (m->step <= s->warmup || s->n >= 1000) return;
+    s->ms[s->n++] = m->step_ms;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -115,7 +138,8 @@ int main(int argc, char **argv) {
         }
     }
     if (threads < 1) threads = 1;
-    double peak = fma_peak(threads);
+    if (c.steps < 2) c.steps = 2;
+    double peak_before = fma_peak(threads);
     rand_src rs = {c.batch, c.model.seq_len, c.model.vocab, 42};
     train_source src = {.ctx = &rs, .batch = rand_batch, .has_val = 0};
     stats st = {.warmup = c.steps > 2 ? 1 : 0};
@@ -127,12 +151,17 @@ int main(int argc, char **argv) {
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double ms = st.ms_sum / st.n, tps = (double)c.batch * c.model.seq_len / (ms / 1000);
+    double peak_after = fma_peak(threads), peak = 0.5 * (peak_before + peak_after);
+    /* the median step: robust to a step slowed down by whatever else the machine runs */
+    qsort(st.ms, (size_t)st.n, sizeof(double), cmp_double);
+    double ms = st.n % 2 ? st.ms[st.n / 2] : 0.5 * (st.ms[st.n / 2 - 1] + st.ms[st.n / 2]);
+    double tps = (double)c.batch * c.model.seq_len / (ms / 1000);
     double flops = model_config_train_flops_per_token(&c.model) * tps;
-    printf("%-12s threads %d  B%d T%d  %7.1f ms/step  %7.0f tokens/s  %6.1f GFLOP/s  FMA peak %6.1f GFLOP/s  "
-           "MFU %5.1f%%  peak RSS %5.0f MB  (est. %zu MB)  loss %.3f -> %.3f\n",
-           attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len, ms, tps, flops / 1e9, peak / 1e9,
-           100 * flops / peak, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
-           st.loss_last);
+    printf("%-12s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
+           "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%%  peak RSS %5.0f MB (est. %zu MB)  "
+           "loss %.3f -> %.3f\n",
+           attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
+           peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * flops / peak, ru.ru_maxrss / 1024.0,
+           train_config_memory_bytes(&c, threads) >> 20, st.loss_first, st.loss_last);
     return 0;
 }

@@ -81,7 +81,11 @@ struct model {
     real *lnf, *lnf_mean, *lnf_rstd, *losses;
     real *rope_cos, *rope_sin; /* [Tmax, d/2] */
     /* backward scratch */
-    real *dres, *dln, *dqkv, *datty, *dfch, *gelu; /* gelu is also the forward's MLP activation */
+    real *dres, *dln, *dqkv, *datty, *dfch;
+    /* The MLP's GELU output [N,4C], needed only between the two products of one block (forward)
+     * and recomputed for each block's backward; it shares memory with lm_buf, which is in use
+     * only in the lm-head and (as scratch) in attention's backward, never at the same time. */
+    real *gelu;
     real *lm_buf;                                  /* nthreads * chunk * V */
     real *part;        /* per row chunk partial sums: [max_row_chunks][2C] LayerNorm dw|db */
     double *part_d;    /* per (b, h) unit: entropy [max_B*H] | dscale [max_B*H] */
@@ -250,12 +254,13 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
                   (c->attention == ATTENTION_COSINE_ROPE ? N * 2 * H : 0) + (size_t)B * H * T * T + N * C + N * C +
                   N * C + 2 * N + N * 4 * C + N * C;
     s.base = N * C /* x0 */ + N * C + 2 * N /* lnf */ + N /* losses */ + T * (C / H) /* rope tables */ +
-             N * 4 * C /* gelu */ + N * C /* dln, needed by the lm-head even without grads */;
+             N * C /* dln, needed by the lm-head even without grads */;
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
     /* per thread: the lm-head's logits chunk, or (backward) attention's T x T scratch */
     size_t lm = lmhead_scratch_per_thread(c->d_model, c->vocab);
     s.lm_per_thread = lm > T * T ? lm : T * T;
     s.lm_buf = (size_t)nth * s.lm_per_thread;
+    if (s.lm_buf < N * 4 * C) s.lm_buf = N * 4 * C; /* shared with the GELU output */
     {
         long N_ = (long)N, rc = row_chunk_for(N_);
         s.part = (size_t)((N_ + rc - 1) / rc) * 2 * C;
@@ -339,7 +344,6 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
         TAKE(m->losses, N);
         TAKE(m->rope_cos, T * (size_t)m->d / 2);
         TAKE(m->rope_sin, T * (size_t)m->d / 2);
-        TAKE(m->gelu, N * 4 * C);
         TAKE(m->dln, N * C);
         if (with_grads) {
             TAKE(m->dres, N * C);
@@ -348,6 +352,7 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
             TAKE(m->dfch, N * 4 * C);
         }
         TAKE(m->lm_buf, s.lm_buf);
+        m->gelu = m->lm_buf;
         TAKE(m->part, s.part);
 #undef TAKE
     }

@@ -1,5 +1,6 @@
 /* Training runs: learning, determinism, exact resume from a checkpoint, prompt cancel,
  * evaluation, schedules, clipping, configuration limits and bad data. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,42 @@ TEST(config_limits) {
     free(r);
 }
 
+/* Two runs at once in one process (each with its own threads) give what each gives alone. */
+typedef struct {
+    train_config c;
+    int threads;
+    rec *r;
+    engine_status rc;
+} concurrent_arg;
+
+static void *concurrent_main(void *p) {
+    concurrent_arg *a = p;
+    a->rc = run(&a->c, a->threads, NULL, a->r, NULL);
+    return NULL;
+}
+
+TEST(concurrent_runs_do_not_interfere) {
+    concurrent_arg a[2];
+    rec *alone[2];
+    for (int i = 0; i < 2; i++) {
+        tiny(&a[i].c, i ? ATTENTION_COSINE_ROPE : ATTENTION_DOT);
+        a[i].threads = i + 1;
+        a[i].r = calloc(1, sizeof(rec));
+        alone[i] = calloc(1, sizeof(rec));
+        CHECK(run(&a[i].c, 1, NULL, alone[i], NULL) == ENGINE_OK);
+    }
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, concurrent_main, &a[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        ok &= a[i].rc == ENGINE_OK && memcmp(a[i].r->loss, alone[i]->loss, sizeof alone[i]->loss) == 0;
+        free(a[i].r);
+        free(alone[i]);
+    }
+    CHECK(ok);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/attnlab-train-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -357,6 +394,7 @@ int main(void) {
     RUN(lr_schedule_warmup_cosine);
     RUN(clipping_and_tau_decay_change_the_run);
     RUN(config_limits);
+    RUN(concurrent_runs_do_not_interfere);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) return 1;
