@@ -12,7 +12,7 @@ APT_PACKAGES=(
   libopenblas-dev libutf8proc-dev
 )
 # Test-only packages (browser tests); installed by `make test`, not needed to run the service.
-APT_TEST_PACKAGES=(sqlite3)
+APT_TEST_PACKAGES=(sqlite3 chromium)
 # Sources of the default corpus (`make corpus`).
 APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3 libc6-dev linux-libc-dev)
 

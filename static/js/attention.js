@@ -44,22 +44,22 @@ export function mount(root, params) {
 
   form.addEventListener('submit', (e) => { e.preventDefault(); show(); });
 
+  let seq = 0;
   async function show() {
     err.textContent = '';
     if (!runSel.value) return;
+    const my = ++seq; // a slower earlier answer must not replace a later one
     localStorage.setItem('attnlab.attText', text.value);
     status.textContent = 'computing…';
-    btn.disabled = true;
     try {
       const res = await api('/api/probes', { method: 'POST', body: { kind: 'attention_map', run_id: Number(runSel.value),
         params: { text: text.value, max_tokens: Number(maxTok.value) } } });
-      if (!alive) return;
+      if (!alive || my !== seq) return;
       render(res.probe);
     } catch (e) {
+      if (my !== seq) return;
       err.textContent = e.message;
       status.textContent = '';
-    } finally {
-      btn.disabled = false;
     }
   }
 

@@ -81,7 +81,10 @@ export function chartFromHint(hint, table) {
         datasets: ys.map((c, i) => {
           const yi = table.columns.indexOf(c);
           const col = seriesColor(c, i);
-          return { label: c, data: table.rows.map((r) => r[yi]), backgroundColor: withAlpha(col, 0.8), borderColor: col };
+          // One series over named categories (strategies, variants): each bar takes its category's colour.
+          const perBar = ys.length === 1 && categorical ? table.rows.map((r, k) => seriesColor(String(r[xi]), k)) : null;
+          return { label: c, data: table.rows.map((r) => r[yi]), backgroundColor: perBar ? perBar.map((x) => withAlpha(x, 0.8)) : withAlpha(col, 0.8),
+            borderColor: perBar || col };
         }),
       },
       options: {

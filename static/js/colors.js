@@ -10,6 +10,7 @@ const FIXED = {
   additive: '#CC79A7',
   untouched: '#555555',
   pi: '#E69F00',
+  interpolation: '#E69F00',
   ntk: '#56B4E9',
   yarn: '#D55E00',
   trained: '#000000',

@@ -1,0 +1,318 @@
+// The dashboard in a real browser (Debian's chromium driven by playwright-core): starts attnlabd on a
+// free port with an empty data directory and plays a user — loads the page, sends an invalid form
+// and reads the field error, starts a tiny run and watches its loss chart grow live, moves a probe
+// slider, opens the finished run's attention map, reproduces the blog preset on a tiny config and
+// cancels it, turns on classroom type. Any console error fails the suite. Screenshots of each view
+// go to <build>/<mode>/artifacts/browser/ next to the binary under test.
+// Prints "PASS name" / "FAIL name: why" per case and exits non-zero on any failure.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const ATTNLABD = process.env.ATTNLABD || join(ROOT, 'build/release/attnlabd');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = join(dirname(ATTNLABD), 'artifacts', 'browser');
+const TINY = { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 120, eval_every: 20, checkpoint_every: 20 };
+
+let failures = 0;
+const consoleErrors = [];
+const cleanups = [];
+
+async function step(name, fn) {
+  const before = consoleErrors.length;
+  try {
+    await fn();
+    if (consoleErrors.length > before) throw new Error(`console error: ${consoleErrors.slice(before).join(' | ')}`);
+    console.log(`PASS ${name}`);
+    return true;
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}: ${String(e && e.message || e).split('\n')[0]}`);
+    return false;
+  }
+}
+
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+function startServer(dataDir) {
+  return new Promise((res, rej) => {
+    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn'],
+      { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
+    const rl = createInterface({ input: proc.stdout });
+    rl.once('line', (line) => {
+      clearTimeout(timer);
+      const m = /(http:\/\/\S+)/.exec(line);
+      if (!m) { proc.kill('SIGKILL'); rej(new Error(`unexpected first line: ${line}`)); return; }
+      res({ proc, url: m[1].replace(/\/$/, ''), stderr: () => stderr });
+    });
+    proc.once('exit', (code) => { clearTimeout(timer); rej(new Error(`attnlabd exited with ${code}: ${stderr.trim().split('\n').pop()}`)); });
+  });
+}
+
+async function apiGet(base, path) {
+  const r = await fetch(base + path);
+  assert(r.ok, `${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
+  const t0 = Date.now();
+  let last;
+  while (Date.now() - t0 < timeoutMs) {
+    last = await fn();
+    if (last) return last;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const lossPoints = (page) => page.evaluate(() => {
+  const c = window.Chart && window.Chart.getChart(document.querySelector('#chart-loss'));
+  if (!c) return -1;
+  const ds = c.data.datasets.find((d) => d.series === 'loss_smoothed');
+  return ds ? ds.data.length : 0;
+});
+
+async function main() {
+  if (!existsSync(ATTNLABD)) { console.log(`FAIL setup: no attnlabd at ${ATTNLABD} (make build first)`); process.exit(1); }
+  if (!existsSync(join(ROOT, 'static/vendor/chart.umd.min.js'))) { console.log('FAIL setup: static/vendor/chart.umd.min.js is missing (make build copies it)'); process.exit(1); }
+  if (!existsSync(CHROMIUM)) { console.log(`FAIL setup: no browser at ${CHROMIUM} (scripts/deps.sh --test installs chromium)`); process.exit(1); }
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const dataDir = mkdtempSync(join(tmpdir(), 'attnlab-browser-data-'));
+  const profile = mkdtempSync(join(tmpdir(), 'attnlab-browser-profile-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(profile, { recursive: true, force: true }));
+
+  const srv = await startServer(dataDir);
+  cleanups.unshift(() => new Promise((r) => { if (srv.proc.exitCode !== null) return r(); srv.proc.once('exit', r); srv.proc.kill('SIGTERM'); setTimeout(() => { srv.proc.kill('SIGKILL'); r(); }, 5000); }));
+  srv.proc.removeAllListeners('exit');
+  const base = srv.url;
+
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 720 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run',
+      '--disable-component-update', '--disable-sync'],
+  });
+  cleanups.unshift(() => ctx.close());
+  const page = ctx.pages()[0] || await ctx.newPage();
+  page.setDefaultTimeout(20000);
+  // A 422 is the API's designed answer to an invalid field, which the page shows next to that
+  // field; chromium still logs every non-2xx fetch as "Failed to load resource". Only that exact
+  // message is let through; any other error, including other statuses, fails the suite.
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (/^Failed to load resource: the server responded with a status of 422\b/.test(m.text())) return;
+    consoleErrors.push(m.text());
+  });
+  page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+  await step('runs view loads with health, empty table and the schema form', async () => {
+    await page.goto(base + '/');
+    await page.waitForSelector('#health.ok');
+    await page.waitForSelector('#runs-table tr.empty');
+    await page.waitForSelector('#start-form #cfg-n_head');
+    // The form mirrors the API schema: bounds and defaults come from components.schemas.RunConfig.
+    const doc = await apiGet(base, '/api/openapi.json');
+    const p = doc.components.schemas.RunConfig.properties;
+    const attrs = await page.$eval('#cfg-n_head', (e) => ({ min: e.min, max: e.max, value: e.value }));
+    assert(attrs.min === String(p.n_head.minimum) && attrs.max === String(p.n_head.maximum), `n_head bounds ${attrs.min}..${attrs.max}`);
+    const fields = await page.$$eval('#start-form [data-field]', (els) => els.map((e) => e.dataset.field).filter((v, i, a) => a.indexOf(v) === i));
+    const missing = Object.keys(p).filter((k) => !fields.includes(k));
+    assert(!missing.length, `form lacks ${missing.join(', ')}`);
+    await shot('runs');
+  });
+
+  const fill = async (values) => { for (const [k, v] of Object.entries(values)) await page.fill(`#cfg-${k}`, String(v)); };
+
+  await step('invalid form: bound checked in the page, cross-field rule shown from the server', async () => {
+    await fill({ ...TINY, n_layer: 0 });
+    await page.click('#start-submit');
+    await page.waitForFunction(() => document.querySelector('#cfg-n_layer-error').textContent.includes('>='));
+    await fill({ n_layer: 1, n_head: 3, d_model: 32 });
+    await page.click('#start-submit');
+    await page.waitForFunction(() => /divide/.test(document.querySelector('#cfg-n_head-error').textContent));
+    assert(await page.getAttribute('#cfg-n_head', 'aria-invalid') === 'true', 'n_head not marked invalid');
+    assert((await apiGet(base, '/api/runs')).total === 0, 'a run was created from an invalid form');
+    assert(new URL(page.url()).hash.startsWith('#/runs') || new URL(page.url()).hash === '', 'left the runs view');
+    await page.locator('#start').screenshot({ path: join(ARTIFACTS, 'form-error.png') });
+  });
+
+  let runId = null;
+  await step('start a tiny run from the form and watch its loss chart grow live', async () => {
+    await fill({ ...TINY });
+    await page.click('#start-submit');
+    await page.waitForURL(/#\/run\/\d+$/);
+    runId = Number(/#\/run\/(\d+)/.exec(page.url())[1]);
+    await page.evaluate(() => { window.__sameDocument = true; });
+    await page.waitForFunction(() => {
+      const c = window.Chart && window.Chart.getChart(document.querySelector('#chart-loss'));
+      return c && c.data.datasets.some((d) => d.series === 'loss_smoothed' && d.data.length > 0);
+    }, null, { timeout: 30000 });
+    const n1 = await lossPoints(page);
+    const n2 = await waitFor(async () => { const n = await lossPoints(page); return n >= n1 + 5 ? n : 0; }, 'more loss points', 30000);
+    assert(await page.evaluate(() => window.__sameDocument === true), 'the page reloaded');
+    await page.waitForSelector('.run-header .pill.status-succeeded', { timeout: 60000 });
+    // Every step once: fetched points and live points merged without gaps or duplicates.
+    const n = await waitFor(async () => { const k = await lossPoints(page); return k === TINY.steps ? k : 0; }, `${TINY.steps} loss points`, 10000).catch(async () => lossPoints(page));
+    assert(n === TINY.steps, `loss chart has ${n} points after ${TINY.steps} steps (saw ${n1} then ${n2} while training)`);
+    const steps = await page.evaluate(() => window.Chart.getChart(document.querySelector('#chart-loss')).data.datasets
+      .find((d) => d.series === 'loss_smoothed').data.map((p) => p.x));
+    assert(steps.every((x, i) => x === i + 1), 'loss steps are not 1..N in order');
+    await shot('run');
+  });
+
+  await step('run view controls: smoothing never hides raw, log scale, wall-time axis, CSV link', async () => {
+    assert(runId, 'no run from the previous case');
+    const get = () => page.evaluate(() => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      const raw = c.data.datasets.find((d) => d.label.endsWith(' raw'));
+      const sm = c.data.datasets.find((d) => d.series === 'loss_smoothed');
+      return { raw: raw.data.map((p) => p.y), sm: sm.data.map((p) => p.y), x: sm.data.map((p) => p.x), y: c.options.scales.y.type };
+    });
+    const smoothedIs = (same) => page.waitForFunction((want) => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      const raw = c.data.datasets.find((d) => d.label.endsWith(' raw')).data;
+      const sm = c.data.datasets.find((d) => d.series === 'loss_smoothed').data;
+      return raw.length === sm.length && raw.length > 0 && raw.every((p, i) => p.y === sm[i].y) === want;
+    }, same, { timeout: 5000 }).catch(() => { throw new Error(`smoothed series ${same ? 'differs from' : 'equals'} the raw one`); });
+    await page.fill('#smooth', '0');
+    await smoothedIs(true);
+    await page.fill('#smooth', '0.95');
+    await smoothedIs(false);
+    let s = await get();
+    assert(s.raw.length === TINY.steps, `raw series hidden or cut: ${s.raw.length} points`);
+    assert(Math.abs(s.sm[0] - s.raw[0]) < 1e-12, 'debiased EMA must start at the first raw value');
+    await page.check('#log-y');
+    assert((await get()).y === 'logarithmic', 'log toggle did not switch the axis');
+    await page.selectOption('#x-axis', 'wall');
+    await page.waitForFunction(() => window.Chart.getChart(document.querySelector('#chart-loss')).data.datasets[0].data.some((p, i) => p.x !== i + 1));
+    s = await get();
+    assert(s.x[0] >= 0 && s.x[s.x.length - 1] < 600 && s.x[s.x.length - 1] !== TINY.steps, `wall-time axis looks like steps: ${s.x.slice(-1)}`);
+    const href = await page.getAttribute(`.run-header[data-run-id="${runId}"] a[download]`, 'href');
+    const csv = await (await fetch(base + href)).text();
+    assert(csv.startsWith('step,') && csv.trim().split('\n').length === TINY.steps + 1, 'CSV link does not give one row per step');
+    await page.selectOption('#x-axis', 'step');
+    await page.uncheck('#log-y');
+  });
+
+  await step('probe panel: a slider re-runs the probe and the table changes', async () => {
+    await page.goto(base + '/#/probes/rope_invariance');
+    const rows = '#probe-table-gap_scores tbody';
+    await page.waitForSelector(`${rows} tr`);
+    const before = await page.textContent(rows);
+    // Keyboard only: focus the gap slider and step it.
+    await page.focus('#p-rope_invariance-gap-range');
+    for (let i = 0; i < 40; i++) await page.keyboard.press('ArrowRight');
+    const gap = await page.inputValue('#p-rope_invariance-gap');
+    assert(gap !== '2', 'the number box did not follow the slider');
+    await page.waitForFunction(([sel, old]) => document.querySelector(sel) && document.querySelector(sel).textContent !== old, [rows, before]);
+    const canvases = await page.$$eval('#probe-result canvas', (cs) => cs.filter((c) => window.Chart.getChart(c)).length);
+    assert(canvases >= 2, `expected the probe's charts, found ${canvases}`);
+    await shot('probes');
+  });
+
+  await step('probe panel: an invalid parameter shows the server error next to it', async () => {
+    await page.fill('#p-rope_invariance-d', '3');
+    await page.waitForFunction(() => /even/.test(document.querySelector('#p-rope_invariance-d-error').textContent));
+    await page.fill('#p-rope_invariance-d', '64');
+    await page.waitForFunction(() => document.querySelector('#p-rope_invariance-d-error').textContent === '');
+  });
+
+  await step('context extension, √d_k saturation and the animated rotary pair', async () => {
+    await page.click('#probe-tab-context_extension');
+    await page.waitForSelector('#probe-table-strategies tbody tr', { state: 'attached' });
+    await page.click('#probe-table-strategies summary');
+    const strategies = await page.$$eval('#probe-table-strategies tbody tr td:first-child', (t) => t.map((x) => x.textContent));
+    for (const s of ['untouched', 'position_interpolation', 'ntk', 'yarn']) assert(strategies.some((x) => x.toLowerCase().includes(s)), `no ${s} row`);
+    await page.click('#probe-tab-scaling');
+    await page.waitForSelector('#probe-table-scaling tbody tr', { state: 'attached' });
+    await page.click('#probe-tab-rotor');
+    await page.waitForSelector('#rotor');
+    const r1 = await page.textContent('.rotor-readout');
+    await page.fill('#rotor-gap', '9');
+    await page.waitForFunction((old) => document.querySelector('.rotor-readout').textContent !== old, r1);
+    assert((await page.textContent('.rotor-readout')).includes('gap·θ'), 'rotor readout lacks the angle');
+    await shot('rotor');
+  });
+
+  await step('attention map of the finished run', async () => {
+    assert(runId, 'no run from the earlier case');
+    await page.goto(`${base}/#/attention?run=${runId}`);
+    await page.fill('#att-text', 'The whale swam under the ship.');
+    await page.click('#att-show');
+    await page.waitForFunction(() => [...document.querySelectorAll('.tokens .token')].some((t) => t.textContent === 'whale'));
+    await page.waitForFunction(() => document.querySelectorAll('.att-head canvas.heatmap').length === 2);
+    const dims = await page.$$eval('.att-head canvas.heatmap', (cs) => cs.map((c) => [Number(c.dataset.rows), Number(c.dataset.cols)]));
+    const tokens = await page.$$eval('.tokens .token', (t) => t.map((x) => x.textContent));
+    assert(tokens.includes('whale'), `token labels: ${tokens.join('|')}`);
+    assert(dims.every(([r, c]) => r === tokens.length && c === tokens.length), `heat maps ${JSON.stringify(dims)} for ${tokens.length} tokens`);
+    await shot('attention');
+  });
+
+  await step('reproduce the blog experiment (tiny), watch both variants, cancel them', async () => {
+    await page.goto(base + '/#/runs');
+    await page.waitForSelector('#reproduce');
+    assert(await page.isChecked('#preset-tiny'), 'tiny is not offered by default without the default corpus');
+    await page.click('#reproduce');
+    await page.waitForURL(/#\/experiment\/\d+/);
+    await page.waitForFunction(() => document.querySelectorAll('.run-header').length === 2);
+    const variants = await page.$$eval('.run-header .variant', (v) => v.map((x) => x.textContent.trim()).sort());
+    assert(JSON.stringify(variants) === '["cosine_rope","rope"]', `variants ${variants}`);
+    const expId = Number(/#\/experiment\/(\d+)/.exec(page.url())[1]);
+    const exp = await apiGet(base, `/api/experiments/${expId}`);
+    assert(exp.runs.every((r) => r.config.corpus === 'small' && r.config.steps === 200), 'tiny overrides not applied');
+    await page.waitForFunction(() => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      return c && c.data.datasets.some((d) => d.data.length > 3);
+    }, null, { timeout: 30000 });
+    await shot('experiment');
+    for (const r of exp.runs) {
+      const btn = page.locator(`.run-header[data-run-id="${r.id}"] button`, { hasText: 'Cancel' });
+      if (await btn.count()) await btn.click();
+    }
+    await waitFor(async () => {
+      const e = await apiGet(base, `/api/experiments/${expId}`);
+      return e.runs.every((r) => !['queued', 'running'].includes(r.status));
+    }, 'both runs to stop', 30000);
+    await page.waitForFunction(() => [...document.querySelectorAll('.run-header .pill')].every((p) => !/running|queued/.test(p.textContent)));
+  });
+
+  await step('classroom type on a 1280×720 screen', async () => {
+    await page.goto(base + '/#/runs');
+    await page.waitForSelector('#runs-table tbody tr[data-run-id]');
+    const size = () => page.evaluate(() => parseFloat(getComputedStyle(document.body).fontSize));
+    const s0 = await size();
+    await page.click('#classroom');
+    const s1 = await size();
+    assert(s1 >= s0 * 1.3, `classroom font ${s1}px vs ${s0}px`);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert(overflow <= 0, `page is ${overflow}px wider than the 1280px window`);
+    await page.screenshot({ path: join(ARTIFACTS, 'classroom.png') });
+    await page.click('#classroom');
+  });
+
+  await step('no console errors', async () => {
+    assert(consoleErrors.length === 0, consoleErrors.join(' | '));
+  });
+}
+
+try {
+  await main();
+} catch (e) {
+  failures++;
+  console.log(`FAIL setup: ${e.message}`);
+} finally {
+  for (const f of cleanups) { try { await f(); } catch { /* best effort */ } }
+}
+console.log(`browser artefacts in ${ARTIFACTS}`);
+process.exit(failures ? 1 : 0);
