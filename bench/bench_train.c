@@ -1,7 +1,9 @@
 /* Training throughput of the seed configuration (L3 H4 C128 T128 V50257, B32 by default) for
  * one attention variant: tokens/s, ms/step, peak RSS, and model FLOP utilisation against the
  * FMA peak measured by this same program on as many threads at once, just before and just after
- * the training (so a busy machine lowers both), and their mean is the reference. AVX-512 FMAs
+ * the training (so a busy machine lowers both), and their mean is the reference. The CPU-time MFU
+ * divides by the CPU time the run actually got instead, against the peak per CPU-second: a figure
+ * that other load on the machine disturbs much less. AVX-512 FMAs
  * where the CPU has them (the build uses -march=native), else AVX2.
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N]
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
@@ -25,8 +27,14 @@ static double now_s(void) {
 }
 
 /* ---- FMA peak: 12 independent chains of 16-lane fused multiply-adds (2 FLOPs per lane) ---- */
+static double cpu_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct {
-    double seconds;
+    double seconds, cpu_seconds;
     double flops;
     float sink;
 } peak_arg;
@@ -55,7 +63,7 @@ static void *peak_thread(void *p) {
     VEC acc[12], x = VSET(0.999999f), y = VSET(1e-7f);
     for (int i = 0; i < 12; i++) acc[i] = VSET((float)i * 1e-3f);
     long iters = 0;
-    double t0 = now_s(), t1;
+    double t0 = now_s(), t1, c0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
     do {
         for (int r = 0; r < 100000; r++) {
 #pragma GCC unroll 12
@@ -68,20 +76,27 @@ static void *peak_thread(void *p) {
     for (int i = 0; i < 12; i++) s += VSUM(acc[i]);
     a->sink = s;
     a->seconds = t1 - t0;
+    a->cpu_seconds = cpu_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     a->flops = (double)iters * 12 * LANES * 2;
     return NULL;
 }
 
-static double fma_peak(int threads) {
+/* Total FLOP/s of `threads` threads at once (wall clock); *per_cpu_s gets FLOPs per CPU-second
+ * of one thread, which does not depend on how much of the machine others are using. */
+static double fma_peak(int threads, double *per_cpu_s) {
     pthread_t t[64];
     peak_arg a[64];
     memset(a, 0, sizeof a);
+    if (threads > 64) threads = 64;
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, peak_thread, &a[i]);
-    double total = 0;
+    double total = 0, flops = 0, cpu = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
         total += a[i].flops / a[i].seconds;
+        flops += a[i].flops;
+        cpu += a[i].cpu_seconds;
     }
+    *per_cpu_s = flops / cpu;
     return total;
 }
 
@@ -99,24 +114,34 @@ static engine_status rand_batch(void *ctx, corpus_split split, long step, int32_
     return ENGINE_OK;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 typedef struct {
     int warmup;
-    double ms[1000], loss_first, loss_last;
+    double ms[1000], cpu[1000], loss_first, loss_last, last_cpu;
     int n;
 } stats;
 
 static void on_step(void *ctx, const train_step_metrics *m) {
     stats *s = ctx;
+    double c = cpu_s(CLOCK_PROCESS_CPUTIME_ID), dc = c - s->last_cpu;
+    s->last_cpu = c;
     if (m->step == 1) s->loss_first = m->loss;
     s->loss_last = m->loss;
     if (m->step <= s->warmup || s->n >= 1000) return;
+    s->cpu[s->n] = dc;
     s->ms[s->n++] = m->step_ms;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+
 
 int main(int argc, char **argv) {
     train_config c;
@@ -139,10 +164,11 @@ int main(int argc, char **argv) {
     }
     if (threads < 1) threads = 1;
     if (c.steps < 2) c.steps = 2;
-    double peak_before = fma_peak(threads);
+    double per_cpu_before, per_cpu_after;
+    double peak_before = fma_peak(threads, &per_cpu_before);
     rand_src rs = {c.batch, c.model.seq_len, c.model.vocab, 42};
     train_source src = {.ctx = &rs, .batch = rand_batch, .has_val = 0};
-    stats st = {.warmup = c.steps > 2 ? 1 : 0};
+    stats st = {.warmup = 1, .last_cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID)};
     train_callbacks cb = {.ctx = &st, .on_step = on_step};
     engine_error err;
     if (train_run_source(&c, &src, threads, NULL, &cb, &err)) {
@@ -151,17 +177,20 @@ int main(int argc, char **argv) {
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double peak_after = fma_peak(threads), peak = 0.5 * (peak_before + peak_after);
+    double peak_after = fma_peak(threads, &per_cpu_after), peak = 0.5 * (peak_before + peak_after);
+    double per_cpu = 0.5 * (per_cpu_before + per_cpu_after);
     /* the median step: robust to a step slowed down by whatever else the machine runs */
-    qsort(st.ms, (size_t)st.n, sizeof(double), cmp_double);
-    double ms = st.n % 2 ? st.ms[st.n / 2] : 0.5 * (st.ms[st.n / 2 - 1] + st.ms[st.n / 2]);
+    double ms = median(st.ms, st.n), cpu = median(st.cpu, st.n);
     double tps = (double)c.batch * c.model.seq_len / (ms / 1000);
-    double flops = model_config_train_flops_per_token(&c.model) * tps;
+    double step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len;
+    double flops = step_flops / (ms / 1000);
     printf("%-12s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
-           "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%%  peak RSS %5.0f MB (est. %zu MB)  "
+           "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%%  "
+           "CPU-time MFU %5.1f%% (%.2f CPU-s/step, peak %.1f GFLOP per CPU-s)  peak RSS %5.0f MB (est. %zu MB)  "
            "loss %.3f -> %.3f\n",
            attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
-           peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * flops / peak, ru.ru_maxrss / 1024.0,
-           train_config_memory_bytes(&c, threads) >> 20, st.loss_first, st.loss_last);
+           peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * flops / peak, 100 * step_flops / (cpu * per_cpu),
+           cpu, per_cpu / 1e9, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
+           st.loss_last);
     return 0;
 }
