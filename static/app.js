@@ -60,9 +60,11 @@ $('#classroom').addEventListener('click', () => {
   route(); // heat maps and canvases size their type when drawn
 });
 setClassroom(localStorage.getItem('attnlab.classroom') === '1');
+let everConnected = false;
 onConnection((up) => {
   const el = $('#live');
-  el.textContent = up ? 'live' : 'live: reconnecting';
+  everConnected = everConnected || up;
+  el.textContent = up ? 'live' : everConnected ? 'live: reconnecting' : 'live: connecting';
   el.className = 'pill ' + (up ? 'ok' : 'warn');
 });
 window.addEventListener('hashchange', route);

@@ -34,7 +34,7 @@ export function mount(root, params) {
   api('/api/runs?limit=500&sort=-id').then((d) => {
     if (!alive) return;
     runs = d.runs.filter((r) => r.checkpoint_step > 0);
-    clear(runSel, runs.length ? runs.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name} · ${r.variant} · step ${r.checkpoint_step}`))
+    clear(runSel, runs.length ? runs.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name || r.variant + ' run'} · ${r.variant} · step ${r.checkpoint_step}`))
       : h('option', { value: '' }, 'no run with a checkpoint yet'));
     if (params.run && runs.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
     btn.disabled = !runs.length;

@@ -15,7 +15,7 @@ const FIXED = {
   yarn: '#D55E00',
   trained: '#000000',
 };
-const CYCLE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#F0E442', '#000000', '#8C564B', '#7F7F7F'];
+const CYCLE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#7B4EA3', '#000000', '#8C564B', '#7F7F7F'];
 
 function hash(s) {
   let x = 2166136261;

@@ -4,7 +4,7 @@
 
 const subs = new Set();
 let source = null;
-let stateListeners = new Set();
+const stateListeners = new Set();
 let connected = false;
 
 function dispatch(type, data) {
@@ -41,5 +41,6 @@ export function subscribe(handlers) {
   return () => subs.delete(handlers);
 }
 
-export function onConnection(f) { stateListeners.add(f); f(connected); return () => stateListeners.delete(f); }
+// The page opens the stream at start so the header can say whether live updates are flowing, whichever view is shown.
+export function onConnection(f) { open(); stateListeners.add(f); f(connected); return () => stateListeners.delete(f); }
 export function isConnected() { return connected; }

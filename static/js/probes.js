@@ -56,7 +56,7 @@ export function mount(root, params) {
       runSel.addEventListener('change', schedule);
       api('/api/runs?limit=500&sort=-id').then(({ runs }) => {
         const usable = runs.filter((r) => r.checkpoint_step > 0);
-        clear(runSel, usable.length ? usable.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name} (${r.variant}, step ${r.checkpoint_step})`))
+        clear(runSel, usable.length ? usable.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name || r.variant + ' run'} (${r.variant}, step ${r.checkpoint_step})`))
           : h('option', { value: '' }, 'no run with a checkpoint yet'));
         if (params.run && usable.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
         run();

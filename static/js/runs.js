@@ -16,7 +16,7 @@ const ACTIVE = new Set(['queued', 'running']);
 
 const COLUMNS = [
   { key: 'id', label: 'id', get: (r) => r.id },
-  { key: 'name', label: 'name', get: (r) => r.name.toLowerCase() },
+  { key: 'name', label: 'name', get: (r) => runName(r).toLowerCase() },
   { key: 'variant', label: 'variant', get: (r) => r.variant },
   { key: 'status', label: 'status', get: (r) => STATUSES.indexOf(r.status) * 1e9 + (r.step || 0) },
   { key: 'config', label: 'config', get: (r) => r.config.d_model * 1e4 + r.config.n_layer },
@@ -27,8 +27,12 @@ const COLUMNS = [
 ];
 
 function configSummary(c) {
-  return `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch} · lr ${fmt(c.lr, 2)} · ${c.corpus}`;
+  return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
+    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.corpus}`)];
 }
+
+// Runs may be created without a name; the page still needs something to call them.
+export function runName(r) { return r.name || `${r.variant} run ${r.id}`; }
 
 export function progressCell(r) {
   const frac = r.total_steps ? Math.min(1, (r.step || 0) / r.total_steps) : 0;
@@ -48,7 +52,7 @@ export function variantTag(name) {
 async function act(kind, r, after) {
   try {
     if (kind === 'delete') {
-      if (!window.confirm(`Delete run ${r.id} “${r.name}” with its metrics and checkpoints?`)) return;
+      if (!window.confirm(`Delete run ${r.id} “${runName(r)}” with its metrics and checkpoints?`)) return;
       await api(`/api/runs/${r.id}`, { method: 'DELETE' });
     } else {
       await post(`/api/runs/${r.id}/${kind}`);
@@ -101,7 +105,7 @@ export function mount(root) {
     if (filters.status && r.status !== filters.status) return false;
     if (filters.variant && r.variant !== filters.variant) return false;
     if (filters.text) {
-      const hay = [r.name, ...(r.tags || []), String(r.id)].join(' ').toLowerCase();
+      const hay = [runName(r), ...(r.tags || []), String(r.id)].join(' ').toLowerCase();
       if (!hay.includes(filters.text)) return false;
     }
     return true;
@@ -113,7 +117,7 @@ export function mount(root) {
     const tau = r.last?.tau;
     return h('tr', { dataset: { runId: r.id, status: r.status } },
       h('td', {}, r.id),
-      h('td', {}, h('a', { href: `#/run/${r.id}` }, r.name), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
+      h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
       h('td', {}, variantTag(r.variant)),
       h('td', {}, progressCell(r)),
       h('td.small', {}, configSummary(r.config)),

@@ -7,7 +7,7 @@ import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
 import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
 import { subscribe } from './live.js';
-import { progressCell, runActions, variantTag } from './runs.js';
+import { progressCell, runActions, variantTag, runName } from './runs.js';
 
 const MAX_POINTS = 1000;     // asked of the API per series; min and max per bucket are kept
 const REFETCH_ABOVE = 4000;  // live points pile up; past this, ask for a fresh downsampled copy
@@ -83,7 +83,7 @@ export function mount(root, params) {
 
   function runLabel(r) {
     const same = runs.filter((x) => x.variant === r.variant).length > 1;
-    return runs.length === 1 ? r.name : same ? `${r.variant} #${r.id}` : r.variant;
+    return runs.length === 1 ? runName(r) : same ? `${r.variant} #${r.id}` : r.variant;
   }
 
   function xsOf(r, s) {
@@ -168,9 +168,9 @@ export function mount(root, params) {
   function renderHeaders() {
     note.textContent = runs.some((r) => r.status === 'running' || r.status === 'queued')
       ? 'Live: new points are added as the runs train.' : `${runs.length} run${runs.length > 1 ? 's' : ''}, not training.`;
-    titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0]?.name ?? ''}`;
+    titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0] ? runName(runs[0]) : ''}`;
     clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
-      h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${r.name}`)),
+      h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${runName(r)}`)),
       progressCell(r),
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
         `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +

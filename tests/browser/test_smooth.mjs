@@ -1,0 +1,87 @@
+// The dashboard's series arithmetic (static/js/smooth.js), run by node without a browser:
+// debiased EMA smoothing, the engine's learning-rate schedule, the Adam bound on τ, and the merge
+// of live points into a fetched series. Prints PASS/FAIL per case; exits non-zero on failure.
+import { emaDebiased, lrAt, adamTauBound, appendAfter } from '../../static/js/smooth.js';
+
+let failures = 0;
+function test(name, fn) {
+  try { fn(); console.log(`PASS ${name}`); } catch (e) { failures++; console.log(`FAIL ${name}: ${e.message}`); }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+const close = (a, b, tol = 1e-12) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(a), Math.abs(b));
+
+// A small deterministic generator so the test needs no seed from the environment.
+function lcg(seed) { let x = seed >>> 0; return () => { x = (Math.imul(x, 1664525) + 1013904223) >>> 0; return x / 2 ** 32; }; }
+
+test('ema weight 0 returns the series unchanged', () => {
+  const v = [3, 1, 4, 1, 5, 9, 2, 6];
+  const out = emaDebiased(v, 0);
+  assert(out.length === v.length && out.every((x, i) => x === v[i]), `got ${out}`);
+  assert(out !== v, 'must not return the input array itself');
+});
+
+test('debiased ema starts at the first value and keeps a constant series constant', () => {
+  for (const w of [0.3, 0.9, 0.99]) {
+    const out = emaDebiased(new Array(50).fill(7.25), w);
+    assert(out.every((x) => close(x, 7.25)), `weight ${w}: ${out.slice(0, 3)}`);
+    const r = emaDebiased([10, 0, 0], w);
+    assert(close(r[0], 10), `first point ${r[0]} at weight ${w}`);
+  }
+});
+
+test('debiased ema equals the TensorBoard recurrence', () => {
+  const rnd = lcg(42);
+  const v = Array.from({ length: 500 }, () => 5 + rnd());
+  const w = 0.8;
+  const out = emaDebiased(v, w);
+  let last = 0;
+  for (let i = 0; i < v.length; i++) {
+    last = last * w + (1 - w) * v[i];
+    const want = last / (1 - w ** (i + 1));
+    assert(close(out[i], want, 1e-12), `point ${i}: ${out[i]} vs ${want}`);
+  }
+  // Smoothing must reduce the point-to-point variation of noisy data.
+  const tv = (a) => a.slice(1).reduce((s, x, i) => s + Math.abs(x - a[i]), 0);
+  assert(tv(out) < tv(v) / 3, `total variation ${tv(out)} vs raw ${tv(v)}`);
+});
+
+test('non-finite points pass through without poisoning the average', () => {
+  const out = emaDebiased([1, NaN, 1, Infinity, 1], 0.5);
+  assert(Number.isNaN(out[1]) && out[3] === Infinity, 'non-finite not passed through');
+  assert([0, 2, 4].every((i) => close(out[i], 1)), `finite points ${out}`);
+});
+
+test('learning rate follows the engine schedule (constant, warm-up + cosine)', () => {
+  assert(lrAt({ lr: 3e-4, lr_schedule: 'constant', steps: 100 }, 57) === 3e-4, 'constant');
+  const c = { lr: 1e-3, lr_schedule: 'cosine', warmup_steps: 10, steps: 110, min_lr_ratio: 0.1 };
+  assert(close(lrAt(c, 5), 5e-4), `warm-up half: ${lrAt(c, 5)}`);
+  assert(close(lrAt(c, 10), 1e-3), `end of warm-up: ${lrAt(c, 10)}`);
+  assert(close(lrAt(c, 60), 1e-4 + 0.5 * 9e-4), `midpoint: ${lrAt(c, 60)}`);
+  assert(close(lrAt(c, 110), 1e-4), `last step: ${lrAt(c, 110)}`);
+  assert(close(lrAt(c, 500), 1e-4), 'past the end stays at the floor');
+});
+
+test('Adam bound on tau: tau0 ± lr·t (linear), tau0·exp(±lr·t) (log)', () => {
+  const cfg = { lr: 0.01, lr_schedule: 'constant', steps: 100, tau_param: 'linear' };
+  const b = adamTauBound(cfg, 4, [1, 10, 100]);
+  assert(b.map((x) => x.step).join() === '1,10,100', 'steps');
+  assert(close(b[0].hi, 4.01) && close(b[1].lo, 3.9) && close(b[2].hi, 5), JSON.stringify(b));
+  const lg = adamTauBound({ ...cfg, tau_param: 'log' }, 4, [50]);
+  assert(close(lg[0].hi, 4 * Math.exp(0.5)) && close(lg[0].lo, 4 * Math.exp(-0.5)), JSON.stringify(lg));
+  const cos = { lr: 1e-3, lr_schedule: 'cosine', warmup_steps: 0, steps: 100, min_lr_ratio: 0.1 };
+  let sum = 0;
+  for (let s = 1; s <= 100; s++) sum += lrAt(cos, s);
+  assert(close(adamTauBound(cos, 2, [100])[0].hi, 2 + sum), 'cosine bound is the sum of the schedule');
+});
+
+test('live points append only after the last fetched step', () => {
+  const s = { steps: [1, 2, 3], values: [9, 8, 7], wall_times: [0, 1, 2] };
+  assert(!appendAfter(s, 3, 100, 3), 'duplicate step accepted');
+  assert(!appendAfter(s, 2, 100, 3), 'older step accepted');
+  assert(appendAfter(s, 5, 6, 4), 'newer step refused');
+  assert(s.steps.join() === '1,2,3,5' && s.values.join() === '9,8,7,6' && s.wall_times.join() === '0,1,2,4', JSON.stringify(s));
+  const e = { steps: [], values: [], wall_times: [] };
+  assert(appendAfter(e, 1, 1, 1) && e.steps.length === 1, 'empty series');
+});
+
+process.exit(failures ? 1 : 0);
