@@ -117,7 +117,7 @@ AI void lg_tile(int NJ, int NK, const float *W, int C, const float *XT, int RP, 
     }
 }
 
-static void lg_all(const float *W, int V, int C, const float *XT, int RP, float *LT, float *vmax) {
+__attribute__((noinline)) static void lg_all(const float *W, int V, int C, const float *XT, int RP, float *LT, float *vmax) {
     for (int r = 0; r < RP; r++) vmax[r] = -INFINITY;
     int v = 0;
     for (; v + 12 <= V; v += 12) {
@@ -153,7 +153,7 @@ AI void dx_tile(int NK, const float *W, int C, const float *LT, int RP, int v0, 
         for (int k = 0; k < NK; k++) _mm512_storeu_ps(DXT + (long)j * RP + 16 * k, acc[j][k]);
 }
 
-static void dx_all(const float *W, int V, int C, const float *LT, int RP, float *DXT) {
+__attribute__((noinline)) static void dx_all(const float *W, int V, int C, const float *LT, int RP, float *DXT) {
     for (int v0 = 0; v0 < V; v0 += 256) {
         int v1 = v0 + 256 < V ? v0 + 256 : V;
         int r = 0;
@@ -189,22 +189,33 @@ AI void dw_tile(int NJ, int NZ, const float *LT, int RP, const float *XS, int C,
         for (int z = 0; z < NZ; z++) _mm512_storeu_ps(dW + (long)j * C + 16 * z, acc[j][z]);
 }
 
-#define DW_CASE(nz)                                                                                                \
-    case nz:                                                                                                       \
-        for (v = vlo; v + 6 <= vhi; v += 6)                                                                        \
-            dw_tile(6, nz, LT + (long)v * RP, RP, XS + 16 * z0, C, rows, dW + (long)v * C + 16 * z0);               \
-        for (; v < vhi; v++) dw_tile(1, nz, LT + (long)v * RP, RP, XS + 16 * z0, C, rows, dW + (long)v * C + 16 * z0); \
-        break;
-
-static void dw_slice(const float *LT, int RP, const float *XS, int C, int rows, long vlo, long vhi, float *dW) {
-    for (int z0 = 0; z0 < C / 16; z0 += 4) {
-        long v;
-        int nz = C / 16 - z0 < 4 ? C / 16 - z0 : 4;
-        switch (nz) {
-            DW_CASE(1)
-            DW_CASE(2)
-            DW_CASE(3)
-            DW_CASE(4)
+/* Both column tiles of a block of 6 vocabulary rows one after the other, so each dW row is read
+ * and written once per chunk (dW does not fit in cache; XS does, in L2). */
+__attribute__((noinline)) static void dw_slice(const float *LT, int RP, const float *XS, int C, int rows, long vlo,
+                                               long vhi, float *dW) {
+    const int NZ = C / 16;
+    long v = vlo;
+    for (; v < vhi; v += 6) {
+        int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
+        for (int z0 = 0; z0 < NZ; z0 += 4) {
+            int nz = NZ - z0 < 4 ? NZ - z0 : 4;
+            const float *lt = LT + v * RP, *xs = XS + 16 * z0;
+            float *dw = dW + v * C + 16 * z0;
+            if (nj == 6) {
+                switch (nz) {
+                case 1: dw_tile(6, 1, lt, RP, xs, C, rows, dw); break;
+                case 2: dw_tile(6, 2, lt, RP, xs, C, rows, dw); break;
+                case 3: dw_tile(6, 3, lt, RP, xs, C, rows, dw); break;
+                default: dw_tile(6, 4, lt, RP, xs, C, rows, dw); break;
+                }
+            } else {
+                for (int j = 0; j < nj; j++) switch (nz) {
+                    case 1: dw_tile(1, 1, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
+                    case 2: dw_tile(1, 2, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
+                    case 3: dw_tile(1, 3, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
+                    default: dw_tile(1, 4, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
+                    }
+            }
         }
     }
 }
