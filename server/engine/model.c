@@ -272,7 +272,8 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
 size_t model_memory_bytes(const model_config *cfg, int batch, int n_threads, int with_grads) {
     act_sizes s = compute_act_sizes(cfg, batch, n_threads, with_grads);
     size_t np = model_config_param_count(cfg);
-    return sizeof(real) * (s.total + np * (with_grads ? 2 : 1)) + sizeof(model);
+    /* + a margin for what is not ours but comes with a run: thread stacks, BLAS buffers */
+    return sizeof(real) * (s.total + np * (with_grads ? 2 : 1)) + sizeof(model) + ((size_t)16 << 20);
 }
 
 engine_status model_new(model **out, const model_config *cfg, int batch, int n_threads, int with_grads,
