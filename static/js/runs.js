@@ -60,8 +60,10 @@ async function act(kind, r, after) {
     announce(`run ${r.id}: ${kind} done`);
   } catch (e) {
     window.alert(`${kind} failed: ${e.message}`);
+    after('error');
+    return;
   }
-  after();
+  after(kind);
 }
 
 export function runActions(r, after) {
@@ -125,7 +127,7 @@ export function mount(root) {
       h('td.num', {}, tau ? `${fmt(tau.min, 3)} – ${fmt(tau.max, 3)}` : '–'),
       h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
       h('td.small', {}, fmtTime(r.created_at)),
-      h('td.actions', {}, runActions(r, refresh)));
+      h('td.actions', {}, runActions(r, () => refresh())));
   }
 
   function render() {

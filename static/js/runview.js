@@ -124,7 +124,7 @@ export function mount(root, params) {
       tk.forEach((k, i) => {
         anyTau = true;
         const [, L, H] = k.split('.');
-        ds.tau.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), emaDebiased(s[k].values, state.smooth)),
+        ds.tau.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
           borderColor: headShade(col, i, tk.length), backgroundColor: headShade(col, i, tk.length), borderWidth: 1.5, runId: r.id });
       });
       const c = r.config;
@@ -148,7 +148,7 @@ export function mount(root, params) {
       const ek = headKeys(s, 'entropy');
       ek.forEach((k, i) => {
         const [, L, H] = k.split('.');
-        ds.entropy.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), emaDebiased(s[k].values, state.smooth)),
+        ds.entropy.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
           borderColor: headShade(col, i, ek.length), backgroundColor: headShade(col, i, ek.length), borderWidth: 1.5, runId: r.id });
       });
       for (const [key, chart] of [['tokens_per_s', 'tokens'], ['grad_norm', 'grad']]) {
@@ -175,10 +175,23 @@ export function mount(root, params) {
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
         `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
+      h('div.small', {}, latest(r)),
       h('div.toolbar', {},
         h('a.button.small', { href: `/api/runs/${r.id}/metrics.csv`, download: `run-${r.id}-metrics.csv` }, 'CSV'),
         r.checkpoint_step > 0 ? h('a.button.small', { href: `#/attention?run=${r.id}` }, 'Attention map') : null,
-        runActions(r, reload)))));
+        runActions(r, (kind) => { if (kind === 'delete' && (!isExp || runs.length === 1)) location.hash = '#/runs'; else reload(); })))));
+  }
+
+  // Last and lowest loss, last validation loss and the current τ range, from the series on the page.
+  function latest(r) {
+    const s = series.get(r.id) || {};
+    const lastOf = (k) => (s[k] && s[k].values.length ? s[k].values[s[k].values.length - 1] : null);
+    const parts = [];
+    if (s.loss && s.loss.values.length) parts.push(`loss ${fmt(lastOf('loss'))} (min ${fmt(Math.min(...s.loss.values))})`);
+    if (lastOf('val_loss') !== null) parts.push(`validation ${fmt(lastOf('val_loss'))}`);
+    const taus = headKeys(s, 'tau').map((k) => lastOf(k)).filter((v) => v !== null);
+    if (taus.length) parts.push(`τ ${fmt(Math.min(...taus), 3)} – ${fmt(Math.max(...taus), 3)}`);
+    return parts.join(' · ');
   }
 
   async function fetchSeries(r) {

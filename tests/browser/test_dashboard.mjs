@@ -17,7 +17,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const ATTNLABD = process.env.ATTNLABD || join(ROOT, 'build/release/attnlabd');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = join(dirname(ATTNLABD), 'artifacts', 'browser');
-const TINY = { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 120, eval_every: 20, checkpoint_every: 20 };
+const TINY = { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 300, eval_every: 50, checkpoint_every: 100 };
 
 let failures = 0;
 const consoleErrors = [];
