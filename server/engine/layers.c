@@ -150,6 +150,57 @@ void rope_rotate_inverse(real *out, const real *x, const real *c, const real *s,
     }
 }
 
+/* p[0..n) = softmax(scale * p) in place; returns the row's entropy in nats, taken without a log
+ * per element: with z = score - max and S = sum e^z, H = log S - (sum e^z z) / S. */
+#if !REAL_IS_DOUBLE
+static double softmax_row_entropy(float *p, int n, float scale) {
+    float mx = -INFINITY;
+    for (int s = 0; s < n; s++) {
+        p[s] *= scale;
+        if (p[s] > mx) mx = p[s];
+    }
+    fm_v16 vsum = fm_splat(0), vez = fm_splat(0), vm = fm_splat(mx);
+    int s = 0;
+    for (; s + 16 <= n; s += 16) {
+        fm_v16 z = fm_load(p + s) - vm, e = fm_exp16(z);
+        fm_store(p + s, e);
+        vsum += e;
+        vez += e * z;
+    }
+    double sum = 0, ez = 0;
+    for (int i = 0; i < 16; i++) {
+        sum += vsum[i];
+        ez += vez[i];
+    }
+    for (; s < n; s++) {
+        float z = p[s] - mx, e = fm_expf(z);
+        p[s] = e;
+        sum += e;
+        ez += (double)e * z;
+    }
+    fm_v16 vinv = fm_splat((float)(1.0 / sum));
+    for (s = 0; s + 16 <= n; s += 16) fm_store(p + s, fm_load(p + s) * vinv);
+    for (; s < n; s++) p[s] *= (float)(1.0 / sum);
+    return log(sum) - ez / sum;
+}
+#else
+static double softmax_row_entropy(double *p, int n, double scale) {
+    double mx = -INFINITY, sum = 0, ez = 0;
+    for (int s = 0; s < n; s++) {
+        p[s] *= scale;
+        if (p[s] > mx) mx = p[s];
+    }
+    for (int s = 0; s < n; s++) {
+        double z = p[s] - mx, e = exp(z);
+        p[s] = e;
+        sum += e;
+        ez += e * z;
+    }
+    for (int s = 0; s < n; s++) p[s] /= sum;
+    return log(sum) - ez / sum;
+}
+#endif
+
 /* Both passes use matrix products over the full T x T block (the masked half is computed and
  * then zeroed / multiplied by zero): twice the minimal FLOPs, but attention is ~1% of a step and
  * the products run near the machine's peak where scalar loops over d would not. */
@@ -159,24 +210,8 @@ void attention_forward_unit(const real *q, const real *k, int qk_stride, const r
     double ent = 0;
     for (int t = 0; t < T; t++) {
         real *p = att + (long)t * T;
-        real mx = -INFINITY;
-        for (int s = 0; s <= t; s++) {
-            p[s] *= scale;
-            if (p[s] > mx) mx = p[s];
-        }
-        real sum = 0;
-        for (int s = 0; s <= t; s++) {
-            p[s] = rexp(p[s] - mx);
-            sum += p[s];
-        }
-        real inv = 1 / sum;
-        double h = 0;
-        for (int s = 0; s <= t; s++) {
-            p[s] *= inv;
-            if (p[s] > 0) h -= (double)p[s] * log((double)p[s]);
-        }
+        ent += softmax_row_entropy(p, t + 1, scale);
         for (int s = t + 1; s < T; s++) p[s] = 0;
-        ent += h;
     }
     gemm_nn(T, d, T, att, T, v, v_stride, y, y_stride, 0);
     *entropy_sum += ent;
