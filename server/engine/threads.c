@@ -15,7 +15,6 @@ struct threadpool {
     int quit;
     threads_fn fn;
     void *ctx;
-    pthread_barrier_t barrier;
     atomic_long next; /* work items handed out in the current run (threads_next) */
     long next_solo;   /* the same for a pool of one, without atomics */
 };
@@ -24,8 +23,6 @@ typedef struct {
     threadpool *p;
     int tid;
 } worker_arg;
-
-static worker_arg *worker_args_of(threadpool *p);
 
 static void *worker_main(void *arg) {
     worker_arg *wa = arg;
@@ -66,14 +63,6 @@ engine_status threads_create(threadpool **out, int n, engine_error *err) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
-    if (pthread_barrier_init(&p->barrier, NULL, (unsigned)n) != 0) {
-        pthread_cond_destroy(&p->go);
-        pthread_cond_destroy(&p->done);
-        pthread_mutex_destroy(&p->mu);
-        free(p->tids);
-        free(p);
-        return engine_fail(err, ENGINE_ERR_NOMEM, "cannot create a thread barrier");
-    }
     worker_arg *wa = worker_args_of(p);
     for (int i = 1; i < n; i++) {
         wa[i].p = p;
@@ -95,7 +84,6 @@ void threads_free(threadpool *p) {
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i <= p->started; i++) pthread_join(p->tids[i], NULL);
-    pthread_barrier_destroy(&p->barrier);
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     pthread_mutex_destroy(&p->mu);
@@ -128,11 +116,6 @@ void threads_run(threadpool *p, threads_fn fn, void *ctx) {
 long threads_next(threadpool *p) {
     if (p->n == 1) return p->next_solo++;
     return atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-}
-
-void threads_barrier(threadpool *p) {
-    if (!p || p->n == 1) return;
-    pthread_barrier_wait(&p->barrier);
 }
 
 void threads_split(long n, int tid, int nth, long *lo, long *hi) {

@@ -21,8 +21,6 @@ void threads_run(threadpool *p, threads_fn fn, void *ctx);
  * threads are actually getting CPU time, and as long as each item's result does not depend on
  * the thread that computed it, neither does the outcome. */
 long threads_next(threadpool *p);
-/* Inside fn only: waits until every thread of the pool has reached the barrier. */
-void threads_barrier(threadpool *p);
 /* [lo, hi) of n items for thread tid of nth, contiguous and balanced. */
 void threads_split(long n, int tid, int nth, long *lo, long *hi);
 
