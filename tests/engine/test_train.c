@@ -154,7 +154,8 @@ TEST(same_seed_is_bit_identical_for_any_thread_count) {
     }
 }
 
-/* Stop after step 4 (checkpoint written on cancel), resume: steps 5..8 equal the straight run. */
+/* Stop after step 4 (checkpoint written on cancel), resume with another thread count: steps 5..8
+ * equal the straight run. */
 TEST(resume_from_checkpoint_is_bit_identical) {
     for (int k = 0; k < 3; k++) {
         train_config c;
@@ -168,7 +169,7 @@ TEST(resume_from_checkpoint_is_bit_identical) {
         part->stop_after = 4;
         CHECK(run(&c, 2, NULL, part, NULL) == ENGINE_ERR_CANCELLED);
         CHECK(part->last == 4 && part->checkpoints == 1 && part->ckpt_step == 4);
-        CHECK(run(&c, 2, path_of("ck.safetensors"), rest, NULL) == ENGINE_OK);
+        CHECK(run(&c, 3, path_of("ck.safetensors"), rest, NULL) == ENGINE_OK); /* other thread count */
         CHECK(rest->first == 5 && rest->last == 8);
         int same = 1;
         for (int s = 5; s <= 8; s++) same &= rest->loss[s] == full->loss[s] && rest->lr[s] == full->lr[s];
