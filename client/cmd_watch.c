@@ -54,6 +54,7 @@ typedef struct {
     int fatal;         /* an exit code that ends the watch early (resync fetch refused) */
     char path[64];
     char last_line[1024]; /* the last plain line printed */
+    int synced;           /* the run was refetched after this connection's first bytes */
 } watch;
 
 static int term_width(const cli_ctx *ctx) {
@@ -148,7 +149,15 @@ static int on_event(const sse_event *ev, void *user) {
 static int on_data(const char *data, size_t len, void *user) {
     watch *w = user;
     int rc = sse_feed(&w->parser, data, len, on_event, w);
-    return rc > 0 ? 1 : 0;
+    if (rc > 0) return 1;
+    /* The first bytes of a stream mean the subscription is in place. Whatever happened between
+     * the last fetch of the run and this moment reached no stream, so the run is fetched once
+     * more: a run that ended in that gap would otherwise be watched forever. */
+    if (!w->synced) {
+        w->synced = 1;
+        if (refetch(w) == CLI_EXIT_OK && !w->final) draw(w, 0);
+    }
+    return w->final || w->fatal ? 1 : 0;
 }
 
 static int finish(watch *w) {
@@ -175,6 +184,7 @@ static int watch_loop(watch *w, double reconnect_for) {
         }
         long status = 0;
         char msg[1024] = "";
+        w->synced = 0;
         int code = httpc_stream(w->ctx, events_path, headers, 45, on_data, w, &status, msg, sizeof msg);
         if (w->fatal) return w->fatal;
         if (w->final) return finish(w);

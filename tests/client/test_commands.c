@@ -15,9 +15,12 @@
 static harness_server srv;
 static int server_ok;
 
-/* A training small enough to finish in about a second even under the sanitizers. */
+/* A training small enough to finish in well under a second even under the sanitizers: a byte-level
+ * corpus (256 tokens, uploaded at start) keeps the output layer small; the GPT-2 vocabulary of the
+ * built-in corpus makes each step a few hundred times dearer. */
+#define CORPUS "tinybytes"
 #define TINY "--steps", "20", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len", "16", "--batch", "4", \
-             "--corpus", "small", "--eval-every", "10", "--eval-batches", "1"
+             "--corpus", CORPUS, "--eval-every", "10", "--eval-batches", "1"
 
 /* Runs attnlab against srv: attnlab --server URL args... */
 static int cl(client_result *r, double timeout_s, const char *const *args) {
@@ -35,6 +38,39 @@ static int cl(client_result *r, double timeout_s, const char *const *args) {
     } while (0)
 
 static long long first_id(const char *out) { return atoll(out); }
+
+/* Uploads CORPUS (plain text, byte tokens) to s and waits until it has been tokenized. */
+static int upload_corpus(harness_server *s, const char *auth_header) {
+    static const char *const words[] = {"the ", "whale ", "rotates ", "each ", "pair ", "of ", "dimensions ", "by ",
+                                        "its ", "position; ", "cosine ", "ignores ", "magnitude. "};
+    char text[12000];
+    size_t n = 0;
+    for (unsigned k = 0; n + 16 < sizeof text; k = k * 7 + 3) {
+        const char *w = words[k % 13];
+        memcpy(text + n, w, strlen(w));
+        n += strlen(w);
+    }
+    const char *hdr[] = {"Content-Type: text/plain", auth_header, NULL};
+    harness_response resp;
+    if (harness_request(s, "POST", "/api/corpora?name=" CORPUS "&encoding=bytes", text, n, hdr, &resp) != 0) return -1;
+    long st = resp.status;
+    harness_response_free(&resp);
+    if (st != 202 && st != 201 && st != 200) return -1;
+    for (int i = 0; i < 400; i++) {
+        if (harness_get(s, "/api/corpora/" CORPUS, &resp) == 0) {
+            json_t *j = harness_json(&resp);
+            harness_response_free(&resp);
+            json_t *c = json_object_get(j, "corpus") ? json_object_get(j, "corpus") : j;
+            const char *status = json_string_value(json_object_get(c, "status"));
+            int ready = status && !strcmp(status, "ready"), failed = status && !strcmp(status, "failed");
+            json_decref(j);
+            if (ready) return 0;
+            if (failed) return -1;
+        }
+        usleep(25000);
+    }
+    return -1;
+}
 
 TEST(health_and_unreachable_server) {
     client_result r;
@@ -196,7 +232,7 @@ TEST(a_tiny_run_start_watch_show_list) {
 TEST(cancel_watch_resume) {
     client_result r;
     CL(&r, "runs", "start", "--steps", "1000000", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len", "16",
-       "--batch", "4", "--corpus", "small", "--checkpoint-every", "5", "-q");
+       "--batch", "4", "--corpus", CORPUS, "--checkpoint-every", "5", "-q");
     CHECK_MSG(r.code == 0, "%s", r.err);
     char ids[32];
     snprintf(ids, sizeof ids, "%lld", first_id(r.out));
@@ -218,7 +254,7 @@ TEST(cancel_watch_resume) {
 TEST(seed_blog_experiment_tiny) {
     client_result r;
     CL(&r, "experiments", "start", "--preset", "seed-blog", "--set", "steps=20", "--set", "d_model=32", "--set", "n_head=2",
-       "--set", "n_layer=1", "--set", "seq_len=16", "--set", "batch=4", "--corpus", "small", "-q");
+       "--set", "n_layer=1", "--set", "seq_len=16", "--set", "batch=4", "--corpus", CORPUS, "-q");
     CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK_EQ_INT(count_lines(r.out), 2);
     char a[32], b[32];
@@ -251,7 +287,7 @@ TEST(seed_blog_experiment_tiny) {
     snprintf(path, sizeof path, "%s/base.json", srv.data_dir);
     FILE *f = fopen(path, "w");
     CHECK(f);
-    fputs("{\"steps\":5,\"d_model\":32,\"n_head\":2,\"n_layer\":1,\"seq_len\":16,\"batch\":4,\"corpus\":\"small\"}", f);
+    fputs("{\"steps\":5,\"d_model\":32,\"n_head\":2,\"n_layer\":1,\"seq_len\":16,\"batch\":4,\"corpus\":\"" CORPUS "\"}", f);
     fclose(f);
     CL(&r, "experiments", "start", "--base", path, "--vary", "attention=dot,cosine_rope", "--name", "dot-vs-cos");
     CHECK_MSG(r.code == 0, "%s", r.err);
@@ -300,20 +336,25 @@ TEST(probes_tables_csv_json) {
 
 TEST(watch_on_a_terminal) {
     client_result r;
-    CL(&r, "runs", "start", TINY, "-q");
+    /* Long enough (a second or so) for the bar to be drawn before the run ends. */
+    CL(&r, "runs", "start", TINY, "--steps", "400", "-q");
     CHECK(r.code == 0);
     char ids[32];
     snprintf(ids, sizeof ids, "%lld", first_id(r.out));
     const char *a[] = {"--server", srv.base_url, "watch", ids, NULL};
     client_run_pty(&r, 60, 100, a);
     CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.out);
-    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "succeeded at step 20/20"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "succeeded at step 400/400"), "%s", r.out);
 }
 
 TEST(token_is_sent_as_bearer) {
     harness_server locked;
     const char *extra[] = {"--token", "s3cret", NULL};
     CHECK(harness_start(&locked, NULL, extra) == 0);
+    if (upload_corpus(&locked, "Authorization: Bearer s3cret") < 0) {
+        harness_stop(&locked);
+        CHECK_MSG(0, "could not upload the corpus with the token");
+    }
     client_result r;
     const char *no[] = {"--server", locked.base_url, "runs", "start", TINY, NULL};
     client_run(&r, 30, no);
@@ -346,6 +387,12 @@ int main(void) {
     server_ok = harness_start(&srv, NULL, extra) == 0;
     if (!server_ok) {
         printf("FAIL start_attnlabd: could not start %s\n", harness_attnlabd());
+        return 1;
+    }
+    if (upload_corpus(&srv, NULL) < 0) {
+        printf("FAIL upload_corpus: the byte-level corpus did not become ready\n");
+        harness_dump_log(&srv);
+        harness_stop(&srv);
         return 1;
     }
     RUN(health_and_unreachable_server);

@@ -6,6 +6,13 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ATTNLABD=${ATTNLABD:-$ROOT/build/release/attnlabd}
 ATTNLAB=${ATTNLAB:-$ROOT/build/release/attnlab}
+# The README trains on the built-in corpus, whose GPT-2 vocabulary makes a sanitized server take
+# about a minute for these two runs. Under the sanitizers the client under test stays the
+# sanitized one, but talks to the release server when it is built (test_commands.c drives the
+# sanitized server with a byte-level corpus instead).
+case "$ATTNLABD" in
+  */asan/attnlabd) rel=${ATTNLABD%/asan/attnlabd}/release/attnlabd; [ -x "$rel" ] && ATTNLABD=$rel ;;
+esac
 cd "$ROOT" # the built-in 'small' corpus is found from the repository root
 dir=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-session.XXXXXX")
 "$ATTNLABD" --port 0 --data-dir "$dir/data" --compute-threads 2 >"$dir/out" 2>"$dir/log" &
