@@ -15,6 +15,9 @@ export function mount(root, params) {
   text.value = localStorage.getItem('attnlab.attText') || SAMPLE;
   const maxTok = h('input#att-max', { type: 'number', min: 1, max: 256, value: 32 });
   const btn = h('button.primary#att-show', { type: 'submit' }, 'Show attention');
+  const rowScale = h('input#att-rowscale', { type: 'checkbox' });
+  rowScale.addEventListener('change', () => { if (lastProbe) render(lastProbe); });
+  let lastProbe = null;
   const status = h('p.muted#att-status', { 'aria-live': 'polite' });
   const out = h('div#att-out');
   const err = h('div.field-error', { role: 'alert' });
@@ -23,7 +26,7 @@ export function mount(root, params) {
       h('div.field', {}, h('label', { for: 'att-run' }, 'run (with a checkpoint)'), runSel),
       h('div.field.wide', {}, h('label', { for: 'att-text' }, 'sentence'), text),
       h('div.field', {}, h('label', { for: 'att-max' }, 'max tokens'), maxTok)),
-    h('div.toolbar', {}, btn, err));
+    h('div.toolbar', {}, btn, h('label.check', {}, rowScale, ' scale each row to its largest weight'), err));
   clear(root, h('h2', {}, 'Attention map'),
     h('p.muted', {}, 'Each square is one head: row = the query token, column = the key it attends to; darker = more weight. ' +
       'The model is causal, so nothing lies right of the diagonal.'),
@@ -64,6 +67,7 @@ export function mount(root, params) {
   }
 
   function render(probe) {
+    lastProbe = probe;
     const r = probe.result;
     const t = Object.fromEntries(r.tables.map((x) => [x.name, x]));
     const pieces = t.tokens.rows.map((row) => pieceLabel(String(row[t.tokens.columns.indexOf('piece')])));
@@ -81,7 +85,7 @@ export function mount(root, params) {
       grid.append(h('figure.card.att-head', { dataset: { layer: L, head: H } },
         h('figcaption', {}, h('strong', {}, `layer ${L} · head ${H}`),
           h('span.small.muted', {}, ` τ ${fmt(row[col('tau')], 3)} · entropy ${fmt(row[col('entropy_fraction')] * 100, 3)}% of uniform · mean distance ${fmt(row[col('mean_distance')], 3)}`)),
-        heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1 })));
+        heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1, rowScale: rowScale.checked })));
     }
     clear(out,
       run ? h('p', {}, variantTag(run.variant), ` run #${run.id} ${run.name}, checkpoint at step ${run.checkpoint_step}`) : null,

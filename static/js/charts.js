@@ -131,7 +131,7 @@ function groupColumn(table, xi, ys) {
 
 // A heat map on a canvas: rows are queries, columns keys, labels optional (token pieces).
 // Returns a <div> holding the canvas and a live readout of the cell under the pointer or focus.
-export function heatmap(matrix, { rowLabels, colLabels, title, max } = {}) {
+export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale } = {}) {
   const n = matrix.length, m = n ? matrix[0].length : 0;
   const classroom = document.body.classList.contains('classroom');
   const font = classroom ? 16 : 11;
@@ -156,8 +156,10 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max } = {}) {
   if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
   if (!(vmax > 0)) vmax = 1;
   for (let i = 0; i < n; i++) {
+    // rowScale: each query's largest weight is full colour, so later rows (spread over many keys) stay visible.
+    const rmax = rowScale ? Math.max(...matrix[i]) || 1 : vmax;
     for (let j = 0; j < m; j++) {
-      const t = Math.max(0, Math.min(1, matrix[i][j] / vmax));
+      const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
       // white → dark blue; masked (future) cells stay a light grey so causality is visible
       ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? '#eee' : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
       ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));

@@ -79,3 +79,13 @@ export function announce(text) {
   const el = document.getElementById('announcer');
   if (el) el.textContent = text;
 }
+
+// Re-renders inside root without losing keyboard focus: the focused control is found again by its
+// id or aria-label (buttons in tables and headers carry one naming their run).
+export function keepFocus(root, render) {
+  const a = document.activeElement;
+  const inside = a && root.contains(a) && a !== root;
+  const key = inside ? (a.id ? `#${CSS.escape(a.id)}` : a.getAttribute('aria-label') ? `[aria-label="${CSS.escape(a.getAttribute('aria-label'))}"]` : null) : null;
+  render();
+  if (key) root.querySelector(key)?.focus();
+}

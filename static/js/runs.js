@@ -1,7 +1,7 @@
 // The Runs view: every run and experiment with live progress, filters and sorting, the form that
 // starts a run or an experiment, and the one-click reproduction of the blog experiment.
 import { api, post, cached } from './api.js';
-import { h, $, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce } from './dom.js';
+import { h, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce, keepFocus } from './dom.js';
 import { variantColor } from './colors.js';
 import { schemaFields, fieldFromPath } from './schemaform.js';
 import { subscribe } from './live.js';
@@ -25,6 +25,11 @@ const COLUMNS = [
   { key: 'tags', label: 'tags', get: (r) => (r.tags || []).join(',') },
   { key: 'created', label: 'created', get: (r) => r.created_at },
 ];
+
+function lossText(r) {
+  const loss = r.last?.loss;
+  return loss ? `${fmt(loss.last)} / ${fmt(loss.min)}` : '–';
+}
 
 function configSummary(c) {
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
@@ -95,12 +100,12 @@ export function mount(root) {
     onchange: (e) => { filters.variant = e.target.value; render(); } }, h('option', { value: '' }, 'any variant'));
 
   function renderHead() {
-    clear(thead, h('tr', {}, COLUMNS.map((c) => {
+    keepFocus(thead, () => clear(thead, h('tr', {}, COLUMNS.map((c) => {
       const active = sort.key === c.key;
       return h('th', { scope: 'col', 'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
-        h('button.sort', { type: 'button', onclick: () => { sort = { key: c.key, dir: active ? -sort.dir : 1 }; render(); } },
+        h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => { sort = { key: c.key, dir: active ? -sort.dir : 1 }; render(); } },
           c.label, active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
-    }), h('th', { scope: 'col' }, 'actions')));
+    }), h('th', { scope: 'col' }, 'actions'))));
   }
 
   function matches(r) {
@@ -115,16 +120,15 @@ export function mount(root) {
 
   function row(r) {
     const link = r.experiment_id ? `#/experiment/${r.experiment_id}?run=${r.id}` : `#/run/${r.id}`;
-    const loss = r.last?.loss;
     const tau = r.last?.tau;
     return h('tr', { dataset: { runId: r.id, status: r.status } },
       h('td', {}, r.id),
       h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
       h('td', {}, variantTag(r.variant)),
-      h('td', {}, progressCell(r)),
+      h('td.cell-status', {}, progressCell(r)),
       h('td.small', {}, configSummary(r.config)),
-      h('td.num', {}, loss ? `${fmt(loss.last)} / ${fmt(loss.min)}` : '–'),
-      h('td.num', {}, tau ? `${fmt(tau.min, 3)} – ${fmt(tau.max, 3)}` : '–'),
+      h('td.num.cell-loss', {}, lossText(r)),
+      h('td.num', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
       h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
       h('td.small', {}, fmtTime(r.created_at)),
       h('td.actions', {}, runActions(r, () => refresh())));
@@ -137,8 +141,8 @@ export function mount(root) {
       const x = col.get(a), y = col.get(b);
       return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
     });
-    clear(tbody, shown.length ? shown.map(row) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 1 },
-      runs.length ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.')));
+    keepFocus(table, () => clear(tbody, shown.length ? shown.map(row) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 1 },
+      runs.length ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
     count.textContent = `${shown.length} of ${runs.length} runs`;
     const variants = [...new Set(runs.map((r) => r.variant))].sort();
     const cur = variantFilter.value;
@@ -170,6 +174,17 @@ export function mount(root) {
   }
   const refreshSoon = debounce(refresh, 300);
   const redraw = frameThrottle(render);
+  // Progress and loss cells of rows whose run reported a step, replaced in place once per frame.
+  const liveCells = new Set();
+  const cellsSoon = frameThrottle(() => {
+    for (const r of liveCells) {
+      const tr = tbody.querySelector(`tr[data-run-id="${r.id}"]`);
+      if (!tr) continue;
+      clear(tr.querySelector('.cell-status'), progressCell(r));
+      tr.querySelector('.cell-loss').textContent = lossText(r);
+    }
+    liveCells.clear();
+  });
 
   const unsub = subscribe({
     metrics(d) {
@@ -180,7 +195,9 @@ export function mount(root) {
         const l = r.last.loss || { last: d.values.loss, min: d.values.loss };
         r.last = { ...r.last, loss: { last: d.values.loss, min: Math.min(l.min, d.values.loss) } };
       }
-      redraw();
+      const tr = tbody.querySelector(`tr[data-run-id="${r.id}"]`);
+      if (tr) liveCells.add(r); else redraw();
+      cellsSoon();
     },
     status() { refreshSoon(); },
     resync() { refresh(); },

@@ -2,7 +2,7 @@
 // with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
 // run's series downsampled once, then appends the points that arrive over the live stream.
 import { api } from './api.js';
-import { h, clear, fmt, frameThrottle, debounce } from './dom.js';
+import { h, clear, fmt, frameThrottle, debounce, keepFocus } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
 import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
@@ -169,17 +169,30 @@ export function mount(root, params) {
     note.textContent = runs.some((r) => r.status === 'running' || r.status === 'queued')
       ? 'Live: new points are added as the runs train.' : `${runs.length} run${runs.length > 1 ? 's' : ''}, not training.`;
     titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0] ? runName(runs[0]) : ''}`;
-    clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
+    keepFocus(headerBox, () => clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
       h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${runName(r)}`)),
-      progressCell(r),
-      h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
-        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +
-        (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
-      h('div.small', {}, latest(r)),
+      h('div.hdr-live', {}, headerLive(r)),
       h('div.toolbar', {},
         h('a.button.small', { href: `/api/runs/${r.id}/metrics.csv`, download: `run-${r.id}-metrics.csv` }, 'CSV'),
         r.checkpoint_step > 0 ? h('a.button.small', { href: `#/attention?run=${r.id}` }, 'Attention map') : null,
-        runActions(r, (kind) => { if (kind === 'delete' && (!isExp || runs.length === 1)) location.hash = '#/runs'; else reload(); })))));
+        runActions(r, (kind) => { if (kind === 'delete' && (!isExp || runs.length === 1)) location.hash = '#/runs'; else reload(); }))))));
+  }
+
+  // The parts of a header that change with every step; replaced in place so that keyboard focus on
+  // the header's buttons survives a live stream.
+  function headerLive(r) {
+    return [progressCell(r),
+      h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
+        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +
+        (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
+      h('div.small', {}, latest(r))];
+  }
+
+  function updateHeaders() {
+    for (const r of runs) {
+      const el = headerBox.querySelector(`.run-header[data-run-id="${r.id}"] .hdr-live`);
+      if (el) clear(el, headerLive(r));
+    }
   }
 
   // Last and lowest loss, last validation loss and the current τ range, from the series on the page.
@@ -190,7 +203,7 @@ export function mount(root, params) {
     if (s.loss && s.loss.values.length) parts.push(`loss ${fmt(lastOf('loss'))} (min ${fmt(Math.min(...s.loss.values))})`);
     if (lastOf('val_loss') !== null) parts.push(`validation ${fmt(lastOf('val_loss'))}`);
     const taus = headKeys(s, 'tau').map((k) => lastOf(k)).filter((v) => v !== null);
-    if (taus.length) parts.push(`τ ${fmt(Math.min(...taus), 3)} – ${fmt(Math.max(...taus), 3)}`);
+    if (taus.length) parts.push(`τ ${fmt(Math.min(...taus), 4)} – ${fmt(Math.max(...taus), 4)}`);
     return parts.join(' · ');
   }
 
@@ -217,7 +230,7 @@ export function mount(root, params) {
     return grew;
   }
 
-  const headersSoon = frameThrottle(() => { if (alive) renderHeaders(); });
+  const headersSoon = frameThrottle(() => { if (alive) updateHeaders(); });
   const refetchSoon = debounce(() => reload(), 1000);
 
   const unsub = subscribe({
@@ -230,7 +243,7 @@ export function mount(root, params) {
       const r = runs.find((x) => x.id === d.run_id);
       if (!r) return;
       Object.assign(r, { status: d.status, step: d.step, total_steps: d.total_steps, error: d.error });
-      headersSoon();
+      renderHeaders();
       if (TERMINAL.has(d.status)) refreshRunsSoon();
     },
     resync() { reload(); },

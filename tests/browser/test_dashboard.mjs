@@ -276,10 +276,21 @@ async function main() {
       return c && c.data.datasets.some((d) => d.data.length > 3);
     }, null, { timeout: 30000 });
     await shot('experiment');
-    for (const r of exp.runs) {
-      const btn = page.locator(`.run-header[data-run-id="${r.id}"] button`, { hasText: 'Cancel' });
-      if (await btn.count()) await btn.click();
-    }
+    // Keyboard: focus stays on a header's Cancel button while live steps redraw the header, and
+    // Enter presses it.
+    const [first, second] = exp.runs;
+    const label = `cancel run ${second.id}`;
+    await page.focus(`[aria-label="${label}"]`);
+    const before = await lossPoints(page);
+    await waitFor(async () => (await page.evaluate(() => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      return Math.max(...c.data.datasets.map((d) => d.data.length));
+    })) > Math.max(before, 0) + 3, 'more live points', 30000);
+    assert(await page.evaluate(() => document.activeElement && document.activeElement.getAttribute('aria-label')) === label,
+      'keyboard focus was lost while live points arrived');
+    await page.keyboard.press('Enter');
+    const btn = page.locator(`.run-header[data-run-id="${first.id}"] button`, { hasText: 'Cancel' });
+    if (await btn.count()) await btn.click();
     await waitFor(async () => {
       const e = await apiGet(base, `/api/experiments/${expId}`);
       return e.runs.every((r) => !['queued', 'running'].includes(r.status));
