@@ -1,6 +1,7 @@
 #include "cmd_watch.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -214,6 +215,15 @@ static int watch_loop(watch *w, double reconnect_for) {
     }
 }
 
+/* Ctrl-C while the bar is on screen: end the line so that the shell prompt starts clean. Only
+ * async-signal-safe calls here. */
+static void on_interrupt(int sig) {
+    static const char nl[] = "\n";
+    (void)!write(STDOUT_FILENO, nl, 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static int watch_run(const cli_ctx *ctx, long long id, double every_s, int force_plain, double reconnect_for) {
     watch *w = calloc(1, sizeof *w);
     if (!w) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
@@ -221,6 +231,7 @@ static int watch_run(const cli_ctx *ctx, long long id, double every_s, int force
     w->id = id;
     w->json = ctx->json;
     w->tty = !ctx->json && !force_plain && isatty(fileno(ctx->out));
+    if (w->tty && ctx->out == stdout) signal(SIGINT, on_interrupt);
     w->every_s = every_s < 0 ? 1.0 : every_s;
     progress_init(&w->st, id);
     sse_init(&w->parser);
