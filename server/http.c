@@ -831,10 +831,11 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
     s->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
             (strchr(s->bind_addr, ':') ? MHD_USE_IPv6 : 0),
-        0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+        s->listen_fd, MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", s->bind_addr, s->port);
         close(s->listen_fd);

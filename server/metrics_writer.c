@@ -63,7 +63,7 @@ static void *writer_loop(void *arg) {
             }
         }
         if (n) memcpy(batch, w->queue, n * sizeof *batch);
-        memmove(w->queue, w->queue + n, (w->n - n) * sizeof *w->queue);
+        if (w->n > n) memmove(w->queue, w->queue + n, (w->n - n) * sizeof *w->queue);
         w->n -= n;
         progress_entry prog[MAX_PROGRESS];
         int n_prog = w->n_progress;
@@ -133,7 +133,7 @@ size_t metrics_writer_push(metrics_writer *w, const store_metric *points, size_t
             w->cap = cap;
         }
     }
-    memcpy(w->queue + w->n, points, take * sizeof *points);
+    if (take) memcpy(w->queue + w->n, points, take * sizeof *points);
     w->n += take;
     w->dropped += n - take;
     if (w->n >= w->batch_points) pthread_cond_signal(&w->wake);
