@@ -35,7 +35,7 @@ export function rotorPanel() {
 
   function draw() {
     const ctx = canvas.getContext('2d');
-    const W = canvas.width, H = canvas.height, cx = W / 2, cy = H / 2, R = Math.min(W, H) * 0.38;
+    const W = canvas.width, H = canvas.height, cx = W / 2, cy = H / 2, R = Math.min(W, H) * 0.33;
     const theta = Math.pow(state.base, (-2 * state.pair) / state.d);
     const q0 = 0.35, k0 = 1.6; // the pair's own angles before rotation (arbitrary content)
     const aq = q0 + state.m * theta, ak = k0 + (state.m + state.gap) * theta;
@@ -54,11 +54,25 @@ export function rotorPanel() {
       ctx.beginPath(); ctx.moveTo(x, y);
       ctx.lineTo(x - hd * Math.cos(ang - 0.4), y - hd * Math.sin(ang - 0.4));
       ctx.lineTo(x - hd * Math.cos(ang + 0.4), y - hd * Math.sin(ang + 0.4)); ctx.fill();
-      ctx.font = `${document.body.classList.contains('classroom') ? 22 : 16}px system-ui, sans-serif`;
-      ctx.fillText(label, x + 10 * Math.cos(a) - 8, y - 10 * Math.sin(a) + 5);
+      ctx.font = `bold ${big ? 24 : 18}px system-ui, sans-serif`;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.fillText(label, cx + (R + 18) * Math.cos(a), cy - (R + 18) * Math.sin(a));
     };
-    arrow(aq, '#0072B2', `q at m=${Math.floor(state.m)}`);
-    arrow(ak, '#D55E00', `k at n=${Math.floor(state.m) + state.gap}`);
+    const big = document.body.classList.contains('classroom');
+    arrow(aq, '#0072B2', 'q');
+    arrow(ak, '#D55E00', 'k');
+    // Positions in a corner legend, where long numbers cannot run off the canvas.
+    ctx.font = `${big ? 20 : 15}px system-ui, sans-serif`;
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillStyle = '#0072B2';
+    ctx.fillText(`q at position m = ${Math.floor(state.m)}`, 8, 8);
+    ctx.fillStyle = '#D55E00';
+    ctx.fillText(`k at position n = ${Math.floor(state.m) + state.gap}`, 8, big ? 32 : 26);
+    ctx.fillStyle = '#8a5a00';
+    ctx.textBaseline = 'bottom';
+    ctx.fillText(`angle between: gap·θ = ${fmt(state.gap * theta, 3)} rad`, 8, H - 8);
     const diff = ((state.gap * theta) % (2 * Math.PI) + 2 * Math.PI) % (2 * Math.PI);
     readout.textContent = `θ_${state.pair} = ${state.base}^(−2·${state.pair}/${state.d}) = ${fmt(theta, 4)} rad per position · ` +
       `q turned ${fmt(state.m * theta, 3)} rad, k turned ${fmt((state.m + state.gap) * theta, 3)} rad · ` +

@@ -88,7 +88,10 @@ export function mount(root, params) {
 
   function xsOf(r, s) {
     if (state.xAxis === 'step') return s.steps;
-    const t0 = r.started_at || s.wall_times[0] || 0;
+    // A resumed run's started_at is the resume time; its earlier points must not go negative.
+    const all = series.get(r.id) || {};
+    const first = all.loss?.wall_times[0] ?? s.wall_times[0] ?? 0;
+    const t0 = Math.min(r.started_at || first, first);
     return s.wall_times.map((t) => t - t0);
   }
 
