@@ -103,7 +103,14 @@ void api_experiments_create(http_request *req, void *ctx) {
         json_array_append_new(configs, norm);
         if (api_runs_admit(req, a, norm, field) < 0) goto done;
     }
-    char *base_text = json_dumps(base, JSON_COMPACT | JSON_SORT_KEYS);
+    /* All or nothing: refuse now rather than leave half an experiment queued. */
+    if (jobs_queue_room(a->jobs) < (int)json_array_size(configs)) {
+        http_reply_header(req, "Retry-After", "30");
+        http_reply_error(req, 429, "queue_full", NULL, "the training queue has no room for %zu runs; try again later",
+                         json_array_size(configs));
+        goto done;
+    }
+    char *base_text = json_dumps(base, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     char *variants_text = json_dumps(variants, JSON_COMPACT);
     long long exp_id = 0;
     store_status s = base_text && variants_text

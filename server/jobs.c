@@ -365,6 +365,13 @@ void jobs_stop(jobs *j) {
     free(j);
 }
 
+int jobs_queue_room(jobs *j) {
+    pthread_mutex_lock(&j->lock);
+    int room = j->stopping ? 0 : j->q_cap - j->q_len;
+    pthread_mutex_unlock(&j->lock);
+    return room;
+}
+
 int jobs_submit_run(jobs *j, long long run_id) {
     pthread_mutex_lock(&j->lock);
     int ok = j->q_len < j->q_cap && !j->stopping;

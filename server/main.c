@@ -14,10 +14,8 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            usage(stdout);
-            return cmd_serve(argc, argv);
-        }
+        /* No subcommand: serve. --help shows the subcommands first, then serve's flags. */
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) usage(stdout);
         return cmd_serve(argc, argv);
     }
     const char *cmd = argv[1];
