@@ -149,12 +149,12 @@ test-bins: $(TEST_BIN) $(F64_BIN)
 TSAN_TESTS := $(BUILD)/tsan/tests/server/test_jobs $(BUILD)/tsan/tests/server/test_events
 
 bench: deps
-	$(MAKE) --no-print-directory MODE=release build $(BENCH_BIN)
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build $(BENCH_BIN)
 	scripts/bench.sh $(OUT)
 
 corpus:
 	scripts/deps.sh --corpus
-	$(MAKE) --no-print-directory MODE=release build
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
 	DATA_DIR=$(DATA_DIR) scripts/build_corpus.sh $(OUT)
 
 clean:
