@@ -1,7 +1,7 @@
 // The probe explorer: one panel per probe kind, its parameters as sliders and boxes built from
 // /api/probe-kinds. Any change re-runs the probe (debounced; a stale answer is dropped) and redraws
 // the summary, the charts the result suggests and its tables.
-import { api, post, cached } from './api.js';
+import { api, cached } from './api.js';
 import { h, clear, fmt, debounce } from './dom.js';
 import { chartFromHint } from './charts.js';
 import { paramControl } from './paramcontrols.js';

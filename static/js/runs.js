@@ -210,7 +210,12 @@ export function mount(root) {
     h('div.cards', {}, preset),
     h('section.card', { 'aria-labelledby': 'runs-list-title' },
       h('h3#runs-list-title', {}, 'All runs'),
-      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count),
+      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count, h('span.spacer'),
+        h('button#goto-start', { type: 'button', onclick: () => {
+          const f = document.getElementById('start');
+          f.scrollIntoView({ behavior: 'smooth', block: 'start' });
+          f.querySelector('input, select')?.focus({ preventScroll: true });
+        } }, 'New run or experiment ↓')),
       h('div.table-scroll', {}, table)),
     h('section.card', { 'aria-labelledby': 'exp-list-title' },
       h('h3#exp-list-title', {}, 'Experiments'),
