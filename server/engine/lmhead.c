@@ -153,14 +153,36 @@ AI void dx_tile(int NK, const float *W, int C, const float *LT, int RP, int v0, 
         for (int k = 0; k < NK; k++) _mm512_storeu_ps(DXT + (long)j * RP + 16 * k, acc[j][k]);
 }
 
-__attribute__((noinline)) static void dx_all(const float *W, int V, int C, const float *LT, int RP, float *DXT) {
+/* LT[v][r..r+16NK) = exp(LT[v][..] - vmax[..]) for v in [v0, v1), adding to sums[r..]. */
+static inline void exp_block(float *LT, int RP, int v0, int v1, int r, int NK, const float *vmax, float *sums,
+                             int store) {
+    for (int k = 0; k < NK; k++) {
+        fm_v16 m = fm_load(vmax + r + 16 * k), acc = fm_load(sums + r + 16 * k);
+        for (int v = v0; v < v1; v++) {
+            float *p = LT + (long)v * RP + r + 16 * k;
+            fm_v16 e = fm_exp16(fm_load(p) - m);
+            if (store) fm_store(p, e);
+            acc += e;
+        }
+        fm_store(sums + r + 16 * k, acc);
+    }
+}
+
+/* The exponentials (and their sums per row) are taken block by block just before the block is
+ * used, while it sits in L1, instead of in a pass of their own over the whole [V][RP] buffer. */
+__attribute__((noinline)) static void dx_all(const float *W, int V, int C, float *LT, int RP, const float *vmax,
+                                             float *sums, float *DXT) {
     for (int v0 = 0; v0 < V; v0 += 256) {
         int v1 = v0 + 256 < V ? v0 + 256 : V;
         int r = 0;
-        for (; r + 32 <= RP; r += 32)
+        for (; r + 32 <= RP; r += 32) {
+            exp_block(LT, RP, v0, v1, r, 2, vmax, sums, 1);
             for (int c = 0; c < C; c += 8) dx_tile(2, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0);
-        for (; r < RP; r += 16)
+        }
+        for (; r < RP; r += 16) {
+            exp_block(LT, RP, v0, v1, r, 1, vmax, sums, 1);
             for (int c = 0; c < C; c += 8) dx_tile(1, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0);
+        }
     }
 }
 
@@ -236,34 +258,22 @@ static void chunk_kernels(const lmhead_args *a, long r0, int rows, float *LT, fl
         for (int r = 0; r < RP; r++) XT[(long)c * RP + r] = r < rows ? X[(long)r * C + c] : 0.0f;
     lg_all(a->w, V, C, XT, RP, LT, vmax);
     for (int r = 0; r < rows; r++) tl[r] = LT[(long)a->targets[r0 + r] * RP + r];
-    /* exp and sums, a row of RP at a time (contiguous), 16 rows per register */
-    __m512 sums[LMHEAD_MAX_ROWS / 16];
-    const int NR = RP / 16;
-    for (int k = 0; k < NR; k++) sums[k] = _mm512_setzero_ps();
-    for (int v = 0; v < V; v++) {
-        float *row = LT + (long)v * RP;
-        for (int k = 0; k < NR; k++) {
-            __m512 x = _mm512_loadu_ps(row + 16 * k);
-            fm_v16 xv, mv;
-            memcpy(&xv, &x, 64);
-            memcpy(&mv, vmax + 16 * k, 64);
-            fm_v16 e = fm_exp16(xv - mv);
-            __m512 ez;
-            memcpy(&ez, &e, 64);
-            if (train) _mm512_storeu_ps(row + 16 * k, ez);
-            sums[k] = _mm512_add_ps(sums[k], ez);
-        }
+    /* sums[r] = sum_v exp(l[v][r] - max_r); when training, dx_all takes them on the way */
+    float *sums = scale;
+    for (int r = 0; r < RP; r++) sums[r] = 0;
+    if (train) {
+        dx_all(a->w, V, C, LT, RP, vmax, sums, DXT);
+    } else {
+        for (int r = 0; r < RP; r += 16) exp_block(LT, RP, 0, V, r, 1, vmax, sums, 0);
     }
-    for (int k = 0; k < NR; k++) _mm512_storeu_ps(scale + 16 * k, sums[k]);
     for (int r = 0; r < rows; r++) {
-        double sum = scale[r];
+        double sum = sums[r];
         a->losses[r0 + r] = (real)(log(sum) + vmax[r] - tl[r]);
         scale[r] = (float)(a->grad_scale / sum);
     }
     *RP_out = RP;
     if (!train) return;
     /* dx[r] = s_r sum_v e[v][r] W[v] - g W[target_r] */
-    dx_all(a->w, V, C, LT, RP, DXT);
     for (int r = 0; r < rows; r++) {
         real *dx = a->dx + (r0 + r) * C;
         const float *wt = a->w + (long)a->targets[r0 + r] * C;
