@@ -215,6 +215,9 @@ TEST(a_tiny_run_start_watch_show_list) {
     CL(&r, "runs", "resume", ids);
     CHECK_EQ_INT(r.code, 4);
     CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "HTTP 409"), "%s", r.err);
+    CL(&r, "runs", "cancel", ids);
+    CHECK_EQ_INT(r.code, 4);
+    CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "HTTP 409 conflict") && strstr(r.err, "(field: status)"), "%s", r.err);
     CL(&r, "runs", "show", "987654");
     CHECK_EQ_INT(r.code, 4);
     CHECK(strstr(r.err, "HTTP 404 not_found"));
