@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../support/harness.h"
@@ -339,15 +340,29 @@ TEST(probes_tables_csv_json) {
 
 TEST(watch_on_a_terminal) {
     client_result r;
-    /* Long enough (a second or so) for the bar to be drawn before the run ends. */
-    CL(&r, "runs", "start", TINY, "--steps", "400", "-q");
+    /* A run that would go on for minutes, cancelled from elsewhere while the bar is drawn: the
+     * outcome does not depend on how fast this machine trains. */
+    CL(&r, "runs", "start", TINY, "--steps", "1000000", "-q");
     CHECK(r.code == 0);
     char ids[32];
     snprintf(ids, sizeof ids, "%lld", first_id(r.out));
+    pid_t canceller = fork();
+    CHECK(canceller >= 0);
+    if (canceller == 0) {
+        usleep(800000);
+        client_result rc;
+        const char *a[] = {"--server", srv.base_url, "runs", "cancel", ids, NULL};
+        client_run(&rc, 30, a);
+        _exit(rc.code == 0 ? 0 : 1);
+    }
     const char *a[] = {"--server", srv.base_url, "watch", ids, NULL};
     client_run_pty(&r, 60, 100, a);
-    CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.out);
-    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "succeeded at step 400/400"), "%s", r.out);
+    int st = 0;
+    waitpid(canceller, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_MSG(r.code == 6, "exit %d: %s", r.code, r.out);
+    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "/1000000") && strstr(r.out, "tok/s"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "cancelled at step"), "%s", r.out);
 }
 
 TEST(token_is_sent_as_bearer) {
