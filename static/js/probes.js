@@ -75,6 +75,7 @@ export function mount(root, params) {
       result);
     let seq = 0;
     async function run() {
+      if (!alive) return;
       const body = { kind: kind.name, params: {} };
       let bad = false;
       for (const c of controls) {

@@ -162,6 +162,7 @@ export function mount(root) {
 
   let alive = true;
   async function refresh() {
+    if (!alive) return;
     try {
       const [r, e] = await Promise.all([api('/api/runs?limit=500&sort=-id'), api('/api/experiments')]);
       if (!alive) return;

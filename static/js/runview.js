@@ -264,10 +264,12 @@ export function mount(root, params) {
   }
   // Run objects (status, last/min loss, checkpoint) without refetching the series.
   const refreshRunsSoon = debounce(async () => {
+    if (!alive) return; // a timer set before the view closed
     try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); } } catch { /* the next event retries */ }
   }, 400);
 
   async function reload() {
+    if (!alive) return;
     loaded = false;
     try {
       await fetchRuns();

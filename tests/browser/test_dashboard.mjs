@@ -115,6 +115,8 @@ async function main() {
   });
   page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
   const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const metricRequests = [];
+  page.on('request', (req) => { if (/\/api\/runs\/\d+\/metrics(\?|$)/.test(req.url())) metricRequests.push(req.url()); });
 
   await step('runs view loads with health, empty table and the schema form', async () => {
     await page.goto(base + '/');
@@ -168,6 +170,7 @@ async function main() {
     const steps = await page.evaluate(() => window.Chart.getChart(document.querySelector('#chart-loss')).data.datasets
       .find((d) => d.series === 'loss_smoothed').data.map((p) => p.x));
     assert(steps.every((x, i) => x === i + 1), 'loss steps are not 1..N in order');
+    assert(metricRequests.length > 0 && metricRequests.every((u) => /[?&]max_points=\d+/.test(u)), `series fetched without max_points: ${metricRequests}`);
     await shot('run');
   });
 
@@ -296,6 +299,32 @@ async function main() {
       return e.runs.every((r) => !['queued', 'running'].includes(r.status));
     }, 'both runs to stop', 30000);
     await page.waitForFunction(() => [...document.querySelectorAll('.run-header .pill')].every((p) => !/running|queued/.test(p.textContent)));
+  });
+
+  await step('resume a cancelled run, cancel it again, then delete it from the runs list', async () => {
+    const { runs } = await apiGet(base, '/api/runs?status=cancelled');
+    const r = runs.find((x) => x.checkpoint_step > 0) || runs[0];
+    assert(r, 'no cancelled run from the previous case');
+    await page.goto(`${base}/#/run/${r.id}`);
+    await page.click(`[aria-label="resume run ${r.id}"]`);
+    await page.waitForSelector(`.run-header[data-run-id="${r.id}"] .pill.status-running, .run-header[data-run-id="${r.id}"] .pill.status-queued`);
+    await page.click(`[aria-label="cancel run ${r.id}"]`);
+    await waitFor(async () => (await apiGet(base, `/api/runs/${r.id}`)).run.status === 'cancelled', 'the run to be cancelled again', 30000);
+    await page.goto(`${base}/#/runs`);
+    await page.waitForSelector(`#runs-table tr[data-run-id="${r.id}"]`);
+    // Filter and sort: only cosine_rope rows, then ascending ids.
+    await page.selectOption('#runs-variant', 'cosine_rope');
+    const shown = await page.$$eval('#runs-table tbody tr[data-run-id]', (t) => t.map((x) => x.querySelector('.variant').textContent.trim()));
+    assert(shown.length > 0 && shown.every((v) => v === 'cosine_rope'), `variant filter shows ${shown}`);
+    await page.selectOption('#runs-variant', '');
+    await page.click('button[aria-label="sort by id"]');
+    const ids = await page.$$eval('#runs-table tbody tr[data-run-id]', (t) => t.map((x) => Number(x.dataset.runId)));
+    assert(ids.length >= 3 && ids.every((v, i) => !i || v > ids[i - 1]), `ids not ascending after sorting: ${ids}`);
+    page.once('dialog', (d) => d.accept());
+    await page.click(`[aria-label="delete run ${r.id}"]`);
+    await page.waitForSelector(`#runs-table tr[data-run-id="${r.id}"]`, { state: 'detached' });
+    const gone = await fetch(`${base}/api/runs/${r.id}`);
+    assert(gone.status === 404, `deleted run answers ${gone.status}`);
   });
 
   await step('classroom type on a 1280×720 screen', async () => {
