@@ -321,10 +321,11 @@ TEST(lmhead_kernels_match_blas) {
         c.d_model = dims[i];
         c.n_head = 2;
         c.vocab = 1237;
-        c.seq_len = 83; /* 4 x 83 rows: chunks of 21, so both 16- and 32-row tiles with padding */
-        int32_t tok[4 * 83], tg[4 * 83];
-        rand_tokens(tok, 4 * 83, 1237, 5);
-        rand_tokens(tg, 4 * 83, 1237, 6);
+        /* 4 x 203 rows: chunks of 51 (64-row tiles) and a last one of 47 (32- and 16-row tiles) */
+        c.seq_len = 203;
+        int32_t tok[4 * 203], tg[4 * 203];
+        rand_tokens(tok, 4 * 203, 1237, 5);
+        rand_tokens(tg, 4 * 203, 1237, 6);
         real *g[2];
         double loss[2];
         size_t n = 0;
@@ -337,7 +338,7 @@ TEST(lmhead_kernels_match_blas) {
             const model_tensor *t = model_tensor_find(m, "lm_head.w");
             for (size_t j = 0; j < t->numel; j++) model_params(m)[t->offset + j] *= 50;
             model_set_lmhead_blas(m, k);
-            CHECK(model_forward_backward(m, tok, tg, 4, 83, &loss[k], &err) == ENGINE_OK);
+            CHECK(model_forward_backward(m, tok, tg, 4, 203, &loss[k], &err) == ENGINE_OK);
             n = model_param_count(m);
             g[k] = malloc(sizeof(real) * n);
             memcpy(g[k], model_grads(m), sizeof(real) * n);
