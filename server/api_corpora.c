@@ -23,7 +23,8 @@ void api_corpora_list(http_request *req, void *ctx) {
     /* Windows at the run default of 128 tokens: what a training run can draw from. */
     json_array_foreach(list, i, c) {
         json_int_t tokens = json_integer_value(json_object_get(c, "tokens"));
-        json_object_set_new(c, "windows_128", json_integer(tokens > 1 ? (tokens - 1) / 128 : 0));
+        json_object_set_new(c, "windows", json_integer(tokens > 1 ? (tokens - 1) / 128 : 0));
+        json_object_set_new(c, "window_tokens", json_integer(128));
     }
     http_reply_json(req, 200, json_pack("{s:o}", "corpora", list));
 }

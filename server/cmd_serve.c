@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <libgen.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +181,16 @@ static const char *default_static_dir(char *buf, size_t len) {
     return NULL;
 }
 
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(stop_pipe[1], &b, 1) < 0) { /* the pipe is full: a stop is already pending */
+    }
+    errno = saved;
+}
+
 int cmd_serve(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     serve_flags f = {.bind = "127.0.0.1", .port = 8080, .data_dir = "var", .log_level = "info", .http_threads = 4,
@@ -221,13 +230,19 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
 
-    /* Signals are taken synchronously by the main thread; every thread started below inherits
-     * the blocked mask, so none of them is interrupted by SIGINT/SIGTERM. */
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    /* A stop signal only writes its number to a pipe that the main thread waits on. A handler
+     * (rather than blocking the signals and sigwait) is needed because libraries start threads
+     * before main() (OpenBLAS's pool), and a process-directed signal may land on any of them. */
+    if (pipe2(stop_pipe, O_CLOEXEC) < 0) {
+        fprintf(stderr, "attnlabd: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     app a = {.data_dir = f.data_dir,
@@ -297,8 +312,9 @@ int cmd_serve(int argc, char **argv) {
     fflush(stdout);
     log_info("serving static files from %s", static_dir ? static_dir : "(none)");
 
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    unsigned char sig = 0;
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
     log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 stop_http:
@@ -311,6 +327,8 @@ stop_workers:
     corpora_free(a.corpora);
     run_config_cleanup();
     store_close(a.store);
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
     if (rc == 0) log_info("stopped cleanly");
     return rc;
 }

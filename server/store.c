@@ -162,6 +162,17 @@ store_status store_ping(store *st) {
     return v == store_migration_count ? STORE_OK : STORE_ERROR;
 }
 
+/* The next id of a table from its counter (see migration 0004); call inside a transaction. */
+static long long next_id(store *st, const char *table) {
+    sqlite3_stmt *q = prepare(st, "UPDATE id_counters SET last = last + 1 WHERE name = ? RETURNING last");
+    if (!q) return -1;
+    bind_text(q, 1, table);
+    long long id = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    if (id < 0) db_error(st, "next id");
+    sqlite3_finalize(q);
+    return id;
+}
+
 /* ==== runs ================================================================================= */
 
 #define RUN_COLUMNS                                                                                  \
@@ -232,10 +243,13 @@ static store_status finish(store *st, store_status s) {
 }
 
 static store_status run_insert_locked(store *st, const store_new_run *run, long long *id_out) {
+    long long id = next_id(st, "runs");
+    if (id < 0) return STORE_ERROR;
     sqlite3_stmt *q = prepare(st,
                               "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, "
-                              "note, created_at, corpus) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)");
+                              "note, created_at, corpus, id) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)");
     if (!q) return STORE_ERROR;
+    sqlite3_bind_int64(q, 10, id);
     bind_text(q, 1, run->name ? run->name : "");
     if (run->experiment_id)
         sqlite3_bind_int64(q, 2, run->experiment_id);
@@ -249,7 +263,6 @@ static store_status run_insert_locked(store *st, const store_new_run *run, long 
     sqlite3_bind_double(q, 8, now_s());
     bind_text(q, 9, run->corpus ? run->corpus : "");
     if (exec_stmt(st, q, "insert run") != STORE_OK) return STORE_ERROR;
-    long long id = sqlite3_last_insert_rowid(st->db);
     if (run->tags && put_tags(st, id, run->tags) != STORE_OK) return STORE_ERROR;
     *id_out = id;
     return STORE_OK;
@@ -823,18 +836,23 @@ store_status store_metrics_csv(store *st, long long run_id, char **csv, size_t *
 store_status store_experiment_create(store *st, const char *name, const char *preset, const char *base_json,
                                      const char *variants_json, long long *id_out) {
     pthread_mutex_lock(&st->lock);
-    store_status s = STORE_ERROR;
-    sqlite3_stmt *q = prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at) "
-                                  "VALUES (?, ?, ?, ?, ?)");
+    store_status s = begin(st);
+    long long id = s == STORE_OK ? next_id(st, "experiments") : -1;
+    sqlite3_stmt *q = id > 0 ? prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id) "
+                                           "VALUES (?, ?, ?, ?, ?, ?)")
+                             : NULL;
+    if (!q) s = STORE_ERROR;
     if (q) {
+        sqlite3_bind_int64(q, 6, id);
         bind_text(q, 1, name ? name : "");
         bind_text(q, 2, preset);
         bind_text(q, 3, base_json);
         bind_text(q, 4, variants_json);
         sqlite3_bind_double(q, 5, now_s());
         s = exec_stmt(st, q, "insert experiment");
-        if (s == STORE_OK) *id_out = sqlite3_last_insert_rowid(st->db);
+        if (s == STORE_OK) *id_out = id;
     }
+    s = finish(st, s);
     pthread_mutex_unlock(&st->lock);
     return s;
 }
@@ -1018,9 +1036,11 @@ store_status store_probe_insert(store *st, const store_new_probe *p, long long *
     char *rest_text = rest ? json_dumps(rest, JSON_COMPACT) : NULL;
     pthread_mutex_lock(&st->lock);
     store_status s = begin(st);
+    long long id = s == STORE_OK ? next_id(st, "probes") : -1;
+    if (id < 0) s = STORE_ERROR;
     if (s == STORE_OK) {
         sqlite3_stmt *q = prepare(st, "INSERT INTO probes (kind, params, seed, status, result, error, created_at, "
-                                      "finished_at, run_id, cache_key, duration_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+                                      "finished_at, run_id, cache_key, duration_ms, id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
         if (!q) {
             s = STORE_ERROR;
         } else {
@@ -1039,9 +1059,9 @@ store_status store_probe_insert(store *st, const store_new_probe *p, long long *
                 sqlite3_bind_null(q, 9);
             bind_text(q, 10, p->cache_key);
             sqlite3_bind_double(q, 11, p->duration_ms);
+            sqlite3_bind_int64(q, 12, id);
             s = exec_stmt(st, q, "insert probe");
         }
-        long long id = s == STORE_OK ? sqlite3_last_insert_rowid(st->db) : 0;
         size_t i;
         json_t *t;
         json_array_foreach(tables, i, t) {
