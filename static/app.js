@@ -1,7 +1,7 @@
 // attnlab dashboard: a hash router over four views, the server health pill, the live-stream
 // indicator and the classroom (large type) toggle. Each view module exports mount(root, params),
 // which returns its own clean-up (charts, stream subscriptions).
-import { api } from './js/api.js';
+import { api, onToken, setToken } from './js/api.js';
 import { $, $$ } from './js/dom.js';
 import { applyChartTheme } from './js/charts.js';
 import { onConnection } from './js/live.js';
@@ -34,6 +34,7 @@ function route() {
   unmount = make(re.exec(path))(root, q) || null;
   document.title = `attnlab · ${nav}`;
   root.focus({ preventScroll: true });
+  window.scrollTo(0, 0);
 }
 
 async function showHealth() {
@@ -67,6 +68,8 @@ onConnection((up) => {
   el.textContent = up ? 'live' : everConnected ? 'live: reconnecting' : 'live: connecting';
   el.className = 'pill ' + (up ? 'ok' : 'warn');
 });
+onToken((has) => { $('#signout').hidden = !has; });
+$('#signout').addEventListener('click', () => { setToken(''); route(); });
 window.addEventListener('hashchange', route);
 showHealth();
 setInterval(showHealth, 15000);

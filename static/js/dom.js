@@ -1,3 +1,5 @@
+import { authHeaders, getToken } from './api.js';
+
 // Tiny DOM helpers shared by the views. Text always goes through textContent, never innerHTML,
 // because run names, tags and token pieces come from users and models.
 
@@ -88,4 +90,23 @@ export function keepFocus(root, render) {
   const key = inside ? (a.id ? `#${CSS.escape(a.id)}` : a.getAttribute('aria-label') ? `[aria-label="${CSS.escape(a.getAttribute('aria-label'))}"]` : null) : null;
   render();
   if (key) root.querySelector(key)?.focus();
+}
+
+// A download link that also works when reads need the token: a plain <a download> cannot send an
+// Authorization header, so with a token the file is fetched and handed over as a blob.
+export function downloadLink(href, filename, label, cls = 'a') {
+  const a = h(cls, { href, download: filename }, label);
+  a.addEventListener('click', async (ev) => {
+    if (!getToken()) return;
+    ev.preventDefault();
+    const res = await fetch(href, { headers: authHeaders() });
+    if (!res.ok) { window.alert(`download failed: HTTP ${res.status}`); return; }
+    const url = URL.createObjectURL(await res.blob());
+    const tmp = h('a', { href: url, download: filename });
+    document.body.append(tmp);
+    tmp.click();
+    tmp.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  });
+  return a;
 }

@@ -2,7 +2,7 @@
 // /api/probe-kinds. Any change re-runs the probe (debounced; a stale answer is dropped) and redraws
 // the summary, the charts the result suggests and its tables.
 import { api, cached } from './api.js';
-import { h, clear, fmt, debounce } from './dom.js';
+import { h, clear, fmt, debounce, downloadLink } from './dom.js';
 import { chartFromHint } from './charts.js';
 import { paramControl } from './paramcontrols.js';
 import { rotorPanel } from './rotor.js';
@@ -128,7 +128,7 @@ export function mount(root, params) {
       const rows = t.rows.slice(0, MAX_ROWS);
       el.append(h('details.probe-table', { open: i === 0, id: `probe-table-${t.name}` },
         h('summary', {}, `table “${t.name}” · ${t.rows.length} rows`,
-          ' · ', h('a', { href: `/api/probes/${probe.id}/csv?table=${encodeURIComponent(t.name)}`, download: `${probe.kind}-${t.name}.csv` }, 'CSV')),
+          ' · ', downloadLink(`/api/probes/${probe.id}/csv?table=${encodeURIComponent(t.name)}`, `${probe.kind}-${t.name}.csv`, 'CSV')),
         h('div.table-scroll', {}, h('table.table.compact', {},
           h('thead', {}, h('tr', {}, t.columns.map((c) => h('th', { scope: 'col' }, c)))),
           h('tbody', {}, rows.map((row) => h('tr', {}, row.map((v) => h('td.num', {}, fmt(v)))))))),

@@ -2,7 +2,7 @@
 // with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
 // run's series downsampled once, then appends the points that arrive over the live stream.
 import { api } from './api.js';
-import { h, clear, fmt, frameThrottle, debounce, keepFocus } from './dom.js';
+import { h, clear, fmt, frameThrottle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
 import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
@@ -176,7 +176,7 @@ export function mount(root, params) {
       h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${runName(r)}`)),
       h('div.hdr-live', {}, headerLive(r)),
       h('div.toolbar', {},
-        h('a.button.small', { href: `/api/runs/${r.id}/metrics.csv`, download: `run-${r.id}-metrics.csv` }, 'CSV'),
+        downloadLink(`/api/runs/${r.id}/metrics.csv`, `run-${r.id}-metrics.csv`, 'CSV', 'a.button.small'),
         r.checkpoint_step > 0 ? h('a.button.small', { href: `#/attention?run=${r.id}` }, 'Attention map') : null,
         runActions(r, (kind) => { if (kind === 'delete' && (!isExp || runs.length === 1)) location.hash = '#/runs'; else reload(); }))))));
   }

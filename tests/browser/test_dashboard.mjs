@@ -39,10 +39,12 @@ async function step(name, fn) {
 
 function assert(cond, msg) { if (!cond) throw new Error(msg); }
 
-function startServer(dataDir) {
+function startServer(dataDir, extra = []) {
   return new Promise((res, rej) => {
-    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn'],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = { ...process.env };
+    delete env.ATTNLAB_TOKEN;
+    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn', ...extra],
+      { stdio: ['ignore', 'pipe', 'pipe'], env });
     let stderr = '';
     proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
     const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
@@ -339,6 +341,44 @@ async function main() {
     assert(overflow <= 0, `page is ${overflow}px wider than the 1280px window`);
     await page.screenshot({ path: join(ARTIFACTS, 'classroom.png') });
     await page.click('#classroom');
+  });
+
+  await step('a server with --token --private: sign in from the page, then reads, changes and the live stream work', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'attnlab-browser-token-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const tsrv = await startServer(dir, ['--token', 's3cret-t0ken', '--private']);
+    tsrv.proc.removeAllListeners('exit');
+    cleanups.unshift(() => new Promise((r) => { if (tsrv.proc.exitCode !== null) return r(); tsrv.proc.once('exit', r); tsrv.proc.kill('SIGTERM'); setTimeout(() => { tsrv.proc.kill('SIGKILL'); r(); }, 5000); }));
+    const p2 = await ctx.newPage();
+    const errors = [];
+    // 401s are this case's subject; anything else is an error.
+    p2.on('console', (m) => { if (m.type() === 'error' && !/status of 401\b/.test(m.text())) errors.push(m.text()); });
+    p2.on('pageerror', (e) => errors.push(e.message));
+    try {
+      await p2.goto(tsrv.url + '/#/runs');
+      await p2.waitForSelector('#signin[open]');
+      await p2.fill('#signin-token', 'wrong');
+      await p2.click('#signin button[type="submit"]');
+      await p2.waitForFunction(() => document.querySelector('#signin').open && /refused/.test(document.querySelector('.signin-message').textContent));
+      await p2.fill('#signin-token', 's3cret-t0ken');
+      await p2.click('#signin button[type="submit"]');
+      await p2.waitForSelector('#runs-table tr.empty');
+      await p2.waitForSelector('#start-form #cfg-n_head');
+      await p2.waitForFunction(() => document.querySelector('#live').textContent === 'live');
+      assert(await p2.isVisible('#signout'), 'no way to forget the token');
+      await p2.fill('#cfg-corpus', 'small');
+      for (const [k, v] of Object.entries({ ...TINY, steps: 40 })) await p2.fill(`#cfg-${k}`, String(v));
+      await p2.click('#start-submit');
+      await p2.waitForURL(/#\/run\/\d+$/);
+      await p2.waitForFunction(() => {
+        const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+        return c && c.data.datasets.some((d) => d.series === 'loss_smoothed' && d.data.length >= 40);
+      }, null, { timeout: 60000 });
+      await p2.screenshot({ path: join(ARTIFACTS, 'token.png') });
+      assert(!errors.length, errors.join(' | '));
+    } finally {
+      await p2.close();
+    }
   });
 
   await step('no console errors', async () => {
