@@ -210,6 +210,10 @@ TEST(delete_removes_rows_and_files) {
     CHECK_EQ_INT(code, 404);
     json_decref(j);
     CHECK_MSG(stat(dir, &sb) != 0, "%s is still there", dir);
+    /* Ids are never handed out twice: a client holding the old id cannot land on a new run. */
+    long long next = api_start_tiny_run(&srv, "\"steps\":1", "after-delete");
+    CHECK_MSG(next > id, "new run got id %lld after deleting %lld", next, id);
+    free(api_wait_status(&srv, next, "succeeded", 60000));
 }
 
 TEST(delete_of_a_running_run_is_409) {
