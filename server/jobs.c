@@ -146,10 +146,14 @@ static void on_eval(void *ctx, long step, double val_loss) {
     publish_points(t, n, step);
 }
 
+/* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
+ * store when it exists; otherwise a crash in the next second would leave a hole in the curves.
+ * This is the one place where training waits for the writer: once per checkpoint, not per step. */
 static void on_checkpoint(void *ctx, long step, const char *path) {
     train_ctx *t = ctx;
     (void)path;
     metrics_writer_progress(t->j->cfg.writer, t->run_id, (int)step, (int)step);
+    metrics_writer_flush(t->j->cfg.writer);
 }
 
 static int should_stop(void *ctx) {
