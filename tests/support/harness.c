@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ int harness_start(harness_server *s, const char *data_dir, const char *const *ex
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        /* A test that dies must not leave a server training in the background. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int logfd = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(out[1], 1);
         if (logfd >= 0) dup2(logfd, 2);
