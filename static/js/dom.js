@@ -72,6 +72,16 @@ export function frameThrottle(fn) {
   };
 }
 
+// At most one call per `ms`, the last request always honoured (trailing call).
+export function throttle(fn, ms) {
+  let last = 0, timer = null;
+  return () => {
+    if (timer) return;
+    const wait = Math.max(0, last + ms - performance.now());
+    timer = setTimeout(() => { timer = null; last = performance.now(); fn(); }, wait);
+  };
+}
+
 export function debounce(fn, ms) {
   let t = null;
   return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); };

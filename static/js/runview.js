@@ -2,7 +2,7 @@
 // with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
 // run's series downsampled once, then appends the points that arrive over the live stream.
 import { api } from './api.js';
-import { h, clear, fmt, frameThrottle, debounce, keepFocus, downloadLink } from './dom.js';
+import { h, clear, fmt, frameThrottle, throttle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
 import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
@@ -167,6 +167,9 @@ export function mount(root, params) {
     canvases.tau.parentElement.hidden = !anyTau;
   }
   const redraw = frameThrottle(() => { if (alive) build(); });
+  // Live steps can arrive dozens of times a second; rebuilding every chart four times a second
+  // looks continuous and leaves a classroom laptop its CPU.
+  const liveRedraw = throttle(() => { if (alive) build(); }, 250);
 
   function renderHeaders() {
     note.textContent = runs.some((r) => r.status === 'running' || r.status === 'queued')
@@ -239,7 +242,7 @@ export function mount(root, params) {
   const unsub = subscribe({
     metrics(d) {
       if (!loaded) { pending.push(['metrics', d]); return; }
-      if (applyMetrics(d)) { redraw(); headersSoon(); }
+      if (applyMetrics(d)) { liveRedraw(); headersSoon(); }
     },
     status(d) {
       if (!loaded) { pending.push(['status', d]); return; }
