@@ -651,7 +651,10 @@ static void phase_fn(void *ctx, int tid, int nth) {
         break;
     }
     case PH_LMHEAD: {
+        /* about 16 chunks, at most LMHEAD_CHUNK_ROWS rows; the kernels pad a chunk to a multiple
+         * of 16 rows, so their chunks are sized in 16s (a 2-row chunk would cost as much as 16) */
         long R = (N + 15) / 16;
+        if (!m->lmhead_blas && lmhead_uses_kernels(C)) R = (R + 15) / 16 * 16;
         if (R > LMHEAD_CHUNK_ROWS) R = LMHEAD_CHUNK_ROWS;
         lmhead_args la = {
             .x = m->lnf,
