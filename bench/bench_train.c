@@ -5,7 +5,8 @@
  * divides by the CPU time the run actually got instead, against the peak per CPU-second: a figure
  * that other load on the machine disturbs much less. AVX-512 FMAs
  * where the CPU has them (the build uses -march=native), else AVX2.
- *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N]
+ *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N] [--lmhead-blas]
+ * --lmhead-blas runs the output layer through BLAS instead of the engine's own kernels, to compare.
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
  * on what the tokens are. */
 #include <immintrin.h>
@@ -157,8 +158,10 @@ int main(int argc, char **argv) {
             c.batch = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--lmhead-blas")) {
+            c.lmhead_blas = 1;
         } else {
-            fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N]\n");
+            fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n");
             return 2;
         }
     }
@@ -184,11 +187,11 @@ int main(int argc, char **argv) {
     double tps = (double)c.batch * c.model.seq_len / (ms / 1000);
     double step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len;
     double flops = step_flops / (ms / 1000);
-    printf("%-12s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
+    printf("%-12s%s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
            "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%%  "
            "CPU-time MFU %5.1f%% (%.2f CPU-s/step, peak %.1f GFLOP per CPU-s)  peak RSS %5.0f MB (est. %zu MB)  "
            "loss %.3f -> %.3f\n",
-           attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
+           attention_kind_name(c.model.attention), c.lmhead_blas ? " (BLAS output layer)" : "", threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
            peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * flops / peak, 100 * step_flops / (cpu * per_cpu),
            cpu, per_cpu / 1e9, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
            st.loss_last);

@@ -17,3 +17,5 @@ echo "targets: MFU >= 60% of the measured FMA peak, peak RSS <= 400 MB (first st
 for a in dot rope cosine_rope; do
   "$BIN" --attention "$a" --steps "$STEPS" --threads "$THREADS"
 done
+echo "the output layer through OpenBLAS instead of the engine's own kernels, for comparison:"
+"$BIN" --attention dot --steps "$STEPS" --threads "$THREADS" --lmhead-blas

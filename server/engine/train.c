@@ -260,6 +260,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     s.ac.weight_decay = c->weight_decay;
     rc = model_new(&s.m, &c->model, c->batch, n_threads, 1, err);
     if (rc) return rc;
+    model_set_lmhead_blas(s.m, c->lmhead_blas);
     int B = c->batch, T = c->model.seq_len, L = c->model.n_layer, H = c->model.n_head;
     size_t np = model_param_count(s.m);
     s.adam_m = calloc(np, sizeof(real));

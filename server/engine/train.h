@@ -40,6 +40,7 @@ typedef struct {
     const char *checkpoint_path; /* NULL: no checkpoints */
     const char *init_weights;    /* NULL: random init from seed; else a weights/checkpoint file */
     const char *save_path;       /* NULL: none; else the final weights (no optimiser state) */
+    int lmhead_blas;             /* 1: BLAS output layer even where the own kernels apply (bench) */
 } train_config;
 
 void train_config_defaults(train_config *c);
