@@ -96,6 +96,8 @@ struct model {
     /* the current pass */
     int ph, ph_layer, B, T, train;
     int lmhead_blas;
+    int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
+    void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
     const int32_t *inputs, *targets;
 };
@@ -724,7 +726,10 @@ static engine_status check_batch(const model *m, const int32_t *inputs, const in
     return ENGINE_OK;
 }
 
-static void forward_passes(model *m, int B, int T, const int32_t *inputs, const int32_t *targets, int train) {
+static int interrupted(model *m) { return m->interrupt && m->interrupt(m->interrupt_ctx); }
+
+/* Returns 1 if the interrupt check asked to stop (the activations are then incomplete). */
+static int forward_passes(model *m, int B, int T, const int32_t *inputs, const int32_t *targets, int train) {
     m->B = B;
     m->T = T;
     m->inputs = inputs;
@@ -742,9 +747,11 @@ static void forward_passes(model *m, int B, int T, const int32_t *inputs, const 
             m->entropy[l * m->H + h] = s / ((double)B * T);
         }
         run_phase(m, PH_FWD_B, l);
+        if (interrupted(m)) return 1;
     }
     run_phase(m, PH_FINAL, -1);
     if (targets) run_phase(m, PH_LMHEAD, -1);
+    return 0;
 }
 
 static double mean_loss(const model *m, long n) {
@@ -757,7 +764,8 @@ engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targ
                             engine_error *err) {
     engine_status rc = check_batch(m, inputs, targets, B, T, err);
     if (rc) return rc;
-    forward_passes(m, B, T, inputs, targets, 0);
+    if (forward_passes(m, B, T, inputs, targets, 0))
+        return engine_fail(err, ENGINE_ERR_CANCELLED, "forward pass interrupted");
     if (targets && loss) *loss = mean_loss(m, (long)B * T);
     return ENGINE_OK;
 }
@@ -769,7 +777,8 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
     engine_status rc = check_batch(m, inputs, targets, B, T, err);
     if (rc) return rc;
     memset(m->grads, 0, sizeof(real) * m->n_params);
-    forward_passes(m, B, T, inputs, targets, 1);
+    if (forward_passes(m, B, T, inputs, targets, 1) || interrupted(m))
+        return engine_fail(err, ENGINE_ERR_CANCELLED, "training step interrupted");
     if (loss) *loss = mean_loss(m, (long)B * T);
 
     run_phase(m, PH_LNF_BWD, -1);
@@ -796,6 +805,7 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
         run_phase(m, PH_BWD_6, l);
         run_phase(m, PH_BWD_7, l);
         reduce_ln(m, o->ln1w, o->ln1b);
+        if (l > 0 && interrupted(m)) return engine_fail(err, ENGINE_ERR_CANCELLED, "training step interrupted");
     }
     /* Embedding gradients: a scatter-add where tokens repeat, so one thread in row order. */
     long n = (long)B * T;
@@ -813,6 +823,11 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
 }
 
 void model_set_lmhead_blas(model *m, int on) { m->lmhead_blas = on; }
+
+void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx) {
+    m->interrupt = check;
+    m->interrupt_ctx = ctx;
+}
 
 void model_attention_entropy(const model *m, float *out) {
     for (int i = 0; i < m->L * m->H; i++) out[i] = (float)m->entropy[i];
@@ -989,7 +1004,10 @@ engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, mode
         model_inspect_free(out);
         return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for attention maps");
     }
-    forward_passes(m, 1, T, tokens, NULL, 0);
+    if (forward_passes(m, 1, T, tokens, NULL, 0)) {
+        model_inspect_free(out);
+        return engine_fail(err, ENGINE_ERR_CANCELLED, "forward pass interrupted");
+    }
     int rot = m->cfg.attention != ATTENTION_DOT;
     for (int l = 0; l < L; l++) {
         const layer_acts *a = &m->la[l];

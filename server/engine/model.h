@@ -89,9 +89,15 @@ void model_init_params(model *m, uint64_t seed);
 engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T, double *loss,
                             engine_error *err);
 /* Zeroes the gradients, then forward + backward: gradients of the mean loss end up in
- * model_grads. Needs a model made with gradients. */
+ * model_grads. Needs a model made with gradients. ENGINE_ERR_CANCELLED if the interrupt check
+ * (model_set_interrupt) said stop. */
 engine_status model_forward_backward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                                      double *loss, engine_error *err);
+
+/* Optional: check(ctx) is polled between layers of every pass; when it returns non-zero the pass
+ * stops and returns ENGINE_ERR_CANCELLED, parameters untouched (gradients and activations are
+ * then incomplete). Lets a caller cancel within a step instead of after it. NULL: no check. */
+void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx);
 
 /* 1: the output layer uses BLAS even where its own kernels apply (see lmhead.h); for tests and
  * benchmarks that compare the two. */

@@ -290,6 +290,8 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     }
 
     threadpool *pool = model_threads(s.m);
+    /* should_stop is also polled inside steps, so a cancel lands within a layer's time */
+    if (cb && cb->should_stop) model_set_interrupt(s.m, cb->should_stop, cb->ctx);
     while (s.step < c->steps) {
         if (cb && cb->should_stop && cb->should_stop(cb->ctx)) {
             rc = checkpoint(&s, cb, err);
@@ -302,6 +304,12 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         split_batch(&s);
         double loss;
         rc = model_forward_backward(s.m, s.inputs, s.targets, B, T, &loss, err);
+        if (rc == ENGINE_ERR_CANCELLED) {
+            /* the step was abandoned before the optimiser ran: the state is that of step s.step */
+            rc = checkpoint(&s, cb, err);
+            if (!rc) rc = engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled during step %ld", s.step + 1);
+            goto done;
+        }
         if (rc) goto done;
         if (!isfinite(loss)) {
             rc = engine_fail(err, ENGINE_ERR_INVALID, "loss became %g at step %ld (lr too high?)", loss, s.step + 1);
@@ -338,6 +346,11 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         if (src->has_val && ((c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps)) {
             double val;
             rc = evaluate(&s, src, &val, err);
+            if (rc == ENGINE_ERR_CANCELLED) {
+                rc = checkpoint(&s, cb, err);
+                if (!rc) rc = engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled after step %ld", s.step);
+                goto done;
+            }
             if (rc) goto done;
             if (cb && cb->on_eval) cb->on_eval(cb->ctx, s.step, val);
         }

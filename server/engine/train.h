@@ -67,7 +67,9 @@ typedef struct {
     void *ctx;
     void (*on_step)(void *ctx, const train_step_metrics *m);           /* may be NULL */
     void (*on_eval)(void *ctx, long step, double val_loss);            /* may be NULL */
-    int (*should_stop)(void *ctx);                                     /* may be NULL; checked every step */
+    int (*should_stop)(void *ctx); /* may be NULL; polled before each step and between layers within
+                                    * it (from the thread that called train_run): a stop mid-step drops
+                                    * that step, so the checkpoint holds the last completed one */
     void (*on_checkpoint)(void *ctx, long step, const char *path);     /* may be NULL */
 } train_callbacks;
 

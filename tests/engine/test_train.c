@@ -233,6 +233,44 @@ TEST(cancel_is_prompt) {
     free(r);
 }
 
+/* should_stop is also polled inside a step (between layers): a stop requested there abandons the
+ * step, checkpoints the last completed one, and resuming from it reproduces the straight run. */
+typedef struct {
+    rec *r;
+    int polls, stop_at_poll;
+} poll_ctx;
+static void poll_on_step(void *ctx, const train_step_metrics *m) { on_step(((poll_ctx *)ctx)->r, m); }
+static int poll_stop(void *ctx) {
+    poll_ctx *p = ctx;
+    return ++p->polls >= p->stop_at_poll;
+}
+
+TEST(cancel_inside_a_step_keeps_the_last_completed_one) {
+    train_config c;
+    tiny(&c, ATTENTION_ROPE);
+    c.model.n_layer = 3;
+    rec *full = calloc(1, sizeof *full), *part = calloc(1, sizeof *part), *rest = calloc(1, sizeof *rest);
+    CHECK(run(&c, 2, NULL, full, NULL) == ENGINE_OK);
+    count_src s = {c.batch, c.model.seq_len, c.model.vocab, -1};
+    train_source src = {.ctx = &s, .batch = count_batch, .has_val = 1};
+    /* polls per step: 1 before it, 3 in the forward (one per layer), 1 after it, 2 in the backward */
+    poll_ctx pc = {.r = part, .stop_at_poll = 7 * 3 + 3};
+    train_callbacks cb = {.ctx = &pc, .on_step = poll_on_step, .should_stop = poll_stop};
+    c.checkpoint_path = path_of("mid.safetensors");
+    engine_error err;
+    CHECK(train_run_source(&c, &src, 2, NULL, &cb, &err) == ENGINE_ERR_CANCELLED);
+    CHECK(strstr(err.message, "during step 4") != NULL);
+    CHECK_EQ_INT(part->last, 3);
+    CHECK(run(&c, 1, path_of("mid.safetensors"), rest, NULL) == ENGINE_OK);
+    CHECK_EQ_INT(rest->first, 4);
+    int same = 1;
+    for (int k = 4; k <= 8; k++) same &= rest->loss[k] == full->loss[k];
+    free(full);
+    free(part);
+    free(rest);
+    CHECK(same);
+}
+
 TEST(token_outside_vocab_is_an_error) {
     train_config c;
     tiny(&c, ATTENTION_DOT);
@@ -390,6 +428,7 @@ int main(void) {
     RUN(resume_from_checkpoint_is_bit_identical);
     RUN(periodic_checkpoints_and_final_weights);
     RUN(cancel_is_prompt);
+    RUN(cancel_inside_a_step_keeps_the_last_completed_one);
     RUN(token_outside_vocab_is_an_error);
     RUN(trains_from_a_corpus);
     RUN(lr_schedule_warmup_cosine);
