@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training throughput of the seed configuration (L3 H4 C128 T128 V50257, B32) for each
 # attention variant: tokens/s, ms/step, peak RSS and model FLOP utilisation against the FMA
-# peak that the same program measures just before (the machine may be shared: compare ratios).
+# peak that the same program measures around every step (the machine may be shared: compare ratios;
+# the CPU-time MFU is the figure least disturbed by other load).
 # $1: the release build directory (default build/release). BENCH_STEPS, BENCH_THREADS override.
 set -euo pipefail
 cd "$(dirname "$0")/.."
