@@ -58,9 +58,8 @@ static engine_status run_model(app *a, long long run_id, model **m, const tokeni
     *tok = corpora_tokenizer(a->corpora, encoding);
     json_decref(corpus_row);
     json_decref(row);
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    jobs_run_dir(a->jobs, run_id, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    char path[PATH_MAX];
+    jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
     engine_error err = {0};
     engine_status s = *tok ? model_load(m, path, 1, 1, 0, &err)
                            : engine_fail(&err, ENGINE_ERR_INVALID, "the %s tokenizer is not available", encoding);
@@ -103,9 +102,8 @@ static void run_probe(void *arg) {
 
 /* The checkpoint's modification time stands for the weights a model probe saw. */
 static long long weights_stamp(app *a, long long run_id) {
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    jobs_run_dir(a->jobs, run_id, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    char path[PATH_MAX];
+    jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
     struct stat st;
     return stat(path, &st) == 0 ? (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec : 0;
 }

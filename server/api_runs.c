@@ -338,9 +338,8 @@ void api_runs_weights(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
     if (!run_exists(req, a, &id)) return;
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    jobs_run_dir(a->jobs, id, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    char path[PATH_MAX];
+    jobs_run_checkpoint(a->jobs, id, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {

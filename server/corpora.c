@@ -52,6 +52,18 @@ static const char *find_source_dir(const char *given, char *buf, size_t len) {
     return NULL;
 }
 
+/* Writes a tokenized corpus as the little-endian uint16 file that corpus_open_u16 reads. */
+static engine_status write_tokens(const corpus *cp, const char *path, engine_error *err) {
+    size_t n = corpus_token_count(cp);
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
+    const uint16_t *t = corpus_tokens(cp);
+    for (size_t i = 0; i < n; i++) ids[i] = t[i];
+    engine_status s = corpus_write_u16(path, ids, n, err);
+    free(ids);
+    return s;
+}
+
 /* Tokenizes the built-in small corpus into the data directory once (a few hundred KB: milliseconds). */
 static void register_small(corpora *c, const char *source_dir) {
     char text[PATH_MAX], dir[PATH_MAX], tokens[PATH_MAX + 16];
@@ -66,14 +78,7 @@ static void register_small(corpora *c, const char *source_dir) {
         return;
     }
     size_t n = corpus_token_count(cp);
-    int32_t *ids = malloc(n * sizeof *ids);
-    const uint16_t *t = corpus_tokens(cp);
-    engine_status s = ENGINE_ERR_NOMEM;
-    if (ids) {
-        for (size_t i = 0; i < n; i++) ids[i] = t[i];
-        s = corpus_write_u16(tokens, ids, n, &err);
-    }
-    free(ids);
+    engine_status s = write_tokens(cp, tokens, &err);
     corpus_free(cp);
     struct stat stt;
     stat(text, &stt);
@@ -172,15 +177,7 @@ void corpora_tokenize_upload(corpora *c, const char *name, const char *encoding)
     size_t n = 0;
     if (s == ENGINE_OK) {
         n = corpus_token_count(cp);
-        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-        if (!ids) {
-            s = engine_fail(&err, ENGINE_ERR_NOMEM, "out of memory");
-        } else {
-            const uint16_t *t = corpus_tokens(cp);
-            for (size_t i = 0; i < n; i++) ids[i] = t[i];
-            s = corpus_write_u16(tokens, ids, n, &err);
-            free(ids);
-        }
+        s = write_tokens(cp, tokens, &err);
         corpus_free(cp);
     }
     if (s == ENGINE_OK && n < 2) s = engine_fail(&err, ENGINE_ERR_INVALID, "the text holds fewer than 2 tokens");

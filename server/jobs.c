@@ -61,6 +61,10 @@ void jobs_run_dir(const jobs *j, long long run_id, char *buf, size_t len) {
     snprintf(buf, len, "%s/runs/%lld", j->data_dir, run_id);
 }
 
+void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/runs/%lld/checkpoint.safetensors", j->data_dir, run_id);
+}
+
 int jobs_threads_per_run(const jobs *j) {
     int t = j->cfg.compute_threads / (j->cfg.train_workers > 0 ? j->cfg.train_workers : 1);
     return t > 0 ? t : 1;
@@ -201,7 +205,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     corpus *data = NULL;
     char dir[PATH_MAX], ckpt[PATH_MAX + 32];
     jobs_run_dir(j, run_id, dir, sizeof dir);
-    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.safetensors", dir);
+    jobs_run_checkpoint(j, run_id, ckpt, sizeof ckpt);
     int vocab = corpora_vocab(j->cfg.corpora, corpus_name);
     if (!t)
         s = engine_fail(&err, ENGINE_ERR_NOMEM, "out of memory");

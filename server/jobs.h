@@ -49,8 +49,9 @@ int jobs_cancel_run(jobs *j, long long run_id);
 json_t *jobs_run_live(jobs *j, long long run_id);
 /* Queued and running trainings; the sum of tokens/s of running ones. */
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s);
-/* Where a run keeps its files. */
+/* Where a run keeps its files, and its latest checkpoint (weights + optimiser state) there. */
 void jobs_run_dir(const jobs *j, long long run_id, char *buf, size_t len);
+void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len);
 
 /* Runs fn(ctx) on a probe worker; -1 when the queue is full. */
 int jobs_probe_submit(jobs *j, void (*fn)(void *), void *ctx);
