@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "httpc.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -273,4 +275,32 @@ const json_t *cli_last_value(const json_t *v) {
     if (json_is_number(v)) return v;
     const json_t *l = json_object_get(v, "last");
     return json_is_number(l) ? l : NULL;
+}
+
+int cli_query_from_opts(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
+                        char *query, size_t cap) {
+    char group[32];
+    snprintf(group, sizeof group, "%s", cmd);
+    char *space = strchr(group, ' ');
+    if (space) space[1] = 0; /* cli_usage wants "runs " for "runs list" */
+    size_t q = 0;
+    query[0] = 0;
+    for (int i = 0; i < argc; i++) {
+        int matched = 0;
+        for (int k = 0; opts[k] && !matched; k++) {
+            const char *v;
+            int r = cli_opt_value(argc, argv, &i, opts[k], &v);
+            if (r < 0) return cli_usage(ctx, group, "%s wants a value", opts[k]);
+            if (r == 0) continue;
+            matched = 1;
+            char *e = httpc_escape(v);
+            if (!e) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+            int w = snprintf(query + q, cap - q, "%c%s=%s", q ? '&' : '?', opts[k] + 2, e);
+            free(e);
+            if (w < 0 || (size_t)w >= cap - q) return cli_usage(ctx, group, "filters too long");
+            q += (size_t)w;
+        }
+        if (!matched) return cli_usage(ctx, group, "%s: unknown argument '%s'", cmd, argv[i]);
+    }
+    return CLI_EXIT_OK;
 }

@@ -40,6 +40,11 @@ int cli_usage(const cli_ctx *ctx, const char *cmd, const char *fmt, ...) __attri
 /* 1 when argv[*i] is the option `name` (as "--name VALUE" or "--name=VALUE"): *value is set and *i
  * advanced past the value. 0 when it is another argument. -1 when the value is missing. */
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value);
+/* Turns filter options (each "--name VALUE" in opts, NULL-terminated) into "?name=value&..." in
+ * query (URL-escaped). Returns CLI_EXIT_OK, or a usage error naming cmd ("runs list") for an unknown
+ * argument, a missing value or a query longer than cap. */
+int cli_query_from_opts(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
+                        char *query, size_t cap);
 /* 1 when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 /* Parses a positive decimal id (1..2^53); returns 0 and sets *id, or -1. */

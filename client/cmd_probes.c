@@ -306,25 +306,9 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
 
 static int probes_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {"--kind", "--limit", "--offset", NULL};
-    char query[1024] = "";
-    size_t q = 0;
-    for (int i = 0; i < argc; i++) {
-        int matched = 0;
-        for (int k = 0; opts[k] && !matched; k++) {
-            const char *v;
-            int r = cli_opt_value(argc, argv, &i, opts[k], &v);
-            if (r < 0) return cli_usage(ctx, "probes ", "%s wants a value", opts[k]);
-            if (!r) continue;
-            matched = 1;
-            char *e = httpc_escape(v);
-            if (!e) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
-            int w = snprintf(query + q, sizeof query - q, "%c%s=%s", q ? '&' : '?', opts[k] + 2, e);
-            free(e);
-            if (w < 0 || (size_t)w >= sizeof query - q) return cli_usage(ctx, "probes ", "filters too long");
-            q += (size_t)w;
-        }
-        if (!matched) return cli_usage(ctx, "probes ", "probes list: unknown argument '%s'", argv[i]);
-    }
+    char query[1024];
+    int rc = cli_query_from_opts(ctx, "probes list", argc, argv, opts, query, sizeof query);
+    if (rc) return rc;
     char path[1100];
     snprintf(path, sizeof path, "/api/probes%s", query);
     json_t *answer;

@@ -78,25 +78,9 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
 static int runs_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {"--status", "--tag", "--experiment", "--variant", "--sort", "--limit",
                                        "--offset", NULL};
-    char query[2048] = "";
-    size_t q = 0;
-    for (int i = 0; i < argc; i++) {
-        int matched = 0;
-        for (int k = 0; opts[k] && !matched; k++) {
-            const char *v;
-            int r = cli_opt_value(argc, argv, &i, opts[k], &v);
-            if (r < 0) return cli_usage(ctx, "runs ", "%s wants a value", opts[k]);
-            if (r == 0) continue;
-            matched = 1;
-            char *e = httpc_escape(v);
-            if (!e) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
-            int w = snprintf(query + q, sizeof query - q, "%c%s=%s", q ? '&' : '?', opts[k] + 2, e);
-            free(e);
-            if (w < 0 || (size_t)w >= sizeof query - q) return cli_usage(ctx, "runs ", "filters too long");
-            q += (size_t)w;
-        }
-        if (!matched) return cli_usage(ctx, "runs ", "runs list: unknown argument '%s'", argv[i]);
-    }
+    char query[2048];
+    int rc = cli_query_from_opts(ctx, "runs list", argc, argv, opts, query, sizeof query);
+    if (rc) return rc;
     char path[2100];
     snprintf(path, sizeof path, "/api/runs%s", query);
     json_t *body;
