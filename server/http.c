@@ -137,13 +137,17 @@ http_server *http_server_new(const http_config *cfg) {
     s->static_dir = cfg->static_dir ? dup_str(cfg->static_dir) : NULL;
     s->upload_dir = cfg->upload_dir ? dup_str(cfg->upload_dir) : NULL;
     s->token = cfg->token && cfg->token[0] ? dup_str(cfg->token) : NULL;
-    pthread_mutex_init(&s->streams_lock, NULL);
-    if (!s->bind_addr || (cfg->static_dir && !s->static_dir)) {
+    /* Fail closed: a token that could not be copied must not leave the server open. */
+    if (!s->bind_addr || (cfg->static_dir && !s->static_dir) || (cfg->upload_dir && !s->upload_dir) ||
+        (cfg->token && cfg->token[0] && !s->token)) {
         free(s->bind_addr);
         free(s->static_dir);
+        free(s->upload_dir);
+        free(s->token);
         free(s);
         return NULL;
     }
+    pthread_mutex_init(&s->streams_lock, NULL);
     return s;
 }
 
@@ -181,6 +185,27 @@ int http_route_upload(http_server *s, const char *method, const char *pattern, h
 
 void http_server_each_route(const http_server *s, void (*fn)(const char *, const char *, void *), void *ctx) {
     for (int i = 0; i < s->n_routes; i++) fn(s->routes[i].method, s->routes[i].pattern, ctx);
+}
+
+/* A path is canonical when it is "/" or a run of '/'-prefixed segments, each non-empty (no "//",
+ * no trailing '/') and at most NAME_MAX bytes, whose percent-decoding is valid, holds no '/', '\\'
+ * or NUL, and is neither "." nor "..". Only canonical paths reach authorisation, routing and static
+ * files, so all three see the same path (an alias such as "//api/runs" or "/metrics/" cannot be
+ * routed one way and authorised another). Returns 1 when canonical. */
+int http_path_canonical(const char *raw) {
+    if (!raw || raw[0] != '/') return 0;
+    if (raw[1] == 0) return 1;
+    const char *p = raw + 1;
+    for (;;) {
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char seg[NAME_MAX + 1];
+        if (len == 0 || len > NAME_MAX) return 0;
+        long dl = http_url_decode(p, len, seg, 0);
+        if (dl <= 0 || strchr(seg, '/') || strchr(seg, '\\') || !strcmp(seg, ".") || !strcmp(seg, "..")) return 0;
+        if (!end) return 1;
+        p = end + 1;
+    }
 }
 
 /* Matches the raw path against a route; on success fills the request's decoded parameters.
@@ -511,11 +536,6 @@ static int static_resolve(http_server *s, const char *raw, char *out, size_t out
         o += (size_t)dl;
         if (!end) break;
         p = end + 1;
-        if (*p == 0) { /* a trailing slash names a directory's index */
-            if (o + 12 >= sizeof rel) return -1;
-            memcpy(rel + o, "/index.html", 11);
-            o += 11;
-        }
     }
     rel[o] = 0;
     char joined[PATH_MAX];
@@ -579,7 +599,10 @@ static int authorised(http_request *req) {
     http_server *s = req->server;
     if (!s->token) return 1;
     int is_read = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
-    int is_api = !strncmp(req->path, "/api/", 5) || !strcmp(req->path, "/metrics");
+    /* Fail closed: anything a route answers is private, whatever its path looks like; only
+     * unrouted paths outside /api and /metrics (static files) and /api/health are public. */
+    int is_api = req->route != NULL || !strncmp(req->path, "/api/", 5) || !strcmp(req->path, "/api") ||
+                 !strncmp(req->path, "/metrics", 8);
     if (is_read && (!s->cfg.private_reads || !is_api || !strcmp(req->path, "/api/health"))) return 1;
     const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
     return h && !strncmp(h, "Bearer ", 7) && equal_constant_time(h + 7, s->token);
@@ -633,6 +656,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!req) {
         req = calloc(1, sizeof *req);
         if (!req) return MHD_NO;
+        /* Set before any early reply: on_completed closes upload_fd when it is >= 0. */
+        req->upload_fd = -1;
         clock_gettime(CLOCK_MONOTONIC, &req->started);
         req->server = s;
         req->connection = connection;
@@ -640,6 +665,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         req->path = dup_str(url);
         *con_cls = req;
         if (!req->path) return MHD_NO;
+        if (!http_path_canonical(req->path)) {
+            http_reply_error(req, 404, "not_found", NULL, "no such path (paths must be canonical: no empty, '.' "
+                                                          "or '..' segments, no encoded '/', '\\' or NUL)");
+            return MHD_YES;
+        }
         const char *m = !strcmp(method, "HEAD") ? "GET" : method;
         for (int i = 0; i < s->n_routes; i++) {
             if (strcmp(s->routes[i].method, m) != 0) continue;
@@ -650,7 +680,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 return MHD_YES;
             }
         }
-        req->upload_fd = -1;
         size_t limit = req->route && req->route->upload_max ? req->route->upload_max : s->cfg.max_body;
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > limit) {

@@ -92,6 +92,10 @@ http_stream *http_reply_stream(http_request *req, const char *content_type, http
 /* Safe from any thread, any number of times, as long as the stream has not been closed. */
 void http_stream_wake(http_stream *st);
 
+/* 1 when raw is a canonical request path (see http.c: no empty, "." or ".." segments, no trailing
+ * '/', every escape valid and none decoding to '/', '\\' or NUL); anything else is answered 404. */
+int http_path_canonical(const char *raw);
+
 /* Percent-decodes src[0..len) into dst (at least len+1 bytes); '+' becomes ' ' when plus_is_space.
  * Returns the decoded length, or -1 on a malformed escape or a decoded NUL byte. */
 long http_url_decode(const char *src, size_t len, char *dst, int plus_is_space);
