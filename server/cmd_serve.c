@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "app.h"
+#include "args.h"
 #include "commands.h"
 #include "fsutil.h"
 #include "log.h"
@@ -50,15 +52,6 @@ static void serve_usage(FILE *out) {
             "  --help             this text\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 /* Returns 0 and fills flags, 1 after --help, 2 on a bad flag (message already printed). */
 static int parse_flags(int argc, char **argv, serve_flags *f) {
     for (int i = 1; i < argc; i++) {
@@ -82,7 +75,7 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
             f->bind = val;
         } else if (!strcmp(a, "--port")) {
             NEED_VALUE();
-            if (parse_int(val, 0, 65535, &n) < 0) {
+            if (args_long(val, 0, 65535, &n) < 0) {
                 fprintf(stderr, "attnlabd: --port must be an integer in 0..65535, not '%s'\n", val);
                 return 2;
             }
@@ -111,7 +104,7 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                    !strcmp(a, "--max-queued")) {
             NEED_VALUE();
             long hi = !strcmp(a, "--max-queued") ? 100000 : 256;
-            if (parse_int(val, 1, hi, &n) < 0) {
+            if (args_long(val, 1, hi, &n) < 0) {
                 fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
                 return 2;
             }
@@ -122,14 +115,14 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
             *dst = (int)n;
         } else if (!strcmp(a, "--max-model-mb") || !strcmp(a, "--max-upload-mb")) {
             NEED_VALUE();
-            if (parse_int(val, 1, 1 << 20, &n) < 0) {
+            if (args_long(val, 1, 1 << 20, &n) < 0) {
                 fprintf(stderr, "attnlabd: %s must be an integer in 1..1048576, not '%s'\n", a, val);
                 return 2;
             }
             *(!strcmp(a, "--max-model-mb") ? &f->max_model_mb : &f->max_upload_mb) = n;
         } else if (!strcmp(a, "--http-threads")) {
             NEED_VALUE();
-            if (parse_int(val, 1, 64, &n) < 0) {
+            if (args_long(val, 1, 64, &n) < 0) {
                 fprintf(stderr, "attnlabd: --http-threads must be in 1..64, not '%s'\n", val);
                 return 2;
             }
@@ -181,6 +174,37 @@ static const char *default_static_dir(char *buf, size_t len) {
     return NULL;
 }
 
+/* Takes an exclusive flock on <dir>/attnlab.lock (and writes our pid into it for the message a
+ * second server prints). Returns the descriptor, or -1 with a reason in err. */
+static int lock_data_dir(const char *dir, char *err, size_t errlen) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/attnlab.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the lock file in the data directory: %s", strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "the data directory %s is in use by another attnlabd%s%s", dir, pid[0] ? " (pid " : "",
+                     pid[0] ? pid : "");
+        else
+            snprintf(err, errlen, "cannot lock the data directory: %s", strerror(e));
+        if (e == EWOULDBLOCK && pid[0]) strncat(err, ")", errlen - strlen(err) - 1);
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) log_warn("could not write the pid into the lock file");
+    return fd;
+}
+
 static int stop_pipe[2] = {-1, -1};
 
 static void on_stop_signal(int sig) {
@@ -229,6 +253,14 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "attnlabd: data directory: %s\n", err);
         return 2;
     }
+    /* Before anything touches the data directory: it is ours alone (a second attnlabd on it would
+     * mark the first one's live runs interrupted and delete its uploads). The lock lasts as long
+     * as the process: the descriptor is never closed, and the kernel drops it on exit or kill. */
+    int lock_fd = lock_data_dir(f.data_dir, err, sizeof err);
+    if (lock_fd < 0) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        return 2;
+    }
 
     /* A stop signal only writes its number to a pipe that the main thread waits on. A handler
      * (rather than blocking the signals and sigwait) is needed because libraries start threads
@@ -252,13 +284,37 @@ int cmd_serve(int argc, char **argv) {
     char db_path[PATH_MAX], upload_dir[PATH_MAX];
     snprintf(db_path, sizeof db_path, "%s/attnlab.db", f.data_dir);
     snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
+    /* The port next, still before recovery: a server that cannot serve must not change anything. */
+    http_config hc = {.bind_addr = f.bind,
+                      .port = f.port,
+                      .static_dir = static_dir,
+                      .max_body = 1 << 20,
+                      .threads = f.http_threads,
+                      .max_connections = 256,
+                      .upload_dir = upload_dir,
+                      .token = f.token,
+                      .private_reads = f.private_reads,
+                      .app = &a};
+    a.http = http_server_new(&hc);
+    if (!a.http || routes_register(a.http, &a) < 0) {
+        fprintf(stderr, "attnlabd: out of memory setting up routes\n");
+        http_server_free(a.http);
+        return 1;
+    }
+    if (http_server_listen(a.http, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        http_server_free(a.http);
+        return 2;
+    }
     store_status ss = store_open(&a.store, db_path, err, sizeof err);
     if (ss != STORE_OK) {
         fprintf(stderr, "attnlabd: database: %s\n", err);
+        http_server_free(a.http);
         return 2;
     }
     if (run_config_init() < 0) {
         fprintf(stderr, "attnlabd: the built-in OpenAPI document is broken\n");
+        http_server_free(a.http);
         store_close(a.store);
         return 1;
     }
@@ -277,7 +333,7 @@ int cmd_serve(int argc, char **argv) {
     if (!a.jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
         rc = 1;
-        goto stop_workers;
+        goto stop_http;
     }
     long long *queued = NULL;
     int n_queued = 0;
@@ -285,22 +341,6 @@ int cmd_serve(int argc, char **argv) {
         for (int i = 0; i < n_queued; i++) jobs_submit_run(a.jobs, queued[i]);
     free(queued);
 
-    http_config hc = {.bind_addr = f.bind,
-                      .port = f.port,
-                      .static_dir = static_dir,
-                      .max_body = 1 << 20,
-                      .threads = f.http_threads,
-                      .max_connections = 256,
-                      .upload_dir = upload_dir,
-                      .token = f.token,
-                      .private_reads = f.private_reads,
-                      .app = &a};
-    a.http = http_server_new(&hc);
-    if (!a.http || routes_register(a.http, &a) < 0) {
-        fprintf(stderr, "attnlabd: out of memory setting up routes\n");
-        rc = 1;
-        goto stop_http;
-    }
     if (http_server_start(a.http, err, sizeof err) < 0) {
         fprintf(stderr, "attnlabd: %s\n", err);
         rc = 2;
@@ -320,7 +360,6 @@ int cmd_serve(int argc, char **argv) {
 stop_http:
     if (a.events) events_close_all(a.events);
     http_server_free(a.http);
-stop_workers:
     jobs_stop(a.jobs); /* running trainings checkpoint and become interrupted */
     metrics_writer_stop(a.writer);
     events_free(a.events);

@@ -2,7 +2,13 @@
  * stdout: {"type":"step",...} after every step, {"type":"eval",...} after each validation,
  * {"type":"checkpoint",...} when one is written and a final {"type":"done",...}. Errors go to
  * stderr. Exit status: 0 done, 1 failed at run time (or interrupted: SIGINT/SIGTERM stop the
- * run after the current step, writing the checkpoint if --checkpoint is set), 2 bad usage. */
+ * run after the current step, writing the checkpoint if --checkpoint is set), 2 bad usage.
+ *
+ * Its run-config flags are not a list of their own: every property of the RunConfig schema in
+ * server/openapi.json is a flag (`n_layer` -> `--n-layer`), with the schema's bounds, enums and
+ * defaults, checked by the same run_config_normalize() the REST API uses. Only the flags about
+ * files and this machine (--data, --data-dir, --vocab, --init, --save, --checkpoint, --resume)
+ * are this command's own. */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -11,9 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "engine/corpus.h"
 #include "engine/train.h"
+#include "run_config.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -22,45 +30,122 @@ static void on_signal(int sig) {
     stop_requested = 1;
 }
 
+/* The flags that are not run-config fields: name, value placeholder, help. */
+static const struct {
+    const char *flag, *value, *help;
+} own_flags[] = {
+    {"--data", "FILE.u16", "train on this token file instead of --corpus"},
+    {"--data-dir", "DIR", "where --corpus NAME is found: DIR/corpora/NAME/tokens.u16 (var)"},
+    {"--vocab", "N", "vocabulary size of the token file (50257, GPT-2; 256 for byte corpora)"},
+    {"--init", "FILE", "start from these weights (safetensors) instead of a random init"},
+    {"--save", "FILE", "write the final weights (safetensors)"},
+    {"--checkpoint", "FILE", "keep a checkpoint here (every --checkpoint-every steps and at the end)"},
+    {"--resume", "FILE", "continue from this checkpoint"},
+};
+#define N_OWN_FLAGS (sizeof own_flags / sizeof own_flags[0])
+
+static const json_t *schema_props(void) {
+    return json_object_get(json_object_get(json_object_get(json_object_get(run_config_openapi(), "components"),
+                                                           "schemas"),
+                                           "RunConfig"),
+                           "properties");
+}
+
+/* "n_layer" -> "--n-layer" */
+static void flag_of(const char *key, char *out, size_t len) {
+    size_t o = 0;
+    if (len < 3) return;
+    out[o++] = '-';
+    out[o++] = '-';
+    for (const char *p = key; *p && o + 1 < len; p++) out[o++] = *p == '_' ? '-' : *p;
+    out[o] = 0;
+}
+
+/* "--n-layer" -> the schema key "n_layer" (NULL when it is not a run-config flag). */
+static const char *key_of(const char *flag, char *buf, size_t len) {
+    if (strncmp(flag, "--", 2) != 0 || strlen(flag + 2) + 1 > len) return NULL;
+    size_t i = 0;
+    for (const char *p = flag + 2; *p; p++) buf[i++] = *p == '-' ? '_' : *p;
+    buf[i] = 0;
+    return json_object_get(schema_props(), buf) ? buf : NULL;
+}
+
+static void print_value(FILE *out, const json_t *v) {
+    if (json_is_string(v)) fputs(json_string_value(v), out);
+    else if (json_is_integer(v)) fprintf(out, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) fprintf(out, "%g", json_real_value(v));
+    else if (json_is_boolean(v)) fputs(json_is_true(v) ? "true" : "false", out);
+}
+
+/* One line per schema property: flag, accepted values, default, description. */
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: attnlabd train [flags]\n"
-            "model:\n"
-            "  --attention dot|rope|cosine_rope   (dot)\n"
-            "  --layers N (3)  --heads N (4)  --d-model N (128)  --seq-len N (128)  --vocab N (50257)\n"
-            "  --rope-base X (10000)  --tau-init X (sqrt(d))  --tau-param linear|log (linear)\n"
-            "  --tau-weight-decay on|off (on)\n"
-            "optimiser and schedule:\n"
-            "  --steps N (2000)  --batch N (32)  --lr X (3e-4)  --beta1 X (0.9)  --beta2 X (0.999)\n"
-            "  --eps X (1e-8)  --weight-decay X (0.01)  --grad-clip X (0 = off)\n"
-            "  --schedule constant|cosine (constant)  --warmup N (0)  --min-lr-ratio X (0.1)\n"
-            "data:\n"
-            "  --data FILE.u16 | --corpus NAME (<data-dir>/corpora/NAME/tokens.u16)  --data-dir DIR (var)\n"
-            "  --order sequential|shuffled (sequential)  --seed N (1337)  --val-fraction X (0.05)\n"
-            "  --eval-every N (100)  --eval-batches N (4)\n"
-            "files and machine:\n"
-            "  --init FILE.safetensors   start from these weights instead of a random init\n"
-            "  --save FILE.safetensors   write the final weights\n"
-            "  --checkpoint FILE  --checkpoint-every N (0)  --resume CHECKPOINT\n"
-            "  --threads N (all cores)\n");
+    fprintf(out, "usage: attnlabd train [flags]\n"
+                 "run config (the REST API's RunConfig: same names, bounds and defaults):\n");
+    const char *key;
+    const json_t *prop;
+    json_object_foreach((json_t *)schema_props(), key, prop) {
+        char flag[72];
+        flag_of(key, flag, sizeof flag);
+        const char *type = json_string_value(json_object_get(prop, "type"));
+        const json_t *en = json_object_get(prop, "enum");
+        fprintf(out, "  %s ", flag);
+        if (en) {
+            size_t i;
+            const json_t *opt;
+            json_array_foreach(en, i, opt) {
+                if (i) fputc('|', out);
+                print_value(out, opt);
+            }
+        } else if (!strcmp(type, "boolean")) {
+            fputs("true|false", out);
+        } else if (!strcmp(type, "string")) {
+            fputs("NAME", out);
+        } else {
+            fputs(!strcmp(type, "integer") ? "N" : "X", out);
+            const json_t *mn = json_object_get(prop, "minimum"), *mx = json_object_get(prop, "maximum");
+            if (mn && mx) {
+                fputs(json_is_true(json_object_get(prop, "exclusiveMinimum")) ? " in (" : " in [", out);
+                print_value(out, mn);
+                fputs(", ", out);
+                print_value(out, mx);
+                fputc(']', out);
+            }
+        }
+        const json_t *def = json_object_get(prop, "default");
+        if (def) {
+            fputs("  (default ", out);
+            print_value(out, def);
+            fputc(')', out);
+        }
+        const char *desc = json_string_value(json_object_get(prop, "description"));
+        if (desc) fprintf(out, "  %s", desc);
+        fputc('\n', out);
+    }
+    fprintf(out, "  (--corpus NAME reads <data-dir>/corpora/NAME/tokens.u16; --threads 0 uses every core)\n"
+                 "files and machine (this command only):\n");
+    for (size_t i = 0; i < N_OWN_FLAGS; i++)
+        fprintf(out, "  %s %s  %s\n", own_flags[i].flag, own_flags[i].value, own_flags[i].help);
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
+/* A flag's text as the JSON value its schema type asks for; NULL when it does not parse. */
+static json_t *parse_value(const json_t *prop, const char *v) {
+    const char *type = json_string_value(json_object_get(prop, "type"));
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end) return -1;
-    *out = v;
-    return 0;
+    if (!strcmp(type, "integer")) {
+        long long n = strtoll(v, &end, 10);
+        return errno || end == v || *end ? NULL : json_integer(n);
+    }
+    if (!strcmp(type, "number")) {
+        double x = strtod(v, &end);
+        return errno || end == v || *end ? NULL : json_real(x);
+    }
+    if (!strcmp(type, "boolean")) {
+        if (!strcmp(v, "true")) return json_true();
+        if (!strcmp(v, "false")) return json_false();
+        return NULL;
+    }
+    return json_string(v);
 }
 
 static void emit(json_t *o) {
@@ -126,113 +211,80 @@ static int cb_stop(void *ctx) {
     do {                                                                                                           \
         fprintf(stderr, "attnlabd train: " __VA_ARGS__);                                                           \
         fputc('\n', stderr);                                                                                       \
-        return 2;                                                                                                  \
+        rc = 2;                                                                                                    \
+        goto done;                                                                                                 \
     } while (0)
 
 int cmd_train(int argc, char **argv) {
-    train_config c;
-    train_config_defaults(&c);
-    const char *data = NULL, *corpus_name = NULL, *data_dir = "var", *resume = NULL;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
+    if (run_config_init() < 0) {
+        fprintf(stderr, "attnlabd train: the embedded OpenAPI document is broken\n");
+        return 1;
+    }
+    int rc = 0;
+    const char *data = NULL, *data_dir = "var", *resume = NULL, *init = NULL, *save = NULL, *checkpoint = NULL;
+    long vocab = 50257;
+    json_t *given = json_object(), *cfg = NULL;
+    if (!given) {
+        fprintf(stderr, "attnlabd train: out of memory\n");
+        return 1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             usage(stdout);
-            return 0;
+            goto done;
         }
         if (strncmp(f, "--", 2) != 0) BAD("unexpected argument '%s' (see --help)", f);
         if (i + 1 >= argc) BAD("%s needs a value", f);
         const char *v = argv[++i];
-        long n;
-        double x;
-#define LONG_FLAG(name, lo, hi, dst)                                                                               \
-    else if (!strcmp(f, name)) {                                                                                   \
-        if (parse_long(v, lo, hi, &n)) BAD("%s wants an integer in %ld..%ld, not '%s'", f, (long)(lo), (long)(hi), v); \
-        dst = n;                                                                                                   \
-    }
-#define DOUBLE_FLAG(name, dst)                                                                                     \
-    else if (!strcmp(f, name)) {                                                                                   \
-        if (parse_double(v, &x)) BAD("%s wants a number, not '%s'", f, v);                                         \
-        dst = x;                                                                                                   \
-    }
-        if (!strcmp(f, "--attention")) {
-            if (attention_kind_parse(v, &c.model.attention)) BAD("--attention is dot, rope or cosine_rope, not '%s'", v);
-        }
-        LONG_FLAG("--layers", 1, 24, c.model.n_layer)
-        LONG_FLAG("--heads", 1, 1024, c.model.n_head)
-        LONG_FLAG("--d-model", 2, 1024, c.model.d_model)
-        LONG_FLAG("--seq-len", 1, 4096, c.model.seq_len)
-        LONG_FLAG("--vocab", 2, 1 << 20, c.model.vocab)
-        DOUBLE_FLAG("--rope-base", c.model.rope_base)
-        DOUBLE_FLAG("--tau-init", c.model.tau_init)
-        else if (!strcmp(f, "--tau-param")) {
-            if (tau_param_parse(v, &c.model.tau_param)) BAD("--tau-param is linear or log, not '%s'", v);
-        }
-        else if (!strcmp(f, "--tau-weight-decay")) {
-            if (!strcmp(v, "on")) c.tau_weight_decay = 1;
-            else if (!strcmp(v, "off")) c.tau_weight_decay = 0;
-            else BAD("--tau-weight-decay is on or off, not '%s'", v);
-        }
-        LONG_FLAG("--steps", 1, 10000000, c.steps)
-        LONG_FLAG("--batch", 1, 512, c.batch)
-        DOUBLE_FLAG("--lr", c.lr)
-        DOUBLE_FLAG("--beta1", c.beta1)
-        DOUBLE_FLAG("--beta2", c.beta2)
-        DOUBLE_FLAG("--eps", c.eps)
-        DOUBLE_FLAG("--weight-decay", c.weight_decay)
-        DOUBLE_FLAG("--grad-clip", c.grad_clip)
-        else if (!strcmp(f, "--schedule")) {
-            if (!strcmp(v, "constant")) c.schedule = LR_SCHEDULE_CONSTANT;
-            else if (!strcmp(v, "cosine")) c.schedule = LR_SCHEDULE_COSINE;
-            else BAD("--schedule is constant or cosine, not '%s'", v);
-        }
-        LONG_FLAG("--warmup", 0, 10000000, c.warmup_steps)
-        DOUBLE_FLAG("--min-lr-ratio", c.min_lr_ratio)
-        else if (!strcmp(f, "--data")) data = v;
-        else if (!strcmp(f, "--corpus")) corpus_name = v;
+        char keybuf[64];
+        const char *key = key_of(f, keybuf, sizeof keybuf);
+        if (key) {
+            json_t *val = parse_value(json_object_get(schema_props(), key), v);
+            if (!val) BAD("%s does not take '%s' (see --help)", f, v);
+            json_object_set_new(given, key, val);
+        } else if (!strcmp(f, "--data")) data = v;
         else if (!strcmp(f, "--data-dir")) data_dir = v;
-        else if (!strcmp(f, "--order")) {
-            if (!strcmp(v, "sequential")) c.order = CORPUS_ORDER_SEQUENTIAL;
-            else if (!strcmp(v, "shuffled")) c.order = CORPUS_ORDER_SHUFFLED;
-            else BAD("--order is sequential or shuffled, not '%s'", v);
-        }
-        else if (!strcmp(f, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-') BAD("--seed wants a non-negative integer, not '%s'", v);
-            c.seed = s;
-        }
-        DOUBLE_FLAG("--val-fraction", c.val_fraction)
-        LONG_FLAG("--eval-every", 0, 10000000, c.eval_every)
-        LONG_FLAG("--eval-batches", 1, 1000, c.eval_batches)
-        else if (!strcmp(f, "--init")) c.init_weights = v;
-        else if (!strcmp(f, "--save")) c.save_path = v;
-        else if (!strcmp(f, "--checkpoint")) c.checkpoint_path = v;
-        LONG_FLAG("--checkpoint-every", 0, 10000000, c.checkpoint_every)
+        else if (!strcmp(f, "--init")) init = v;
+        else if (!strcmp(f, "--save")) save = v;
+        else if (!strcmp(f, "--checkpoint")) checkpoint = v;
         else if (!strcmp(f, "--resume")) resume = v;
-        LONG_FLAG("--threads", 1, 256, threads)
-        else BAD("unknown flag '%s' (see --help)", f);
-#undef LONG_FLAG
-#undef DOUBLE_FLAG
+        else if (!strcmp(f, "--vocab")) {
+            if (args_long(v, 2, 1L << 20, &vocab)) BAD("--vocab wants an integer in 2..%ld, not '%s'", 1L << 20, v);
+        } else BAD("unknown flag '%s' (see --help)", f);
     }
-    if (!!data == !!corpus_name) BAD("give exactly one of --data FILE.u16 or --corpus NAME");
+    if (data && json_object_get(given, "corpus")) BAD("give --data FILE.u16 or --corpus NAME, not both");
+    run_config_error cerr;
+    if (run_config_normalize(given, "", &cfg, &cerr) < 0) {
+        char flag[72];
+        flag_of(cerr.field, flag, sizeof flag);
+        size_t fl = strlen(cerr.field);
+        BAD("%s%s", flag, strncmp(cerr.message, cerr.field, fl) ? cerr.message : cerr.message + fl);
+    }
+    train_config c;
+    run_config_to_train(cfg, (int)vocab, &c);
+    c.init_weights = init;
+    c.save_path = save;
+    c.checkpoint_path = checkpoint;
+    long threads = (long)json_integer_value(json_object_get(cfg, "threads"));
+    if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
     engine_error err;
     if (train_config_validate(&c, &err)) BAD("%s", err.message);
 
     char path[4096];
-    if (corpus_name) {
-        if (strchr(corpus_name, '/') || !strcmp(corpus_name, "..") || !strcmp(corpus_name, "."))
-            BAD("--corpus takes a name, not a path: '%s'", corpus_name);
-        snprintf(path, sizeof path, "%s/corpora/%s/tokens.u16", data_dir, corpus_name);
+    if (!data) {
+        const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
+        if (snprintf(path, sizeof path, "%s/corpora/%s/tokens.u16", data_dir, corpus_name) >= (int)sizeof path)
+            BAD("--data-dir is too long");
         data = path;
     }
     corpus *cp;
     if (corpus_open_u16(&cp, data, &err)) {
         fprintf(stderr, "attnlabd train: %s\n", err.message);
-        return 1;
+        rc = 1;
+        goto done;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -241,16 +293,20 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     train_callbacks cb = {.on_step = cb_step, .on_eval = cb_eval, .should_stop = cb_stop, .on_checkpoint = cb_checkpoint};
-    engine_status rc = train_run(&c, cp, (int)threads, resume, &cb, &err);
+    engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
     corpus_free(cp);
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("done"));
-    json_object_set_new(o, "status", json_string(engine_status_name(rc)));
-    if (rc) json_object_set_new(o, "error", json_string(err.message));
+    json_object_set_new(o, "status", json_string(engine_status_name(st)));
+    if (st) json_object_set_new(o, "error", json_string(err.message));
     emit(o);
-    if (rc) {
+    if (st) {
         fprintf(stderr, "attnlabd train: %s\n", err.message);
-        return 1;
+        rc = 1;
     }
-    return 0;
+done:
+    json_decref(given);
+    json_decref(cfg);
+    run_config_cleanup();
+    return rc;
 }

@@ -845,6 +845,12 @@ static int open_listen_socket(const char *addr, int port, int *bound_port, char 
     return fd;
 }
 
+int http_server_listen(http_server *s, char *err, size_t errlen) {
+    if (s->listen_fd >= 0) return 0;
+    s->listen_fd = open_listen_socket(s->bind_addr, s->cfg.port, &s->port, err, errlen);
+    return s->listen_fd < 0 ? -1 : 0;
+}
+
 int http_server_start(http_server *s, char *err, size_t errlen) {
     if (s->static_dir) {
         s->static_real = realpath(s->static_dir, NULL);
@@ -853,8 +859,7 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
             return -1;
         }
     }
-    s->listen_fd = open_listen_socket(s->bind_addr, s->cfg.port, &s->port, err, errlen);
-    if (s->listen_fd < 0) return -1;
+    if (http_server_listen(s, err, errlen) < 0) return -1;
     unsigned threads = s->cfg.threads ? s->cfg.threads : 4;
     unsigned max_conn = s->cfg.max_connections ? s->cfg.max_connections : 256;
     s->daemon = MHD_start_daemon(

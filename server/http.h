@@ -41,7 +41,11 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
  * beyond, with the partial file removed). The handler finds it with http_request_upload_path();
  * a file the handler has not moved away is deleted when the request ends. */
 int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes);
-/* Binds and starts the pool. On failure returns -1 with a one-line reason in err. */
+/* Binds the listening socket without serving yet (connections wait in the backlog), so a caller
+ * can make sure the port is its own before doing anything else. -1 with a reason in err. */
+int http_server_listen(http_server *s, char *err, size_t errlen);
+/* Binds (unless http_server_listen did) and starts the pool. On failure returns -1 with a
+ * one-line reason in err. */
 int http_server_start(http_server *s, char *err, size_t errlen);
 int http_server_port(const http_server *s);
 /* Stops accepting, lets in-flight requests finish, joins the pool and frees the server. */

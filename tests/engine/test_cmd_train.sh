@@ -8,7 +8,7 @@ ok() { echo "PASS $1"; }
 bad() { echo "FAIL $1: $2"; }
 # 2000 tokens, every one 0x0a79 = 2681 ("y\n" little-endian)
 yes | head -c 4000 >"$T/y.u16"
-SMALL=(--data "$T/y.u16" --vocab 3000 --layers 1 --heads 2 --d-model 8 --seq-len 8 --batch 2 --threads 1)
+SMALL=(--data "$T/y.u16" --vocab 3000 --n-layer 1 --n-head 2 --d-model 8 --seq-len 8 --batch 2 --threads 1)
 
 if "$BIN" train --help | grep -q -- '--attention dot|rope|cosine_rope'; then ok cmd_train_help; else bad cmd_train_help "no flag list"; fi
 
@@ -33,7 +33,7 @@ fi
 if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 1 ] && grep -q 'different model' "$T/err"; then ok cmd_train_init_weights_checked
 else bad cmd_train_init_weights_checked "rc=$rc1/$rc2 $(cat "$T/err")"; fi
 
-"$BIN" train --data "$T/y.u16" --vocab 2000 --layers 1 --heads 2 --d-model 8 --seq-len 8 --batch 2 --steps 1 \
+"$BIN" train --data "$T/y.u16" --vocab 2000 --n-layer 1 --n-head 2 --d-model 8 --seq-len 8 --batch 2 --steps 1 \
   >/dev/null 2>"$T/err"; rc=$?
 if [ "$rc" -eq 1 ] && grep -q '2681' "$T/err"; then ok cmd_train_token_outside_vocab_fails
 else bad cmd_train_token_outside_vocab_fails "rc=$rc $(cat "$T/err")"; fi
