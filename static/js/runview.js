@@ -5,7 +5,7 @@ import { api } from './api.js';
 import { h, clear, fmt, frameThrottle, throttle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
-import { emaDebiased, adamTauBound, appendAfter } from './smooth.js';
+import { emaDebiased, adamTauBound, appendAfter, runLatest, foldLive } from './smooth.js';
 import { subscribe } from './live.js';
 import { progressCell, runActions, variantTag, runName } from './runs.js';
 
@@ -201,15 +201,14 @@ export function mount(root, params) {
     }
   }
 
-  // Last and lowest loss, last validation loss and the current τ range, from the series on the page.
+  // Last and lowest loss, last validation loss and the current τ range: the run's own summary
+  // (every step) first, the downsampled series on the page only for what it lacks.
   function latest(r) {
-    const s = series.get(r.id) || {};
-    const lastOf = (k) => (s[k] && s[k].values.length ? s[k].values[s[k].values.length - 1] : null);
+    const x = runLatest(r, series.get(r.id));
     const parts = [];
-    if (s.loss && s.loss.values.length) parts.push(`loss ${fmt(lastOf('loss'))} (min ${fmt(Math.min(...s.loss.values))})`);
-    if (lastOf('val_loss') !== null) parts.push(`validation ${fmt(lastOf('val_loss'))}`);
-    const taus = headKeys(s, 'tau').map((k) => lastOf(k)).filter((v) => v !== null);
-    if (taus.length) parts.push(`τ ${fmt(Math.min(...taus), 4)} – ${fmt(Math.max(...taus), 4)}`);
+    if (x.loss !== null) parts.push(`loss ${fmt(x.loss)} (min ${fmt(x.lossMin)})`);
+    if (x.val !== null) parts.push(`validation ${fmt(x.val)}`);
+    if (x.tauMin !== null) parts.push(`τ ${fmt(x.tauMin, 4)} – ${fmt(x.tauMax, 4)}`);
     return parts.join(' · ');
   }
 
@@ -225,6 +224,7 @@ export function mount(root, params) {
     if (!r) return false;
     r.step = d.step; r.total_steps = d.total_steps; r.eta_s = d.eta_s; r.status = 'running';
     if (d.tokens_per_s) r.tokens_per_s = d.tokens_per_s;
+    foldLive(r, d.values || {});
     let s = series.get(r.id);
     if (!s) { s = {}; series.set(r.id, s); }
     let grew = false;

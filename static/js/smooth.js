@@ -53,3 +53,41 @@ export function appendAfter(series, step, value, wall) {
   series.wall_times.push(wall);
   return true;
 }
+
+// What a run card shows as its latest figures. A fetched series is downsampled (each bucket keeps
+// its minimum and maximum), so its last point need not be the final step's value: the run's own
+// summary (`run.last`, computed by the server over every step and kept current by live events)
+// wins; the series is used only for what the summary lacks. Returns
+// { loss, lossMin, val, tauMin, tauMax }, each a number or null.
+export function runLatest(run, series) {
+  const s = series || {};
+  const lastOf = (k) => (s[k] && s[k].values.length ? s[k].values[s[k].values.length - 1] : null);
+  const minOf = (k) => (s[k] && s[k].values.length ? Math.min(...s[k].values) : null);
+  const b = (run && run.last) || {};
+  const tauKeys = Object.keys(s).filter((k) => /^tau\.\d+\.\d+$/.test(k));
+  const taus = tauKeys.map(lastOf).filter((v) => v !== null);
+  const pick = (v, fallback) => (typeof v === 'number' ? v : fallback);
+  return {
+    loss: pick(b.loss?.last, lastOf('loss')),
+    lossMin: pick(b.loss?.min, minOf('loss')),
+    val: pick(b.val_loss?.last, lastOf('val_loss')),
+    tauMin: pick(b.tau?.min, taus.length ? Math.min(...taus) : null),
+    tauMax: pick(b.tau?.max, taus.length ? Math.max(...taus) : null),
+  };
+}
+
+// Folds one live metrics event into a run's summary so runLatest stays exact while training.
+export function foldLive(run, values) {
+  const last = { ...(run.last || {}) };
+  if (typeof values.loss === 'number') {
+    const min = last.loss && typeof last.loss.min === 'number' ? Math.min(last.loss.min, values.loss) : values.loss;
+    last.loss = { last: values.loss, min };
+  }
+  if (typeof values.val_loss === 'number') {
+    const min = last.val_loss && typeof last.val_loss.min === 'number' ? Math.min(last.val_loss.min, values.val_loss) : values.val_loss;
+    last.val_loss = { last: values.val_loss, min };
+  }
+  const taus = Object.entries(values).filter(([k]) => /^tau\.\d+\.\d+$/.test(k)).map(([, v]) => v);
+  if (taus.length) last.tau = { min: Math.min(...taus), max: Math.max(...taus) };
+  run.last = last;
+}

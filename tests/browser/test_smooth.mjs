@@ -1,7 +1,7 @@
 // The dashboard's series arithmetic (static/js/smooth.js), run by node without a browser:
 // debiased EMA smoothing, the engine's learning-rate schedule, the Adam bound on τ, and the merge
 // of live points into a fetched series. Prints PASS/FAIL per case; exits non-zero on failure.
-import { emaDebiased, lrAt, adamTauBound, appendAfter } from '../../static/js/smooth.js';
+import { emaDebiased, lrAt, adamTauBound, appendAfter, runLatest, foldLive } from '../../static/js/smooth.js';
 
 let failures = 0;
 function test(name, fn) {
@@ -82,6 +82,27 @@ test('live points append only after the last fetched step', () => {
   assert(s.steps.join() === '1,2,3,5' && s.values.join() === '9,8,7,6' && s.wall_times.join() === '0,1,2,4', JSON.stringify(s));
   const e = { steps: [], values: [], wall_times: [] };
   assert(appendAfter(e, 1, 1, 1) && e.steps.length === 1, 'empty series');
+});
+
+test('run card figures come from the run summary, not the downsampled series tail', () => {
+  // A downsampled series keeps each bucket's min and max: here the last kept point (step 990, 2.5)
+  // is not the final step's value (step 1000, 3.1), which only the server's summary knows.
+  const series = { loss: { steps: [1, 500, 990], values: [10, 2.0, 2.5], wall_times: [0, 1, 2] },
+                   'tau.0.0': { steps: [1, 990], values: [5.6, 5.2], wall_times: [0, 2] } };
+  const run = { last: { loss: { last: 3.1, min: 2.0 }, val_loss: { last: 3.3, min: 3.2 }, tau: { min: 5.1, max: 5.4 } } };
+  const x = runLatest(run, series);
+  assert(x.loss === 3.1 && x.lossMin === 2.0 && x.val === 3.3 && x.tauMin === 5.1 && x.tauMax === 5.4, JSON.stringify(x));
+  const y = runLatest({}, series); // no summary yet: fall back to the series
+  assert(y.loss === 2.5 && y.lossMin === 2.0 && y.val === null && y.tauMin === 5.2, JSON.stringify(y));
+});
+
+test('live events keep the run summary current', () => {
+  const run = { last: { loss: { last: 3.0, min: 2.0 } } };
+  foldLive(run, { loss: 2.5, 'tau.0.0': 5.0, 'tau.0.1': 5.5, val_loss: 2.9 });
+  assert(run.last.loss.last === 2.5 && run.last.loss.min === 2.0, JSON.stringify(run.last));
+  assert(run.last.tau.min === 5.0 && run.last.tau.max === 5.5 && run.last.val_loss.last === 2.9, JSON.stringify(run.last));
+  foldLive(run, { loss: 1.5 });
+  assert(run.last.loss.min === 1.5 && run.last.tau.min === 5.0, JSON.stringify(run.last));
 });
 
 process.exit(failures ? 1 : 0);
