@@ -304,3 +304,29 @@ int cli_query_from_opts(const cli_ctx *ctx, const char *cmd, int argc, char **ar
     }
     return CLI_EXIT_OK;
 }
+
+int cli_list_fetch(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
+                   const char *base, const char *const *keys, json_t **answer, json_t **list) {
+    *answer = NULL;
+    *list = NULL;
+    char query[2048], path[2200];
+    int code = cli_query_from_opts(ctx, cmd, argc, argv, opts, query, sizeof query);
+    if (code) return code;
+    snprintf(path, sizeof path, "%s%s", base, query);
+    json_t *body;
+    code = httpc_json(ctx, "GET", path, NULL, &body);
+    if (code) return code;
+    if (ctx->json) {
+        cli_print_json(ctx, body);
+        *answer = body;
+        return CLI_EXIT_OK;
+    }
+    json_t *items = cli_list_items(body, keys);
+    if (!items) {
+        json_decref(body);
+        return cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: no list in the answer", path);
+    }
+    *answer = body;
+    *list = items;
+    return CLI_EXIT_OK;
+}

@@ -72,6 +72,12 @@ void cli_print_json(const cli_ctx *ctx, const json_t *v);
 /* The list inside a list response: the value itself when it is an array, else the first array
  * among the members named in keys (NULL-terminated), else the first array member. NULL if none. */
 json_t *cli_list_items(json_t *v, const char *const *keys);
+/* The shared skeleton of the list commands: filter options (opts, as cli_query_from_opts; an empty
+ * list refuses every argument) -> GET base?query -> the list inside the answer (cli_list_items with
+ * keys). With --json the whole answer is printed and *list is NULL. On CLI_EXIT_OK the caller owns
+ * *answer (and *list is borrowed from it); on any other code nothing is owned and *answer is NULL. */
+int cli_list_fetch(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
+                   const char *base, const char *const *keys, json_t **answer, json_t **list);
 /* A UNIX time (seconds, number or ISO string) as "YYYY-MM-DD HH:MM" UTC; "" when absent. */
 const char *cli_time(const json_t *v, char *buf, size_t len);
 

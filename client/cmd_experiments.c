@@ -175,17 +175,11 @@ out:
 }
 
 static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
-    if (argc > 0) return cli_usage(ctx, "experiments ", "experiments list: unknown argument '%s'", argv[0]);
-    json_t *body;
-    int code = httpc_json(ctx, "GET", "/api/experiments", NULL, &body);
-    if (code) return code;
+    static const char *const opts[] = {NULL};
     static const char *const keys[] = {"experiments", "items", "data", NULL};
-    json_t *list = cli_list_items(body, keys);
-    if (ctx->json) {
-        cli_print_json(ctx, body);
-    } else if (!list) {
-        code = cli_fail(ctx, CLI_EXIT_SERVER, "GET /api/experiments: no list in the answer");
-    } else {
+    json_t *body, *list;
+    int code = cli_list_fetch(ctx, "experiments list", argc, argv, opts, "/api/experiments", keys, &body, &list);
+    if (!code && list) {
         static const char *const head[] = {"ID", "NAME", "PRESET", "VARIANTS", "RUNS", "CREATED"};
         table *t = table_new(6, head);
         size_t i;

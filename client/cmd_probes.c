@@ -306,21 +306,10 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
 
 static int probes_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {"--kind", "--limit", "--offset", NULL};
-    char query[1024];
-    int rc = cli_query_from_opts(ctx, "probes list", argc, argv, opts, query, sizeof query);
-    if (rc) return rc;
-    char path[1100];
-    snprintf(path, sizeof path, "/api/probes%s", query);
-    json_t *answer;
-    int code = httpc_json(ctx, "GET", path, NULL, &answer);
-    if (code) return code;
     static const char *const keys[] = {"probes", "results", "items", NULL};
-    json_t *list = cli_list_items(answer, keys);
-    if (ctx->json) {
-        cli_print_json(ctx, answer);
-    } else if (!list) {
-        code = cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: no list in the answer", path);
-    } else {
+    json_t *answer, *list;
+    int code = cli_list_fetch(ctx, "probes list", argc, argv, opts, "/api/probes", keys, &answer, &list);
+    if (!code && list) {
         static const char *const head[] = {"ID", "KIND", "PARAMS", "CREATED"};
         table *t = table_new(4, head);
         size_t i;

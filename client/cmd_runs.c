@@ -78,19 +78,10 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
 static int runs_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {"--status", "--tag", "--experiment", "--variant", "--sort", "--limit",
                                        "--offset", NULL};
-    char query[2048];
-    int rc = cli_query_from_opts(ctx, "runs list", argc, argv, opts, query, sizeof query);
-    if (rc) return rc;
-    char path[2100];
-    snprintf(path, sizeof path, "/api/runs%s", query);
-    json_t *body;
-    int code = httpc_json(ctx, "GET", path, NULL, &body);
-    if (code) return code;
     static const char *const keys[] = {"runs", "items", "data", NULL};
-    json_t *runs = cli_list_items(body, keys);
-    if (ctx->json) cli_print_json(ctx, body);
-    else if (!runs) code = cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: no list of runs in the answer", path);
-    else cmd_runs_print_table(ctx, runs);
+    json_t *body, *runs;
+    int code = cli_list_fetch(ctx, "runs list", argc, argv, opts, "/api/runs", keys, &body, &runs);
+    if (!code && runs) cmd_runs_print_table(ctx, runs);
     json_decref(body);
     return code;
 }
