@@ -7,18 +7,8 @@ import { chartFromHint } from './charts.js';
 import { paramControl } from './paramcontrols.js';
 import { rotorPanel } from './rotor.js';
 
-const TITLES = {
-  rotor: 'RoPE pair, animated',
-  rope_invariance: 'Relative-position invariance',
-  pair_turns: 'Pairs inside their first turn',
-  dephasing: 'Dephasing with distance',
-  context_extension: 'Context extension: PI, NTK, YaRN',
-  rotation_check: 'Rotation checks and pitfalls',
-  scaling: 'Why √d_k: saturation',
-  cosine_scores: 'cos/τ sharpness',
-  attention_map: 'Attention map (trained run)',
-  topk_prediction: 'Top-k key prediction (trained run)',
-};
+// The rotor is the dashboard's own; every other title comes from the probe registry.
+const ROTOR_TITLE = 'RoPE pair, animated';
 const MAX_ROWS = 200;
 
 export function mount(root, params) {
@@ -32,13 +22,15 @@ export function mount(root, params) {
 
   cached('/api/probe-kinds').then(({ kinds }) => {
     if (!alive) return;
+    const titles = Object.fromEntries(kinds.map((k) => [k.name, k.title || k.name]));
+    titles.rotor = ROTOR_TITLE;
     const names = ['rotor', ...kinds.map((k) => k.name)];
     const current = names.includes(params.kind) ? params.kind : 'rotor';
     clear(list, h('ul', {}, names.map((n) => h('li', {}, h('a', {
       href: `#/probes/${n}`, id: `probe-tab-${n}`, 'aria-current': n === current ? 'page' : undefined,
-    }, TITLES[n] || n)))));
+    }, titles[n])))));
     if (current === 'rotor') {
-      clear(panel, h('h3', {}, TITLES.rotor), rotorPanel());
+      clear(panel, h('h3', {}, ROTOR_TITLE), rotorPanel());
     } else {
       showKind(kinds.find((k) => k.name === current));
     }
@@ -63,7 +55,7 @@ export function mount(root, params) {
       });
     }
     clear(panel,
-      h('h3', {}, TITLES[kind.name] || kind.name),
+      h('h3', {}, kind.title || kind.name),
       h('p', {}, kind.description),
       kind.name === 'attention_map' ? h('p.small', {}, 'The ', h('a', { href: '#/attention' }, 'Attention view'), ' draws these maps larger, with token labels.') : null,
       h('form.probe-form', { onsubmit: (e) => { e.preventDefault(); run(); } },

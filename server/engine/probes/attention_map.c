@@ -108,6 +108,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_attention_map = {
     .name = "attention_map",
+    .title = "Attention map (trained run)",
     .description = "a run's attention weights per layer and head on a text, with each head's tau and entropy",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

@@ -94,6 +94,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_context_extension = {
     .name = "context_extension",
+    .title = "Context extension: PI, NTK, YaRN",
     .description = "pair angles past the trained length: untouched, position interpolation, NTK-aware base, YaRN",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

@@ -99,6 +99,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_cosine_scores = {
     .name = "cosine_scores",
+    .title = "cos/τ sharpness",
     .description = "score by offset for rotary q.k/sqrt(d) and cosine-rotary cos/tau, and softmax sharpness by tau",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

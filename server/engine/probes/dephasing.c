@@ -123,6 +123,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_dephasing = {
     .name = "dephasing",
+    .title = "Dephasing with distance",
     .description = "self score vs mean raw and mean |score| over random pairs, by offset (dephasing, not decay)",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

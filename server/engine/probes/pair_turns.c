@@ -76,6 +76,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_pair_turns = {
     .name = "pair_turns",
+    .title = "Pairs inside their first turn",
     .description = "turns per rotary pair over each gap, and how many pairs are still inside their first turn",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

@@ -119,6 +119,7 @@ json_t *probe_kinds_json(void) {
         int bad = !o || !ps;
         if (!bad) {
             bad |= json_object_set_new(o, "name", json_string(k->name));
+            bad |= json_object_set_new(o, "title", json_string(k->title));
             bad |= json_object_set_new(o, "description", json_string(k->description));
             bad |= json_object_set_new(o, "needs_model", json_boolean(k->needs_model));
             for (int j = 0; j < k->n_params && !bad; j++) bad |= json_array_append_new(ps, param_json(&k->params[j]));

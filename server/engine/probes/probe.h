@@ -57,6 +57,7 @@ typedef struct {
 
 typedef struct {
     const char *name;
+    const char *title;       /* a short heading for the dashboard (UTF-8) */
     const char *description;
     const probe_param *params;
     int n_params;

@@ -103,6 +103,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_rope_invariance = {
     .name = "rope_invariance",
+    .title = "Relative-position invariance",
     .description = "score at a fixed gap across absolute positions: rotary vs additive sinusoidal",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

@@ -187,6 +187,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_rotation_check = {
     .name = "rotation_check",
+    .title = "Rotation checks and pitfalls",
     .description = "rotation properties, pair layouts, the cache re-rotation bug and float32 angle error",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

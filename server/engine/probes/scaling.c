@@ -128,6 +128,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
 const probe_kind probe_kind_scaling = {
     .name = "scaling",
+    .title = "Why √d_k: saturation",
     .description = "variance of q.k and softmax sharpness by d_k: raw, divided by sqrt(d_k), and cos/tau",
     .params = params,
     .n_params = sizeof params / sizeof params[0],

@@ -161,6 +161,7 @@ done:
 
 const probe_kind probe_kind_topk_prediction = {
     .name = "topk_prediction",
+    .title = "Top-k key prediction (trained run)",
     .description = "recall@k and mass captured when keys are ranked by cosine of normalised q, k (before/after rotation)",
     .params = params,
     .n_params = sizeof params / sizeof params[0],
