@@ -76,7 +76,7 @@ typedef struct {
     jobs *j;
     live_run *live;
     long long run_id;
-    int is_cosine;
+    int learned_scale; /* the variant learns its score scale: tau.L.H is recorded */
     store_metric points[MAX_POINTS_PER_STEP];
 } train_ctx;
 
@@ -132,7 +132,7 @@ static void on_step(void *ctx, const train_step_metrics *m) {
     for (int l2 = 0; l2 < m->n_layer; l2++)
         for (int h = 0; h < m->n_head; h++) {
             int i = l2 * m->n_head + h;
-            if (t->is_cosine) {
+            if (t->learned_scale) {
                 snprintf(key, sizeof key, "tau.%d.%d", l2, h);
                 add_point(t, &n, m->step, wall, key, m->tau[i]);
             }
@@ -225,7 +225,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         t->j = j;
         t->live = live;
         t->run_id = run_id;
-        t->is_cosine = tc.model.attention == ATTENTION_COSINE_ROPE;
+        t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
         pthread_mutex_lock(&j->lock);
         live->total_steps = tc.steps;
         live->wall_start = wall_now();

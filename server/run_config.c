@@ -118,11 +118,13 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
     }
     /* Rules that tie fields together. */
     long long C = get_int(cfg, "d_model"), H = get_int(cfg, "n_head");
-    const char *attention = get_str(cfg, "attention");
+    const attention_variant *attention = attention_find(get_str(cfg, "attention"));
     int rc = 0;
-    if (C % H != 0)
+    if (!attention)
+        rc = fail(err, prefix, "attention", "is not a variant of this engine");
+    else if (C % H != 0)
         rc = fail(err, prefix, "n_head", "must divide d_model (%lld does not divide %lld)", H, C);
-    else if (strcmp(attention, "dot") != 0 && (C / H) % 2 != 0)
+    else if ((attention->flags & ATTENTION_ROTATES) && (C / H) % 2 != 0)
         rc = fail(err, prefix, "n_head", "must leave an even head size for RoPE (d_model/n_head = %lld)", C / H);
     else if (get_int(cfg, "warmup_steps") > get_int(cfg, "steps"))
         rc = fail(err, prefix, "warmup_steps", "must not exceed steps (%lld)", get_int(cfg, "steps"));

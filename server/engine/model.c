@@ -13,7 +13,6 @@
 #include "safetensors.h"
 #include "threads.h"
 
-#define MAX_TENSORS (4 + 14 * 24 + 4)
 #define LMHEAD_CHUNK_ROWS LMHEAD_MAX_ROWS
 #define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
 #define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
@@ -28,15 +27,15 @@ static long row_chunk_for(long N) {
 
 /* Offsets of one block's parameters inside the flat parameter/gradient arrays. */
 typedef struct {
-    size_t ln1w, ln1b, qkvw, qkvb, projw, projb, tau, ln2w, ln2b, fcw, fcb, fcpw, fcpb;
+    size_t ln1w, ln1b, qkvw, qkvb, projw, projb, scale, ln2w, ln2b, fcw, fcb, fcpw, fcpb; /* scale: -1 if none */
 } layer_off;
 
 /* Per-layer activations kept for the backward pass (pointers into one block). */
 typedef struct {
     real *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
     real *qkv;                       /* [N,3C] */
-    real *qk;                        /* [N,2C] q|k as the score uses them (rope, cosine_rope) */
-    real *rinv;                      /* [N,2H] 1/|q|, 1/|k| per head (cosine_rope) */
+    real *qk;                        /* [N,2C] q|k as the score uses them (variants with a q/k transform) */
+    real *qk_aux;                    /* [N,2H*A] what the transform keeps for its backward (A per head) */
     real *att;                       /* [B,H,T,T] */
     real *atty;                      /* [N,C] */
     real *res1;                      /* [N,C] */
@@ -64,12 +63,14 @@ enum {
 
 struct model {
     model_config cfg;
+    const attention_variant *att; /* the config's row of the attention table */
+    attention_scale scale;        /* its score multiplier, as the config parameterises it */
     int max_B, n_threads, with_grads;
     int C, H, d, L, V, Tmax;
     threadpool *pool;
 
-    model_tensor tensors[MAX_TENSORS];
-    int n_tensors;
+    model_tensor *tensors; /* [max_tensors], sized from the layout (layout_tensor_count) */
+    int n_tensors, max_tensors, layout_overflow;
     size_t n_params;
     size_t wte, wpe, lnfw, lnfb, lm_head; /* offsets; wpe is (size_t)-1 without it */
     layer_off *lo;
@@ -111,7 +112,7 @@ void model_config_defaults(model_config *c) {
     c->d_model = 128;
     c->seq_len = 128;
     c->vocab = 50257;
-    c->attention = ATTENTION_DOT;
+    c->attention = attention_index("dot");
     c->rope_base = 10000.0;
     c->tau_init = 0.0;
     c->tau_param = TAU_PARAM_LINEAR;
@@ -124,15 +125,15 @@ engine_status model_config_validate(const model_config *c, engine_error *err) {
         return engine_fail(err, ENGINE_ERR_INVALID, "d_model %d is not in 2..1024", c->d_model);
     if (c->n_head < 1 || c->d_model % c->n_head != 0)
         return engine_fail(err, ENGINE_ERR_INVALID, "n_head %d does not divide d_model %d", c->n_head, c->d_model);
-    if ((c->d_model / c->n_head) % 2 != 0)
+    const attention_variant *v = model_config_attention(c);
+    if (!v) return engine_fail(err, ENGINE_ERR_INVALID, "unknown attention kind %d", c->attention);
+    if ((v->flags & ATTENTION_ROTATES) && (c->d_model / c->n_head) % 2 != 0)
         return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is odd (RoPE needs pairs)",
                            c->d_model / c->n_head);
     if (c->seq_len < 1 || c->seq_len > 4096)
         return engine_fail(err, ENGINE_ERR_INVALID, "seq_len %d is not in 1..4096", c->seq_len);
     if (c->vocab < 2 || c->vocab > (1 << 20))
         return engine_fail(err, ENGINE_ERR_INVALID, "vocab %d is not in 2..1048576", c->vocab);
-    if ((unsigned)c->attention > ATTENTION_COSINE_ROPE)
-        return engine_fail(err, ENGINE_ERR_INVALID, "unknown attention kind %d", (int)c->attention);
     if (!(c->rope_base > 1.0) || !isfinite(c->rope_base))
         return engine_fail(err, ENGINE_ERR_INVALID, "rope_base %g must be a finite number > 1", c->rope_base);
     if (!isfinite(c->tau_init) || c->tau_init > 1e6)
@@ -142,23 +143,7 @@ engine_status model_config_validate(const model_config *c, engine_error *err) {
     return ENGINE_OK;
 }
 
-const char *attention_kind_name(attention_kind k) {
-    switch (k) {
-    case ATTENTION_DOT: return "dot";
-    case ATTENTION_ROPE: return "rope";
-    case ATTENTION_COSINE_ROPE: return "cosine_rope";
-    }
-    return "unknown";
-}
-
-int attention_kind_parse(const char *s, attention_kind *k) {
-    if (!s) return -1;
-    if (!strcmp(s, "dot")) *k = ATTENTION_DOT;
-    else if (!strcmp(s, "rope")) *k = ATTENTION_ROPE;
-    else if (!strcmp(s, "cosine_rope")) *k = ATTENTION_COSINE_ROPE;
-    else return -1;
-    return 0;
-}
+const attention_variant *model_config_attention(const model_config *c) { return attention_at(c->attention); }
 
 const char *tau_param_name(tau_param_kind k) { return k == TAU_PARAM_LOG ? "log" : "linear"; }
 
@@ -174,12 +159,23 @@ static double tau_init_value(const model_config *c) {
     return c->tau_init > 0 ? c->tau_init : sqrt((double)(c->d_model / c->n_head));
 }
 
+attention_scale model_config_scale(const model_config *c) {
+    const attention_variant *v = model_config_attention(c);
+    attention_scale s = {.form = v ? v->scale : ATTENTION_SCALE_FIXED, .param = TAU_PARAM_LINEAR, .init = 0};
+    if (s.form == ATTENTION_SCALE_TAU) {
+        s.param = c->tau_param;
+        s.init = tau_init_value(c);
+    }
+    return s;
+}
+
 size_t model_config_param_count(const model_config *c) {
     size_t C = (size_t)c->d_model, V = (size_t)c->vocab, L = (size_t)c->n_layer;
+    const attention_variant *v = model_config_attention(c);
     size_t n = 2 * V * C + 2 * C;
-    if (c->attention == ATTENTION_DOT) n += (size_t)c->seq_len * C;
+    if (v && (v->flags & ATTENTION_LEARNED_POSITIONS)) n += (size_t)c->seq_len * C;
     n += L * (12 * C * C + 13 * C);
-    if (c->attention == ATTENTION_COSINE_ROPE) n += L * (size_t)c->n_head;
+    if (v) n += L * (size_t)attention_layer_extra_tensors(v) * (size_t)c->n_head;
     return n;
 }
 
@@ -193,7 +189,20 @@ double model_config_train_flops_per_token(const model_config *c) {
 
 /* ---- layout ---- */
 
+/* Tensors in the layout of config c: wte, wpe (learned positions), 12 per block plus the
+ * variant's own, lnf.w, lnf.b, lm_head.w. */
+static int layout_tensor_count(const model_config *c) {
+    const attention_variant *v = model_config_attention(c);
+    return 4 + !!(v->flags & ATTENTION_LEARNED_POSITIONS) + c->n_layer * (12 + attention_layer_extra_tensors(v));
+}
+
+/* Appends one tensor and returns its offset. Past the counted capacity, or with a name too long
+ * for model_tensor, it records the overflow and returns (size_t)-1; build_layout then fails. */
 static size_t add_tensor(model *m, const char *name, int ndim, int64_t d0, int64_t d1, int is_tau) {
+    if (m->n_tensors >= m->max_tensors || strlen(name) >= sizeof m->tensors[0].name) {
+        m->layout_overflow = 1;
+        return (size_t)-1;
+    }
     model_tensor *t = &m->tensors[m->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
@@ -206,13 +215,13 @@ static size_t add_tensor(model *m, const char *name, int ndim, int64_t d0, int64
     return t->offset;
 }
 
-static void build_layout(model *m) {
+static engine_status build_layout(model *m, engine_error *err) {
     int C = m->C, V = m->V;
     char nm[40];
     m->n_tensors = 0;
     m->n_params = 0;
     m->wte = add_tensor(m, "wte", 2, V, C, 0);
-    m->wpe = m->cfg.attention == ATTENTION_DOT ? add_tensor(m, "wpe", 2, m->Tmax, C, 0) : (size_t)-1;
+    m->wpe = (m->att->flags & ATTENTION_LEARNED_POSITIONS) ? add_tensor(m, "wpe", 2, m->Tmax, C, 0) : (size_t)-1;
     for (int l = 0; l < m->L; l++) {
         layer_off *o = &m->lo[l];
 #define T1(field, suffix, n) (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 1, n, 0, 0))
@@ -223,11 +232,11 @@ static void build_layout(model *m) {
         T1(qkvb, "attn.qkv.b", 3 * C);
         T2(projw, "attn.proj.w", C, C);
         T1(projb, "attn.proj.b", C);
-        if (m->cfg.attention == ATTENTION_COSINE_ROPE) {
-            snprintf(nm, sizeof nm, "h.%d.attn.tau", l);
-            o->tau = add_tensor(m, nm, 1, m->H, 0, 1);
+        if (attention_layer_extra_tensors(m->att)) {
+            snprintf(nm, sizeof nm, "h.%d.%s", l, m->att->scale_suffix);
+            o->scale = add_tensor(m, nm, 1, m->H, 0, 1);
         } else {
-            o->tau = (size_t)-1;
+            o->scale = (size_t)-1;
         }
         T1(ln2w, "ln2.w", C);
         T1(ln2b, "ln2.b", C);
@@ -241,6 +250,12 @@ static void build_layout(model *m) {
     m->lnfw = add_tensor(m, "lnf.w", 1, C, 0, 0);
     m->lnfb = add_tensor(m, "lnf.b", 1, C, 0, 0);
     m->lm_head = add_tensor(m, "lm_head.w", 2, V, C, 0);
+    if (m->layout_overflow)
+        return engine_fail(err, ENGINE_ERR_INVALID,
+                           "the layout of attention '%s' does not fit its tensor table (%d tensors counted, "
+                           "names under %zu characters)",
+                           m->att->name, m->max_tensors, sizeof m->tensors[0].name);
+    return ENGINE_OK;
 }
 
 /* Sizes (in reals) of the activation block; also used for the memory estimate. */
@@ -251,10 +266,10 @@ typedef struct {
 static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int with_grads) {
     act_sizes s;
     size_t C = (size_t)c->d_model, N = (size_t)B * (size_t)c->seq_len, T = (size_t)c->seq_len, H = (size_t)c->n_head;
-    int rot = c->attention != ATTENTION_DOT;
-    s.per_layer = N * C + 2 * N + N * 3 * C + (rot ? N * 2 * C : 0) +
-                  (c->attention == ATTENTION_COSINE_ROPE ? N * 2 * H : 0) + (size_t)B * H * T * T + N * C + N * C +
-                  N * C + 2 * N + N * 4 * C + N * C;
+    const attention_variant *v = model_config_attention(c);
+    int transforms = v && v->qk_forward, aux = v ? v->aux_per_head : 0;
+    s.per_layer = N * C + 2 * N + N * 3 * C + (transforms ? N * 2 * C : 0) + N * 2 * H * (size_t)aux +
+                  (size_t)B * H * T * T + N * C + N * C + N * C + 2 * N + N * 4 * C + N * C;
     s.base = N * C /* x0 */ + N * C + 2 * N /* lnf */ + N /* losses */ + T * (C / H) /* rope tables */ +
              N * C /* dln, needed by the lm-head even without grads */;
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
@@ -290,6 +305,8 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
     model *m = calloc(1, sizeof *m);
     if (!m) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for a model");
     m->cfg = *cfg;
+    m->att = model_config_attention(cfg);
+    m->scale = model_config_scale(cfg);
     m->max_B = batch;
     m->n_threads = n_threads;
     m->with_grads = with_grads;
@@ -302,12 +319,18 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
     m->lo = calloc((size_t)m->L, sizeof *m->lo);
     m->la = calloc((size_t)m->L, sizeof *m->la);
     m->part_d = calloc((size_t)batch * 2 * (size_t)m->H, sizeof(double));
+    m->max_tensors = layout_tensor_count(cfg);
+    m->tensors = calloc((size_t)m->max_tensors, sizeof *m->tensors);
     {
         long N_ = (long)batch * m->Tmax, per = row_chunk_for(N_);
         m->max_row_chunks = (N_ + per - 1) / per;
     }
-    if (!m->lo || !m->la || !m->part_d) goto nomem;
-    build_layout(m);
+    if (!m->lo || !m->la || !m->part_d || !m->tensors) goto nomem;
+    rc = build_layout(m, err);
+    if (rc) {
+        model_free(m);
+        return rc;
+    }
     m->params = calloc(m->n_params, sizeof(real));
     if (!m->params) goto nomem;
     if (with_grads) {
@@ -329,8 +352,8 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
             TAKE(a->ln1_mean, N);
             TAKE(a->ln1_rstd, N);
             TAKE(a->qkv, N * 3 * C);
-            if (cfg->attention != ATTENTION_DOT) TAKE(a->qk, N * 2 * C);
-            if (cfg->attention == ATTENTION_COSINE_ROPE) TAKE(a->rinv, N * 2 * H);
+            if (m->att->qk_forward) TAKE(a->qk, N * 2 * C);
+            if (m->att->aux_per_head) TAKE(a->qk_aux, N * 2 * H * (size_t)m->att->aux_per_head);
             TAKE(a->att, (size_t)batch * H * T * T);
             TAKE(a->atty, N * C);
             TAKE(a->res1, N * C);
@@ -382,6 +405,7 @@ void model_free(model *m) {
     free(m->part_d);
     free(m->la);
     free(m->lo);
+    free(m->tensors);
     free(m);
 }
 
@@ -402,14 +426,13 @@ const model_tensor *model_tensor_find(const model *m, const char *name) {
 void model_init_params(model *m, uint64_t seed) {
     rng_state r;
     rng_seed(&r, seed);
-    double tau0 = tau_init_value(&m->cfg);
+    double theta0 = attention_scale_theta0(&m->scale);
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *t = &m->tensors[i];
         real *p = m->params + t->offset;
         size_t len = strlen(t->name);
         if (t->is_tau) {
-            for (size_t j = 0; j < t->numel; j++)
-                p[j] = (real)(m->cfg.tau_param == TAU_PARAM_LOG ? log(tau0) : tau0);
+            for (size_t j = 0; j < t->numel; j++) p[j] = (real)theta0;
         } else if (t->ndim == 2) {
             for (size_t j = 0; j < t->numel; j++) p[j] = (real)(0.02 * rng_normal(&r));
         } else if (len >= 4 && t->name[len - 1] == 'w' && t->name[len - 2] == '.' &&
@@ -426,64 +449,37 @@ void model_init_params(model *m, uint64_t seed) {
 #define P(off) (m->params + (off))
 #define G(off) (m->grads + (off))
 
+/* The score multiplier of layer l, head h (fixed, or from its learned parameter). */
 static real layer_scale(const model *m, int l, int h) {
-    if (m->cfg.attention != ATTENTION_COSINE_ROPE) return (real)(1.0 / sqrt((double)m->d));
-    real tp = m->params[m->lo[l].tau + (size_t)h];
-    return m->cfg.tau_param == TAU_PARAM_LOG ? (real)rexp(-tp) : 1 / tp;
+    real theta = m->lo[l].scale == (size_t)-1 ? 0 : m->params[m->lo[l].scale + (size_t)h];
+    return attention_scale_value(m->att, &m->scale, m->d, theta);
 }
 
-/* Prepares q and k of one (b, h) unit as the score uses them (rope, cosine_rope). */
-static void prepare_qk(model *m, layer_acts *a, int b, int h) {
-    int C = m->C, d = m->d, H = m->H, T = m->T;
-    int cos_norm = m->cfg.attention == ATTENTION_COSINE_ROPE;
-    for (int t = 0; t < T; t++) {
-        size_t row = (size_t)b * T + t;
-        const real *q = a->qkv + row * 3 * C + (size_t)h * d;
-        const real *k = q + C;
-        real *qo = a->qk + row * 2 * C + (size_t)h * d, *ko = qo + C;
-        const real *cs = m->rope_cos + (size_t)t * (d / 2), *sn = m->rope_sin + (size_t)t * (d / 2);
-        if (cos_norm) {
-            double sq = 0, sk = 0;
-            for (int i = 0; i < d; i++) {
-                sq += (double)q[i] * q[i];
-                sk += (double)k[i] * k[i];
-            }
-            real rq = (real)(1.0 / sqrt(sq + COSINE_NORM_EPS)), rk = (real)(1.0 / sqrt(sk + COSINE_NORM_EPS));
-            a->rinv[row * 2 * H + h] = rq;
-            a->rinv[row * 2 * H + H + h] = rk;
-            for (int i = 0; i < d; i++) {
-                qo[i] = q[i] * rq;
-                ko[i] = k[i] * rk;
-            }
-            rope_rotate(qo, qo, cs, sn, d);
-            rope_rotate(ko, ko, cs, sn, d);
-        } else {
-            rope_rotate(qo, q, cs, sn, d);
-            rope_rotate(ko, k, cs, sn, d);
-        }
+/* One (b, h) unit of layer activations a as the variant's q/k transform sees it. */
+static attention_qk_unit qk_unit(const model *m, const layer_acts *a, int b, int h) {
+    const int C = m->C, H = m->H, d = m->d, A = m->att->aux_per_head;
+    size_t row0 = (size_t)b * m->T;
+    attention_qk_unit u = {
+        .T = m->T,
+        .d = d,
+        .q = a->qkv + row0 * 3 * C + (size_t)h * d,
+        .raw_stride = 3 * C,
+        .q_used = a->qk + row0 * 2 * C + (size_t)h * d,
+        .used_stride = 2 * C,
+        .aux_stride = 2L * H * A,
+        .dq = m->dqkv ? m->dqkv + row0 * 3 * C + (size_t)h * d : NULL,
+        .d_stride = 3 * C,
+        .rope_cos = m->rope_cos,
+        .rope_sin = m->rope_sin,
+    };
+    u.k = u.q + C;
+    u.k_used = u.q_used + C;
+    if (A) {
+        u.q_aux = a->qk_aux + row0 * 2 * H * A + (size_t)h * A;
+        u.k_aux = u.q_aux + (size_t)H * A;
     }
-}
-
-/* Carries gradients wrt the used q/k of one unit (in dqkv's q and k slots) back to raw q/k. */
-static void unprepare_dqk(model *m, layer_acts *a, int b, int h) {
-    int C = m->C, d = m->d, H = m->H, T = m->T;
-    int cos_norm = m->cfg.attention == ATTENTION_COSINE_ROPE;
-    for (int t = 0; t < T; t++) {
-        size_t row = (size_t)b * T + t;
-        const real *cs = m->rope_cos + (size_t)t * (d / 2), *sn = m->rope_sin + (size_t)t * (d / 2);
-        for (int which = 0; which < 2; which++) {
-            real *dx = m->dqkv + row * 3 * C + (size_t)which * C + (size_t)h * d;
-            rope_rotate_inverse(dx, dx, cs, sn, d);
-            if (cos_norm) {
-                /* x^ = x r, r = (|x|^2 + eps)^-1/2:  dx = r (dx^ - x^ (x^ . dx^)) */
-                const real *x = a->qkv + row * 3 * C + (size_t)which * C + (size_t)h * d;
-                real r = a->rinv[row * 2 * H + (size_t)which * H + h];
-                real dot = 0;
-                for (int i = 0; i < d; i++) dot += x[i] * r * dx[i];
-                for (int i = 0; i < d; i++) dx[i] = r * (dx[i] - x[i] * r * dot);
-            }
-        }
-    }
+    if (u.dq) u.dk = u.dq + C;
+    return u;
 }
 
 static const real *layer_input(const model *m, int l) { return l == 0 ? m->x0 : m->la[l - 1].res2; }
@@ -573,7 +569,7 @@ static void unit_item(model *m, long u, int tid) {
     const int C = m->C, H = m->H, d = m->d, T = m->T;
     const int l = m->ph_layer;
     layer_acts *a = &m->la[l];
-    int rot = m->cfg.attention != ATTENTION_DOT;
+    int rot = m->att->qk_forward != NULL;
     int b = (int)(u / H), h = (int)(u % H);
     size_t row0 = (size_t)b * T;
     const real *q = rot ? a->qk + row0 * 2 * C + (size_t)h * d : a->qkv + row0 * 3 * C + (size_t)h * d;
@@ -581,7 +577,10 @@ static void unit_item(model *m, long u, int tid) {
     const real *v = a->qkv + row0 * 3 * C + 2 * C + (size_t)h * d;
     double *ent = m->part_d, *dsc = m->part_d + (size_t)m->max_B * H;
     if (m->ph == PH_FWD_ATT) {
-        if (rot) prepare_qk(m, a, b, h);
+        if (rot) {
+            attention_qk_unit qu = qk_unit(m, a, b, h);
+            m->att->qk_forward(&qu);
+        }
         ent[u] = 0;
         attention_forward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C,
                                T, d, layer_scale(m, l, h), &ent[u]);
@@ -591,8 +590,11 @@ static void unit_item(model *m, long u, int tid) {
         dsc[u] = 0;
         attention_backward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, m->datty + row0 * C + (size_t)h * d,
                                 C, dq, dq + C, 3 * C, dq + 2 * C, 3 * C, T, d, layer_scale(m, l, h),
-                                m->cfg.attention == ATTENTION_COSINE_ROPE ? &dsc[u] : NULL, scratch);
-        if (rot) unprepare_dqk(m, a, b, h);
+                                m->lo[l].scale != (size_t)-1 ? &dsc[u] : NULL, scratch);
+        if (rot) {
+            attention_qk_unit qu = qk_unit(m, a, b, h);
+            m->att->qk_backward(&qu);
+        }
     }
 }
 
@@ -791,15 +793,14 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
         reduce_ln(m, o->ln2w, o->ln2b);
         run_phase(m, PH_BWD_4, l);
         run_phase(m, PH_BWD_ATT, l);
-        if (m->cfg.attention == ATTENTION_COSINE_ROPE) {
+        if (o->scale != (size_t)-1) {
             for (int h = 0; h < m->H; h++) {
-                double dg = 0; /* dL/d(1/tau) */
+                double dg = 0; /* dL/dg, g the head's score multiplier */
                 const double *dsc = m->part_d + (size_t)m->max_B * m->H;
                 for (int b = 0; b < B; b++) dg += dsc[(size_t)b * m->H + h];
                 double g = layer_scale(m, l, h);
-                /* linear: g = 1/tau, dg/dtau = -g^2;  log: g = exp(-theta), dg/dtheta = -g */
-                double dp = m->cfg.tau_param == TAU_PARAM_LOG ? -dg * g : -dg * g * g;
-                m->grads[o->tau + (size_t)h] += (real)dp;
+                double dp = attention_scale_dtheta(&m->scale, m->params[o->scale + (size_t)h], g, dg);
+                m->grads[o->scale + (size_t)h] += (real)dp;
             }
         }
         run_phase(m, PH_BWD_6, l);
@@ -860,7 +861,8 @@ void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48
 
 engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
                          engine_error *err) {
-    st_write_entry e[MAX_TENSORS];
+    st_write_entry *e = calloc((size_t)m->n_tensors, sizeof *e);
+    if (!e) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory writing %s", path);
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *t = &m->tensors[i];
         e[i].name = t->name;
@@ -872,11 +874,16 @@ engine_status model_save(const model *m, const char *path, const char *const *ex
     char vals[MODEL_META_COUNT][48];
     const char *kv[2 * MODEL_META_COUNT + 2 + 2 * 32];
     model_config_metadata(&m->cfg, vals, kv);
-    if (n_extra > 32) return engine_fail(err, ENGINE_ERR_INVALID, "too many metadata entries");
+    if (n_extra > 32) {
+        free(e);
+        return engine_fail(err, ENGINE_ERR_INVALID, "too many metadata entries");
+    }
     kv[2 * MODEL_META_COUNT] = "format";
     kv[2 * MODEL_META_COUNT + 1] = "attnlab-weights";
     for (int i = 0; i < 2 * n_extra; i++) kv[2 * MODEL_META_COUNT + 2 + i] = extra_meta[i];
-    return safetensors_write(path, e, m->n_tensors, kv, MODEL_META_COUNT + 1 + n_extra, err);
+    engine_status rc = safetensors_write(path, e, m->n_tensors, kv, MODEL_META_COUNT + 1 + n_extra, err);
+    free(e);
+    return rc;
 }
 
 static engine_status meta_int(const safetensors *st, const char *path, const char *key, int *out, engine_error *err) {
@@ -1008,7 +1015,7 @@ engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, mode
         model_inspect_free(out);
         return engine_fail(err, ENGINE_ERR_CANCELLED, "forward pass interrupted");
     }
-    int rot = m->cfg.attention != ATTENTION_DOT;
+    int rot = m->att->qk_forward != NULL;
     for (int l = 0; l < L; l++) {
         const layer_acts *a = &m->la[l];
         for (int h = 0; h < H; h++) {

@@ -4,7 +4,8 @@
  *   x = wte[tok] (+ wpe[pos] for `dot`)
  *   per block: x = x + proj(attn(ln1(x))); x = x + mlp(ln2(x)), mlp = fc(C->4C), GELU(tanh), proj(4C->C)
  *   logits = lm_head(lnf(x)), untied from wte; loss = mean next-token cross-entropy.
- * Attention (causal; qkv output is [q | k | v]; head h uses dims h*d .. h*d+d-1, d = C/H):
+ * Attention (causal; qkv output is [q | k | v]; head h uses dims h*d .. h*d+d-1, d = C/H): the
+ * variants are the rows of the table in attention.h (config.attention is a row index):
  *   dot          score = q.k / sqrt(d), learned absolute positions wpe
  *   rope         score = (R_m q).(R_n k) / sqrt(d), no wpe, v never rotated
  *   cosine_rope  q^ = q / sqrt(sum q^2 + 1e-6) (same for k), then rotated; score = (R_m q^).(R_n k^) / tau_h,
@@ -20,17 +21,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention.h"
 #include "error.h"
 #include "real.h"
 
-typedef enum { ATTENTION_DOT = 0, ATTENTION_ROPE = 1, ATTENTION_COSINE_ROPE = 2 } attention_kind;
-typedef enum { TAU_PARAM_LINEAR = 0, TAU_PARAM_LOG = 1 } tau_param_kind;
-
-#define COSINE_NORM_EPS 1e-6
-
 typedef struct {
     int n_layer, n_head, d_model, seq_len, vocab;
-    attention_kind attention;
+    int attention;            /* row of the attention table (attention_at, attention_index) */
     double rope_base;         /* 10000 */
     double tau_init;          /* <= 0 means sqrt(d) */
     tau_param_kind tau_param; /* how tau is parameterised (cosine_rope only) */
@@ -38,11 +35,14 @@ typedef struct {
 
 /* The seed experiment: L3 H4 C128 T128 V50257, rope base 10000, tau sqrt(d) linear, dot. */
 void model_config_defaults(model_config *c);
-/* Limits: layers 1..24, heads divide d_model, d_model <= 1024 with an even head width,
- * seq_len 1..4096, vocab 2..1048576, rope_base > 1, tau_init finite. ENGINE_ERR_INVALID otherwise. */
+/* Limits: a row of the attention table, layers 1..24, heads divide d_model, d_model <= 1024
+ * (with an even head width for variants that rotate), seq_len 1..4096, vocab 2..1048576,
+ * rope_base > 1, tau_init finite. ENGINE_ERR_INVALID otherwise. */
 engine_status model_config_validate(const model_config *c, engine_error *err);
-const char *attention_kind_name(attention_kind k);        /* "dot", "rope", "cosine_rope" */
-int attention_kind_parse(const char *s, attention_kind *k); /* 0 ok, -1 unknown */
+/* The config's attention row (NULL if the index is outside the table). */
+const attention_variant *model_config_attention(const model_config *c);
+/* The learned scale's form and parameterisation as the config sets them (init resolved). */
+attention_scale model_config_scale(const model_config *c);
 const char *tau_param_name(tau_param_kind k);             /* "linear", "log" */
 int tau_param_parse(const char *s, tau_param_kind *k);
 size_t model_config_param_count(const model_config *c);
@@ -55,7 +55,7 @@ typedef struct {
     int ndim;
     int64_t shape[2];
     size_t offset, numel;
-    int is_tau; /* the per-head temperatures (optimiser may skip weight decay on them) */
+    int is_tau; /* the variant's learned per-head scale (tau): the optimiser may skip weight decay */
 } model_tensor;
 
 typedef struct model model;
@@ -106,13 +106,14 @@ void model_set_lmhead_blas(model *m, int on);
 /* After a forward pass: mean attention entropy (nats) over all query rows, per layer and head
  * (out[l*H + h]). */
 void model_attention_entropy(const model *m, float *out);
-/* Effective temperature per layer and head: tau (cosine_rope) or sqrt(d) for the fixed-scale
- * variants. */
+/* Effective temperature per layer and head: 1 / the score's multiplier (tau for cosine_rope,
+ * sqrt(d) for the fixed-scale variants). */
 void model_tau(const model *m, float *out);
 
-/* Weights files (safetensors, F32, PyTorch [out, in] layouts): tensor names wte, wpe (dot only),
+/* Weights files (safetensors, F32, PyTorch [out, in] layouts): tensor names wte, wpe (variants with learned positions),
  * h.{l}.ln1.w, h.{l}.ln1.b, h.{l}.attn.qkv.w [3C,C], h.{l}.attn.qkv.b, h.{l}.attn.proj.w, h.{l}.attn.proj.b,
- * h.{l}.attn.tau [H] (cosine_rope; log tau when tau_param is log), h.{l}.ln2.w, h.{l}.ln2.b,
+ * h.{l}.<scale suffix> [H] (variants with a learned scale: h.{l}.attn.tau for cosine_rope, log tau
+ * when tau_param is log), h.{l}.ln2.w, h.{l}.ln2.b,
  * h.{l}.mlp.fc.w [4C,C], h.{l}.mlp.fc.b, h.{l}.mlp.proj.w [C,4C], h.{l}.mlp.proj.b, lnf.w, lnf.b,
  * lm_head.w [V,C]. __metadata__ carries the config (n_layer, n_head, d_model, seq_len, vocab,
  * attention, rope_base, tau_init, tau_param) as strings, plus any extra pairs given. */
@@ -136,7 +137,7 @@ engine_status model_load(model **out, const char *path, int batch, int n_threads
  *   att    [L][H][T][T]  probabilities (row = query position; zeros above the diagonal)
  *   q_raw, k_raw [L][H][T][d]  straight out of the qkv projection
  *   q_used, k_used [L][H][T][d] what the score uses: = raw (dot), rotated (rope), normalised then
- *                  rotated (cosine_rope)
+ *                  rotated (cosine_rope): the variant's q/k transform
  *   tau    [L][H]         effective scale denominator (tau, or sqrt(d))
  *   entropy [L][H]        mean row entropy of att */
 typedef struct {

@@ -48,3 +48,22 @@ double rng_normal(rng_state *r) {
     r->have_spare = 1;
     return rad * cos(th);
 }
+
+double rng_uniform01(rng_state *r) { return (double)(rng_next_u64(r) >> 11) * 0x1.0p-53; }
+
+double rng_normal_polar(rng_state *r) {
+    if (r->have_spare) {
+        r->have_spare = 0;
+        return r->spare;
+    }
+    double u, v, s;
+    do {
+        u = 2.0 * rng_uniform01(r) - 1.0;
+        v = 2.0 * rng_uniform01(r) - 1.0;
+        s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    double f = sqrt(-2.0 * log(s) / s);
+    r->spare = v * f;
+    r->have_spare = 1;
+    return u * f;
+}

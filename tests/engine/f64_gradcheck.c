@@ -1,7 +1,7 @@
 /* Gradient checks in double precision: every parameter tensor of a tiny model (sampled entries)
- * against central finite differences, for each attention variant and tau parameterisation, with
- * one and with two threads.
- * With `--dump VARIANT` it prints the loss and gradients of a fixed tiny model instead (one
+ * against central finite differences, for every row of the attention table (a row without a case
+ * below fails) and each scale parameterisation, with one and with more threads.
+ * With `--dump CASE` it prints the loss and gradients of a fixed tiny model instead (one
  * number per line, %.17g) so that the float build can be compared with this double build
  * (tests/engine/test_model_precision.c). */
 #include <stdio.h>
@@ -15,23 +15,51 @@
 #define B 2
 #define T 5
 
-static void tiny_config(model_config *c, attention_kind kind, tau_param_kind tp) {
+/* One gradient check: a variant (a row of the attention table) with one parameterisation. */
+typedef struct {
+    const char *label;   /* the test is gradcheck_<label>; --dump takes the label */
+    const char *variant; /* the row's name */
+    tau_param_kind tau_param;
+    int threads;
+} gc_case;
+
+/* Every row of the table needs at least one case here (checked). */
+static const gc_case cases[] = {
+    {"dot", "dot", TAU_PARAM_LINEAR, 1},
+    {"rope", "rope", TAU_PARAM_LINEAR, 1},
+    {"cosine_rope", "cosine_rope", TAU_PARAM_LINEAR, 1},
+    {"cosine_rope_log", "cosine_rope", TAU_PARAM_LOG, 1},
+    {"dot_two_threads", "dot", TAU_PARAM_LINEAR, 2},
+    {"cosine_rope_three_threads", "cosine_rope", TAU_PARAM_LINEAR, 3},
+#ifdef ATTNLAB_TEST_VARIANT
+    {"tanh_q", "tanh_q", TAU_PARAM_LINEAR, 1},
+#endif
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static const gc_case *find_case(const char *label) {
+    for (int i = 0; i < N_CASES; i++)
+        if (!strcmp(cases[i].label, label)) return &cases[i];
+    return NULL;
+}
+
+static void tiny_config(model_config *c, const gc_case *k) {
     model_config_defaults(c);
     c->n_layer = 2;
     c->n_head = 2;
     c->d_model = 8;
     c->seq_len = 6;
     c->vocab = 13;
-    c->attention = kind;
-    c->tau_param = tp;
+    c->attention = attention_index(k->variant);
+    c->tau_param = k->tau_param;
     c->rope_base = 100.0; /* a small base so every pair turns noticeably within 5 positions */
 }
 
 /* Initialised as training would, then every parameter nudged so that biases, LayerNorm weights
- * and tau are away from their special initial values. */
-static model *make_model(attention_kind kind, tau_param_kind tp, int threads) {
+ * and the learned scale are away from their special initial values. */
+static model *make_model(const gc_case *k, int threads) {
     model_config c;
-    tiny_config(&c, kind, tp);
+    tiny_config(&c, k);
     model *m = NULL;
     engine_error err;
     if (model_new(&m, &c, B, threads, 1, &err)) return NULL;
@@ -58,8 +86,8 @@ static void tokens(int32_t *in, int32_t *tg) {
 
 static double max_rel_err;
 
-static int gradcheck(attention_kind kind, tau_param_kind tp, int threads) {
-    model *m = make_model(kind, tp, threads);
+static int gradcheck(const gc_case *gc) {
+    model *m = make_model(gc, gc->threads);
     if (!m) return 0;
     int32_t in[B * T], tg[B * T];
     tokens(in, tg);
@@ -109,16 +137,28 @@ static int gradcheck(attention_kind kind, tau_param_kind tp, int threads) {
     return ok;
 }
 
-TEST(gradcheck_dot) { CHECK(gradcheck(ATTENTION_DOT, TAU_PARAM_LINEAR, 1)); }
-TEST(gradcheck_rope) { CHECK(gradcheck(ATTENTION_ROPE, TAU_PARAM_LINEAR, 1)); }
-TEST(gradcheck_cosine_rope_tau_linear) { CHECK(gradcheck(ATTENTION_COSINE_ROPE, TAU_PARAM_LINEAR, 1)); }
-TEST(gradcheck_cosine_rope_tau_log) { CHECK(gradcheck(ATTENTION_COSINE_ROPE, TAU_PARAM_LOG, 1)); }
-TEST(gradcheck_dot_two_threads) { CHECK(gradcheck(ATTENTION_DOT, TAU_PARAM_LINEAR, 2)); }
-TEST(gradcheck_cosine_rope_three_threads) { CHECK(gradcheck(ATTENTION_COSINE_ROPE, TAU_PARAM_LINEAR, 3)); }
+static const gc_case *current;
+static void run_current(void) { CHECK(gradcheck(current)); }
+
+/* A row added to the attention table must come with its gradient check. */
+TEST(every_variant_has_a_gradcheck_case) {
+    for (int i = 0; i < attention_count(); i++) {
+        int found = 0;
+        for (int c = 0; c < N_CASES; c++) found |= !strcmp(cases[c].variant, attention_at(i)->name);
+        CHECK_MSG(found, "attention variant '%s' has no case in tests/engine/f64_gradcheck.c", attention_at(i)->name);
+    }
+    for (int c = 0; c < N_CASES; c++)
+        CHECK_MSG(attention_find(cases[c].variant), "case %s names no attention variant", cases[c].label);
+}
+
+#ifdef ATTNLAB_TEST_VARIANT
+/* The build that proves HACKING.md's recipe: the test-only row is in the table. */
+TEST(test_variant_is_in_the_table) { CHECK(attention_find("tanh_q") != NULL); }
+#endif
 
 /* The checker itself must be able to fail: a gradient deliberately off by 1% is caught. */
 TEST(gradcheck_detects_wrong_gradient) {
-    model *m = make_model(ATTENTION_ROPE, TAU_PARAM_LINEAR, 1);
+    model *m = make_model(find_case("rope"), 1);
     CHECK(m != NULL);
     int32_t in[B * T], tg[B * T];
     tokens(in, tg);
@@ -140,22 +180,11 @@ TEST(gradcheck_detects_wrong_gradient) {
     CHECK(fabs(num - ana) / fabs(num) > 1e-6);
 }
 
-static int parse_variant(const char *s, attention_kind *k, tau_param_kind *tp) {
-    *tp = TAU_PARAM_LINEAR;
-    if (!strcmp(s, "cosine_rope_log")) {
-        *k = ATTENTION_COSINE_ROPE;
-        *tp = TAU_PARAM_LOG;
-        return 0;
-    }
-    return attention_kind_parse(s, k);
-}
-
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
-        attention_kind k;
-        tau_param_kind tp;
-        if (parse_variant(argv[2], &k, &tp)) return 2;
-        model *m = make_model(k, tp, 1);
+        const gc_case *k = find_case(argv[2]);
+        if (!k) return 2;
+        model *m = make_model(k, 1);
         if (!m) return 1;
         int32_t in[B * T], tg[B * T];
         tokens(in, tg);
@@ -167,12 +196,16 @@ int main(int argc, char **argv) {
         model_free(m);
         return 0;
     }
-    RUN(gradcheck_dot);
-    RUN(gradcheck_rope);
-    RUN(gradcheck_cosine_rope_tau_linear);
-    RUN(gradcheck_cosine_rope_tau_log);
-    RUN(gradcheck_dot_two_threads);
-    RUN(gradcheck_cosine_rope_three_threads);
+#ifdef ATTNLAB_TEST_VARIANT
+    RUN(test_variant_is_in_the_table);
+#endif
+    RUN(every_variant_has_a_gradcheck_case);
+    char names[N_CASES][80];
+    for (int i = 0; i < N_CASES; i++) {
+        current = &cases[i];
+        snprintf(names[i], sizeof names[i], "gradcheck_%s", cases[i].label);
+        test_run(names[i], run_current);
+    }
     RUN(gradcheck_detects_wrong_gradient);
     printf("# largest relative error %.3g\n", max_rel_err);
     return test_summary();

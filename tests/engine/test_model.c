@@ -7,7 +7,7 @@
 #include "model.h"
 #include "rng.h"
 
-static void small_config(model_config *c, attention_kind k) {
+static void small_config(model_config *c, int k) {
     model_config_defaults(c);
     c->n_layer = 2;
     c->n_head = 2;
@@ -31,12 +31,12 @@ TEST(seed_config_has_13_46M_parameters) {
     CHECK_EQ_INT(c.d_model, 128);
     CHECK_EQ_INT(c.seq_len, 128);
     CHECK_EQ_INT(c.vocab, 50257);
-    c.attention = ATTENTION_ROPE;
+    c.attention = attention_index("rope");
     size_t rope = model_config_param_count(&c);
     CHECK(rope > 13450000 && rope < 13470000);
-    c.attention = ATTENTION_DOT;
+    c.attention = attention_index("dot");
     CHECK_EQ_INT(model_config_param_count(&c), rope + 128 * 128); /* + wpe */
-    c.attention = ATTENTION_COSINE_ROPE;
+    c.attention = attention_index("cosine_rope");
     CHECK_EQ_INT(model_config_param_count(&c), rope + 3 * 4); /* + tau per layer and head */
     /* the output layer dominates the step's FLOPs: ~158 of ~173 GFLOP at B32 */
     double f = model_config_train_flops_per_token(&c) * 32 * 128;
@@ -45,7 +45,7 @@ TEST(seed_config_has_13_46M_parameters) {
 
 TEST(layout_matches_names_and_shapes) {
     model_config c;
-    small_config(&c, ATTENTION_COSINE_ROPE);
+    small_config(&c, attention_index("cosine_rope"));
     model *m;
     engine_error err;
     CHECK(model_new(&m, &c, 2, 1, 0, &err) == ENGINE_OK);
@@ -63,7 +63,7 @@ TEST(layout_matches_names_and_shapes) {
     for (int i = 0; i < model_tensor_count(m); i++) sum += model_tensor_at(m, i)->numel;
     CHECK_EQ_INT(sum, model_param_count(m));
     model_free(m);
-    small_config(&c, ATTENTION_DOT);
+    small_config(&c, attention_index("dot"));
     CHECK(model_new(&m, &c, 2, 1, 0, &err) == ENGINE_OK);
     t = model_tensor_find(m, "wpe");
     CHECK(t && t->shape[0] == 12 && t->shape[1] == 16);
@@ -73,7 +73,7 @@ TEST(layout_matches_names_and_shapes) {
 
 TEST(init_is_normal_002_and_seeded) {
     model_config c;
-    small_config(&c, ATTENTION_COSINE_ROPE);
+    small_config(&c, attention_index("cosine_rope"));
     c.vocab = 2000;
     c.d_model = 64;
     model *m, *m2;
@@ -119,7 +119,7 @@ TEST(init_is_normal_002_and_seeded) {
 }
 
 /* Changing the last token must not change anything the earlier positions compute, in any layer. */
-static int causal_for(attention_kind k) {
+static int causal_for(int k) {
     model_config c;
     small_config(&c, k);
     model *m;
@@ -150,14 +150,14 @@ static int causal_for(attention_kind k) {
     return ok;
 }
 
-TEST(causal_mask_dot) { CHECK(causal_for(ATTENTION_DOT)); }
-TEST(causal_mask_rope) { CHECK(causal_for(ATTENTION_ROPE)); }
-TEST(causal_mask_cosine_rope) { CHECK(causal_for(ATTENTION_COSINE_ROPE)); }
+TEST(causal_mask_dot) { CHECK(causal_for(attention_index("dot"))); }
+TEST(causal_mask_rope) { CHECK(causal_for(attention_index("rope"))); }
+TEST(causal_mask_cosine_rope) { CHECK(causal_for(attention_index("cosine_rope"))); }
 
 TEST(inspect_returns_probabilities_and_used_vectors) {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < attention_count(); k++) {
         model_config c;
-        small_config(&c, (attention_kind)k);
+        small_config(&c, k);
         model *m;
         engine_error err;
         CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
@@ -182,11 +182,18 @@ TEST(inspect_returns_probabilities_and_used_vectors) {
                     nr += (double)qr[i] * qr[i];
                     nu += (double)qu[i] * qu[i];
                 }
-                if (k == ATTENTION_DOT) CHECK(memcmp(qr, qu, sizeof(float) * 8) == 0);
-                if (k == ATTENTION_ROPE) CHECK_NEAR(nu, nr, 1e-4 * nr);
-                if (k == ATTENTION_COSINE_ROPE) CHECK_NEAR(nu, nr / (nr + 1e-6), 1e-5);
+                const attention_variant *v = attention_at(k);
+                if (!v->qk_forward) CHECK(memcmp(qr, qu, sizeof(float) * 8) == 0);
+                if (v->flags & ATTENTION_NORMALISES_QK) CHECK_NEAR(nu, nr / (nr + 1e-6), 1e-5);
+                else if (v->flags & ATTENTION_ROTATES) CHECK_NEAR(nu, nr, 1e-4 * nr);
             }
-        CHECK_NEAR(ins.tau[0], sqrt(8.0), 1e-5);
+        /* the initial effective temperature: sqrt(d) for the built-in variants */
+        attention_scale sc = model_config_scale(&c);
+        double tau0 = 1 / (double)attention_scale_value(attention_at(k), &sc, 8, (real)attention_scale_theta0(&sc));
+        CHECK_NEAR(ins.tau[0], tau0, 1e-5 * tau0);
+        const char *name = attention_at(k)->name;
+        if (!strcmp(name, "dot") || !strcmp(name, "rope") || !strcmp(name, "cosine_rope"))
+            CHECK_NEAR(ins.tau[0], sqrt(8.0), 1e-5);
         model_inspect_free(&ins);
         model_free(m);
     }
@@ -196,7 +203,7 @@ TEST(inspect_returns_probabilities_and_used_vectors) {
  * entropy is log(t+1): the reported mean entropy must be the mean of those. */
 TEST(entropy_of_uniform_attention) {
     model_config c;
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     model *m;
     engine_error err;
     CHECK(model_new(&m, &c, 2, 2, 0, &err) == ENGINE_OK);
@@ -224,7 +231,7 @@ TEST(entropy_of_uniform_attention) {
 
 TEST(bad_input_is_an_error_not_a_crash) {
     model_config c;
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     model *m, *mi;
     engine_error err;
     CHECK(model_new(&m, &c, 2, 1, 1, &err) == ENGINE_OK);
@@ -259,17 +266,17 @@ TEST(bad_input_is_an_error_not_a_crash) {
     c.n_head = 3;
     CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_ERR_INVALID);
     CHECK(m == NULL);
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     c.n_layer = 25;
     CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_ERR_INVALID);
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     c.d_model = 2048;
     c.n_head = 16;
     CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     c.seq_len = 5000;
     CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
-    small_config(&c, ATTENTION_ROPE);
+    small_config(&c, attention_index("rope"));
     c.n_head = 16; /* head width 1: RoPE needs pairs */
     CHECK(model_config_validate(&c, &err) == ENGINE_ERR_INVALID);
 }
@@ -277,7 +284,7 @@ TEST(bad_input_is_an_error_not_a_crash) {
 /* Bit-identical across runs and across thread counts (work items do not depend on threads). */
 TEST(deterministic_per_thread_count) {
     model_config c;
-    small_config(&c, ATTENTION_COSINE_ROPE);
+    small_config(&c, attention_index("cosine_rope"));
     c.vocab = 300; /* several lm-head chunks and vocabulary slices */
     int32_t tok[4 * 12], tg[4 * 12];
     rand_tokens(tok, 48, 300, 3);
@@ -317,7 +324,7 @@ TEST(lmhead_kernels_match_blas) {
     int dims[3] = {16, 64, 128};
     for (int i = 0; i < 3; i++) {
         model_config c;
-        small_config(&c, ATTENTION_ROPE);
+        small_config(&c, attention_index("rope"));
         c.d_model = dims[i];
         c.n_head = 2;
         c.vocab = 1237;

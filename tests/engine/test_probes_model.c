@@ -282,7 +282,7 @@ TEST(model_probes_report_json_allocation_failures) {
     json_decref(params);
 }
 
-static model *tiny_engine_model(attention_kind kind) {
+static model *tiny_engine_model(int kind) {
     model_config c;
     model_config_defaults(&c);
     c.n_layer = 2, c.n_head = 2, c.d_model = 16, c.seq_len = 32, c.vocab = 256, c.attention = kind;
@@ -294,7 +294,7 @@ static model *tiny_engine_model(attention_kind kind) {
 }
 
 TEST(engine_model_through_adapter) {
-    model *m = tiny_engine_model(ATTENTION_COSINE_ROPE);
+    model *m = tiny_engine_model(attention_index("cosine_rope"));
     tokenizer *tok = NULL;
     engine_error e;
     CHECK(m != NULL);

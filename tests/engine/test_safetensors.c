@@ -20,7 +20,7 @@ static const char *path_of(const char *name) {
     return p[k];
 }
 
-static model *tiny(attention_kind a, int seed) {
+static model *tiny(int a, int seed) {
     model_config c;
     model_config_defaults(&c);
     c.n_layer = 2;
@@ -58,7 +58,7 @@ static void spit(const char *p, const unsigned char *b, size_t n) {
 }
 
 TEST(round_trip_is_exact) {
-    model *m = tiny(ATTENTION_COSINE_ROPE, 3), *m2 = tiny(ATTENTION_COSINE_ROPE, 4);
+    model *m = tiny(attention_index("cosine_rope"), 3), *m2 = tiny(attention_index("cosine_rope"), 4);
     CHECK(m && m2);
     engine_error err;
     CHECK(model_save(m, path_of("a.safetensors"), NULL, 0, &err) == ENGINE_OK);
@@ -68,7 +68,7 @@ TEST(round_trip_is_exact) {
     CHECK(memcmp(model_params(m), model_params(m2), sizeof(real) * model_param_count(m)) == 0);
     model *m3;
     CHECK(model_load(&m3, path_of("a.safetensors"), 2, 1, 0, &err) == ENGINE_OK);
-    CHECK(model_get_config(m3)->attention == ATTENTION_COSINE_ROPE && model_get_config(m3)->vocab == 11);
+    CHECK(model_get_config(m3)->attention == attention_index("cosine_rope") && model_get_config(m3)->vocab == 11);
     CHECK(memcmp(model_params(m), model_params(m3), sizeof(real) * model_param_count(m)) == 0);
     model_free(m3);
     model_free(m2);
@@ -77,7 +77,7 @@ TEST(round_trip_is_exact) {
 
 /* The layout a PyTorch user's loader relies on, read independently of the engine's reader. */
 TEST(file_layout_is_safetensors) {
-    model *m = tiny(ATTENTION_DOT, 3);
+    model *m = tiny(attention_index("dot"), 3);
     engine_error err;
     CHECK(model_save(m, path_of("b.safetensors"), NULL, 0, &err) == ENGINE_OK);
     size_t n;
@@ -112,14 +112,14 @@ TEST(file_layout_is_safetensors) {
 }
 
 static engine_status load_into_tiny(const char *p, engine_error *err) {
-    model *m = tiny(ATTENTION_DOT, 1);
+    model *m = tiny(attention_index("dot"), 1);
     engine_status rc = model_load_params(m, p, err);
     model_free(m);
     return rc;
 }
 
 TEST(corrupt_files_are_format_errors) {
-    model *m = tiny(ATTENTION_DOT, 3);
+    model *m = tiny(attention_index("dot"), 3);
     engine_error err;
     CHECK(model_save(m, path_of("good.safetensors"), NULL, 0, &err) == ENGINE_OK);
     model_free(m);
@@ -166,13 +166,13 @@ TEST(corrupt_files_are_format_errors) {
 
 TEST(mismatched_files_are_format_errors) {
     engine_error err;
-    model *r = tiny(ATTENTION_ROPE, 3);
+    model *r = tiny(attention_index("rope"), 3);
     CHECK(model_save(r, path_of("rope.safetensors"), NULL, 0, &err) == ENGINE_OK);
     model_free(r);
     CHECK(load_into_tiny(path_of("rope.safetensors"), &err) == ENGINE_ERR_FORMAT); /* dot model */
     CHECK(strstr(err.message, "different model") != NULL);
     /* right metadata, wrong tensor shape */
-    model *m = tiny(ATTENTION_DOT, 3);
+    model *m = tiny(attention_index("dot"), 3);
     char vals[MODEL_META_COUNT][48];
     const char *kv[2 * MODEL_META_COUNT];
     model_config_metadata(model_get_config(m), vals, kv);
@@ -195,7 +195,7 @@ TEST(mismatched_files_are_format_errors) {
 }
 
 TEST(unwritable_path_is_io_error) {
-    model *m = tiny(ATTENTION_DOT, 3);
+    model *m = tiny(attention_index("dot"), 3);
     engine_error err;
     CHECK(model_save(m, "/nonexistent-dir/x.safetensors", NULL, 0, &err) == ENGINE_ERR_IO);
     model_free(m);

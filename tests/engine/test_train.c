@@ -20,7 +20,7 @@ static const char *path_of(const char *name) {
     return p[k];
 }
 
-static void tiny(train_config *c, attention_kind a) {
+static void tiny(train_config *c, int a) {
     train_config_defaults(c);
     c->model.n_layer = 2;
     c->model.n_head = 2;
@@ -110,7 +110,7 @@ static engine_status run(const train_config *c, int threads, const char *resume,
 
 TEST(learns_a_learnable_stream) {
     train_config c;
-    tiny(&c, ATTENTION_COSINE_ROPE);
+    tiny(&c, attention_index("cosine_rope"));
     c.steps = 60;
     c.eval_every = 30;
     rec *r = calloc(1, sizeof *r);
@@ -130,9 +130,9 @@ TEST(learns_a_learnable_stream) {
 }
 
 TEST(same_seed_is_bit_identical_for_any_thread_count) {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < attention_count(); k++) {
         train_config c;
-        tiny(&c, (attention_kind)k);
+        tiny(&c, k);
         c.order = CORPUS_ORDER_SHUFFLED;
         rec *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
         CHECK(run(&c, 2, NULL, a, NULL) == ENGINE_OK);
@@ -157,9 +157,9 @@ TEST(same_seed_is_bit_identical_for_any_thread_count) {
 /* Stop after step 4 (checkpoint written on cancel), resume with another thread count: steps 5..8
  * equal the straight run. */
 TEST(resume_from_checkpoint_is_bit_identical) {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < attention_count(); k++) {
         train_config c;
-        tiny(&c, (attention_kind)k);
+        tiny(&c, k);
         c.grad_clip = 0.5;
         c.schedule = LR_SCHEDULE_COSINE;
         c.warmup_steps = 2;
@@ -183,7 +183,7 @@ TEST(resume_from_checkpoint_is_bit_identical) {
 
 TEST(periodic_checkpoints_and_final_weights) {
     train_config c;
-    tiny(&c, ATTENTION_ROPE);
+    tiny(&c, attention_index("rope"));
     c.checkpoint_every = 3;
     c.checkpoint_path = path_of("periodic.safetensors");
     c.save_path = path_of("final.safetensors");
@@ -207,7 +207,7 @@ TEST(periodic_checkpoints_and_final_weights) {
     CHECK(model_forward(m, in, tg, 4, 8, &loss, &err) == ENGINE_OK);
     model_free(m);
     train_config c2;
-    tiny(&c2, ATTENTION_ROPE);
+    tiny(&c2, attention_index("rope"));
     c2.steps = 1;
     c2.init_weights = path_of("final.safetensors");
     rec *r2 = calloc(1, sizeof *r2);
@@ -224,7 +224,7 @@ TEST(periodic_checkpoints_and_final_weights) {
 
 TEST(cancel_is_prompt) {
     train_config c;
-    tiny(&c, ATTENTION_DOT);
+    tiny(&c, attention_index("dot"));
     c.steps = 100000;
     rec *r = calloc(1, sizeof *r);
     r->stop_after = 2;
@@ -247,7 +247,7 @@ static int poll_stop(void *ctx) {
 
 TEST(cancel_inside_a_step_keeps_the_last_completed_one) {
     train_config c;
-    tiny(&c, ATTENTION_ROPE);
+    tiny(&c, attention_index("rope"));
     c.model.n_layer = 3;
     rec *full = calloc(1, sizeof *full), *part = calloc(1, sizeof *part), *rest = calloc(1, sizeof *rest);
     CHECK(run(&c, 2, NULL, full, NULL) == ENGINE_OK);
@@ -273,7 +273,7 @@ TEST(cancel_inside_a_step_keeps_the_last_completed_one) {
 
 TEST(token_outside_vocab_is_an_error) {
     train_config c;
-    tiny(&c, ATTENTION_DOT);
+    tiny(&c, attention_index("dot"));
     count_src s = {4, 8, 29, 3};
     rec *r = calloc(1, sizeof *r);
     train_source src = {.ctx = &s, .batch = count_batch, .has_val = 0};
@@ -292,7 +292,7 @@ TEST(trains_from_a_corpus) {
     engine_error err;
     CHECK(corpus_from_tokens(&cp, toks, 2000, &err) == ENGINE_OK);
     train_config c;
-    tiny(&c, ATTENTION_ROPE);
+    tiny(&c, attention_index("rope"));
     c.steps = 20;
     c.eval_every = 10;
     c.val_fraction = 0.1;
@@ -324,7 +324,7 @@ TEST(lr_schedule_warmup_cosine) {
 
 TEST(clipping_and_tau_decay_change_the_run) {
     train_config c;
-    tiny(&c, ATTENTION_COSINE_ROPE);
+    tiny(&c, attention_index("cosine_rope"));
     c.steps = 3;
     c.weight_decay = 0.5;
     rec *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *d = calloc(1, sizeof *d);
@@ -376,7 +376,7 @@ TEST(config_limits) {
     CHECK(m32 > (200u << 20) && m32 < (600u << 20));
     CHECK(m64 > m32 + (100u << 20));
     /* a run with a bad config fails before doing anything */
-    tiny(&c, ATTENTION_DOT);
+    tiny(&c, attention_index("dot"));
     c.lr = -1;
     rec *r = calloc(1, sizeof *r);
     CHECK(run(&c, 1, NULL, r, NULL) == ENGINE_ERR_INVALID);
@@ -402,7 +402,7 @@ TEST(concurrent_runs_do_not_interfere) {
     concurrent_arg a[2];
     rec *alone[2];
     for (int i = 0; i < 2; i++) {
-        tiny(&a[i].c, i ? ATTENTION_COSINE_ROPE : ATTENTION_DOT);
+        tiny(&a[i].c, i ? attention_index("cosine_rope") : attention_index("dot"));
         a[i].threads = i + 1;
         a[i].r = calloc(1, sizeof(rec));
         alone[i] = calloc(1, sizeof(rec));

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "probe_impl.h"
-#include "probe_rng.h"
+#include "rng.h"
 #include "rope_math.h"
 
 #define MAX_D 1024
@@ -29,10 +29,10 @@ static const probe_param params[] = {
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
-static engine_status get_vector(const json_t *p, const char *name, double *v, int d, probe_rng *rng, probe_error *err) {
+static engine_status get_vector(const json_t *p, const char *name, double *v, int d, rng_state *rng, probe_error *err) {
     int n = probe_p_list(p, name, v, d);
     if (n < 0) {
-        for (int i = 0; i < d; i++) v[i] = probe_rng_normal(rng);
+        for (int i = 0; i < d; i++) v[i] = rng_normal_polar(rng);
         return ENGINE_OK;
     }
     if (n != d) return probe_fail(err, ENGINE_ERR_INVALID, name, "%s has %d numbers; d is %d", name, n, d);
@@ -50,8 +50,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *buf = malloc(sizeof(double) * (size_t)(3 * d + 2 * T));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     double *q = buf, *k = q + d, *theta = k + d, *dot = theta + d, *cosv = dot + T;
-    probe_rng rng;
-    probe_rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
     engine_status st = get_vector(p, "q", q, d, &rng, err);
     if (!st) st = get_vector(p, "k", k, d, &rng, err);
     if (st) {

@@ -8,6 +8,7 @@
 
 #include "probe_impl.h"
 #include "probe_rng.h"
+#include "rng.h"
 #include "rope_math.h"
 
 #define MAX_OFFSETS 32
@@ -66,11 +67,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             cs[(size_t)o * 2 * h + h + i] = sin(offsets[o] * theta[i]);
         }
 
-    probe_rng rng;
-    probe_rng_seed(&rng, seed);
+    rng_state rng;
+    rng_seed(&rng, seed);
     for (int j = 0; j < n; j++) {
-        for (int i = 0; i < d; i++) q[i] = probe_rng_normal(&rng);
-        for (int i = 0; i < d; i++) k[i] = probe_rng_normal(&rng);
+        for (int i = 0; i < d; i++) q[i] = rng_normal_polar(&rng);
+        for (int i = 0; i < d; i++) k[i] = rng_normal_polar(&rng);
         if (j == 0) memcpy(q0, q, sizeof(double) * (size_t)d);
         accumulate(q, k, h, cs, no, sum, abs_sum, sq);
     }

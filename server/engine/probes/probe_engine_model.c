@@ -57,8 +57,9 @@ engine_status probe_engine_model_init(probe_engine_model *pm, model *m, const to
     v->tokenize = pe_tokenize;
     v->inspect = pe_inspect;
     v->piece = pe_piece;
-    v->rope_base = c->attention == ATTENTION_DOT ? 0 : c->rope_base;
+    unsigned flags = model_config_attention(c)->flags;
+    v->rope_base = (flags & ATTENTION_ROTATES) ? c->rope_base : 0;
     v->rope_half_split = 0; /* the engine pairs adjacent dimensions (model.h) */
-    v->cosine = c->attention == ATTENTION_COSINE_ROPE;
+    v->cosine = (flags & ATTENTION_NORMALISES_QK) != 0;
     return ENGINE_OK;
 }

@@ -17,7 +17,8 @@ typedef struct {
 } probe_engine_model;
 
 /* Fills pm from m's config: head_dim = d_model / n_head, max_seq = seq_len, rope_base 0 for
- * dot attention, cosine for cosine_rope. ENGINE_ERR_INVALID when the tokenizer's vocabulary is
+ * variants that do not rotate, cosine for those that normalise q and k (the attention table's
+ * flags). ENGINE_ERR_INVALID when the tokenizer's vocabulary is
  * larger than the model's (its ids would be refused). */
 engine_status probe_engine_model_init(probe_engine_model *pm, model *m, const tokenizer *tok, engine_error *err);
 

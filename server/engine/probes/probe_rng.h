@@ -1,20 +1,10 @@
-/* Random numbers for the probes: one seeded generator per study (xoshiro256**, seeded through
- * splitmix64) with Marsaglia's polar method for normals; and the Park-Miller minimal standard
- * generator, kept only to reproduce the per-vector seeding mistake that seed 003 describes. */
+/* The probes draw their random vectors from the engine's generator (rng.h: rng_seed, then
+ * rng_normal_polar). Kept here only the Park-Miller minimal standard generator, to reproduce the
+ * per-vector seeding mistake that seed 003 describes. */
 #ifndef PROBE_RNG_H
 #define PROBE_RNG_H
 
 #include <stdint.h>
-
-typedef struct {
-    uint64_t s[4];
-    double spare;
-    int has_spare;
-} probe_rng;
-
-void probe_rng_seed(probe_rng *r, uint64_t seed);
-double probe_rng_uniform(probe_rng *r); /* [0, 1) */
-double probe_rng_normal(probe_rng *r);  /* N(0, 1), Marsaglia polar */
 
 /* Park-Miller: x <- 16807 x mod (2^31 - 1). Seed 0 is mapped to 1 (0 is a fixed point). */
 typedef struct {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "probe_impl.h"
-#include "probe_rng.h"
+#include "rng.h"
 #include "rope_math.h"
 
 static const double def_starts[] = {3, 10, 100, 4000};
@@ -46,10 +46,10 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *buf = malloc(sizeof(double) * (size_t)(5 * d));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     double *q = buf, *k = buf + d, *theta = buf + 2 * d, *pm = buf + 3 * d, *pn = pm + d; /* theta uses d/2 */
-    probe_rng rng;
-    probe_rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
-    for (int i = 0; i < d; i++) q[i] = probe_rng_normal(&rng);
-    for (int i = 0; i < d; i++) k[i] = probe_rng_normal(&rng);
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+    for (int i = 0; i < d; i++) q[i] = rng_normal_polar(&rng);
+    for (int i = 0; i < d; i++) k[i] = rng_normal_polar(&rng);
     probe_rope_thetas(d, base, theta);
 
     static const char *const gcols[] = {"start", "rotary", "additive"};

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "probe_impl.h"
-#include "probe_rng.h"
+#include "rng.h"
 #include "rope_math.h"
 
 #define MAX_LIST 32
@@ -29,12 +29,12 @@ static const probe_param params[] = {
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
-static void pair_checks(probe_out *out, const double *theta, int h, const double *pos, int np, probe_rng *rng) {
+static void pair_checks(probe_out *out, const double *theta, int h, const double *pos, int np, rng_state *rng) {
     static const char *const cols[] = {"pair", "theta", "max_orthogonality_error", "max_det_error",
                                        "max_complex_vs_2x2"};
     json_t *rows = probe_table(out, "pairs", cols, 5);
     double worst_o = 0, worst_d = 0, worst_c = 0;
-    double x0 = probe_rng_normal(rng), x1 = probe_rng_normal(rng);
+    double x0 = rng_normal_polar(rng), x1 = rng_normal_polar(rng);
     for (int i = 0; i < h; i++) {
         double eo = 0, ed = 0, ec = 0;
         for (int j = 0; j < np; j++) {
@@ -78,12 +78,12 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *keys = qr + d, *cache = keys + (size_t)tmax * d, *cache2 = cache + (size_t)tmax * d;
     double *s_ok = cache2 + (size_t)tmax * d, *s_bug = s_ok + tmax, *w = s_bug + tmax;
     float *fx = fbuf, *fy = fx + d, *fth = fy + d, *fq = fth + d;
-    probe_rng rng;
-    probe_rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
     probe_rope_thetas(d, base, theta);
     pair_checks(out, theta, h, pos, np, &rng);
-    for (int i = 0; i < d; i++) q[i] = probe_rng_normal(&rng);
-    for (int i = 0; i < d; i++) k[i] = probe_rng_normal(&rng);
+    for (int i = 0; i < d; i++) q[i] = rng_normal_polar(&rng);
+    for (int i = 0; i < d; i++) k[i] = rng_normal_polar(&rng);
 
     /* Norms and float32 against double. */
     static const char *const ncols[] = {"position", "norm_relative_error", "f32_max_angle_error",
@@ -145,7 +145,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     /* Cache: keys rotated at their position once (right) or again on reuse (the bug). */
     for (int j = 0; j < tmax; j++) {
         double *kj = keys + (size_t)j * d;
-        for (int i = 0; i < d; i++) kj[i] = probe_rng_normal(&rng);
+        for (int i = 0; i < d; i++) kj[i] = rng_normal_polar(&rng);
         probe_rope_rotate(kj, cache + (size_t)j * d, d, theta, j, PROBE_ROPE_INTERLEAVED);
         probe_rope_rotate(cache + (size_t)j * d, cache2 + (size_t)j * d, d, theta, j, PROBE_ROPE_INTERLEAVED);
     }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "probe_impl.h"
-#include "probe_rng.h"
+#include "rng.h"
 #include "rope_math.h"
 
 #define MAX_DKS 16
@@ -44,8 +44,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *buf = malloc(sizeof(double) * (size_t)(2 * dmax + 2 * n));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     double *q = buf, *k = q + dmax, *dot = k + dmax, *cosv = dot + n;
-    probe_rng rng;
-    probe_rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
 
     int ncols = 6 + 2 * nt;
     json_t *cols = json_array();
@@ -73,11 +73,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         double sum = 0, sq = 0, stats[4 + 2 * MAX_TAUS] = {0};
         for (int t = 0; t < trials; t++) {
             double nq = 0;
-            for (int i = 0; i < dk; i++) q[i] = probe_rng_normal(&rng), nq += q[i] * q[i];
+            for (int i = 0; i < dk; i++) q[i] = rng_normal_polar(&rng), nq += q[i] * q[i];
             for (int j = 0; j < n; j++) {
                 double s = 0, nk = 0;
                 for (int i = 0; i < dk; i++) {
-                    k[i] = probe_rng_normal(&rng);
+                    k[i] = rng_normal_polar(&rng);
                     s += q[i] * k[i];
                     nk += k[i] * k[i];
                 }
