@@ -311,8 +311,492 @@ int lmhead_uses_kernels(int C) {
 }
 #endif
 
+/* ---- mixed precision (bf16 inputs, fp32 accumulation) ---- */
+#if !REAL_IS_DOUBLE
+#include <stdlib.h>
+
+#include "cpu.h"
+
+#define BF_RP LMHEAD_MAX_ROWS /* chunk rows padded to a multiple of 32, at most this */
+
+int lmhead_bf16_applies(int C) { return C % 16 == 0 && C >= 16 && C <= 1024; }
+
+static long bf_pairs(int V) { return ((long)V + 1) / 2; }
+
+size_t lmhead_bf16_bytes(int V, int C) {
+    return sizeof(bf16) * ((size_t)V * C + (size_t)bf_pairs(V) * 2 * C) + sizeof(double) * ((size_t)V / 64 + 1);
+}
+
+void lmhead_bf16_free(lmhead_bf16 *b) {
+    if (!b) return;
+    free(b->wb);
+    free(b->wp);
+    free(b->part);
+    free(b);
+}
+
+engine_status lmhead_bf16_new(lmhead_bf16 **out, int V, int C, engine_error *err) {
+    *out = NULL;
+    if (V < 1 || !lmhead_bf16_applies(C))
+        return engine_fail(err, ENGINE_ERR_INVALID, "no bf16 output layer for d_model %d (needs a multiple of 16)", C);
+    lmhead_bf16 *b = calloc(1, sizeof *b);
+    if (!b) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 output layer");
+    b->V = V;
+    b->C = C;
+    b->wb = malloc(sizeof(bf16) * (size_t)V * C);
+    b->wp = calloc((size_t)bf_pairs(V) * 2 * C, sizeof(bf16)); /* zero: the missing last row of an odd V */
+    b->part = calloc((size_t)V / 64 + 1, sizeof(double));
+    if (!b->wb || !b->wp || !b->part) {
+        lmhead_bf16_free(b);
+        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 output layer (%d x %d)", V, C);
+    }
+    *out = b;
+    return ENGINE_OK;
+}
+
+typedef struct {
+    lmhead_bf16 *b;
+    const real *w;
+    threadpool *pool;
+} refresh_ctx;
+
+/* Item k: rows [64k, 64k+64). */
+static void refresh_item(lmhead_bf16 *b, const real *w, long k) {
+    const int C = b->C;
+    long v0 = 64 * k, v1 = v0 + 64 < b->V ? v0 + 64 : b->V;
+    double best = 0;
+    for (long v = v0; v < v1; v++) {
+        bf16 *row = b->wb + v * C;
+        bf16_from_floats(row, w + v * C, (size_t)C);
+        bf16 *pp = b->wp + (v / 2) * 2 * C + (v & 1);
+        double sq = 0;
+        for (int c = 0; c < C; c++) {
+            pp[2 * c] = row[c];
+            double f = bf16_to_float(row[c]);
+            sq += f * f;
+        }
+        if (sq > best) best = sq;
+    }
+    b->part[k] = best;
+}
+
+static void refresh_fn(void *ctx, int tid, int nth) {
+    (void)tid;
+    (void)nth;
+    refresh_ctx *r = ctx;
+    long items = (r->b->V + 63) / 64;
+    for (long k; (k = threads_next(r->pool)) < items;) refresh_item(r->b, r->w, k);
+}
+
+void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
+    long items = (b->V + 63) / 64;
+    refresh_ctx r = {b, w, pool};
+    if (pool)
+        threads_run(pool, refresh_fn, &r);
+    else
+        for (long k = 0; k < items; k++) refresh_item(b, w, k);
+    double best = 0;
+    for (long k = 0; k < items; k++) best = b->part[k] > best ? b->part[k] : best;
+    b->wmax = (float)(sqrt(best) * (1 + 1e-6));
+}
+
+/* Per-thread scratch of a bf16 chunk, in floats; fixed offsets (rows padded to BF_RP). */
+typedef struct {
+    bf16 *E;    /* [Vp][RP]   exp(l - U) per vocabulary entry and row (Vp: V rounded up to even) */
+    bf16 *XP;   /* [C/2][RP][2] the rows' x, pairs of columns together */
+    bf16 *XSp;  /* [RP/2][C][2] s_r x_r, pairs of rows together */
+    float *DXT; /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 */
+    float *U, *mx, *sm, *scale, *tl; /* [RP] */
+} bf_scratch;
+
+static size_t bf_scratch_floats(int C, int V) {
+    size_t Vp = (size_t)bf_pairs(V) * 2;
+    return Vp * BF_RP / 2 + (size_t)C * BF_RP / 2 * 2 + (size_t)C * BF_RP + 5 * BF_RP + 64;
+}
+
+static bf_scratch bf_layout(float *buf, int C, int V) {
+    bf_scratch s;
+    size_t Vp = (size_t)bf_pairs(V) * 2;
+    s.E = (bf16 *)buf;
+    float *p = buf + Vp * BF_RP / 2;
+    s.XP = (bf16 *)p;
+    p += (size_t)C * BF_RP / 2;
+    s.XSp = (bf16 *)p;
+    p += (size_t)C * BF_RP / 2;
+    s.DXT = p;
+    p += (size_t)C * BF_RP;
+    s.U = p;
+    s.mx = p + BF_RP;
+    s.sm = p + 2 * BF_RP;
+    s.scale = p + 3 * BF_RP;
+    s.tl = p + 4 * BF_RP;
+    return s;
+}
+
+/* dx's accumulators hold 32 rows as two registers made by interleaving two vocabulary rows
+ * (unpacklo/hi of 16-bit words act within 128-bit lanes): position q of a 32-row block holds row
+ * dx_row(q). */
+static inline int dx_row(int q) { return q < 16 ? 8 * (q / 4) + q % 4 : 8 * ((q - 16) / 4) + 4 + q % 4; }
+static inline int dx_pos(int i) { return (i % 8 < 4 ? 0 : 16) + 4 * (i / 8) + i % 4; }
+
+static inline float bf_pair_dot(float acc, const bf16 *a, const bf16 *b) {
+    /* as vdpbf16ps: both products exact in float, added in turn */
+    acc += bf16_to_float(a[0]) * bf16_to_float(b[0]);
+    acc += bf16_to_float(a[1]) * bf16_to_float(b[1]);
+    return acc;
+}
+
+/* ---- portable kernels (any CPU) ---- */
+
+static float sl_logit(const bf16 *w, int C, const bf16 *XP, int RP, int r) {
+    float acc = 0;
+    for (int c2 = 0; c2 < C / 2; c2++) acc = bf_pair_dot(acc, XP + ((size_t)c2 * RP + r) * 2, w + 2 * c2);
+    return acc;
+}
+
+static void sl_logits(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
+    const int C = b->C;
+    for (long v = 0; v < b->V; v++)
+        for (int r = 0; r < RP; r++) {
+            float l = sl_logit(b->wb + v * C, C, s->XP, RP, r);
+            if (l > s->mx[r]) s->mx[r] = l;
+            float e = fm_expf(l - s->U[r]);
+            s->sm[r] += e;
+            s->E[v * RP + r] = bf16_from_float(e);
+        }
+}
+
+static void sl_dx(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
+    const int C = b->C;
+    const long P = bf_pairs(b->V);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < RP; r++) {
+            float acc = 0;
+            for (long p = 0; p < P; p++) {
+                bf16 e[2] = {s->E[2 * p * RP + r], s->E[(2 * p + 1) * RP + r]};
+                acc = bf_pair_dot(acc, e, b->wp + (p * C + c) * 2);
+            }
+            s->DXT[(size_t)c * RP + (r / 32) * 32 + dx_pos(r % 32)] = acc;
+        }
+}
+
+static void sl_dw(const bf_scratch *s, int RP, int C, int R2, long vlo, long vhi, float *dW) {
+    for (long v = vlo; v < vhi; v++)
+        for (int c = 0; c < C; c++) {
+            float acc = dW[v * C + c];
+            for (int r2 = 0; r2 < R2; r2++) acc = bf_pair_dot(acc, s->XSp + ((size_t)r2 * C + c) * 2, s->E + v * RP + 2 * r2);
+            dW[v * C + c] = acc;
+        }
+}
+
+/* ---- AVX-512 BF16 kernels ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LMHEAD_HAVE_BF16_KERNELS 1
+#define BFT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#define BFAI static inline __attribute__((always_inline)) BFT
+
+/* The exp of fastmath.h (same reduction and polynomial) in intrinsics, for target functions. */
+BFAI __m512 bf_exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(FM_EXP_LO)), _mm512_set1_ps(FM_EXP_HI));
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(FM_L2E), _mm512_set1_ps(FM_MAGIC));
+    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(FM_MAGIC));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(FM_LN2HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(FM_LN2LO), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(_mm512_set1_ps(FM_MAGIC)));
+    __m512 sc = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+    return _mm512_mul_ps(p, sc);
+}
+
+BFAI __m512i bcast32(const bf16 *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+#define DP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
+
+/* Logits of vocabulary rows [v, v+NJ) for rows [r0, r0+16NK), exponentiated on the way out:
+ * E = bf16(exp(l - U)), running max and sum per row. W, XP, E, U, mx, sm point at (v, r0). */
+BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, bf16 *E, const float *U, float *mx,
+                  float *sm) {
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int j = 0; j < NJ; j++)
+#pragma GCC unroll 2
+        for (int k = 0; k < NK; k++) acc[j][k] = _mm512_setzero_ps();
+    for (int c2 = 0; c2 < C / 2; c2++) {
+        const bf16 *x = XP + (size_t)c2 * RP * 2;
+        __m512i x0 = _mm512_loadu_si512(x), x1 = NK > 1 ? _mm512_loadu_si512(x + 32) : x0;
+#pragma GCC unroll 12
+        for (int j = 0; j < NJ; j++) {
+            __m512i w = bcast32(W + (size_t)j * C + 2 * c2);
+            acc[j][0] = DP(acc[j][0], x0, w);
+            if (NK > 1) acc[j][1] = DP(acc[j][1], x1, w);
+        }
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < NK; k++) {
+        __m512 u = _mm512_loadu_ps(U + 16 * k), m = _mm512_loadu_ps(mx + 16 * k), sum = _mm512_loadu_ps(sm + 16 * k);
+#pragma GCC unroll 12
+        for (int j = 0; j < NJ; j++) {
+            m = _mm512_max_ps(m, acc[j][k]);
+            __m512 e = bf_exp16(_mm512_sub_ps(acc[j][k], u));
+            sum = _mm512_add_ps(sum, e);
+            _mm256_storeu_si256((__m256i *)(E + (size_t)j * RP + 16 * k), (__m256i)_mm512_cvtneps_pbh(e));
+        }
+        _mm512_storeu_ps(mx + 16 * k, m);
+        _mm512_storeu_ps(sm + 16 * k, sum);
+    }
+}
+
+__attribute__((noinline)) BFT static void bl_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
+    const int C = b->C, V = b->V;
+    long v = 0;
+    for (; v + 12 <= V; v += 12)
+        for (int r = 0; r < RP; r += 32)
+            bl_tile(12, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+    for (; v < V; v++)
+        for (int r = 0; r < RP; r += 32)
+            bl_tile(1, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+}
+
+/* The logit of vocabulary row w for row r, by the same sequence of operations as bl_tile's lane. */
+__attribute__((noinline)) BFT static float bl_logit(const bf16 *w, int C, const bf16 *XP, int RP, int r) {
+    const bf16 *x = XP + 2 * (r / 16 * 16);
+    __m512 acc = _mm512_setzero_ps();
+    for (int c2 = 0; c2 < C / 2; c2++) acc = DP(acc, _mm512_loadu_si512(x + (size_t)c2 * RP * 2), bcast32(w + 2 * c2));
+    float out[16];
+    _mm512_storeu_ps(out, acc);
+    return out[r % 16];
+}
+
+/* DXT[c0..c0+8)[32-row block at r0] (+)= sum over pairs p in [p0, p1) of E[2p][r] w[2p][c] +
+ * E[2p+1][r] w[2p+1][c]. E at (0, r0), WP at (0, c0), DXT at (c0, r0). */
+BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first) {
+    __m512 acc[8][2];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++)
+            acc[j][k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(DXT + (size_t)j * RP + 16 * k);
+    for (long p = p0; p < p1; p++) {
+        __m512i e0 = _mm512_loadu_si512(E + (size_t)2 * p * RP), e1 = _mm512_loadu_si512(E + (size_t)(2 * p + 1) * RP);
+        __m512i lo = _mm512_unpacklo_epi16(e0, e1), hi = _mm512_unpackhi_epi16(e0, e1);
+        const bf16 *w = WP + (size_t)p * C * 2;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i b = bcast32(w + 2 * j);
+            acc[j][0] = DP(acc[j][0], lo, b);
+            acc[j][1] = DP(acc[j][1], hi, b);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) _mm512_storeu_ps(DXT + (size_t)j * RP + 16 * k, acc[j][k]);
+}
+
+/* Blocks of 128 vocabulary pairs (64 KB of E for 128 rows, 32 KB of WP at C = 128) so both stay
+ * in L2 while every (row block, column block) tile passes over them. */
+__attribute__((noinline)) BFT static void bdx_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
+    const int C = b->C;
+    const long P = bf_pairs(b->V);
+    for (long p0 = 0; p0 < P; p0 += 128) {
+        long p1 = p0 + 128 < P ? p0 + 128 : P;
+        for (int r = 0; r < RP; r += 32)
+            for (int c = 0; c < C; c += 8)
+                bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0);
+    }
+}
+
+/* dW[v..v+NJ)[c0..c0+16NZ) += sum over row pairs of E[v][2i] XS[2i][c] + E[v][2i+1] XS[2i+1][c].
+ * E at row v, XSp at column c0, dW at (v, c0). */
+BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW) {
+    __m512 acc[6][4];
+#pragma GCC unroll 6
+    for (int j = 0; j < NJ; j++)
+#pragma GCC unroll 4
+        for (int z = 0; z < NZ; z++) acc[j][z] = _mm512_loadu_ps(dW + (size_t)j * C + 16 * z);
+    for (int r2 = 0; r2 < R2; r2++) {
+        __m512i x[4];
+#pragma GCC unroll 4
+        for (int z = 0; z < NZ; z++) x[z] = _mm512_loadu_si512(XSp + ((size_t)r2 * C + 16 * z) * 2);
+#pragma GCC unroll 6
+        for (int j = 0; j < NJ; j++) {
+            __m512i e = bcast32(E + (size_t)j * RP + 2 * r2);
+#pragma GCC unroll 4
+            for (int z = 0; z < NZ; z++) acc[j][z] = DP(acc[j][z], x[z], e);
+        }
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < NJ; j++)
+#pragma GCC unroll 4
+        for (int z = 0; z < NZ; z++) _mm512_storeu_ps(dW + (size_t)j * C + 16 * z, acc[j][z]);
+}
+
+#define BDW_CASES(NJ, e, xs, dw)                                                                                       \
+    switch (nz) {                                                                                                      \
+    case 1: bdw_tile(NJ, 1, e, RP, xs, C, R2, dw); break;                                                              \
+    case 2: bdw_tile(NJ, 2, e, RP, xs, C, R2, dw); break;                                                              \
+    case 3: bdw_tile(NJ, 3, e, RP, xs, C, R2, dw); break;                                                              \
+    default: bdw_tile(NJ, 4, e, RP, xs, C, R2, dw); break;                                                             \
+    }
+
+/* Each block of 6 dW rows is read and written once per chunk, all its column tiles in turn. */
+__attribute__((noinline)) BFT static void bdw_slice(const bf_scratch *s, int RP, int C, int R2, long vlo, long vhi,
+                                                    float *dW) {
+    const int NZ = C / 16;
+    for (long v = vlo; v < vhi; v += 6) {
+        int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
+        for (int z0 = 0; z0 < NZ; z0 += 4) {
+            int nz = NZ - z0 < 4 ? NZ - z0 : 4;
+            const bf16 *e = s->E + v * RP, *xs = s->XSp + 32 * z0;
+            float *dw = dW + v * C + 16 * z0;
+            if (nj == 6) {
+                BDW_CASES(6, e, xs, dw)
+            } else {
+                for (int j = 0; j < nj; j++) BDW_CASES(1, e + (size_t)j * RP, xs, dw + (size_t)j * C)
+            }
+        }
+    }
+}
+#endif
+
+/* One chunk in mixed precision: losses, dx, and (left in the scratch) what dW needs. */
+static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int *RP_out) {
+    const lmhead_bf16 *b = a->bf;
+    const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32;
+    const int train = a->dx != NULL;
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+    const int kern = cpu_has_avx512bf16();
+#endif
+    bf_scratch s = bf_layout(buf, C, V);
+    const real *X = a->x + r0 * C;
+    for (int c2 = 0; c2 < C / 2; c2++)
+        for (int r = 0; r < RP; r++) {
+            bf16 *xp = s.XP + ((size_t)c2 * RP + r) * 2;
+            xp[0] = r < rows ? bf16_from_float(X[(long)r * C + 2 * c2]) : 0;
+            xp[1] = r < rows ? bf16_from_float(X[(long)r * C + 2 * c2 + 1]) : 0;
+        }
+    if (V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
+    /* every logit of row r is at most |x_r| |w|max */
+    for (int r = 0; r < RP; r++) {
+        double sq = 0;
+        for (int c = 0; c < C; c++) {
+            double f = bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+            sq += f * f;
+        }
+        s.U[r] = (float)(sqrt(sq) * b->wmax);
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        for (int r = 0; r < RP; r++) {
+            s.mx[r] = -INFINITY;
+            s.sm[r] = 0;
+        }
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+        if (kern)
+            bl_all(b, &s, RP);
+        else
+#endif
+            sl_logits(b, &s, RP);
+        int redo = 0;
+        for (int r = 0; r < rows; r++)
+            if (s.U[r] - s.mx[r] > LMHEAD_BF16_GAP) {
+                s.U[r] = s.mx[r];
+                redo = 1;
+            }
+        if (!redo) break;
+    }
+    for (int r = 0; r < rows; r++) {
+        const bf16 *wt = b->wb + (long)a->targets[r0 + r] * C;
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+        if (kern)
+            s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
+        else
+#endif
+            s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
+        double sum = s.sm[r];
+        a->losses[r0 + r] = (real)(log(sum) + s.U[r] - s.tl[r]);
+        s.scale[r] = (float)(a->grad_scale / sum);
+    }
+    *RP_out = RP;
+    if (!train) return;
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+    if (kern)
+        bdx_all(b, &s, RP);
+    else
+#endif
+        sl_dx(b, &s, RP);
+    /* dx[r] = s_r sum_v e[v][r] w[v] - g w[target_r]; XS = s_r x_r for dW */
+    for (int r = 0; r < rows; r++) {
+        real *dx = a->dx + (r0 + r) * C;
+        const bf16 *wt = b->wb + (long)a->targets[r0 + r] * C;
+        const float *d = s.DXT + (r / 32) * 32 + dx_pos(r % 32);
+        for (int c = 0; c < C; c++) dx[c] = s.scale[r] * d[(size_t)c * RP] - a->grad_scale * bf16_to_float(wt[c]);
+    }
+    for (int r = 0; r < RP; r++)
+        for (int c = 0; c < C; c++) {
+            float x = r < rows ? bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]) : 0;
+            s.XSp[((size_t)(r / 2) * C + c) * 2 + (r & 1)] = bf16_from_float(s.scale[r] * x);
+        }
+}
+
+static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *buf, int RP, long vlo, long vhi) {
+    const int C = a->C;
+    bf_scratch s = bf_layout(buf, C, a->V);
+    const int R2 = (rows + 1) / 2;
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+    if (cpu_has_avx512bf16())
+        bdw_slice(&s, RP, C, R2, vlo, vhi, a->dw);
+    else
+#endif
+        sl_dw(&s, RP, C, R2, vlo, vhi, a->dw);
+    for (int r = 0; r < rows; r++) {
+        long t = a->targets[r0 + r];
+        if (t < vlo || t >= vhi) continue;
+        real *dw = a->dw + t * C;
+        for (int c = 0; c < C; c++)
+            dw[c] -= a->grad_scale * bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+    }
+}
+#else
+int lmhead_bf16_applies(int C) {
+    (void)C;
+    return 0;
+}
+size_t lmhead_bf16_bytes(int V, int C) {
+    (void)V;
+    (void)C;
+    return 0;
+}
+engine_status lmhead_bf16_new(lmhead_bf16 **out, int V, int C, engine_error *err) {
+    (void)V;
+    (void)C;
+    *out = NULL;
+    return engine_fail(err, ENGINE_ERR_INVALID, "bf16 mixed precision is not available in the double build");
+}
+void lmhead_bf16_free(lmhead_bf16 *b) { (void)b; }
+void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
+    (void)b;
+    (void)w;
+    (void)pool;
+}
+#endif
+
 size_t lmhead_scratch_per_thread(int C, int V) {
-    return (size_t)LMHEAD_MAX_ROWS * (size_t)V + (lmhead_uses_kernels(C) ? kernel_extra(C) : 0);
+    size_t n = (size_t)LMHEAD_MAX_ROWS * (size_t)V + (lmhead_uses_kernels(C) ? kernel_extra(C) : 0);
+#if !REAL_IS_DOUBLE
+    if (lmhead_bf16_applies(C) && bf_scratch_floats(C, V) > n) n = bf_scratch_floats(C, V);
+#endif
+    return n;
 }
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
@@ -323,11 +807,19 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
 #ifdef LMHEAD_HAVE_KERNELS
     const int kern = !a->use_blas && lmhead_uses_kernels(C);
 #endif
+#if !REAL_IS_DOUBLE
+    const int bfm = a->bf != NULL && lmhead_bf16_applies(C);
+#endif
     const long nchunks = (a->N + R - 1) / R;
     for (long k; (k = threads_next(pool)) < nchunks;) {
         long r0 = k * R, rows = a->N - r0 < R ? a->N - r0 : R;
         int RP = 0;
         (void)RP;
+#if !REAL_IS_DOUBLE
+        if (bfm) {
+            chunk_bf16(a, r0, (int)rows, buf, &RP);
+        } else
+#endif
 #ifdef LMHEAD_HAVE_KERNELS
         if (kern) {
             chunk_kernels(a, r0, (int)rows, buf, buf + (size_t)LMHEAD_MAX_ROWS * V, &RP);
@@ -350,6 +842,11 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
                 if (done[s] || atomic_load_explicit(&a->tickets[s], memory_order_acquire) != k) continue;
                 long vlo, vhi;
                 threads_split(V, s, LMHEAD_SLICES, &vlo, &vhi);
+#if !REAL_IS_DOUBLE
+                if (bfm)
+                    chunk_bf16_dw_slice(a, r0, (int)rows, buf, RP, vlo, vhi);
+                else
+#endif
 #ifdef LMHEAD_HAVE_KERNELS
                 if (kern)
                     chunk_dw_slice(a, r0, (int)rows, buf, RP, buf + (size_t)LMHEAD_MAX_ROWS * V, vlo, vhi);

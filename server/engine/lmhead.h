@@ -12,8 +12,21 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "bf16.h"
+#include "error.h"
 #include "real.h"
 #include "threads.h"
+
+/* bf16 copies of the output head for mixed precision, refreshed from the fp32 master weights once
+ * per step (lmhead_bf16_refresh): wb [V][C] as it is (the logits take (w[v][c], w[v][c+1]) pairs),
+ * wp [V/2 rounded up][C][2] with rows 2p and 2p+1 interleaved (dx takes (w[2p][c], w[2p+1][c])
+ * pairs; a missing last row is zero), and the largest row norm, which bounds every logit. */
+typedef struct {
+    int V, C;
+    bf16 *wb, *wp;
+    float wmax; /* max over v of |wb[v]|, rounded up */
+    double *part; /* per refresh item: largest squared row norm */
+} lmhead_bf16;
 
 typedef struct {
     const real *x;          /* [N, C] input rows (after the final LayerNorm) */
@@ -30,6 +43,7 @@ typedef struct {
     int use_blas;   /* 1: BLAS products even where the AVX-512 kernels apply (tests compare both) */
     int chunk_rows;
     atomic_long *tickets; /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
+    const lmhead_bf16 *bf; /* non-NULL: mixed precision (where lmhead_bf16_applies), see below */
 } lmhead_args;
 
 #define LMHEAD_SLICES 8
@@ -43,6 +57,21 @@ int lmhead_uses_kernels(int C);
 size_t lmhead_scratch_per_thread(int C, int V);
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth);
+
+/* Mixed precision (float build, C a multiple of 16): the products take bf16 inputs (x rounded per
+ * chunk, w from lmhead_bf16) and accumulate in fp32 (vdpbf16ps where cpu_has_avx512bf16, else a
+ * portable scalar loop with the same rounding of the inputs); exp, sums, losses and the one-hot
+ * terms stay fp32. The logits are never stored: each tile is exponentiated as it leaves the
+ * registers, against the bound |x_r| * max_v |w_v| >= every logit of row r, and kept as bf16
+ * exp(l - bound). A row whose largest logit lies more than LMHEAD_BF16_GAP below its bound is
+ * recomputed against that largest logit. Deterministic for any thread count, like the fp32 path. */
+#define LMHEAD_BF16_GAP 48.0f
+int lmhead_bf16_applies(int C);
+engine_status lmhead_bf16_new(lmhead_bf16 **out, int V, int C, engine_error *err);
+void lmhead_bf16_free(lmhead_bf16 *b);
+size_t lmhead_bf16_bytes(int V, int C);
+/* Rounds w [V][C] into b's copies, on every thread of pool (pool may be NULL: this thread). */
+void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool);
 
 /* One row: softmax cross-entropy of logits[V] against target; when want_grad, logits is
  * replaced by (softmax - onehot) * scale. Returns the loss. Exposed for tests. */
