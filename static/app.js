@@ -1,14 +1,16 @@
-// attnlab dashboard: a hash router over four views, the server health pill, the live-stream
-// indicator and the classroom (large type) toggle. Each view module exports mount(root, params),
+// attnlab dashboard: a hash router over five views, the server health pill, the live-stream
+// indicator, the classroom (large type) toggle and the dark-theme toggle. Each view module exports mount(root, params),
 // which returns its own clean-up (charts, stream subscriptions).
 import { api, onToken, setToken } from './js/api.js';
 import { $, $$ } from './js/dom.js';
 import { applyChartTheme } from './js/charts.js';
 import { onConnection } from './js/live.js';
+import { currentTheme, storedTheme, toggleTheme, onTheme } from './js/theme.js';
 import * as runs from './js/runs.js';
 import * as runview from './js/runview.js';
 import * as probes from './js/probes.js';
 import * as attention from './js/attention.js';
+import * as compare from './js/compare.js';
 
 const ROUTES = [
   [/^\/runs$/, 'runs', () => runs.mount],
@@ -16,6 +18,7 @@ const ROUTES = [
   [/^\/experiment\/(\d+)$/, 'runs', (m) => (root, q) => runview.mount(root, { kind: 'experiment', id: m[1], ...q })],
   [/^\/probes(?:\/([a-z_]+))?$/, 'probes', (m) => (root, q) => probes.mount(root, { kind: m[1], ...q })],
   [/^\/attention$/, 'attention', () => attention.mount],
+  [/^\/compare$/, 'compare', () => compare.mount],
 ];
 
 let unmount = null;
@@ -61,6 +64,20 @@ $('#classroom').addEventListener('click', () => {
   route(); // heat maps and canvases size their type when drawn
 });
 setClassroom(localStorage.getItem('attnlab.classroom') === '1');
+
+// Dark theme: follows the system until pressed (see js/theme.js). Views recolour their own charts
+// and canvases on the same notification; Chart.js's text and grid colours are set here.
+function showTheme() {
+  const dark = currentTheme() === 'dark';
+  const b = $('#theme');
+  b.setAttribute('aria-pressed', String(dark));
+  b.title = storedTheme() ? `${dark ? 'dark' : 'light'} theme chosen here; press to switch` :
+    `following the system (${dark ? 'dark' : 'light'}); press to switch`;
+  applyChartTheme();
+}
+$('#theme').addEventListener('click', toggleTheme);
+onTheme(showTheme);
+showTheme();
 let everConnected = false;
 onConnection((up) => {
   const el = $('#live');

@@ -4,6 +4,7 @@ import { api } from './api.js';
 import { h, clear, fmt } from './dom.js';
 import { heatmap } from './charts.js';
 import { variantTag } from './runs.js';
+import { onTheme } from './theme.js';
 
 const SAMPLE = 'The cat sat on the mat because it was tired, and then it slept.';
 
@@ -85,12 +86,15 @@ export function mount(root, params) {
       grid.append(h('figure.card.att-head', { dataset: { layer: L, head: H } },
         h('figcaption', {}, h('strong', {}, `layer ${L} · head ${H}`),
           h('span.small.muted', {}, ` τ ${fmt(row[col('tau')], 3)} · entropy ${fmt(row[col('entropy_fraction')] * 100, 3)}% of uniform · mean distance ${fmt(row[col('mean_distance')], 3)}`)),
-        heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1, rowScale: rowScale.checked })));
+        heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1, rowScale: rowScale.checked,
+          exportName: `run-${runSel.value}-attention-l${L}-h${H}` })));
     }
     clear(out,
       run ? h('p', {}, variantTag(run.variant), ` run #${run.id} ${run.name}, checkpoint at step ${run.checkpoint_step}`) : null,
       h('p.tokens', { 'aria-label': 'tokens' }, pieces.map((p, i) => h('span.token', { title: `token ${i}` }, p))),
       grid);
   }
-  return () => { alive = false; };
+  // Labels and masked cells are drawn in the theme's colours: draw the maps again when it changes.
+  const unTheme = onTheme(() => { if (lastProbe) render(lastProbe); });
+  return () => { alive = false; unTheme(); };
 }

@@ -1,19 +1,85 @@
 // Chart.js (loaded as a classic script from /vendor) for lines and bars, plus a canvas heat map of
 // our own, since Chart.js has none. Charts are built with parsing off and animation off: live
 // training appends points many times a second and must stay cheap.
+// Every chart can be saved: PNG from Chart.js's toBase64Image(), CSV built from its datasets.
 import { h, fmt } from './dom.js';
 import { seriesColor, withAlpha, headShade } from './colors.js';
+import { cssVar } from './theme.js';
+import { chartDataCsv, matrixCsv } from './csv.js';
 
 const Chart = window.Chart;
 
 export function chartsAvailable() { return !!Chart; }
 
-export function applyChartTheme(classroom) {
+// Text, grid and background colours come from the theme's CSS variables (style.css), read again on
+// every theme change; type size from classroom mode.
+export function applyChartTheme(classroom = document.body.classList.contains('classroom')) {
   if (!Chart) return;
   Chart.defaults.font.size = classroom ? 18 : 12;
-  Chart.defaults.color = '#1d1f24';
-  Chart.defaults.borderColor = 'rgba(0,0,0,0.1)';
-  for (const c of Object.values(Chart.instances)) c.update('none');
+  const fg = cssVar('--chart-fg', '#1d1f24'), grid = cssVar('--chart-grid', 'rgba(0,0,0,0.1)');
+  Chart.defaults.color = fg;
+  Chart.defaults.borderColor = grid;
+  // A drawn chart has written its resolved scale options (colours included) into its own config,
+  // so the defaults no longer reach it: set its axes' colours directly.
+  for (const c of Object.values(Chart.instances)) {
+    for (const sc of Object.values(c.config?.options?.scales || {})) {
+      if (sc.ticks) sc.ticks.color = fg;
+      if (sc.title) sc.title.color = fg;
+      if (sc.grid) sc.grid.color = grid;
+      if (sc.border) sc.border.color = grid;
+    }
+    c.update('none');
+  }
+}
+
+// Paints the card colour under each chart, so a saved PNG looks as it does on the page (a canvas is
+// otherwise transparent, and dark-theme text on a transparent PNG vanishes in a light viewer).
+if (Chart) {
+  Chart.register({
+    id: 'attnlabBackground',
+    beforeDraw(chart) {
+      const { ctx, width, height } = chart;
+      ctx.save();
+      ctx.globalCompositeOperation = 'destination-over';
+      ctx.fillStyle = cssVar('--card', '#fff');
+      ctx.fillRect(0, 0, width, height);
+      ctx.restore();
+    },
+  });
+}
+
+// A download link whose file is made when it is pressed: make() returns a URL (data: or blob:) that
+// becomes the link's href just before the browser follows it.
+function makeLink(text, filename, label, make) {
+  const a = h('a.button.small.export', { href: '#', download: filename, 'aria-label': label, title: label }, text);
+  let blobUrl = null;
+  a.addEventListener('click', (ev) => {
+    let url = null;
+    try { url = make(); } catch (e) { console.warn('export failed', e); }
+    if (!url) { ev.preventDefault(); return; }
+    if (blobUrl && blobUrl !== url) URL.revokeObjectURL(blobUrl);
+    if (url.startsWith('blob:')) blobUrl = url;
+    a.href = url;
+  });
+  return a;
+}
+
+const csvUrl = (text) => URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
+const safeName = (s) => String(s).replace(/[^\w.-]+/g, '_').replace(/^_+|_+$/g, '') || 'chart';
+
+// PNG and CSV links for a Chart.js chart. getChart: the chart, or a function returning it (views
+// make their boxes before their charts). what: words for the aria labels ("loss chart").
+export function chartExport(getChart, name, what = 'chart') {
+  const chart = () => (typeof getChart === 'function' ? getChart() : getChart);
+  const file = safeName(name);
+  return h('span.export-links', {},
+    makeLink('PNG', `${file}.png`, `download the ${what} as PNG`, () => chart()?.toBase64Image('image/png', 1)),
+    makeLink('CSV', `${file}.csv`, `download the ${what}'s data as CSV`, () => {
+      const c = chart();
+      if (!c) return null;
+      const xTitle = c.options?.scales?.x?.title?.text || 'x';
+      return csvUrl(chartDataCsv(c.data, xTitle));
+    }));
 }
 
 function axis(title, type, extra = {}) {
@@ -61,18 +127,20 @@ export function setAxisTypes(chart, { logX, logY }) {
 }
 
 // A chart drawn from a probe result's hint {table, type, x, y, title, log_x}.
-export function chartFromHint(hint, table) {
+export function chartFromHint(hint, table, fileName = hint.table) {
   const xi = table.columns.indexOf(hint.x);
-  const wrap = h('figure.chart-box', {}, h('figcaption', {}, hint.title || hint.table));
+  const caption = h('figcaption', {}, h('span', {}, hint.title || hint.table));
+  const wrap = h('figure.chart-box', {}, caption);
   if (hint.type === 'heatmap') {
-    wrap.append(heatmapFromTable(table, {}));
+    wrap.append(heatmapFromTable(table, { title: hint.title || hint.table, exportName: fileName }));
     return { el: wrap, chart: null };
   }
+  let chart;
+  caption.append(' ', chartExport(() => chart, fileName, `${hint.title || hint.table} chart`));
   const canvas = h('canvas', { role: 'img', 'aria-label': hint.title || hint.table });
   wrap.append(h('div.chart-canvas', {}, canvas));
   const ys = hint.y.filter((c) => table.columns.includes(c));
   const categorical = table.rows.some((r) => typeof r[xi] === 'string');
-  let chart;
   if (hint.type === 'bar' || categorical) {
     chart = new Chart(canvas, {
       type: 'bar',
@@ -131,7 +199,8 @@ function groupColumn(table, xi, ys) {
 
 // A heat map on a canvas: rows are queries, columns keys, labels optional (token pieces).
 // Returns a <div> holding the canvas and a live readout of the cell under the pointer or focus.
-export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale } = {}) {
+// exportName: when set, PNG and CSV links for the map are added under it.
+export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, exportName } = {}) {
   const n = matrix.length, m = n ? matrix[0].length : 0;
   const classroom = document.body.classList.contains('classroom');
   const font = classroom ? 16 : 11;
@@ -152,6 +221,9 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale } =
   canvas.dataset.cols = String(m);
   const ctx = canvas.getContext('2d');
   ctx.scale(dpr, dpr);
+  ctx.fillStyle = cssVar('--card', '#fff'); // painted, so a saved PNG keeps the page's background
+  ctx.fillRect(0, 0, W, H);
+  const masked = cssVar('--masked', '#eee');
   let vmax = max;
   if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
   if (!(vmax > 0)) vmax = 1;
@@ -161,11 +233,11 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale } =
     for (let j = 0; j < m; j++) {
       const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
       // white → dark blue; masked (future) cells stay a light grey so causality is visible
-      ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? '#eee' : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
+      ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? masked : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
       ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
     }
   }
-  ctx.fillStyle = '#1d1f24';
+  ctx.fillStyle = cssVar('--fg', '#1d1f24');
   ctx.font = `${font}px system-ui, sans-serif`;
   ctx.textBaseline = 'middle';
   ctx.textAlign = 'right';
@@ -195,7 +267,11 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale } =
     cur = [Math.max(0, Math.min(n - 1, cur[0] + d[0])), Math.max(0, Math.min(m - 1, cur[1] + d[1]))];
     show(cur[0], cur[1]);
   });
-  return h('div.heatmap-wrap', {}, canvas, readout);
+  const links = exportName ? h('div.toolbar.small', {},
+    makeLink('PNG', `${safeName(exportName)}.png`, `download the ${title || 'heat map'} as PNG`, () => canvas.toDataURL('image/png')),
+    makeLink('CSV', `${safeName(exportName)}.csv`, `download the ${title || 'heat map'}'s data as CSV`,
+      () => csvUrl(matrixCsv(matrix, rl, cl, 'query/key')))) : null;
+  return h('div.heatmap-wrap', {}, h('div.heatmap-scroll', {}, canvas), readout, links);
 }
 
 // Probe heat map tables have a first column naming the row and the rest as values.

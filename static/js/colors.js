@@ -1,6 +1,9 @@
 // One colour per attention variant (and per probe series that names one), the same in every chart,
 // table swatch and legend. Picked from the Okabe–Ito palette so they stay apart for colour-blind
-// viewers and on washed-out projectors.
+// viewers and on washed-out projectors. On the dark theme the few that would vanish on a dark
+// background (black, dark grey, the dark blue, purple and brown) are swapped for lighter versions of
+// the same hue; every other colour is the same in both themes, so a variant keeps its colour.
+import { isDark } from './theme.js';
 
 const FIXED = {
   rope: '#0072B2',
@@ -17,6 +20,17 @@ const FIXED = {
 };
 const CYCLE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#7B4EA3', '#000000', '#8C564B', '#7F7F7F'];
 
+const DARK = {
+  '#0072B2': '#3D9BE0',
+  '#000000': '#E8E8E8',
+  '#555555': '#B0B0B0',
+  '#7B4EA3': '#A98BD8',
+  '#8C564B': '#C0907F',
+};
+
+// A palette colour as drawn on the current theme.
+export function themed(hex) { return (isDark() && DARK[String(hex).toUpperCase()]) || hex; }
+
 function hash(s) {
   let x = 2166136261;
   for (let i = 0; i < s.length; i++) { x ^= s.charCodeAt(i); x = Math.imul(x, 16777619); }
@@ -24,19 +38,42 @@ function hash(s) {
 }
 
 export function variantColor(name) {
-  if (!name) return CYCLE[7];
-  if (FIXED[name]) return FIXED[name];
-  return CYCLE[hash(name) % CYCLE.length];
+  if (!name) return themed(CYCLE[7]);
+  if (FIXED[name]) return themed(FIXED[name]);
+  return themed(CYCLE[hash(name) % CYCLE.length]);
+}
+
+// Colours for runs drawn together (the compare view): each run takes its variant's colour, unless an
+// earlier run of the list already has it (two rope runs with different settings); then it takes a
+// palette colour that no variant owns (purple, brown, grey) and, those spent, one that no run of the
+// list uses, so every run stays apart and a colour never claims a variant it is not.
+export function runColors(runs) {
+  const out = new Map();
+  const up = (c) => c.toUpperCase();
+  const variantHex = (v) => up(!v ? CYCLE[7] : FIXED[v] || CYCLE[hash(v) % CYCLE.length]);
+  const owned = new Set(Object.values(FIXED).map(up));
+  const reserved = new Set(runs.map((r) => variantHex(r.variant)));
+  const spare = [...CYCLE.map(up).filter((c) => !owned.has(c)), ...CYCLE.map(up).filter((c) => owned.has(c))];
+  const taken = new Set();
+  for (const r of runs) {
+    let hex = variantHex(r.variant);
+    if (taken.has(hex)) {
+      hex = spare.find((c) => !taken.has(c) && !reserved.has(c)) || spare.find((c) => !taken.has(c)) || spare[out.size % spare.length];
+    }
+    taken.add(hex);
+    out.set(r.id, themed(hex));
+  }
+  return out;
 }
 
 // For probe columns such as "angle_ntk" or "entropy_cos_tau_0.1": a known variant inside the name wins,
 // otherwise the column's position in its chart.
 export function seriesColor(column, index) {
   const parts = column.toLowerCase().split(/[_\s]+/);
-  if (column.includes('cosine_rope')) return FIXED.cosine_rope;
-  for (const p of parts) if (FIXED[p] && p !== 'trained') return FIXED[p];
-  if (parts.includes('trained')) return FIXED.trained;
-  return CYCLE[index % CYCLE.length];
+  if (column.includes('cosine_rope')) return themed(FIXED.cosine_rope);
+  for (const p of parts) if (FIXED[p] && p !== 'trained') return themed(FIXED[p]);
+  if (parts.includes('trained')) return themed(FIXED.trained);
+  return themed(CYCLE[index % CYCLE.length]);
 }
 
 export function withAlpha(hex, a) {

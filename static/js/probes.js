@@ -6,6 +6,7 @@ import { h, clear, fmt, debounce, downloadLink } from './dom.js';
 import { chartFromHint } from './charts.js';
 import { paramControl } from './paramcontrols.js';
 import { rotorPanel } from './rotor.js';
+import { onTheme } from './theme.js';
 
 // The rotor is the dashboard's own; every other title comes from the probe registry.
 const ROTOR_TITLE = 'RoPE pair, animated';
@@ -19,6 +20,9 @@ export function mount(root, params) {
   let alive = true;
   let abort = null;
   const destroyCharts = () => { for (const c of charts) c.destroy(); charts = []; };
+  // The last result drawn, redrawn in the other theme's colours when the theme changes.
+  let shown = null;
+  const unTheme = onTheme(() => { if (shown && shown.el.isConnected) renderResult(shown.el, shown.probe); });
 
   cached('/api/probe-kinds').then(({ kinds }) => {
     if (!alive) return;
@@ -104,6 +108,8 @@ export function mount(root, params) {
 
   function renderResult(el, probe) {
     destroyCharts();
+    shown = { el, probe };
+    const open = new Set([...el.querySelectorAll('details.probe-table')].filter((d) => d.open).map((d) => d.id));
     const r = probe.result;
     const summary = h('dl.summary', {}, Object.entries(r.summary || {}).flatMap(([k, v]) => [h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, fmt(v))]));
     const figs = h('div.chart-grid');
@@ -112,13 +118,13 @@ export function mount(root, params) {
     for (const hint of r.charts || []) {
       const t = byName[hint.table];
       if (!t) continue;
-      const { el: fig, chart } = chartFromHint(hint, t);
+      const { el: fig, chart } = chartFromHint(hint, t, `${probe.kind}-${hint.table}`);
       figs.append(fig);
       if (chart) charts.push(chart);
     }
     r.tables.forEach((t, i) => {
       const rows = t.rows.slice(0, MAX_ROWS);
-      el.append(h('details.probe-table', { open: i === 0, id: `probe-table-${t.name}` },
+      el.append(h('details.probe-table', { open: open.size ? open.has(`probe-table-${t.name}`) : i === 0, id: `probe-table-${t.name}` },
         h('summary', {}, `table “${t.name}” · ${t.rows.length} rows`,
           ' · ', downloadLink(`/api/probes/${probe.id}/csv?table=${encodeURIComponent(t.name)}`, `${probe.kind}-${t.name}.csv`, 'CSV')),
         h('div.table-scroll', {}, h('table.table.compact', {},
@@ -128,5 +134,5 @@ export function mount(root, params) {
     });
   }
 
-  return () => { alive = false; if (abort) abort.abort(); destroyCharts(); };
+  return () => { alive = false; unTheme(); if (abort) abort.abort(); destroyCharts(); };
 }

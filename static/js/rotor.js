@@ -2,6 +2,8 @@
 // n = m + gap both rotate by their position times θ_i. As the animation slides both positions along,
 // each arrow spins but the angle between them, gap·θ_i, never changes: the score sees only the gap.
 import { h, fmt } from './dom.js';
+import { themed } from './colors.js';
+import { cssVar, onTheme } from './theme.js';
 
 export function rotorPanel() {
   const canvas = h('canvas#rotor', { width: 420, height: 420, role: 'img',
@@ -40,7 +42,7 @@ export function rotorPanel() {
     const q0 = 0.35, k0 = 1.6; // the pair's own angles before rotation (arbitrary content)
     const aq = q0 + state.m * theta, ak = k0 + (state.m + state.gap) * theta;
     ctx.clearRect(0, 0, W, H);
-    ctx.strokeStyle = '#bbb'; ctx.lineWidth = 1.5;
+    ctx.strokeStyle = cssVar('--ref', '#bbb'); ctx.lineWidth = 1.5;
     ctx.beginPath(); ctx.arc(cx, cy, R, 0, 2 * Math.PI); ctx.stroke();
     ctx.beginPath(); ctx.moveTo(cx - R - 10, cy); ctx.lineTo(cx + R + 10, cy); ctx.moveTo(cx, cy - R - 10); ctx.lineTo(cx, cy + R + 10); ctx.stroke();
     // the angle between the two arrows
@@ -60,17 +62,18 @@ export function rotorPanel() {
       ctx.fillText(label, cx + (R + 18) * Math.cos(a), cy - (R + 18) * Math.sin(a));
     };
     const big = document.body.classList.contains('classroom');
-    arrow(aq, '#0072B2', 'q');
-    arrow(ak, '#D55E00', 'k');
+    const qCol = themed('#0072B2'), kCol = themed('#D55E00');
+    arrow(aq, qCol, 'q');
+    arrow(ak, kCol, 'k');
     // Positions in a corner legend, where long numbers cannot run off the canvas.
     ctx.font = `${big ? 20 : 15}px system-ui, sans-serif`;
     ctx.textAlign = 'left';
     ctx.textBaseline = 'top';
-    ctx.fillStyle = '#0072B2';
+    ctx.fillStyle = qCol;
     ctx.fillText(`q at position m = ${Math.floor(state.m)}`, 8, 8);
-    ctx.fillStyle = '#D55E00';
+    ctx.fillStyle = kCol;
     ctx.fillText(`k at position n = ${Math.floor(state.m) + state.gap}`, 8, big ? 32 : 26);
-    ctx.fillStyle = '#8a5a00';
+    ctx.fillStyle = cssVar('--warn', '#8a5a00');
     ctx.textBaseline = 'bottom';
     ctx.fillText(`angle between: gap·θ = ${fmt(state.gap * theta, 3)} rad`, 8, H - 8);
     const diff = ((state.gap * theta) % (2 * Math.PI) + 2 * Math.PI) % (2 * Math.PI);
@@ -88,6 +91,8 @@ export function rotorPanel() {
   }
   // Start once attached, so the first frame is not wasted on a detached canvas.
   queueMicrotask(() => { draw(); if (state.playing) { last = performance.now(); requestAnimationFrame(tick); } });
+  // A paused rotor is redrawn in the other theme's colours; one whose panel has gone lets go.
+  const unTheme = onTheme(() => { if (canvas.isConnected) draw(); else unTheme(); });
   return h('div.rotor', {},
     h('p', {}, 'Each pair of coordinates is a point on a plane. RoPE turns the query’s pair by m·θᵢ and the key’s by n·θᵢ. ' +
       'Slide both positions along (press Play): the arrows spin, the orange angle between them stays gap·θᵢ. ' +

@@ -5,6 +5,7 @@ import { h, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce,
 import { variantColor } from './colors.js';
 import { schemaFields, fieldFromPath } from './schemaform.js';
 import { subscribe } from './live.js';
+import { differingKeys } from './configdiff.js';
 
 // A classroom-speed version of the preset: the built-in corpus and a model that trains in about a
 // minute on a laptop, same two variants, same seed and data order.
@@ -31,10 +32,34 @@ function lossText(r) {
   return loss ? `${fmt(loss.last)} / ${fmt(loss.min)}` : '–';
 }
 
-function configSummary(c) {
+// The keys configSummary shows for every run; the card adds the others that differ among the runs.
+const SUMMARY_KEYS = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'corpus'];
+const MAX_DIFFS = 6;
+
+function configSummary(c, diffKeys = []) {
+  const shown = diffKeys.slice(0, MAX_DIFFS), rest = diffKeys.slice(MAX_DIFFS);
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
-    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.corpus}`)];
+    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.corpus}`),
+    shown.length ? h('div.differs', { dataset: { keys: diffKeys.join(',') } },
+      shown.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))]),
+      rest.length ? h('span.muted', { title: rest.map((k) => `${k} ${fmtConfig(c[k])}`).join(', ') }, ` · +${rest.length} more`) : null) : null];
 }
+
+// A config value for people: numbers to six significant digits, booleans and strings as they are.
+export function fmtConfig(v) {
+  if (v === undefined || v === null) return '–';
+  if (typeof v === 'number') return fmt(v, 6);
+  return String(v);
+}
+
+// Runs ticked for comparison, kept for this browser tab while moving between views.
+const SELECT_KEY = 'attnlab.compare';
+const selected = new Set((() => {
+  try { return JSON.parse(sessionStorage.getItem(SELECT_KEY) || '[]').filter(Number.isInteger); } catch { return []; }
+})());
+function saveSelection() { try { sessionStorage.setItem(SELECT_KEY, JSON.stringify([...selected])); } catch { /* ignore */ } }
+export function compareSelection() { return [...selected]; }
+export function compareHref(ids) { return `#/compare?runs=${ids.join(',')}`; }
 
 // Runs may be created without a name; the page still needs something to call them.
 export function runName(r) { return r.name || `${r.variant} run ${r.id}`; }
@@ -98,9 +123,26 @@ export function mount(root) {
   h('option', { value: '' }, 'any status'), STATUSES.map((s) => h('option', { value: s }, s)));
   const variantFilter = h('select#runs-variant', { 'aria-label': 'filter runs by variant',
     onchange: (e) => { filters.variant = e.target.value; render(); } }, h('option', { value: '' }, 'any variant'));
+  const compareBtn = h('button#compare-selected', { type: 'button', onclick: () => { location.hash = compareHref([...selected]); } });
+  const clearBtn = h('button#compare-clear', { type: 'button', onclick: () => { selected.clear(); saveSelection(); render(); } }, 'Clear selection');
+  function syncCompare() {
+    // Runs deleted meanwhile leave the selection.
+    if (runs.length) for (const id of [...selected]) if (!runs.some((r) => r.id === id)) selected.delete(id);
+    saveSelection();
+    compareBtn.textContent = `Compare selected (${selected.size})`;
+    compareBtn.disabled = selected.size < 2;
+    compareBtn.title = selected.size < 2 ? 'tick two or more runs in the first column' : '';
+    clearBtn.hidden = selected.size === 0;
+  }
+  let shownNow = [];
 
   function renderHead() {
-    keepFocus(thead, () => clear(thead, h('tr', {}, COLUMNS.map((c) => {
+    const all = shownNow.length > 0 && shownNow.every((r) => selected.has(r.id));
+    const some = shownNow.some((r) => selected.has(r.id));
+    const allBox = h('input#runs-select-all', { type: 'checkbox', checked: all, 'aria-label': 'select every shown run for comparison',
+      onchange: (e) => { for (const r of shownNow) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); } render(); } });
+    allBox.indeterminate = some && !all;
+    keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox), COLUMNS.map((c) => {
       const active = sort.key === c.key;
       return h('th', { scope: 'col', 'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
         h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => { sort = { key: c.key, dir: active ? -sort.dir : 1 }; render(); } },
@@ -118,15 +160,18 @@ export function mount(root) {
     return true;
   }
 
-  function row(r) {
+  function row(r, diffKeys) {
     const link = r.experiment_id ? `#/experiment/${r.experiment_id}?run=${r.id}` : `#/run/${r.id}`;
     const tau = r.last?.tau;
+    const box = h('input.compare-pick', { type: 'checkbox', checked: selected.has(r.id), 'aria-label': `select run ${r.id} for comparison`,
+      onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); syncCompare(); renderHead(); } });
     return h('tr', { dataset: { runId: r.id, status: r.status } },
+      h('td.select', {}, box),
       h('td', {}, r.id),
       h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
       h('td', {}, variantTag(r.variant)),
       h('td.cell-status', {}, progressCell(r)),
-      h('td.small', {}, configSummary(r.config)),
+      h('td.small.cell-config', {}, configSummary(r.config, diffKeys)),
       h('td.num.cell-loss', {}, lossText(r)),
       h('td.num', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
       h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
@@ -135,13 +180,18 @@ export function mount(root) {
   }
 
   function render() {
-    renderHead();
     const col = COLUMNS.find((c) => c.key === sort.key);
     const shown = runs.filter(matches).sort((a, b) => {
       const x = col.get(a), y = col.get(b);
       return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
     });
-    keepFocus(table, () => clear(tbody, shown.length ? shown.map(row) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 1 },
+    shownNow = shown;
+    syncCompare();
+    renderHead();
+    // What tells the shown runs apart beyond the summary line (attention too, where a variant's
+    // name is not its attention).
+    const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
+    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 2 },
       runs.length ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
     count.textContent = `${shown.length} of ${runs.length} runs`;
     const variants = [...new Set(runs.map((r) => r.variant))].sort();
@@ -152,7 +202,8 @@ export function mount(root) {
       const rs = runs.filter((r) => r.experiment_id === e.id);
       return h('tr', { dataset: { experimentId: e.id } },
         h('td', {}, e.id),
-        h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name)),
+        h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name),
+          rs.length > 1 ? h('div.small', {}, h('a', { href: compareHref(rs.map((r) => r.id)), 'aria-label': `compare the runs of experiment ${e.id}` }, 'compare')) : null),
         h('td', {}, e.preset || '–'),
         h('td', {}, rs.map((r) => h('div.small', {}, variantTag(r.variant), ' ', h('span.pill.status-' + r.status, {}, r.status),
           ` ${r.step}/${r.total_steps}`, r.last?.loss ? ` · loss ${fmt(r.last.loss.last)}` : ''))),
@@ -170,7 +221,7 @@ export function mount(root) {
       experiments = e.experiments;
       render();
     } catch (err) {
-      clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 1 }, `Could not load runs: ${err.message}`)));
+      clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 2 }, `Could not load runs: ${err.message}`)));
     }
   }
   const refreshSoon = debounce(refresh, 300);
@@ -211,7 +262,7 @@ export function mount(root) {
     h('div.cards', {}, preset),
     h('section.card', { 'aria-labelledby': 'runs-list-title' },
       h('h3#runs-list-title', {}, 'All runs'),
-      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count, h('span.spacer'),
+      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count, compareBtn, clearBtn, h('span.spacer'),
         h('button#goto-start', { type: 'button', onclick: () => {
           const f = document.getElementById('start');
           f.scrollIntoView({ behavior: 'smooth', block: 'start' });

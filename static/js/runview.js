@@ -4,10 +4,12 @@
 import { api } from './api.js';
 import { h, clear, fmt, frameThrottle, throttle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
-import { lineChart, setAxisTypes, chartsAvailable } from './charts.js';
+import { lineChart, setAxisTypes, chartsAvailable, chartExport } from './charts.js';
+import { cssVar, onTheme } from './theme.js';
+import { differingKeys } from './configdiff.js';
 import { emaDebiased, adamTauBound, appendAfter, runLatest, foldLive } from './smooth.js';
 import { subscribe } from './live.js';
-import { progressCell, runActions, variantTag, runName } from './runs.js';
+import { progressCell, runActions, variantTag, runName, fmtConfig } from './runs.js';
 
 const MAX_POINTS = 1000;     // asked of the API per series; min and max per bucket are kept
 const REFETCH_ABOVE = 4000;  // live points pile up; past this, ask for a fresh downsampled copy
@@ -51,14 +53,15 @@ export function mount(root, params) {
   const xTitle = () => (state.xAxis === 'step' ? 'step' : 'wall time since start (s)');
 
   const canvases = {};
-  const box = (key, label, hint) => {
+  const box = (key, label, short) => {
     canvases[key] = h('canvas', { id: `chart-${key}`, role: 'img', 'aria-label': label });
-    return h('figure.chart-box', { id: `box-${key}` }, h('figcaption', {}, label), hint ? h('div.small.muted', {}, hint) : null,
+    return h('figure.chart-box', { id: `box-${key}` },
+      h('figcaption', {}, h('span', {}, label), chartExport(() => charts?.[key], `${params.kind}-${id}-${key}`, `${short} chart`)),
       h('div.chart-canvas' + (key === 'loss' ? '.tall' : ''), {}, canvases[key]));
   };
   const tauHint = h('div.small.muted#tau-hint');
-  const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)');
-  const tauBox = box('tau', 'τ per layer and head, with the initial √d and the Adam bound τ₀ ± Σ lr');
+  const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)', 'loss');
+  const tauBox = box('tau', 'τ per layer and head, with the initial √d and the Adam bound τ₀ ± Σ lr', 'τ');
   tauBox.append(tauHint);
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
@@ -68,12 +71,13 @@ export function mount(root, params) {
       h('label.check', {}, logIn, ' log-scale loss'),
       h('label', { for: 'x-axis' }, 'x axis'), xSel),
     h('div.chart-grid', {}, lossBox, tauBox,
-      box('entropy', 'Attention entropy per layer and head (nats)'),
-      box('tokens', 'Tokens per second'),
-      box('grad', 'Gradient norm (before clipping)')));
+      box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
+      box('tokens', 'Tokens per second', 'tokens per second'),
+      box('grad', 'Gradient norm (before clipping)', 'gradient norm')));
 
+  let charts = null;
   if (!chartsAvailable()) { note.textContent = 'Chart.js did not load (static/vendor is built by make).'; return () => {}; }
-  const charts = {
+  charts = {
     loss: lineChart(canvases.loss, { xTitle: 'step', yTitle: 'cross-entropy (nats)' }),
     tau: lineChart(canvases.tau, { xTitle: 'step', yTitle: 'τ' }),
     entropy: lineChart(canvases.entropy, { xTitle: 'step', yTitle: 'nats' }),
@@ -121,7 +125,7 @@ export function mount(root, params) {
       }
       if (s.val_loss) {
         ds.loss.push({ label: `${label} validation`, data: positive(points(xsOf(r, s.val_loss), s.val_loss.values)), borderColor: col,
-          backgroundColor: '#fff', borderDash: [7, 4], pointRadius: 3, pointBorderWidth: 1.5, borderWidth: 2, runId: r.id, series: 'val_loss' });
+          backgroundColor: cssVar('--card', '#fff'), borderDash: [7, 4], pointRadius: 3, pointBorderWidth: 1.5, borderWidth: 2, runId: r.id, series: 'val_loss' });
       }
       const tk = headKeys(s, 'tau');
       tk.forEach((k, i) => {
@@ -137,7 +141,8 @@ export function mount(root, params) {
         const xs = xsOf(r, s[tk[0]]);
         const tau0 = c.tau_init || sqrtD;
         const bound = adamTauBound(c, tau0, steps);
-        const ref = { borderColor: '#777', backgroundColor: '#777', borderWidth: 1, pointRadius: 0, runId: r.id };
+        const refCol = cssVar('--ref', '#777');
+        const ref = { borderColor: refCol, backgroundColor: refCol, borderWidth: 1, pointRadius: 0, runId: r.id };
         const first = runs.filter((x) => headKeys(series.get(x.id) || {}, 'tau').length).indexOf(r) === 0;
         ds.tau.push({ ...ref, label: `√d = ${fmt(sqrtD, 3)}`, data: [{ x: xs[0], y: sqrtD }, { x: xs[xs.length - 1], y: sqrtD }],
           borderDash: [2, 3], borderWidth: 2, hideInLegend: !first });
@@ -174,6 +179,9 @@ export function mount(root, params) {
   function renderHeaders() {
     note.textContent = runs.some((r) => r.status === 'running' || r.status === 'queued')
       ? 'Live: new points are added as the runs train.' : `${runs.length} run${runs.length > 1 ? 's' : ''}, not training.`;
+    if (runs.length > 1) {
+      note.append(' ', h('a#compare-these', { href: `#/compare?runs=${runs.map((r) => r.id).join(',')}` }, 'Compare these runs'));
+    }
     titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0] ? runName(runs[0]) : ''}`;
     keepFocus(headerBox, () => clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
       h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${runName(r)}`)),
@@ -187,11 +195,22 @@ export function mount(root, params) {
   // The parts of a header that change with every step; replaced in place so that keyboard focus on
   // the header's buttons survives a live stream.
   function headerLive(r) {
-    return [progressCell(r),
+    return [progressCell(r), differs(r),
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
         `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · seed ${r.seed} · corpus ${r.config.corpus}` +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
       h('div.small', {}, latest(r))];
+  }
+
+  // The config keys in which the runs on the page differ (beyond the summary line), so two runs
+  // that differ only in, say, tau_param do not show identical cards.
+  function differs(r) {
+    const shown = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'lr_schedule', 'corpus', 'seed'];
+    if (runs.every((x) => x.variant === x.config.attention)) shown.push('attention');
+    const keys = differingKeys(runs, shown);
+    if (!keys.length) return null;
+    return h('div.small.differs', { dataset: { keys: keys.join(',') } }, h('span.muted', {}, 'differs: '),
+      keys.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(r.config[k]))]));
   }
 
   function updateHeaders() {
@@ -290,7 +309,8 @@ export function mount(root, params) {
       note.textContent = `Could not load: ${e.message}`;
     }
   }
+  const unTheme = onTheme(() => redraw());
   reload();
-  return () => { alive = false; unsub(); for (const c of Object.values(charts)) c.destroy(); };
+  return () => { alive = false; unsub(); unTheme(); for (const c of Object.values(charts)) c.destroy(); };
 }
 
