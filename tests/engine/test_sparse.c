@@ -7,10 +7,13 @@
 #include <string.h>
 
 #include "../support/test.h"
+#include "test_probe_util.h"
 #include "layers.h"
 #include "model.h"
+#include "probes/probe_engine_model.h"
 #include "rng.h"
 #include "sparse.h"
+#include "tokenizer.h"
 
 #define TM 64
 #define DM 32
@@ -480,6 +483,92 @@ TEST(evaluator_quality_argmax_threads_and_errors) {
     model_free(m2);
 }
 
+
+/* ---- the probe ---- */
+
+static json_t *probe_on(const probe_engine_model *pm, const char *params, probe_error *err) {
+    json_t *p = json_loads(params, 0, NULL), *res = NULL;
+    probe_context ctx = {&pm->view};
+    engine_status st = probe_run("sparse_attention", p, &ctx, &res, err);
+    json_decref(p);
+    return st ? NULL : res;
+}
+
+TEST(probe_reports_recall_and_mass_against_the_runs_own_weights) {
+    static const char *const text = "the quick brown fox jumps over the lazy dog; the dog sleeps on.";
+    enum { T = 40 };
+    tokenizer *tok;
+    engine_error e;
+    CHECK(tokenizer_new_bytes(&tok, &e) == ENGINE_OK);
+    for (int variant = 0; variant < 2; variant++) {
+        const char *name = variant ? "dot" : "cosine_rope";
+        model_config c;
+        model_config_defaults(&c);
+        c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 64, c.vocab = 256, c.attention = attention_index(name);
+        model *m;
+        CHECK(model_new(&m, &c, 1, 1, 0, &e) == ENGINE_OK);
+        model_init_params(m, 21);
+        const model_tensor *qkv = model_tensor_find(m, "h.0.attn.qkv.w");
+        for (size_t i = 0; i < (size_t)2 * 32 * 32; i++) model_params(m)[qkv->offset + i] *= 40;
+        probe_engine_model pm;
+        CHECK(probe_engine_model_init(&pm, m, tok, &e) == ENGINE_OK);
+        probe_error perr;
+        json_t *res = probe_on(&pm, "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
+                                    "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}", &perr);
+        CHECK_MSG(res != NULL, "%s: %s", perr.field, perr.message);
+        CHECK_NEAR(tp_sum(res, "n_tokens"), T, 0);
+        CHECK_NEAR(tp_sum(res, "cosine_attention"), !variant, 0);
+        CHECK(json_is_string(json_object_get(json_object_get(res, "summary"), "topk_predictor")));
+        const json_t *rec = tp_table(res, "recall"), *mass = tp_table(res, "mass"), *bh = tp_table(res, "by_head");
+        CHECK(rec && mass && bh && tp_table(res, "keys_per_query"));
+        CHECK_EQ_INT(tp_nrows(rec), 4);
+        CHECK_EQ_INT(tp_nrows(bh), 2 * 2 * 5 * 4);
+        /* exact top-k finds the model's own top weights (up to float near-ties) */
+        for (int r = 0; r < 3; r++) {
+            CHECK_MSG(tp_cell(rec, r, "topk") > 0.98, "%s k row %d: topk recall %g", name, r, tp_cell(rec, r, "topk"));
+            CHECK(tp_cell(mass, r, "topk") >= tp_cell(mass, r, "window") - 1e-6);
+            CHECK(tp_cell(mass, r, "topk") >= tp_cell(mass, r, "lsh") - 1e-6);
+            CHECK(tp_cell(mass, r, "topk") <= 1 + 1e-5);
+        }
+        CHECK(isnan(tp_cell(rec, 3, "topk")) && tp_cell(rec, 3, "queries") == 0); /* k = T: nothing to choose */
+        /* the window's mass and the random expectation, recomputed from the model's own maps */
+        int32_t ids[T];
+        for (int i = 0; i < T; i++) ids[i] = (unsigned char)text[i];
+        model_inspect ins;
+        CHECK(model_forward_inspect(m, ids, T, &ins, &e) == ENGINE_OK);
+        static const int ks[] = {1, 4, 8};
+        for (int j = 0; j < 3; j++) {
+            double sum = 0, rnd = 0;
+            long n = 0;
+            for (int lh = 0; lh < 4; lh++)
+                for (int t = ks[j]; t < T; t++) {
+                    for (int s = t - ks[j] + 1; s <= t; s++) sum += ins.att[((size_t)lh * T + t) * T + s];
+                    n++;
+                }
+            for (int t = ks[j]; t < T; t++) rnd += (double)ks[j] / (t + 1);
+            CHECK_NEAR(tp_cell(mass, j, "window"), sum / n, 1e-6);
+            CHECK_NEAR(tp_cell(mass, j, "random"), rnd / (T - ks[j]), 1e-12);
+            CHECK_NEAR(tp_cell(rec, j, "queries"), n, 0);
+        }
+        model_inspect_free(&ins);
+        /* deterministic */
+        json_t *again = probe_on(&pm, "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
+                                      "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}", &perr);
+        CHECK(again && json_equal(res, again));
+        json_decref(again);
+        json_decref(res);
+        model_free(m);
+    }
+    tokenizer_free(tok);
+    /* a model probe without a model */
+    probe_error perr;
+    json_t *res = NULL;
+    CHECK(probe_run("sparse_attention", NULL, NULL, &res, &perr) == ENGINE_ERR_INVALID && res == NULL);
+    CHECK(!strcmp(perr.field, "run"));
+    const probe_kind *k = probe_find("sparse_attention");
+    CHECK(k && k->needs_model && k->title && k->title[0]);
+}
+
 int main(void) {
     RUN(config_bounds_and_names);
     RUN(k_at_least_T_is_dense_attention_for_every_predictor);
@@ -491,5 +580,6 @@ int main(void) {
     RUN(k_at_least_T_gives_the_dense_loss_exactly);
     RUN(bf16_output_layer_is_mirrored);
     RUN(evaluator_quality_argmax_threads_and_errors);
+    RUN(probe_reports_recall_and_mass_against_the_runs_own_weights);
     return test_summary();
 }

@@ -9,6 +9,7 @@ static const probe_kind *const kinds[] = {
     &probe_kind_rope_invariance, &probe_kind_pair_turns,    &probe_kind_dephasing,
     &probe_kind_context_extension, &probe_kind_rotation_check, &probe_kind_scaling,
     &probe_kind_cosine_scores,   &probe_kind_attention_map, &probe_kind_topk_prediction,
+    &probe_kind_sparse_attention,
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 

@@ -64,5 +64,6 @@ extern const probe_kind probe_kind_scaling;
 extern const probe_kind probe_kind_cosine_scores;
 extern const probe_kind probe_kind_attention_map;
 extern const probe_kind probe_kind_topk_prediction;
+extern const probe_kind probe_kind_sparse_attention;
 
 #endif
