@@ -107,9 +107,11 @@ export function lineChart(canvas, opts = {}) {
       plugins: {
         legend: { display: opts.legend !== false, labels: { boxWidth: 14,
           filter: (item, data) => !data.datasets[item.datasetIndex].hideInLegend,
+          // legendText / legendColor: one legend entry standing for several lines (one per head).
           generateLabels: (chart) => Chart.defaults.plugins.legend.labels.generateLabels(chart).map((l) => {
-            const t = chart.data.datasets[l.datasetIndex]?.legendText;
-            return t ? { ...l, text: t } : l;
+            const d = chart.data.datasets[l.datasetIndex] || {};
+            const out = d.legendText ? { ...l, text: d.legendText } : l;
+            return d.legendColor ? { ...out, fillStyle: d.legendColor, strokeStyle: d.legendColor } : out;
           }) } },
         tooltip: {
           filter: (item) => !item.dataset.hideInLegend || item.dataset.tooltip,

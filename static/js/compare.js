@@ -230,7 +230,7 @@ export function mount(root, q) {
           out.push({ ...meta, kind: 'line', label: name, data: positive(points(ser.steps, ser.values)), borderColor: c, backgroundColor: c,
             borderWidth: isGroup(pattern) ? 1.5 : 2.5, pointRadius: key === 'val_loss' && sparse ? 3 : 0,
             hideInLegend: isGroup(pattern) && i > 0, tooltip: true,
-            legendText: isGroup(pattern) ? `${label(r)} (one line per head)` : undefined });
+            legendText: isGroup(pattern) ? `${label(r)} (one line per head)` : undefined, legendColor: isGroup(pattern) ? col : undefined });
         }
       });
     }

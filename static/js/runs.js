@@ -33,7 +33,7 @@ function lossText(r) {
 }
 
 // The keys configSummary shows for every run; the card adds the others that differ among the runs.
-const SUMMARY_KEYS = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'corpus'];
+const SUMMARY_KEYS = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'precision', 'corpus'];
 const MAX_DIFFS = 6;
 
 function configSummary(c, diffKeys = []) {

@@ -205,7 +205,7 @@ export function mount(root, params) {
   // The config keys in which the runs on the page differ (beyond the summary line), so two runs
   // that differ only in, say, tau_param do not show identical cards.
   function differs(r) {
-    const shown = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'lr_schedule', 'corpus', 'seed'];
+    const shown = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'lr_schedule', 'precision', 'corpus', 'seed'];
     if (runs.every((x) => x.variant === x.config.attention)) shown.push('attention');
     const keys = differingKeys(runs, shown);
     if (!keys.length) return null;
