@@ -394,6 +394,26 @@ async function main() {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  await step('a run still training gains points in the compare view without a reload, then stops', async () => {
+    const D = (await api(base, '/api/runs', { method: 'POST', body: { name: 'long', config: { ...TINY, attention: 'rope', steps: 100000, eval_every: 0 } } })).run.id;
+    try {
+      await waitFor(async () => (await api(base, `/api/runs/${D}`)).run.step > 5, 'the long run to start', 30000);
+      await page.goto(`${base}/#/compare?runs=${A},${D}&charts=loss`);
+      await page.evaluate(() => { window.__sameDocument = true; });
+      const count = async () => { const s = await chartState(page, 0); return s ? (drawn(s).find((d) => d.runId === D)?.n ?? 0) : 0; };
+      const n0 = await waitFor(count, 'the long run\'s curve', 15000);
+      const n1 = await waitFor(async () => { const n = await count(); return n >= n0 + 20 ? n : 0; }, `live points after ${n0}`, 30000);
+      assert(await page.evaluate(() => window.__sameDocument === true), 'the page reloaded');
+      const xs = drawn(await chartState(page, 0)).find((d) => d.runId === D).xs;
+      assert(xs.every((x, i) => !i || x > xs[i - 1]), 'live steps out of order or repeated');
+      assert(n1 > n0, 'no live points');
+      await api(base, `/api/runs/${D}/cancel`, { method: 'POST' });
+      await page.waitForSelector(`#compare-runs li[data-run-id="${D}"] .pill.status-cancelled`, { timeout: 30000 });
+    } finally {
+      await fetch(`${base}/api/runs/${D}/cancel`, { method: 'POST' }).catch(() => {});
+    }
+  });
+
   await step('no console errors', async () => {
     assert(consoleErrors.length === 0, consoleErrors.join(' | '));
   });
