@@ -25,6 +25,7 @@ typedef struct {
     const char *static_dir;
     const char *log_level;
     unsigned http_threads;
+    unsigned max_connections, max_per_ip, max_streams, header_timeout_s; /* 0: the HTTP layer's default */
     const char *token;
     int private_reads, insecure;
     int train_workers, probe_workers, compute_threads, max_queued;
@@ -40,6 +41,10 @@ static void serve_usage(FILE *out) {
             "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
             "  --log-level LEVEL  debug, info, warn or error (default info)\n"
             "  --http-threads N   HTTP worker threads (default 4)\n"
+            "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
+            "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
+            "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
+            "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
             "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
             "  --private          with a token, require it for reads too (except /api/health)\n"
             "  --insecure         allow a non-loopback --bind without a token\n"
@@ -127,6 +132,18 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                 return 2;
             }
             f->http_threads = (unsigned)n;
+        } else if (!strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
+                   !strcmp(a, "--max-streams") || !strcmp(a, "--header-timeout")) {
+            NEED_VALUE();
+            long hi = !strcmp(a, "--header-timeout") ? 3600 : 65536;
+            if (args_long(val, 1, hi, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
+                return 2;
+            }
+            *(!strcmp(a, "--max-connections")          ? &f->max_connections
+              : !strcmp(a, "--max-connections-per-ip") ? &f->max_per_ip
+              : !strcmp(a, "--max-streams")            ? &f->max_streams
+                                                       : &f->header_timeout_s) = (unsigned)n;
         } else {
             fprintf(stderr, "attnlabd: unknown flag '%s' (see attnlabd --help)\n", a);
             return 2;
@@ -290,7 +307,10 @@ int cmd_serve(int argc, char **argv) {
                       .static_dir = static_dir,
                       .max_body = 1 << 20,
                       .threads = f.http_threads,
-                      .max_connections = 256,
+                      .max_connections = f.max_connections,
+                      .max_connections_per_ip = f.max_per_ip,
+                      .max_streams = f.max_streams,
+                      .header_timeout_ms = f.header_timeout_s * 1000,
                       .upload_dir = upload_dir,
                       .token = f.token,
                       .private_reads = f.private_reads,

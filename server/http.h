@@ -26,7 +26,19 @@ typedef struct {
     const char *static_dir; /* NULL: no static files */
     size_t max_body;        /* bytes; larger bodies get 413 */
     unsigned threads;       /* size of libmicrohttpd's internal thread pool */
-    unsigned max_connections;
+    /* Connection limits (0 picks the default in brackets). A connection counts against
+     * max_connections and max_connections_per_ip from accept until it closes, except while it
+     * carries a streaming reply, which counts against max_streams instead, so viewers of live
+     * streams cannot starve the API. A new connection past a limit first evicts the oldest idle
+     * connection (one waiting for a request) of the same address, or of any address for the
+     * total; when none is idle it is answered 429 (per address) or 503 (total) as JSON and closed. */
+    unsigned max_connections;        /* [256] */
+    unsigned max_connections_per_ip; /* [128] */
+    unsigned max_streams;            /* [256]; past it a streaming reply is refused with 503 */
+    /* A client must send a complete request head within this many milliseconds of connecting or
+     * of the end of its previous reply; otherwise the connection is closed (after a JSON 408 when
+     * part of a request had arrived). [10000] */
+    unsigned header_timeout_ms;
     const char *upload_dir; /* where upload routes stream bodies (see http_route_upload) */
     const char *token;      /* non-NULL: changes need "Authorization: Bearer <token>" (401 otherwise) */
     int private_reads;      /* with a token: reads need it too (except /api/health) */
@@ -95,6 +107,41 @@ http_stream *http_reply_stream(http_request *req, const char *content_type, http
                                http_stream_close_fn close, void *ctx);
 /* Safe from any thread, any number of times, as long as the stream has not been closed. */
 void http_stream_wake(http_stream *st);
+
+/* Limits on a request head, enforced before libmicrohttpd parses it, each answered as JSON:
+ * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request
+ * line alone does not fit), the request target at most HTTP_MAX_TARGET bytes (414), at most
+ * HTTP_MAX_QUERY_ARGS '&'-separated query arguments (431) and HTTP_MAX_HEADERS header lines
+ * (431); versions other than HTTP/1.0 and 1.1 get 505; malformed lines, control bytes, a bare
+ * CR, folded headers, a bad or repeated Content-Length, or Content-Length with
+ * Transfer-Encoding get 400; a Content-Length too large to represent gets 413; a
+ * Transfer-Encoding other than chunked gets 501. */
+#define HTTP_MAX_HEAD 16384
+#define HTTP_MAX_TARGET 8192
+#define HTTP_MAX_QUERY_ARGS 256
+#define HTTP_MAX_HEADERS 64
+
+typedef struct {
+    int status;          /* with a -1 result: the status to answer */
+    const char *code;    /* with a -1 result: the error code ("bad_request", "uri_too_long", ...) */
+    const char *message; /* with a -1 result: a fixed message (no request bytes in it) */
+    size_t head_len;     /* with a 1 result: bytes up to and including the blank line */
+    int is_head;         /* the method is HEAD (answer without a body) */
+} http_head_check_result;
+
+/* Checks the start of a connection's input, buf[0..len), against the limits above. Returns 1
+ * when it holds a complete acceptable head, 0 when more bytes are needed (eof: the client will
+ * send no more; then the answer is -1 or, for empty input, 0 with status 0), -1 when it must be
+ * refused with res->status. Pure: used by the server's front door and by the fuzz tests. */
+int http_head_check(const char *buf, size_t len, int eof, http_head_check_result *res);
+
+/* Parses a Last-Event-ID value (decimal digits only, surrounding blanks allowed, at most
+ * 2^63-1). Returns 0 with *id set, or -1 when absent (NULL), empty or malformed. */
+int http_parse_event_id(const char *value, uint64_t *id);
+
+/* Writes src as valid UTF-8 into dst (cap bytes, always terminated): each byte that does not
+ * begin a well-formed sequence becomes the four characters \xHH. Returns dst. */
+char *http_utf8_clean(const char *src, char *dst, size_t cap);
 
 /* 1 when raw is a canonical request path (see http.c: no empty, "." or ".." segments, no trailing
  * '/', every escape valid and none decoding to '/', '\\' or NUL); anything else is answered 404. */
