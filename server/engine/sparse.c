@@ -75,7 +75,7 @@ struct sparse_ws {
     int *head;               /* LSH: [tables][2^bits] most recent key in the bucket, -1 none */
     int *prev;               /* LSH: [tables][max_T] the next older key in the same bucket */
     int *mark;               /* [max_T] per-query stamps */
-    int *cand;               /* [max_T] candidate keys */
+    int *cand, *ties;        /* [max_T] candidate keys; tied ones */
     unsigned char *dist;     /* [max_T] Hamming distances */
     real *score, *scratch, *kinv; /* [max_T] each */
     int *idx;                /* [max_T][kcap] chosen keys, ascending */
@@ -94,6 +94,7 @@ void sparse_ws_free(sparse_ws *ws) {
     free(ws->prev);
     free(ws->mark);
     free(ws->cand);
+    free(ws->ties);
     free(ws->dist);
     free(ws->score);
     free(ws->scratch);
@@ -124,6 +125,7 @@ engine_status sparse_ws_new(sparse_ws **out, const sparse_config *c, int max_T, 
 #define ALLOC(p, n) (ok = ok && ((p) = malloc(sizeof(*(p)) * (size_t)(n))) != NULL)
     ALLOC(ws->mark, T);
     ALLOC(ws->cand, T);
+    ALLOC(ws->ties, T);
     ALLOC(ws->dist, T);
     ALLOC(ws->score, T);
     ALLOC(ws->scratch, T);
@@ -210,40 +212,65 @@ static real kth_largest(real *a, int n, int kth) {
     return a[kth];
 }
 
-/* From sc[0..n) over positions pos[0..n) (ascending; NULL: 0..n-1), the kk largest scores
- * (ties: the lower position) into out, ascending. Returns kk. */
-static int select_top(sparse_ws *ws, const real *sc, const int *pos, int n, int kk, int *out) {
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Ascending; insertion sort for the short lists a query keeps. */
+static void sort_ints(int *a, int n) {
+    if (n > 64) {
+        qsort(a, (size_t)n, sizeof(int), cmp_int);
+        return;
+    }
+    for (int i = 1; i < n; i++) {
+        int x = a[i], j = i;
+        for (; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+/* The kk largest of sc[0..n) (positions 0..n-1; ties: the lower position) into out, ascending.
+ * Returns kk. */
+static int select_top(sparse_ws *ws, const real *sc, int n, int kk, int *out) {
     memcpy(ws->scratch, sc, sizeof(real) * (size_t)n);
     real thr = kth_largest(ws->scratch, n, kk - 1);
     int above = 0;
     for (int j = 0; j < n; j++) above += sc[j] > thr;
     int ties = kk - above, m = 0;
     for (int j = 0; j < n && m < kk; j++) {
-        if (sc[j] > thr || (sc[j] == thr && ties > 0)) {
-            if (!(sc[j] > thr)) ties--;
-            out[m++] = pos ? pos[j] : j;
-        }
+        if (sc[j] > thr) out[m++] = j;
+        else if (sc[j] == thr && ties > 0) out[m++] = j, ties--;
     }
-    /* only NaN scores can leave slots: fill with the most recent keys not taken */
-    for (int j = n - 1; m < kk && j >= 0; j--) {
-        int p = pos ? pos[j] : j, seen = 0;
-        for (int x = 0; x < m; x++) seen |= out[x] == p;
-        if (!seen) out[m++] = p;
-    }
-    if (m > 1) {
-        for (int a = 1; a < m; a++) /* insertion sort: only the NaN fill can unsort */
-            for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
-                int t = out[b];
-                out[b] = out[b - 1];
-                out[b - 1] = t;
-            }
+    if (m < kk) { /* only NaN scores leave slots: fill with the most recent keys not taken */
+        int *flag = ws->ties;
+        for (int j = 0; j < n; j++) flag[j] = 0;
+        for (int j = 0; j < m; j++) flag[out[j]] = 1;
+        for (int j = n - 1; m < kk && j >= 0; j--)
+            if (!flag[j]) out[m++] = j;
+        sort_ints(out, m);
     }
     return m;
 }
 
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
+/* select_top for candidates in any order: the kk largest of sc over positions pos (ties: the
+ * lower position), into out ascending. Returns the count. */
+static int select_top_unordered(sparse_ws *ws, const real *sc, const int *pos, int n, int kk, int *out) {
+    memcpy(ws->scratch, sc, sizeof(real) * (size_t)n);
+    real thr = kth_largest(ws->scratch, n, kk - 1);
+    int m = 0, nt = 0;
+    int *ties = ws->ties;
+    for (int j = 0; j < n; j++) {
+        if (sc[j] > thr) out[m++] = pos[j];
+        else if (sc[j] == thr) ties[nt++] = pos[j];
+    }
+    if (m + nt < kk) /* NaN scores: treat them as ties below everything */
+        for (int j = 0; j < n; j++)
+            if (!(sc[j] >= thr)) ties[nt++] = pos[j];
+    sort_ints(ties, nt);
+    for (int j = 0; j < nt && m < kk; j++) out[m++] = ties[j];
+    sort_ints(out, m);
+    return m;
 }
 
 static uint64_t sign_code(const real *planes, int nb, const real *x, int d) {
@@ -315,12 +342,12 @@ engine_status sparse_select(sparse_ws *ws, const sparse_input *in, engine_error 
             break;
         case SPARSE_TOPK:
             for (int s = 0; s < n; s++) ws->score[s] = dot_d(qt, in->k + s * in->k_stride, d);
-            ws->cnt[t] = select_top(ws, ws->score, NULL, n, kk, out);
+            ws->cnt[t] = select_top(ws, ws->score, n, kk, out);
             break;
         case SPARSE_UNROTATED: {
             const real *qu = in->q_unrot + t * in->unrot_stride;
             for (int s = 0; s < n; s++) ws->score[s] = dot_d(qu, in->k_unrot + s * in->unrot_stride, d) * ws->kinv[s];
-            ws->cnt[t] = select_top(ws, ws->score, NULL, n, kk, out);
+            ws->cnt[t] = select_top(ws, ws->score, n, kk, out);
             break;
         }
         case SPARSE_HAMMING: {
@@ -357,14 +384,14 @@ engine_status sparse_select(sparse_ws *ws, const sparse_input *in, engine_error 
                 ws->cnt[t] = 1;
                 break;
             }
-            qsort(ws->cand, (size_t)nc, sizeof(int), cmp_int);
             if (nc <= kk) {
                 memcpy(out, ws->cand, sizeof(int) * (size_t)nc);
+                sort_ints(out, nc);
                 ws->cnt[t] = nc;
                 break;
             }
             for (int j = 0; j < nc; j++) ws->score[j] = dot_d(qt, in->k + ws->cand[j] * in->k_stride, d);
-            ws->cnt[t] = select_top(ws, ws->score, ws->cand, nc, kk, out);
+            ws->cnt[t] = select_top_unordered(ws, ws->score, ws->cand, nc, kk, out);
             break;
         }
         default: break;
