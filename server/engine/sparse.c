@@ -862,3 +862,49 @@ engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const i
     if (argmax) ev_run(ev, EV_ARGMAX, -1);
     return ENGINE_OK;
 }
+
+engine_status sparse_eval_split(sparse_eval *ev, const sparse_config *cfg, const corpus *c,
+                                const corpus_loader_config *lc, corpus_split split, int n_batches,
+                                const tasks_corpus *tc, double *mean_loss, tasks_acc *acc, engine_error *err) {
+    const int B = lc->batch, T = lc->seq_len;
+    if (B < 1 || B > ev->max_B) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..%d", B, ev->max_B);
+    if (T < 1 || T > ev->Tmax)
+        return engine_fail(err, ENGINE_ERR_INVALID, "sequence length %d exceeds the model's %d", T, ev->Tmax);
+    if (n_batches < 1) return engine_fail(err, ENGINE_ERR_INVALID, "n_batches %d is not >= 1", n_batches);
+    corpus_loader *l;
+    engine_status rc = corpus_loader_new(&l, c, lc, err);
+    if (rc) return rc;
+    const size_t N = (size_t)B * T;
+    int32_t *batch = malloc(sizeof(int32_t) * (size_t)B * (T + 1)), *in = malloc(sizeof(int32_t) * N),
+            *tg = malloc(sizeof(int32_t) * N), *am = tc && acc ? malloc(sizeof(int32_t) * N) : NULL;
+    uint8_t *lab = tc && acc ? malloc(N) : NULL;
+    if (!batch || !in || !tg || (tc && acc && (!am || !lab))) {
+        rc = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for evaluation batches");
+        goto done;
+    }
+    double sum = 0;
+    for (int i = 0; i < n_batches; i++) {
+        if ((rc = corpus_loader_batch(l, split, i, batch, err))) goto done;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                in[b * T + t] = batch[b * (T + 1) + t];
+                tg[b * T + t] = batch[b * (T + 1) + t + 1];
+            }
+        double loss = 0;
+        if ((rc = sparse_eval_run(ev, cfg, in, tg, B, T, &loss, am, NULL, err))) goto done;
+        sum += loss;
+        if (am) {
+            for (int b = 0; b < B; b++) {
+                size_t start;
+                if ((rc = corpus_loader_window_start(l, split, i, b, &start, err))) goto done;
+                tasks_window_labels(tc, start, T, lab + (size_t)b * T);
+            }
+            tasks_acc_add(acc, am, tg, lab, (long)N);
+        }
+    }
+    if (mean_loss) *mean_loss = sum / n_batches;
+done:
+    corpus_loader_free(l);
+    free(batch), free(in), free(tg), free(am), free(lab);
+    return rc;
+}

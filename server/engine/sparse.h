@@ -46,8 +46,10 @@
 
 #include <stdint.h>
 
+#include "corpus.h"
 #include "error.h"
 #include "real.h"
+#include "tasks.h"
 
 typedef enum {
     SPARSE_DENSE = 0,
@@ -161,5 +163,16 @@ void sparse_eval_set_gather_always(sparse_eval *ev, int on);
 engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const int32_t *inputs,
                               const int32_t *targets, int B, int T, double *loss, int32_t *argmax,
                               sparse_quality *quality, engine_error *err);
+
+/* The mean loss over batches 0..n_batches-1 of one split, read as train.c's evaluation reads
+ * them (a loader made here from c and lc; each row split into inputs and next-token targets; the
+ * mean of the batch means), with attention under cfg: for k >= lc->seq_len, the run's validation
+ * loss bit for bit. With tc (the task corpus c holds, may be NULL) and acc (may be NULL), the
+ * exact-match accuracy of the argmax predictions on tc's answer positions is added to *acc.
+ * lc->batch <= max_B and lc->seq_len <= the model's seq_len, else ENGINE_ERR_INVALID; the
+ * loader's errors; ENGINE_ERR_NOMEM. */
+engine_status sparse_eval_split(sparse_eval *ev, const sparse_config *cfg, const corpus *c,
+                                const corpus_loader_config *lc, corpus_split split, int n_batches,
+                                const tasks_corpus *tc, double *mean_loss, tasks_acc *acc, engine_error *err);
 
 #endif

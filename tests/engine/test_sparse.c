@@ -484,6 +484,77 @@ TEST(evaluator_quality_argmax_threads_and_errors) {
 }
 
 
+TEST(split_evaluation_is_the_runs_validation_loss_and_scores_task_answers) {
+    /* a copy_offset corpus, evaluated as train.c evaluates: the mean of model_forward over the
+     * first validation batches; sparse_eval_split with k >= T gives the same bits */
+    tasks_config tcfg;
+    tasks_config_defaults(&tcfg, tasks_kind_index("copy_offset"));
+    engine_error err;
+    CHECK(tasks_config_set(&tcfg, "vocab", 64, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&tcfg, "seq_len", 48, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&tcfg, "windows", 60, &err) == ENGINE_OK);
+    tasks_corpus *tc;
+    CHECK(tasks_generate(&tc, &tcfg, &err) == ENGINE_OK);
+    corpus *cp;
+    CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
+    model_config c;
+    model_config_defaults(&c);
+    c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 48, c.vocab = 64, c.attention = attention_index("cosine_rope");
+    model *m;
+    CHECK(model_new(&m, &c, 3, 2, 0, &err) == ENGINE_OK);
+    model_init_params(m, 5);
+    corpus_loader_config lc = {.seq_len = 48, .batch = 3, .order = CORPUS_ORDER_SHUFFLED, .seed = 3, .val_fraction = 0.25};
+    corpus_loader *l;
+    CHECK(corpus_loader_new(&l, cp, &lc, &err) == ENGINE_OK);
+    int32_t batch[3 * 49], in[3 * 48], tg[3 * 48];
+    double want = 0;
+    long answers = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK(corpus_loader_batch(l, CORPUS_SPLIT_VAL, i, batch, &err) == ENGINE_OK);
+        for (int b = 0; b < 3; b++)
+            for (int t = 0; t < 48; t++) {
+                in[b * 48 + t] = batch[b * 49 + t];
+                tg[b * 48 + t] = batch[b * 49 + t + 1];
+            }
+        double loss;
+        CHECK(model_forward(m, in, tg, 3, 48, &loss, &err) == ENGINE_OK);
+        want += loss;
+        for (int b = 0; b < 3; b++) {
+            size_t start;
+            CHECK(corpus_loader_window_start(l, CORPUS_SPLIT_VAL, i, b, &start, &err) == ENGINE_OK);
+            for (int t = 0; t < 48; t++) answers += tc->labels[start + t + 1] != 0;
+        }
+    }
+    want /= 4;
+    corpus_loader_free(l);
+    sparse_eval *ev;
+    CHECK(sparse_eval_new(&ev, m, 3, &err) == ENGINE_OK);
+    sparse_config sc;
+    sparse_config_defaults(&sc, SPARSE_LSH, 48);
+    double got;
+    tasks_acc acc;
+    tasks_acc_init(&acc, tc->n_buckets);
+    CHECK(sparse_eval_split(ev, &sc, cp, &lc, CORPUS_SPLIT_VAL, 4, tc, &got, &acc, &err) == ENGINE_OK);
+    CHECK_MSG(got == want, "%.17g vs %.17g", got, want);
+    CHECK_EQ_INT(acc.total, answers);
+    CHECK(acc.total > 0 && acc.correct >= 0 && acc.correct <= acc.total);
+    long per_bucket = 0;
+    for (int b = 0; b < acc.n_buckets; b++) per_bucket += acc.b_total[b];
+    CHECK_EQ_INT(per_bucket, answers);
+    /* a window of 4 keys: a different loss; the loss alone without a task corpus */
+    sparse_config_defaults(&sc, SPARSE_WINDOW, 4);
+    CHECK(sparse_eval_split(ev, &sc, cp, &lc, CORPUS_SPLIT_VAL, 4, NULL, &got, NULL, &err) == ENGINE_OK);
+    CHECK(isfinite(got) && got != want);
+    lc.batch = 4;
+    CHECK(sparse_eval_split(ev, &sc, cp, &lc, CORPUS_SPLIT_VAL, 4, NULL, &got, NULL, &err) == ENGINE_ERR_INVALID);
+    lc.batch = 3;
+    CHECK(sparse_eval_split(ev, &sc, cp, &lc, CORPUS_SPLIT_VAL, 0, NULL, &got, NULL, &err) == ENGINE_ERR_INVALID);
+    sparse_eval_free(ev);
+    model_free(m);
+    corpus_free(cp);
+    tasks_corpus_free(tc);
+}
+
 /* ---- the probe ---- */
 
 static json_t *probe_on(const probe_engine_model *pm, const char *params, probe_error *err) {
@@ -580,6 +651,7 @@ int main(void) {
     RUN(k_at_least_T_gives_the_dense_loss_exactly);
     RUN(bf16_output_layer_is_mirrored);
     RUN(evaluator_quality_argmax_threads_and_errors);
+    RUN(split_evaluation_is_the_runs_validation_loss_and_scores_task_answers);
     RUN(probe_reports_recall_and_mass_against_the_runs_own_weights);
     return test_summary();
 }
