@@ -6,6 +6,7 @@
  * instead, against the peak per CPU-second: a figure that other load disturbs much less.
  * AVX-512 FMAs where the CPU has them (the build uses -march=native), else AVX2.
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N] [--lmhead-blas]
+ *               [--precision fp32|bf16]   (default: bf16 where the CPU has AVX-512 BF16)
  * --lmhead-blas runs the output layer through BLAS instead of the engine's own kernels, to compare.
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
  * on what the tokens are. */
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "rng.h"
 #include "train.h"
 
@@ -103,14 +105,52 @@ static double fma_peak(int threads, double duration, double *per_cpu_s) {
     return total;
 }
 
+typedef struct {
+    double seconds, fma, dp;
+} dot_arg;
+
+static void *dot_thread(void *p) {
+    dot_arg *a = p;
+    cpu_measure_peaks(a->seconds, &a->fma, &a->dp);
+    return NULL;
+}
+
+/* Total vdpbf16ps FLOP/s of `threads` threads at once (0 without AVX-512 BF16). */
+static double dot_peak(int threads, double seconds) {
+    if (!cpu_has_avx512bf16()) return 0;
+    pthread_t t[64];
+    dot_arg a[64];
+    if (threads > 64) threads = 64;
+    for (int i = 0; i < threads; i++) {
+        a[i].seconds = seconds;
+        pthread_create(&t[i], NULL, dot_thread, &a[i]);
+    }
+    double total = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        total += a[i].dp;
+    }
+    return total;
+}
+
 /* ---- training ---- */
 typedef struct {
     int B, T, V;
     uint64_t seed;
+    FILE *file; /* --tokens: batches from this file instead */
+    long file_batches;
 } rand_src;
 
 static engine_status rand_batch(void *ctx, corpus_split split, long step, int32_t *out, engine_error *err) {
     rand_src *r = ctx;
+    if (r->file) {
+        /* batch `step` of a token file (int32, batch after batch), cycling */
+        long per = (long)r->B * (r->T + 1), nb = r->file_batches;
+        if (fseek(r->file, (long)((step % nb) * per * (long)sizeof(int32_t)), SEEK_SET) != 0 ||
+            fread(out, sizeof(int32_t), (size_t)per, r->file) != (size_t)per)
+            return engine_fail(err, ENGINE_ERR_IO, "token file: batch %ld is unreadable", step % nb);
+        return ENGINE_OK;
+    }
     rng_state g;
     rng_seed(&g, r->seed + (uint64_t)step * 2 + (split == CORPUS_SPLIT_VAL));
     for (long i = 0; i < (long)r->B * (r->T + 1); i++) out[i] = (int32_t)(rng_next_u64(&g) % (uint64_t)r->V);
@@ -123,7 +163,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 typedef struct {
-    int warmup, threads;
+    int warmup, threads, no_peaks;
     double step_flops;
     double ms[1000], cpu[1000], mfu[1000], loss_first, loss_last, last_cpu, last_peak;
     int n;
@@ -138,7 +178,7 @@ static void on_step(void *ctx, const train_step_metrics *m) {
     if (m->step == 1) s->loss_first = m->loss;
     s->loss_last = m->loss;
     double before = s->last_peak;
-    s->last_peak = fma_peak(s->threads, 0.25, &pc);
+    if (!s->no_peaks) s->last_peak = fma_peak(s->threads, 0.25, &pc);
     if (m->step > s->warmup && s->n < 1000) {
         s->cpu[s->n] = dc;
         s->mfu[s->n] = s->step_flops / (m->step_ms / 1000) / (0.5 * (before + s->last_peak));
@@ -158,7 +198,10 @@ int main(int argc, char **argv) {
     train_config c;
     train_config_defaults(&c);
     c.steps = 6;
+    c.precision = precision_default();
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *tokens = NULL, *write_tokens = NULL;
+    int no_peaks = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--attention") && i + 1 < argc) {
             if (attention_kind_parse(argv[++i], &c.model.attention)) return 2;
@@ -170,18 +213,56 @@ int main(int argc, char **argv) {
             threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--lmhead-blas")) {
             c.lmhead_blas = 1;
+        } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            if (precision_parse(argv[++i], &c.precision)) return 2;
+        } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            tokens = argv[++i];
+        } else if (!strcmp(argv[i], "--write-tokens") && i + 1 < argc) {
+            write_tokens = argv[++i];
+        } else if (!strcmp(argv[i], "--no-peaks")) {
+            no_peaks = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
         } else {
-            fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n");
+            fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
+                            "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n");
             return 2;
+        }
+    }
+    rand_src rs = {c.batch, c.model.seq_len, c.model.vocab, 42, NULL, 0};
+    if (write_tokens) {
+        /* the token stream every peer of `make bench` trains on: `steps` batches of B x (T+1) */
+        FILE *f = fopen(write_tokens, "wb");
+        int32_t *b = malloc(sizeof(int32_t) * (size_t)c.batch * (c.model.seq_len + 1));
+        engine_error e;
+        if (!f || !b) return 1;
+        for (long k = 0; k < c.steps; k++) {
+            rand_batch(&rs, CORPUS_SPLIT_TRAIN, k, b, &e);
+            if (fwrite(b, sizeof(int32_t), (size_t)c.batch * (c.model.seq_len + 1), f) !=
+                (size_t)c.batch * (c.model.seq_len + 1))
+                return 1;
+        }
+        free(b);
+        return fclose(f) ? 1 : 0;
+    }
+    if (tokens) {
+        if (!(rs.file = fopen(tokens, "rb")) || fseek(rs.file, 0, SEEK_END)) {
+            fprintf(stderr, "bench_train: cannot read %s\n", tokens);
+            return 1;
+        }
+        rs.file_batches = ftell(rs.file) / (long)(sizeof(int32_t) * (size_t)c.batch * (c.model.seq_len + 1));
+        if (rs.file_batches < 1) {
+            fprintf(stderr, "bench_train: %s holds no whole batch\n", tokens);
+            return 1;
         }
     }
     if (threads < 1) threads = 1;
     if (c.steps < 2) c.steps = 2;
-    double per_cpu_before, per_cpu_after;
-    double peak_before = fma_peak(threads, 0.5, &per_cpu_before);
-    rand_src rs = {c.batch, c.model.seq_len, c.model.vocab, 42};
+    double per_cpu_before = 0, per_cpu_after = 0, dp_before = 0, dp_after = 0;
+    double peak_before = no_peaks ? 0 : fma_peak(threads, 0.5, &per_cpu_before);
+    if (!no_peaks) dp_before = dot_peak(threads, 0.4);
     train_source src = {.ctx = &rs, .batch = rand_batch, .has_val = 0};
-    stats st = {.warmup = 1, .threads = threads, .last_peak = peak_before,
+    stats st = {.warmup = 1, .threads = threads, .no_peaks = no_peaks, .last_peak = peak_before,
                 .step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len,
                 .last_cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID)};
     train_callbacks cb = {.ctx = &st, .on_step = on_step};
@@ -192,20 +273,34 @@ int main(int argc, char **argv) {
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double peak_after = fma_peak(threads, 0.5, &per_cpu_after), peak = 0.5 * (peak_before + peak_after);
+    double peak_after = no_peaks ? 0 : fma_peak(threads, 0.5, &per_cpu_after), peak = 0.5 * (peak_before + peak_after);
+    if (!no_peaks) dp_after = dot_peak(threads, 0.4);
+    double dpeak = 0.5 * (dp_before + dp_after);
     double per_cpu = 0.5 * (per_cpu_before + per_cpu_after);
     /* the median step: robust to a step slowed down by whatever else the machine runs */
     double ms = median(st.ms, st.n), cpu = median(st.cpu, st.n), mfu = median(st.mfu, st.n);
     double tps = (double)c.batch * c.model.seq_len / (ms / 1000);
     double step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len;
     double flops = step_flops / (ms / 1000);
-    printf("%-12s%s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
+    if (json) {
+        printf("{\"impl\":\"attnlab\",\"mode\":\"%s\",\"attention\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq\":%d,"
+               "\"steps\":%ld,\"ms_per_step\":%.1f,\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"fma_peak_gflops\":%.2f,"
+               "\"bf16_peak_gflops\":%.2f,\"mfu_fma\":%.4f,\"mfu_bf16\":%.4f,\"peak_rss_mb\":%.1f,\"loss_first\":%.4f,"
+               "\"loss_last\":%.4f,\"bf16_kernels\":\"%s\"}\n",
+               precision_name(c.precision), attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len,
+               c.steps, ms, tps, flops / 1e9, peak / 1e9, dpeak / 1e9, peak > 0 ? flops / peak : 0,
+               dpeak > 0 ? flops / dpeak : 0, ru.ru_maxrss / 1024.0, st.loss_first, st.loss_last,
+               cpu_has_avx512bf16() ? "vdpbf16ps" : "portable");
+        return 0;
+    }
+    printf("%-12s %s%s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
            "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%% (median of per-step ratios)  "
            "CPU-time MFU %5.1f%% (%.2f CPU-s/step, peak %.1f GFLOP per CPU-s)  peak RSS %5.0f MB (est. %zu MB)  "
            "loss %.3f -> %.3f\n",
-           attention_kind_name(c.model.attention), c.lmhead_blas ? " (BLAS output layer)" : "", threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
+           attention_kind_name(c.model.attention), precision_name(c.precision), c.lmhead_blas ? " (BLAS output layer)" : "", threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
            peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * mfu, 100 * step_flops / (cpu * per_cpu),
            cpu, per_cpu / 1e9, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
            st.loss_last);
+    if (dpeak > 0) printf("             bf16 dot-product peak %.1f GFLOP/s: MFU against it %.1f%%\n", dpeak / 1e9, 100 * flops / dpeak);
     return 0;
 }

@@ -15,7 +15,11 @@ int run_config_init(void) {
     schema_props = json_object_get(
         json_object_get(json_object_get(json_object_get(openapi, "components"), "schemas"), "RunConfig"),
         "properties");
-    return json_is_object(schema_props) ? 0 : -1;
+    if (!json_is_object(schema_props)) return -1;
+    /* the default precision is this CPU's (asked at run time), so forms, flags and stored configs show it */
+    json_t *prec = json_object_get(schema_props, "precision");
+    if (prec) json_object_set_new(prec, "default", json_string(precision_name(precision_default())));
+    return 0;
 }
 
 void run_config_cleanup(void) {
@@ -128,6 +132,14 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
         rc = fail(err, prefix, "n_head", "must leave an even head size for RoPE (d_model/n_head = %lld)", C / H);
     else if (get_int(cfg, "warmup_steps") > get_int(cfg, "steps"))
         rc = fail(err, prefix, "warmup_steps", "must not exceed steps (%lld)", get_int(cfg, "steps"));
+    /* bf16 needs d_model % 16 == 0: the CPU's default gives way to fp32, a bf16 asked for is an error */
+    const char *prec = get_str(cfg, "precision");
+    if (!rc && prec && !strcmp(prec, "bf16") && C % 16 != 0) {
+        if (in && json_object_get(in, "precision"))
+            rc = fail(err, prefix, "precision", "bf16 needs d_model a multiple of 16 (d_model %lld)", C);
+        else
+            json_object_set_new(cfg, "precision", json_string("fp32"));
+    }
     if (!rc && !json_object_get(cfg, "tau_init")) json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
     if (rc) {
         json_decref(cfg);
@@ -155,6 +167,8 @@ void run_config_to_train(const json_t *cfg, int vocab, train_config *tc) {
     mc->rope_base = get_num(cfg, "rope_base");
     mc->tau_init = get_num(cfg, "tau_init");
     tau_param_parse(get_str(cfg, "tau_param"), &mc->tau_param);
+    /* configs stored before precision existed ran in fp32 (train_config_defaults) */
+    precision_parse(get_str(cfg, "precision"), &tc->precision);
     tc->batch = (int)get_int(cfg, "batch");
     tc->steps = (long)get_int(cfg, "steps");
     tc->lr = get_num(cfg, "lr");

@@ -39,3 +39,18 @@ void bf16_from_floats(bf16 *dst, const float *src, size_t n) {
 #endif
     for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
 }
+
+/* ---- precision names and the default ---- */
+#include "precision.h"
+
+const char *precision_name(precision_kind p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
+
+int precision_parse(const char *s, precision_kind *p) {
+    if (!s) return -1;
+    if (!strcmp(s, "fp32")) *p = PRECISION_FP32;
+    else if (!strcmp(s, "bf16")) *p = PRECISION_BF16;
+    else return -1;
+    return 0;
+}
+
+precision_kind precision_default(void) { return cpu_has_avx512bf16() ? PRECISION_BF16 : PRECISION_FP32; }

@@ -97,6 +97,9 @@ struct model {
     /* the current pass */
     int ph, ph_layer, B, T, train;
     int lmhead_blas;
+    precision_kind precision;
+    lmhead_bf16 *lm_bf; /* bf16 copies of lm_head (bf16 precision) */
+    int bf_stale;       /* parameters may have changed since lm_bf was refreshed */
     int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
@@ -398,6 +401,7 @@ nomem:
 
 void model_free(model *m) {
     if (!m) return;
+    lmhead_bf16_free(m->lm_bf);
     threads_free(m->pool);
     free(m->act_block);
     free(m->grads);
@@ -411,7 +415,10 @@ void model_free(model *m) {
 
 const model_config *model_get_config(const model *m) { return &m->cfg; }
 size_t model_param_count(const model *m) { return m->n_params; }
-real *model_params(model *m) { return m->params; }
+real *model_params(model *m) {
+    m->bf_stale = 1; /* the caller may write them */
+    return m->params;
+}
 real *model_grads(model *m) { return m->grads; }
 threadpool *model_threads(model *m) { return m->pool; }
 int model_tensor_count(const model *m) { return m->n_tensors; }
@@ -424,6 +431,7 @@ const model_tensor *model_tensor_find(const model *m, const char *name) {
 }
 
 void model_init_params(model *m, uint64_t seed) {
+    m->bf_stale = 1;
     rng_state r;
     rng_seed(&r, seed);
     double theta0 = attention_scale_theta0(&m->scale);
@@ -658,7 +666,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
         /* about 16 chunks, at most LMHEAD_CHUNK_ROWS rows; the kernels pad a chunk to a multiple
          * of 16 rows, so their chunks are sized in 16s (a 2-row chunk would cost as much as 16) */
         long R = (N + 15) / 16;
-        if (!m->lmhead_blas && lmhead_uses_kernels(C)) R = (R + 15) / 16 * 16;
+        if (m->lm_bf || (!m->lmhead_blas && lmhead_uses_kernels(C))) R = (R + 15) / 16 * 16;
         if (R > LMHEAD_CHUNK_ROWS) R = LMHEAD_CHUNK_ROWS;
         lmhead_args la = {
             .x = m->lnf,
@@ -676,6 +684,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
             .use_blas = m->lmhead_blas,
             .chunk_rows = (int)R,
             .tickets = m->tickets,
+            .bf = m->lm_bf,
         };
         lmhead_thread(&la, m->pool, tid, nth);
         break;
@@ -752,6 +761,10 @@ static int forward_passes(model *m, int B, int T, const int32_t *inputs, const i
         if (interrupted(m)) return 1;
     }
     run_phase(m, PH_FINAL, -1);
+    if (targets && m->lm_bf && m->bf_stale) {
+        lmhead_bf16_refresh(m->lm_bf, P(m->lm_head), m->pool);
+        m->bf_stale = 0;
+    }
     if (targets) run_phase(m, PH_LMHEAD, -1);
     return 0;
 }
@@ -824,6 +837,27 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
 }
 
 void model_set_lmhead_blas(model *m, int on) { m->lmhead_blas = on; }
+
+engine_status model_set_precision(model *m, precision_kind p, engine_error *err) {
+    if (p == PRECISION_FP32) {
+        lmhead_bf16_free(m->lm_bf);
+        m->lm_bf = NULL;
+        m->precision = p;
+        return ENGINE_OK;
+    }
+    if (p != PRECISION_BF16) return engine_fail(err, ENGINE_ERR_INVALID, "unknown precision %d", (int)p);
+    if (m->lm_bf) return ENGINE_OK;
+    if (REAL_IS_DOUBLE || !lmhead_bf16_applies(m->C))
+        return engine_fail(err, ENGINE_ERR_INVALID, "bf16 precision needs d_model a multiple of 16 (not %d)%s", m->C,
+                           REAL_IS_DOUBLE ? " and the float build" : "");
+    engine_status rc = lmhead_bf16_new(&m->lm_bf, m->V, m->C, err);
+    if (rc) return rc;
+    m->precision = p;
+    m->bf_stale = 1;
+    return ENGINE_OK;
+}
+
+precision_kind model_precision(const model *m) { return m->precision; }
 
 void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx) {
     m->interrupt = check;
@@ -929,6 +963,7 @@ engine_status model_config_from_file(const char *path, model_config *cfg, engine
 }
 
 engine_status model_load_params(model *m, const char *path, engine_error *err) {
+    m->bf_stale = 1;
     safetensors *st;
     engine_status rc = safetensors_open(&st, path, err);
     if (rc) return rc;

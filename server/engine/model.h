@@ -23,6 +23,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "precision.h"
 #include "real.h"
 
 typedef struct {
@@ -98,6 +99,14 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
  * stops and returns ENGINE_ERR_CANCELLED, parameters untouched (gradients and activations are
  * then incomplete). Lets a caller cancel within a step instead of after it. NULL: no check. */
 void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx);
+
+/* bf16 mixed precision (precision.h) for the products that have bf16 kernels (the output layer,
+ * d_model a multiple of 16); the default is fp32. The bf16 weight copies are refreshed before a pass
+ * when the parameters may have changed since the last (model_params, model_init_params, loads):
+ * once per training step, after the optimiser. ENGINE_ERR_INVALID in the double build or for a
+ * d_model the kernels do not take, ENGINE_ERR_NOMEM; the model is unchanged then. */
+engine_status model_set_precision(model *m, precision_kind p, engine_error *err);
+precision_kind model_precision(const model *m);
 
 /* 1: the output layer uses BLAS even where its own kernels apply (see lmhead.h); for tests and
  * benchmarks that compare the two. */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "adamw.h"
+#include "lmhead.h"
 #include "safetensors.h"
 #include "threads.h"
 
@@ -63,13 +64,16 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
         return engine_fail(err, ENGINE_ERR_INVALID, "checkpoint_every %ld is negative", c->checkpoint_every);
     if ((unsigned)c->order > CORPUS_ORDER_SHUFFLED)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown data order %d", (int)c->order);
+    if ((unsigned)c->precision > PRECISION_BF16)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown precision %d", (int)c->precision);
     return ENGINE_OK;
 }
 
 size_t train_config_memory_bytes(const train_config *c, int n_threads) {
     size_t np = model_config_param_count(&c->model);
     return model_memory_bytes(&c->model, c->batch, n_threads, 1) + 2 * np * sizeof(real) +
-           (size_t)c->batch * (size_t)(c->model.seq_len + 1) * 3 * sizeof(int32_t);
+           (size_t)c->batch * (size_t)(c->model.seq_len + 1) * 3 * sizeof(int32_t) +
+           (c->precision == PRECISION_BF16 ? lmhead_bf16_bytes(c->model.vocab, c->model.d_model) : 0);
 }
 
 double train_lr_at(const train_config *c, long step) {
@@ -179,13 +183,15 @@ static engine_status save_checkpoint(run_state *s, const char *path, engine_erro
     }
     char step[32], vals[MODEL_META_COUNT][48];
     snprintf(step, sizeof step, "%ld", s->step);
-    const char *kv[2 * MODEL_META_COUNT + 4];
+    const char *kv[2 * MODEL_META_COUNT + 6];
     model_config_metadata(model_get_config(m), vals, kv);
     kv[2 * MODEL_META_COUNT] = "format";
     kv[2 * MODEL_META_COUNT + 1] = "attnlab-checkpoint";
     kv[2 * MODEL_META_COUNT + 2] = "step";
     kv[2 * MODEL_META_COUNT + 3] = step;
-    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 2, err);
+    kv[2 * MODEL_META_COUNT + 4] = "precision";
+    kv[2 * MODEL_META_COUNT + 5] = precision_name(model_precision(m));
+    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 3, err);
     free(e);
     free(names);
     return rc;
@@ -201,6 +207,18 @@ static engine_status load_checkpoint(run_state *s, const char *path, engine_erro
     if (!fmt || strcmp(fmt, "attnlab-checkpoint") != 0 || !step) {
         safetensors_close(st);
         return engine_fail(err, ENGINE_ERR_FORMAT, "%s is a weights file, not a checkpoint (no optimiser state)", path);
+    }
+    /* a checkpoint without the key predates bf16 and was trained in fp32 */
+    precision_kind cp = PRECISION_FP32;
+    const char *prec = safetensors_meta(st, "precision");
+    if (prec && precision_parse(prec, &cp)) {
+        safetensors_close(st);
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: checkpoint precision '%s' is unknown", path, prec);
+    }
+    if (cp != model_precision(s->m)) {
+        safetensors_close(st);
+        return engine_fail(err, ENGINE_ERR_INVALID, "%s was trained in %s; resume it with precision %s", path,
+                           precision_name(cp), precision_name(cp));
     }
     char *end;
     long k = strtol(step, &end, 10);
@@ -261,6 +279,11 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     rc = model_new(&s.m, &c->model, c->batch, n_threads, 1, err);
     if (rc) return rc;
     model_set_lmhead_blas(s.m, c->lmhead_blas);
+    rc = model_set_precision(s.m, c->precision, err);
+    if (rc) {
+        model_free(s.m);
+        return rc;
+    }
     int B = c->batch, T = c->model.seq_len, L = c->model.n_layer, H = c->model.n_head;
     size_t np = model_param_count(s.m);
     s.adam_m = calloc(np, sizeof(real));

@@ -41,6 +41,8 @@ typedef struct {
     const char *init_weights;    /* NULL: random init from seed; else a weights/checkpoint file */
     const char *save_path;       /* NULL: none; else the final weights (no optimiser state) */
     int lmhead_blas;             /* 1: BLAS output layer even where the own kernels apply (bench) */
+    precision_kind precision;    /* fp32 (default) or bf16 mixed precision (model_set_precision); a
+                                  * checkpoint records it and a resume must ask for the same */
 } train_config;
 
 void train_config_defaults(train_config *c);

@@ -39,7 +39,7 @@ const MAX_DIFFS = 6;
 function configSummary(c, diffKeys = []) {
   const shown = diffKeys.slice(0, MAX_DIFFS), rest = diffKeys.slice(MAX_DIFFS);
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
-    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.corpus}`),
+    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.precision || 'fp32'} · ${c.corpus}`),
     shown.length ? h('div.differs', { dataset: { keys: diffKeys.join(',') } },
       shown.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))]),
       rest.length ? h('span.muted', { title: rest.map((k) => `${k} ${fmtConfig(c[k])}`).join(', ') }, ` · +${rest.length} more`) : null) : null];

@@ -1,0 +1,134 @@
+/* The output layer alone (logits, softmax cross-entropy, dx and dW of N rows against a vocabulary
+ * of V at width C) in fp32 (the engine's AVX-512 kernels, or BLAS where they do not apply) and in
+ * bf16 mixed precision, one after the other in rounds (A B A B), with the fp32 FMA peak and the
+ * bf16 dot-product peak measured by this program on as many threads, right around each round.
+ *   bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+
+#include "cpu.h"
+#include "lmhead.h"
+#include "rng.h"
+#include "threads.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    double seconds, fma, dp;
+} peak_arg;
+
+static void *peak_thread(void *p) {
+    peak_arg *a = p;
+    cpu_measure_peaks(a->seconds, &a->fma, &a->dp);
+    return NULL;
+}
+
+/* Total fp32 FMA and bf16 dot-product FLOP/s of `threads` threads at once. */
+static void peaks(int threads, double seconds, double *fma, double *dp) {
+    pthread_t t[64];
+    peak_arg a[64];
+    if (threads > 64) threads = 64;
+    for (int i = 0; i < threads; i++) {
+        a[i].seconds = seconds;
+        pthread_create(&t[i], NULL, peak_thread, &a[i]);
+    }
+    *fma = *dp = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        *fma += a[i].fma;
+        *dp += a[i].dp;
+    }
+}
+
+typedef struct {
+    lmhead_args a;
+    threadpool *pool;
+} run_ctx;
+
+static void run_fn(void *ctx, int tid, int nth) {
+    run_ctx *r = ctx;
+    lmhead_thread(&r->a, r->pool, tid, nth);
+}
+
+int main(int argc, char **argv) {
+    long N = 4096;
+    int V = 50257, C = 128, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), rounds = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) N = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) V = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) C = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R]\n");
+            return 2;
+        }
+    }
+    engine_error err;
+    threadpool *pool;
+    lmhead_bf16 *b = NULL;
+    if (threads_create(&pool, threads, &err)) return 1;
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * (size_t)V * C);
+    float *dx = malloc(sizeof(float) * N * C), *dw = calloc((size_t)V * C, sizeof(float)), *loss = malloc(sizeof(float) * N);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    size_t per = lmhead_scratch_per_thread(C, V);
+    float *buf = calloc(per * (size_t)threads, sizeof(float));
+    if (!x || !w || !dx || !dw || !loss || !tg || !buf) return 1;
+    rng_state r;
+    rng_seed(&r, 1);
+    for (long i = 0; i < N * C; i++) x[i] = (float)rng_normal(&r);
+    for (long i = 0; i < (long)V * C; i++) w[i] = (float)(0.02 * rng_normal(&r));
+    for (long i = 0; i < N; i++) tg[i] = (int32_t)(rng_next_u64(&r) % (uint64_t)V);
+    int have_bf16 = lmhead_bf16_applies(C) && lmhead_bf16_new(&b, V, C, &err) == ENGINE_OK;
+    if (have_bf16) lmhead_bf16_refresh(b, w, pool);
+    double flops = 6.0 * N * V * C;
+    double best[2] = {0, 0}, fsum = 0, dsum = 0;
+    int np = 0;
+    atomic_long tickets[LMHEAD_SLICES];
+    printf("output layer N%ld C%d V%d, %d threads, %.1f GFLOP per pass (logits, dx, dW); bf16 kernels: %s\n", N, C, V,
+           threads, flops / 1e9, cpu_has_avx512bf16() ? "vdpbf16ps" : "portable loops");
+    for (int round = 0; round < rounds; round++) {
+        for (int mode = 0; mode < 1 + have_bf16; mode++) {
+            double f, d;
+            peaks(threads, 0.2, &f, &d);
+            fsum += f;
+            dsum += d;
+            np++;
+            for (int i = 0; i < LMHEAD_SLICES; i++) atomic_init(&tickets[i], 0);
+            long R = (N + 15) / 16;
+            R = (R + 15) / 16 * 16;
+            if (R > LMHEAD_MAX_ROWS) R = LMHEAD_MAX_ROWS;
+            run_ctx rc = {.pool = pool,
+                          .a = {.x = x, .w = w, .targets = tg, .N = N, .C = C, .V = V, .losses = loss, .dx = dx,
+                                .dw = dw, .grad_scale = (float)(1.0 / N), .buf = buf, .buf_stride = per,
+                                .chunk_rows = (int)R, .tickets = tickets, .bf = mode ? b : NULL}};
+            double t0 = now_s();
+            threads_run(pool, run_fn, &rc);
+            double dt = now_s() - t0;
+            double rate = flops / dt;
+            if (rate > best[mode]) best[mode] = rate;
+            printf("  round %d %-5s %8.1f ms  %6.1f GFLOP/s  (peaks around it: fp32 FMA %.1f, bf16 dot %.1f GFLOP/s)  "
+                   "%5.1f%% of fp32 FMA peak, %5.1f%% of bf16 dot peak\n",
+                   round + 1, mode ? "bf16" : "fp32", 1000 * dt, rate / 1e9, f / 1e9, d / 1e9, 100 * rate / f,
+                   d > 0 ? 100 * rate / d : 0.0);
+        }
+    }
+    double f = fsum / np, d = dsum / np;
+    printf("best: fp32 %.1f GFLOP/s = %.1f%% of the fp32 FMA peak (%.1f)", best[0] / 1e9, 100 * best[0] / f, f / 1e9);
+    if (have_bf16)
+        printf("; bf16 %.1f GFLOP/s = %.1f%% of the bf16 dot-product peak (%.1f), %.2fx fp32", best[1] / 1e9,
+               d > 0 ? 100 * best[1] / d : 0.0, d / 1e9, best[1] / best[0]);
+    printf("\n");
+    lmhead_bf16_free(b);
+    threads_free(pool);
+    free(x); free(w); free(dx); free(dw); free(loss); free(tg); free(buf);
+    return 0;
+}

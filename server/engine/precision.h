@@ -1,0 +1,16 @@
+/* The arithmetic of a run's matrix products: fp32 throughout, or bf16 mixed precision (bf16 inputs,
+ * fp32 accumulation, fp32 master weights and optimiser state; see bf16.h). A run records its
+ * precision in its config, so a resumed run computes as the first attempt did. */
+#ifndef ENGINE_PRECISION_H
+#define ENGINE_PRECISION_H
+
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } precision_kind;
+
+const char *precision_name(precision_kind p);               /* "fp32", "bf16" */
+int precision_parse(const char *s, precision_kind *p);      /* 0 ok, -1 unknown (p untouched) */
+/* What a new run gets when its config names none: bf16 where the CPU running this process has
+ * AVX-512 BF16 (cpu.h, asked at run time), else fp32. bf16 elsewhere still works, through portable
+ * loops, only slowly. */
+precision_kind precision_default(void);
+
+#endif
