@@ -9,10 +9,11 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   gcc make pkg-config ca-certificates curl
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev
-  libopenblas-dev libutf8proc-dev
+  libopenblas-dev libutf8proc-dev libpq-dev
 )
-# Test-only packages (browser tests); installed by `make test`, not needed to run the service.
-APT_TEST_PACKAGES=(sqlite3 chromium)
+# Test-only packages (browser tests; a throw-away PostgreSQL cluster for the PostgreSQL backend and the
+# multi-node tests); installed by `make test`, not needed to run the service.
+APT_TEST_PACKAGES=(sqlite3 chromium postgresql libpq-dev)
 # Sources of the default corpus (`make corpus`).
 APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3 libc6-dev linux-libc-dev)
 
