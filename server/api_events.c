@@ -26,6 +26,20 @@ static void sse_close(void *ctx) {
     free(c);
 }
 
+/* A run that has already ended publishes nothing more: its stream ends after what is due, with
+ * its status. Read after subscribing, so a run ending meanwhile is either seen ended here or its
+ * last event reaches the subscription. */
+static void end_if_finished(app *a, events_sub *sub, long long run_id) {
+    json_t *run = NULL;
+    if (store_run_get(a->store, run_id, &run) != STORE_OK) return;
+    if (jobs_status_final(json_string_value(json_object_get(run, "status")))) {
+        char *text = jobs_status_event(run);
+        if (text) events_sub_end(sub, "status", text);
+        free(text);
+    }
+    json_decref(run);
+}
+
 static void serve_stream(http_request *req, app *a, long long run_id) {
     /* EventSource resends the id it last saw as a header; a query argument serves first connects. */
     const char *last = http_request_header(req, "Last-Event-ID");
@@ -41,6 +55,7 @@ static void serve_stream(http_request *req, app *a, long long run_id) {
     atomic_store(&c->stream, st);
     /* The layer reads only after this handler returns, so the subscription is in place by then. */
     c->sub = events_subscribe(a->events, run_id, last_id, sse_wake, c);
+    if (c->sub && run_id > 0) end_if_finished(a, c->sub, run_id);
 }
 
 void api_events_all(http_request *req, void *ctx) { serve_stream(req, ctx, 0); }

@@ -1,4 +1,5 @@
-/* Runs: create, list, get, change, delete, cancel, resume, and their metrics. */
+/* Runs over HTTP: create, list, get, change, delete, cancel, resume, and their metrics. The rules
+ * are the runs service's (svc_runs.h); these parse, call and reply. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,11 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api_series.h"
 #include "app.h"
-#include "engine/train.h"
-#include "fsutil.h"
-#include "log.h"
 #include "run_config.h"
+#include "svc_runs.h"
 
 json_t *api_run_view(app *a, json_t *row) {
     long long id = json_integer_value(json_object_get(row, "id"));
@@ -32,74 +32,14 @@ json_t *api_run_view(app *a, json_t *row) {
     return row;
 }
 
-int api_runs_admit(http_request *req, app *a, json_t *config, const char *prefix) {
-    char field[80];
-    const char *corpus_name = json_string_value(json_object_get(config, "corpus"));
-    int vocab = corpora_vocab(a->corpora, corpus_name);
-    if (vocab < 0) {
-        snprintf(field, sizeof field, "%scorpus", prefix);
-        http_reply_error(req, 422, "invalid_field", field,
-                         !strcmp(corpus_name, "default")
-                             ? "corpus 'default' is not built yet: run `make corpus`, or use corpus 'small'"
-                             : "corpus '%s' does not exist or is not ready",
-                         corpus_name);
-        return -1;
-    }
-    if (json_integer_value(json_object_get(config, "threads")) == 0)
-        json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs)));
-    train_config tc;
-    run_config_to_train(config, vocab, &tc);
-    engine_error err = {0};
-    if (train_config_validate(&tc, &err) != ENGINE_OK) {
-        snprintf(field, sizeof field, "%s", prefix[0] ? prefix : "config.");
-        field[strlen(field) - 1] = 0;
-        http_reply_error(req, 422, "invalid_field", field, "%s", err.message);
-        return -1;
-    }
-    size_t need = train_config_memory_bytes(&tc, (int)json_integer_value(json_object_get(config, "threads")));
-    if (need > a->max_model_bytes) {
-        /* The whole config is at fault: name it without the trailing '.' of the prefix. */
-        snprintf(field, sizeof field, "%s", prefix[0] ? prefix : "config.");
-        field[strlen(field) - 1] = 0;
-        http_reply_error(req, 422, "too_large", field,
-                         "this model needs about %zu MiB, over the service's limit of %zu MiB", need >> 20,
-                         a->max_model_bytes >> 20);
-        return -1;
-    }
-    return 0;
-}
-
-static const char *const FROM_QUEUED[] = {"queued", NULL};
-
-int api_runs_create_one(http_request *req, app *a, const char *name, const json_t *tags, const char *note,
-                        json_t *config, long long experiment_id, const char *variant, long long *id_out) {
-    char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    store_new_run nr = {.name = name,
-                        .variant = variant ? variant : json_string_value(json_object_get(config, "attention")),
-                        .note = note,
-                        .corpus = json_string_value(json_object_get(config, "corpus")),
-                        .config_json = config_text,
-                        .seed = json_integer_value(json_object_get(config, "seed")),
-                        .experiment_id = experiment_id,
-                        .total_steps = (int)json_integer_value(json_object_get(config, "steps")),
-                        .tags = (json_t *)tags};
-    long long id = 0;
-    store_status s = config_text ? store_run_create(a->store, &nr, &id) : STORE_ERROR;
-    free(config_text);
-    if (s != STORE_OK) {
+/* Answers `status` with {"run": the run's view}. */
+static void reply_run(http_request *req, app *a, long long id, int status) {
+    json_t *row = NULL;
+    if (store_run_get(a->store, id, &row) != STORE_OK) {
         api_store_failed(req);
-        return -1;
+        return;
     }
-    if (jobs_submit_run(a->jobs, id) < 0) {
-        /* Not queued after all: take the row back out so nothing waits forever. */
-        store_run_transition(a->store, id, FROM_QUEUED, "cancelled", "the training queue was full");
-        store_run_delete(a->store, id);
-        http_reply_header(req, "Retry-After", "30");
-        http_reply_error(req, 429, "queue_full", NULL, "the training queue is full; try again later");
-        return -1;
-    }
-    *id_out = id;
-    return 0;
+    http_reply_json(req, status, json_pack("{s:o}", "run", api_run_view(a, row)));
 }
 
 void api_runs_create(http_request *req, void *ctx) {
@@ -110,6 +50,8 @@ void api_runs_create(http_request *req, void *ctx) {
     const char *name, *note;
     json_t *tags, *config = NULL;
     run_config_error cerr;
+    svc_error err;
+    long long id;
     if (api_only_fields(req, body, fields) < 0 || api_opt_string(req, body, "name", 200, &name) < 0 ||
         api_opt_string(req, body, "note", 10000, &note) < 0 || api_opt_tags(req, body, "tags", &tags) < 0)
         goto done;
@@ -117,18 +59,15 @@ void api_runs_create(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", cerr.field, "%s", cerr.message);
         goto done;
     }
-    if (api_runs_admit(req, a, config, "config.") < 0) goto done;
-    long long id;
-    if (api_runs_create_one(req, a, name, tags, note, config, 0, NULL, &id) < 0) goto done;
-    json_t *row = NULL;
-    if (store_run_get(a->store, id, &row) != STORE_OK) {
-        api_store_failed(req);
+    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config};
+    if (svc_runs_admit(a, config, "config.", &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
         goto done;
     }
     char loc[64];
     snprintf(loc, sizeof loc, "/api/runs/%lld", id);
     http_reply_header(req, "Location", loc);
-    http_reply_json(req, 201, json_pack("{s:o}", "run", api_run_view(a, row)));
+    reply_run(req, a, id, 201);
 done:
     json_decref(config);
     json_decref(body);
@@ -142,7 +81,7 @@ void api_runs_list(http_request *req, void *ctx) {
     store_run_filter f = {0};
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", statuses, &f.status) < 0 || api_query_enum(req, "sort", sorts, &f.sort) < 0 ||
-        api_query_int(req, "limit", 1, 500, 50, &limit) < 0 || api_query_int(req, "offset", 0, 1000000000, 0, &offset) < 0 ||
+        api_query_page(req, &limit, &offset) < 0 ||
         api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
         return;
     f.tag = http_request_query(req, "tag");
@@ -151,7 +90,7 @@ void api_runs_list(http_request *req, void *ctx) {
     f.limit = (int)limit;
     f.offset = (int)offset;
     json_t *runs;
-    long long total = 0;
+    long long total;
     if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
         api_store_failed(req);
         return;
@@ -163,23 +102,11 @@ void api_runs_list(http_request *req, void *ctx) {
                                         (json_int_t)limit, "offset", (json_int_t)offset));
 }
 
-/* Loads the {id} run or answers 404. */
-static json_t *load_run(http_request *req, app *a, long long *id) {
-    if (api_path_id(req, id) < 0) return NULL;
-    json_t *row = NULL;
-    store_status s = store_run_get(a->store, *id, &row);
-    if (s == STORE_NOT_FOUND)
-        http_reply_error(req, 404, "not_found", "id", "no run %lld", *id);
-    else if (s != STORE_OK)
-        api_store_failed(req);
-    return row;
-}
-
 void api_runs_get(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
-    json_t *row = load_run(req, a, &id);
-    if (!row) return;
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, &id, &row) < 0) return;
     http_reply_json(req, 200, json_pack("{s:o}", "run", api_run_view(a, row)));
 }
 
@@ -195,13 +122,12 @@ void api_runs_patch(http_request *req, void *ctx) {
     if (api_only_fields(req, body, fields) == 0 && api_opt_string(req, body, "name", 200, &name) == 0 &&
         api_opt_string(req, body, "note", 10000, &note) == 0 && api_opt_tags(req, body, "tags", &tags) == 0) {
         store_status s = store_run_update(a->store, id, name, note, tags);
-        json_t *row = NULL;
         if (s == STORE_NOT_FOUND)
             http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
-        else if (s != STORE_OK || store_run_get(a->store, id, &row) != STORE_OK)
+        else if (s != STORE_OK)
             api_store_failed(req);
         else
-            http_reply_json(req, 200, json_pack("{s:o}", "run", api_run_view(a, row)));
+            reply_run(req, a, id, 200);
     }
     json_decref(body);
 }
@@ -209,78 +135,40 @@ void api_runs_patch(http_request *req, void *ctx) {
 void api_runs_delete(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
+    svc_error err;
     if (api_path_id(req, &id) < 0) return;
-    store_status s = store_run_delete(a->store, id);
-    if (s == STORE_NOT_FOUND) {
-        http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
-    } else if (s == STORE_CONFLICT) {
-        http_reply_error(req, 409, "conflict", "status", "run %lld is queued or running: cancel it first", id);
-    } else if (s != STORE_OK) {
-        api_store_failed(req);
-    } else {
-        char dir[PATH_MAX];
-        jobs_run_dir(a->jobs, id, dir, sizeof dir);
-        if (fs_remove_tree(dir) < 0) log_warn("run %lld: could not remove %s", id, dir);
+    if (svc_runs_delete(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
         http_reply_bytes(req, 204, NULL, "", 0);
-    }
 }
 
 void api_runs_cancel(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
-    json_t *row = load_run(req, a, &id);
-    if (!row) return;
-    char status[16];
-    snprintf(status, sizeof status, "%s", json_string_value(json_object_get(row, "status")));
-    json_decref(row);
-    if (!strcmp(status, "queued") && store_run_transition(a->store, id, FROM_QUEUED, "cancelled", NULL) == STORE_OK) {
-        /* The worker that pops it sees it is no longer queued and skips it. */
-    } else if (!jobs_cancel_run(a->jobs, id)) {
-        http_reply_error(req, 409, "conflict", "status", "run %lld is %s, not queued or running", id, status);
-        return;
-    }
-    row = NULL;
-    if (store_run_get(a->store, id, &row) != STORE_OK) {
-        api_store_failed(req);
-        return;
-    }
-    http_reply_json(req, 202, json_pack("{s:o}", "run", api_run_view(a, row)));
+    svc_error err;
+    if (api_path_id(req, &id) < 0) return;
+    if (svc_runs_cancel(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_run(req, a, id, 202);
 }
 
 void api_runs_resume(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
-    json_t *row = load_run(req, a, &id);
-    if (!row) return;
-    json_decref(row);
-    static const char *const resumable[] = {"interrupted", "cancelled", NULL};
-    store_status s = store_run_transition(a->store, id, resumable, "queued", NULL);
-    if (s == STORE_CONFLICT) {
-        http_reply_error(req, 409, "conflict", "status", "only interrupted or cancelled runs can be resumed");
-        return;
-    }
-    if (s != STORE_OK) {
-        api_store_failed(req);
-        return;
-    }
-    if (jobs_submit_run(a->jobs, id) < 0) {
-        static const char *const queued[] = {"queued", NULL};
-        store_run_transition(a->store, id, queued, "interrupted", "the training queue was full");
-        http_reply_header(req, "Retry-After", "30");
-        http_reply_error(req, 429, "queue_full", NULL, "the training queue is full; try again later");
-        return;
-    }
-    row = NULL;
-    if (store_run_get(a->store, id, &row) != STORE_OK) {
-        api_store_failed(req);
-        return;
-    }
-    http_reply_json(req, 202, json_pack("{s:o}", "run", api_run_view(a, row)));
+    svc_error err;
+    if (api_path_id(req, &id) < 0) return;
+    if (svc_runs_resume(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_run(req, a, id, 202);
 }
 
+/* The {id} run exists (answers 404 or 500 and returns 0 if not). */
 static int run_exists(http_request *req, app *a, long long *id) {
-    json_t *row = load_run(req, a, id);
-    if (!row) return 0;
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return 0;
     json_decref(row);
     return 1;
 }
@@ -297,9 +185,16 @@ void api_runs_metrics(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "keys", "keys must be at most 2000 characters");
         return;
     }
-    json_t *series;
-    if (store_metrics_series(a->store, id, keys, (int)since, (int)max_points, &series) != STORE_OK) {
+    store_metric *points;
+    size_t n;
+    if (store_metrics_points(a->store, id, keys, (int)since, &points, &n) != STORE_OK) {
         api_store_failed(req);
+        return;
+    }
+    json_t *series = api_series_json(points, n, (int)max_points);
+    free(points);
+    if (!series) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
     http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series));
@@ -321,10 +216,18 @@ void api_runs_csv(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
     if (!run_exists(req, a, &id)) return;
+    store_metric *points;
+    size_t n;
+    if (store_metrics_points(a->store, id, NULL, 0, &points, &n) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
     char *csv;
     size_t len;
-    if (store_metrics_csv(a->store, id, &csv, &len) != STORE_OK) {
-        api_store_failed(req);
+    int rc = api_series_csv(points, n, &csv, &len);
+    free(points);
+    if (rc < 0) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
     char disp[80];

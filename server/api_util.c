@@ -1,5 +1,6 @@
 /* Validation helpers shared by the handlers: each answers the request itself on failure. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +110,58 @@ bad:
 
 void api_store_failed(http_request *req) {
     http_reply_error(req, 500, "internal", NULL, "the database failed: %s", store_last_error());
+}
+
+void api_reply_svc_error(http_request *req, const svc_error *err) {
+    int status = 500;
+    switch (err->status) {
+    case SVC_INVALID: status = 422; break;
+    case SVC_NOT_FOUND: status = 404; break;
+    case SVC_CONFLICT: status = 409; break;
+    case SVC_BUSY: status = 429; break;
+    case SVC_OK:
+    case SVC_FAILED: status = 500; break;
+    }
+    if (status == 429) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%d", err->retry_after > 0 ? err->retry_after : 30);
+        http_reply_header(req, "Retry-After", secs);
+    }
+    http_reply_error(req, status, err->code ? err->code : "internal", err->field[0] ? err->field : NULL, "%s",
+                     err->message);
+}
+
+int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, long long *id, json_t **out) {
+    *out = NULL;
+    if (api_path_id(req, id) < 0) return -1;
+    store_status s = get(a->store, *id, out);
+    if (s == STORE_NOT_FOUND) {
+        http_reply_error(req, 404, "not_found", "id", "no %s %lld", what, *id);
+        return -1;
+    }
+    if (s != STORE_OK) {
+        api_store_failed(req);
+        return -1;
+    }
+    return 0;
+}
+
+void api_reply_by_id(http_request *req, app *a, const char *what, api_get_fn get) {
+    long long id;
+    json_t *obj;
+    if (api_load_by_id(req, a, what, get, &id, &obj) == 0) http_reply_json(req, 200, json_pack("{s:o}", what, obj));
+}
+
+int api_query_page(http_request *req, long long *limit, long long *offset) {
+    if (api_query_int(req, "limit", 1, 500, 50, limit) < 0) return -1;
+    return api_query_int(req, "offset", 0, 1000000000, 0, offset);
+}
+
+void api_reply_list(http_request *req, store_status s, const char *member, json_t *list, long long total) {
+    if (s != STORE_OK) {
+        json_decref(list);
+        api_store_failed(req);
+        return;
+    }
+    http_reply_json(req, 200, json_pack("{s:o, s:I}", member, list, "total", (json_int_t)total));
 }

@@ -12,6 +12,7 @@
 #include "jobs.h"
 #include "metrics_writer.h"
 #include "store.h"
+#include "svc.h"
 
 typedef struct app {
     store *store;
@@ -46,6 +47,21 @@ int api_opt_string(http_request *req, const json_t *obj, const char *field, size
 int api_opt_tags(http_request *req, const json_t *obj, const char *field, json_t **out);
 /* Answers 500 for a store failure. */
 void api_store_failed(http_request *req);
+/* Answers a service's refusal: its status as the HTTP status (422, 404, 409, 429 with
+ * Retry-After, 500), its code, field and message. */
+void api_reply_svc_error(http_request *req, const svc_error *err);
+
+/* The skeletons of the list and get handlers. */
+typedef store_status (*api_get_fn)(store *st, long long id, json_t **out);
+/* Loads the object the {id} path parameter names with get: 0 with *id and *out (owned) set, or
+ * -1 after answering 404 ("no <what> <id>") or 500. */
+int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, long long *id, json_t **out);
+/* GET of one object: 200 {"<what>": object}, or 404 / 500. */
+void api_reply_by_id(http_request *req, app *a, const char *what, api_get_fn get);
+/* The limit (1..500, default 50) and offset query arguments; answers 422 and returns -1 if bad. */
+int api_query_page(http_request *req, long long *limit, long long *offset);
+/* Answers a list read with status s: 200 {"<member>": list, "total": total} (taking list), or 500. */
+void api_reply_list(http_request *req, store_status s, const char *member, json_t *list, long long total);
 
 /* ---- handlers ------------------------------------------------------------------------------ */
 void api_health(http_request *req, void *app);
@@ -84,14 +100,8 @@ void api_probes_list(http_request *req, void *app);
 void api_probes_get(http_request *req, void *app);
 void api_probes_csv(http_request *req, void *app);
 
-/* Creates one queued run from a normalised config (shared by runs and experiments). On failure it
- * has answered the request and returns -1. */
-int api_runs_create_one(http_request *req, app *a, const char *name, const json_t *tags, const char *note,
-                        json_t *config, long long experiment_id, const char *variant, long long *id_out);
-/* Checks a normalised config can run here (corpus, memory); answers 422 and returns -1 if not.
- * Fills threads when 0. */
-int api_runs_admit(http_request *req, app *a, json_t *config, const char *field_prefix);
-/* A run as the API shows it: the stored row plus live progress and a brief summary. */
+/* A run as the API shows it: the stored row (taken) plus live progress and a brief summary;
+ * returns row. */
 json_t *api_run_view(app *a, json_t *row);
 
 #endif

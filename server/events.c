@@ -11,6 +11,7 @@ typedef struct {
     long long run_id;
     char type[16];
     char *data;
+    int last; /* the run's last event: a reader of that run ends after it */
 } event;
 
 struct events_sub {
@@ -20,6 +21,8 @@ struct events_sub {
     void (*wake)(void *);
     void *ctx;
     int ping_due, hello_sent, resync_due, drop_after_resync, dropped;
+    int ended;      /* the run's last event has been read: the stream ends */
+    char *epilogue; /* events_sub_end: the text to end with once caught up */
     char *pending; /* an event that did not fit the last buffer */
     size_t pending_len, pending_off;
     events_sub *next, *prev;
@@ -103,7 +106,7 @@ static uint64_t oldest_kept(const events *ev) {
     return published > ev->capacity ? ev->next_id - ev->capacity : ev->first_id;
 }
 
-uint64_t events_publish(events *ev, long long run_id, const char *type, const char *data) {
+static uint64_t publish(events *ev, long long run_id, const char *type, const char *data, int last) {
     char *copy = strdup(data);
     if (!copy) return 0;
     pthread_mutex_lock(&ev->lock);
@@ -114,10 +117,19 @@ uint64_t events_publish(events *ev, long long run_id, const char *type, const ch
     slot->run_id = run_id;
     snprintf(slot->type, sizeof slot->type, "%s", type);
     slot->data = copy;
+    slot->last = last;
     for (events_sub *s = ev->subs; s; s = s->next)
         if (s->run_id == 0 || s->run_id == run_id) s->wake(s->ctx);
     pthread_mutex_unlock(&ev->lock);
     return id;
+}
+
+uint64_t events_publish(events *ev, long long run_id, const char *type, const char *data) {
+    return publish(ev, run_id, type, data, 0);
+}
+
+uint64_t events_publish_last(events *ev, long long run_id, const char *type, const char *data) {
+    return publish(ev, run_id, type, data, 1);
 }
 
 events_sub *events_subscribe(events *ev, long long run_id, uint64_t last_event_id, void (*wake)(void *), void *ctx) {
@@ -144,6 +156,19 @@ events_sub *events_subscribe(events *ev, long long run_id, uint64_t last_event_i
     return s;
 }
 
+int events_sub_end(events_sub *s, const char *type, const char *data) {
+    size_t len = strlen(type) + strlen(data) + 20;
+    char *text = malloc(len);
+    if (!text) return -1;
+    snprintf(text, len, "event: %s\ndata: %s\n\n", type, data);
+    pthread_mutex_lock(&s->ev->lock);
+    free(s->epilogue);
+    s->epilogue = text;
+    s->wake(s->ctx);
+    pthread_mutex_unlock(&s->ev->lock);
+    return 0;
+}
+
 void events_unsubscribe(events_sub *s) {
     if (!s) return;
     events *ev = s->ev;
@@ -153,6 +178,7 @@ void events_unsubscribe(events_sub *s) {
     ev->n_subs--;
     pthread_mutex_unlock(&ev->lock);
     free(s->pending);
+    free(s->epilogue);
     free(s);
 }
 
@@ -196,7 +222,7 @@ static size_t emit(events_sub *s, char *buf, size_t used, size_t max, const char
 ssize_t events_sub_read(events_sub *s, char *buf, size_t max) {
     events *ev = s->ev;
     if (s->pending) return (ssize_t)drain_pending(s, buf, max);
-    if (s->dropped) return -1;
+    if (s->dropped || s->ended) return -1;
     pthread_mutex_lock(&ev->lock);
     size_t used = 0;
     if (!s->hello_sent) {
@@ -243,7 +269,19 @@ ssize_t events_sub_read(events_sub *s, char *buf, size_t max) {
         if (w == 0) break;
         used += w;
         s->cursor++;
+        if (e->last && s->run_id) {
+            s->ended = 1; /* its run's last event: nothing follows on this stream */
+            break;
+        }
         if (s->pending) break;
+    }
+    if (!s->ended && s->epilogue && s->cursor + 1 >= ev->next_id && !s->pending) {
+        /* Caught up with a run that had already ended: its status, then the end. */
+        size_t w = emit(s, buf, used, max, s->epilogue, strlen(s->epilogue));
+        if (w > 0) {
+            used += w;
+            s->ended = 1;
+        }
     }
     if (s->ping_due && used + 8 <= max) {
         memcpy(buf + used, ": ping\n\n", 8);

@@ -169,16 +169,30 @@ static int should_stop(void *ctx) {
     return stop;
 }
 
-static void publish_status(jobs *j, long long run_id) {
-    json_t *run = NULL;
-    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
-    json_t *ev = json_pack("{s:I, s:O, s:O, s:O, s:O}", "run_id", (json_int_t)run_id, "status",
+int jobs_status_final(const char *status) {
+    return status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") || !strcmp(status, "cancelled") ||
+                      !strcmp(status, "interrupted"));
+}
+
+char *jobs_status_event(const json_t *run) {
+    json_t *ev = json_pack("{s:O, s:O, s:O, s:O, s:O}", "run_id", json_object_get(run, "id"), "status",
                            json_object_get(run, "status"), "step", json_object_get(run, "step"), "total_steps",
                            json_object_get(run, "total_steps"), "error", json_object_get(run, "error"));
     char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-    if (text) events_publish(j->cfg.events, run_id, "status", text);
-    free(text);
     json_decref(ev);
+    return text;
+}
+
+/* A final status is the run's last event: a stream of that run ends after it. */
+static void publish_status(jobs *j, long long run_id) {
+    json_t *run = NULL;
+    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
+    char *text = jobs_status_event(run);
+    if (text && jobs_status_final(json_string_value(json_object_get(run, "status"))))
+        events_publish_last(j->cfg.events, run_id, "status", text);
+    else if (text)
+        events_publish(j->cfg.events, run_id, "status", text);
+    free(text);
     json_decref(run);
 }
 
@@ -188,7 +202,19 @@ static const char *const FROM_RUNNING[] = {"running", NULL};
 /* Trains one run from its stored config; every outcome ends in a final status. */
 static void train_one(jobs *j, live_run *live, long long run_id) {
     json_t *run = NULL;
-    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
+    store_status got = store_run_get(j->cfg.store, run_id, &run);
+    if (got == STORE_NOT_FOUND) return; /* deleted while queued */
+    if (got != STORE_OK) {
+        /* It has left the queue: it must not stay queued with nobody to train it. */
+        char why[300];
+        snprintf(why, sizeof why, "the run could not be read: %s", store_last_error());
+        log_error("run %lld: %s", run_id, why);
+        if (store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "failed", why) == STORE_OK)
+            publish_status(j, run_id);
+        else
+            log_error("run %lld: could not be marked failed either: %s", run_id, store_last_error());
+        return;
+    }
     if (store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "running", NULL) != STORE_OK) {
         json_decref(run); /* cancelled or deleted while queued */
         return;
@@ -388,6 +414,18 @@ int jobs_submit_run(jobs *j, long long run_id) {
         j->q_len++;
         pthread_cond_signal(&j->train_cv);
     }
+    pthread_mutex_unlock(&j->lock);
+    return ok ? 0 : -1;
+}
+
+int jobs_submit_runs(jobs *j, const long long *run_ids, int n) {
+    pthread_mutex_lock(&j->lock);
+    int ok = n >= 0 && j->q_len + n <= j->q_cap && !j->stopping;
+    for (int i = 0; ok && i < n; i++) {
+        j->queue[(j->q_head + j->q_len) % j->q_cap] = run_ids[i];
+        j->q_len++;
+    }
+    if (ok && n > 0) pthread_cond_broadcast(&j->train_cv);
     pthread_mutex_unlock(&j->lock);
     return ok ? 0 : -1;
 }

@@ -43,12 +43,20 @@ int jobs_threads_per_run(const jobs *j);
 int jobs_queue_room(jobs *j);
 /* Queues a run whose row is already `queued`. -1 when the queue is full. */
 int jobs_submit_run(jobs *j, long long run_id);
+/* Queues n runs whose rows are already `queued`, all of them or (-1, the queue has no room for
+ * them all) none. */
+int jobs_submit_runs(jobs *j, const long long *run_ids, int n);
 /* Asks a running run to stop after its current step. Returns 1 if it was running here. */
 int jobs_cancel_run(jobs *j, long long run_id);
 /* {"step","total_steps","eta_s","tokens_per_s"} of a run training now, or NULL. */
 json_t *jobs_run_live(jobs *j, long long run_id);
 /* Queued and running trainings; the sum of tokens/s of running ones. */
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s);
+/* 1 for a status a run ends in (succeeded, failed, cancelled, interrupted). */
+int jobs_status_final(const char *status);
+/* The data of a run's "status" event, {"run_id","status","step","total_steps","error"}, from its
+ * stored row: JSON text to free, NULL when out of memory. */
+char *jobs_status_event(const json_t *run);
 /* Where a run keeps its files, and its latest checkpoint (weights + optimiser state) there. */
 void jobs_run_dir(const jobs *j, long long run_id, char *buf, size_t len);
 void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len);

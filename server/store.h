@@ -1,8 +1,20 @@
-/* The store: every SQL statement of attnlab lives in store.c, prepared and parameter-bound.
+/* The store: everything attnlab keeps (runs and their tags, metric series, experiments, the corpus
+ * catalogue, probe results) behind one contract that names no database.
  *
- * One SQLite connection in WAL mode, foreign keys on, a busy timeout, serialised by a mutex so any
- * thread may call any function. store_open() applies the embedded migrations (db/migrations) in
- * order, tracked by PRAGMA user_version, and refuses a database written by a newer attnlab. */
+ * store_open() is the one place that picks and opens a backend. Today there is one, SQLite
+ * (server/store_sqlite.c: one connection in WAL mode, serialised by a mutex, migrations from
+ * db/migrations applied in order); the resource files store_runs.c, store_metrics.c,
+ * store_experiments.c, store_corpora.c and store_probes.c hold every SQL statement, by resource.
+ * Every function may be called from any thread.
+ *
+ * THE RULE FOR ERRORS. Every function that returns a store_status follows it: on STORE_OK its
+ * outputs are set and the caller owns what they point to (json_decref() a json_t *, free() any
+ * other pointer). On any other status every output is left NULL or 0 and nothing is owned by the
+ * caller. A STORE_ERROR is logged once, and store_last_error() gives its message on the thread that
+ * got it. Reading stops at the first error: a list is never cut short and reported as complete.
+ *
+ * The store returns raw rows (JSON objects shaped like the API's objects) and raw metric points;
+ * presentation (CSV, downsampling) belongs to the API layer. */
 #ifndef ATTNLAB_STORE_H
 #define ATTNLAB_STORE_H
 
@@ -15,36 +27,43 @@ typedef enum {
     STORE_OK = 0,
     STORE_NOT_FOUND,
     STORE_CONFLICT, /* the row exists / is in a state that forbids the change */
-    STORE_TOO_NEW,  /* the file's schema is newer than this binary's */
-    STORE_ERROR,    /* SQLite or I/O error; the message says which */
+    STORE_TOO_NEW,  /* the database's schema is newer than this binary's */
+    STORE_ERROR,    /* the backend or the system failed (I/O, out of memory); the message says which */
 } store_status;
 
-/* Opens (creating if needed) and migrates the database at path. On failure *out is NULL and err
- * holds a one-line reason. */
-store_status store_open(store **out, const char *path, char *err, size_t errlen);
+/* Opens (creating if needed) and migrates the database named by `url`: a file path, or
+ * "sqlite:PATH" (SQLite). On failure *out is NULL and err holds a one-line reason. */
+store_status store_open(store **out, const char *url, char *err, size_t errlen);
+/* Closes the database; st may be NULL. */
 void store_close(store *st);
 
-/* The schema version this binary writes, and the one the open file is at. */
+/* The schema version this binary writes. */
 int store_schema_version_supported(void);
+/* The schema version the open database is at, or -1 when it cannot be read. */
 int store_schema_version(store *st);
-/* Cheap liveness check for /api/health: STORE_OK when a trivial query runs. */
+/* Health for /api/health: STORE_OK when the database answers at the schema version this binary
+ * writes; STORE_ERROR otherwise, with the reason in store_last_error(). */
 store_status store_ping(store *st);
-/* The message of the last STORE_ERROR on this thread's call (for logs). */
+/* The message of the last STORE_ERROR on this thread (for logs and 500 answers). */
 const char *store_last_error(void);
 
 /* ---- runs ---------------------------------------------------------------------------------
- * Rows come back as JSON objects shaped like the API's run object (config parsed, tags as an
- * array). A run's status moves queued -> running -> succeeded|failed|cancelled|interrupted. */
+ * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",
+ * "variant","config":{…},"seed","status","step","total_steps","note","error","created_at",
+ * "started_at","finished_at","corpus","checkpoint_step","tags":[…]}. A run's status moves
+ * queued -> running -> succeeded|failed|cancelled|interrupted. */
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */
     long long seed;
-    long long experiment_id; /* 0: none */
+    long long experiment_id; /* 0: none (set by store_experiment_create for its runs) */
     int total_steps;
-    json_t *tags; /* array of strings, may be NULL */
+    const json_t *tags; /* array of strings, may be NULL */
 } store_new_run;
 
+/* Inserts a queued run; *id_out gets its id (never one used before, even after deletes). */
 store_status store_run_create(store *st, const store_new_run *run, long long *id_out);
+/* One run; STORE_NOT_FOUND when there is none. */
 store_status store_run_get(store *st, long long id, json_t **out);
 
 typedef struct {
@@ -53,23 +72,26 @@ typedef struct {
     const char *sort;                   /* id, created_at, name, status, each optionally '-' prefixed */
     int limit, offset;
 } store_run_filter;
+/* A page of runs (array) and the number of runs matching the filter. */
 store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total);
 
-/* Moves a run to `to` only if its status is one of `from` (NULL-terminated). STORE_CONFLICT when it is
- * not, STORE_NOT_FOUND when there is no such run. Sets started_at on running and finished_at on a
+/* Moves a run to `to` only if its status is one of `from` (NULL-terminated). STORE_CONFLICT when it
+ * is not, STORE_NOT_FOUND when there is no such run. Sets started_at on running and finished_at on a
  * final status; error may be NULL. */
 store_status store_run_transition(store *st, long long id, const char *const *from, const char *to,
                                   const char *error);
+/* Records a run's step and (if larger than the stored one) its checkpoint step. */
 store_status store_run_progress(store *st, long long id, int step, int checkpoint_step);
-/* Any of name, note (NULL: unchanged) and tags (NULL: unchanged) */
-store_status store_run_update(store *st, long long id, const char *name, const char *note, json_t *tags);
+/* Changes any of name, note (NULL: unchanged) and tags (NULL: unchanged); STORE_NOT_FOUND if no run. */
+store_status store_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
 /* Deletes a run that is not queued or running, with its tags and metrics (STORE_CONFLICT otherwise). */
 store_status store_run_delete(store *st, long long id);
-/* Start-up recovery: running -> interrupted. Returns the number of runs changed, or -1. */
+/* Start-up recovery: running -> interrupted. Returns the number of runs changed, or -1 on error. */
 int store_runs_interrupt_running(store *st);
-/* Ids of queued runs, oldest first (to queue them again after a restart). Caller frees *ids. */
+/* Ids of queued runs, oldest first (to queue them again after a restart): an array of *n (NULL
+ * when there are none). */
 store_status store_runs_queued(store *st, long long **ids, int *n);
-/* {"queued":n, "running":n, ...} for /metrics. */
+/* {"queued":n, "running":n, ...} with every status present, for /metrics. */
 store_status store_run_counts(store *st, json_t **out);
 
 /* ---- metrics ------------------------------------------------------------------------------ */
@@ -81,25 +103,38 @@ typedef struct {
     double wall_time;
 } store_metric;
 
-/* Inserts (or replaces: a resumed run rewrites the same steps) all points in one transaction. */
+/* Inserts (or replaces: a resumed run rewrites the same steps) all points in one transaction:
+ * all of them are stored or none. Points of a run that no longer exists are skipped. */
 store_status store_metrics_insert(store *st, const store_metric *points, size_t n);
-/* {"key": {"steps":[…], "values":[…], "wall_times":[…]}, …} for keys matching `keys` (comma-separated
- * names, a trailing '*' matches a prefix; NULL = all). With max_points > 0 a longer series is cut
- * into max_points/2 buckets and each keeps its minimum and its maximum point, in step order. */
-store_status store_metrics_series(store *st, long long run_id, const char *keys, int since_step, int max_points,
-                                  json_t **out);
-/* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …} */
+/* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
+ * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
+ * of *n (NULL when there are none). */
+store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                  store_metric **points, size_t *n);
+/* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the
+ * first step at which the series took its minimum. */
 store_status store_metrics_summary(store *st, long long run_id, json_t **out);
-/* What a runs table shows: {"loss":{"last","min"}, "val_loss":{"last","min"}, "tau":{"min","max"} (of the
- * latest step)}; members are absent when the run has no such series. */
+/* What a runs table shows: {"loss":{"last","min"}, "val_loss":{"last","min"}, "tau":{"min","max"}
+ * (of the latest step)}; members are absent when the run has no such series. */
 store_status store_run_brief(store *st, long long run_id, json_t **out);
-/* CSV with a header "step,wall_time,key1,key2,…" and one row per step (empty cells where absent). */
-store_status store_metrics_csv(store *st, long long run_id, char **csv, size_t *len);
 
 /* ---- experiments -------------------------------------------------------------------------- */
-store_status store_experiment_create(store *st, const char *name, const char *preset, const char *base_json,
-                                     const char *variants_json, long long *id_out);
+typedef struct {
+    const char *name, *preset;           /* preset may be NULL */
+    const char *base_json, *variants_json; /* JSON text */
+} store_new_experiment;
+
+/* Creates an experiment and its n runs (queued, each with experiment_id set to the new
+ * experiment; their own experiment_id is ignored) in one transaction: all of it or nothing.
+ * *exp_id gets the experiment's id and run_ids[0..n) the runs' ids, in order. */
+store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
+                                     long long *exp_id, long long *run_ids);
+/* Takes back an experiment whose runs could not be queued: deletes it with its runs, in one
+ * transaction, if none of them has left `queued` (STORE_CONFLICT otherwise). */
+store_status store_experiment_discard(store *st, long long id);
+/* {"id","name","preset","base":{…},"variants":[…],"created_at","run_count"} */
 store_status store_experiment_get(store *st, long long id, json_t **out);
+/* A page of experiments, newest first, and how many there are. */
 store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
 
 /* ---- corpora ------------------------------------------------------------------------------ */
@@ -112,7 +147,10 @@ typedef struct {
 store_status store_corpus_put(store *st, const store_corpus *c);
 /* Inserts only if no corpus has that name (STORE_CONFLICT otherwise). */
 store_status store_corpus_create(store *st, const store_corpus *c);
+/* {"name","source","tokenizer","documents","bytes","tokens","status","error","builtin",
+ * "created_at","runs"} */
 store_status store_corpus_get(store *st, const char *name, json_t **out);
+/* Every corpus, built-in ones first. */
 store_status store_corpus_list(store *st, json_t **out);
 /* Deletes the row unless a run uses the corpus (STORE_CONFLICT) or it is built in (STORE_CONFLICT). */
 store_status store_corpus_delete(store *st, const char *name);
@@ -122,7 +160,7 @@ typedef struct {
     const char *kind, *params_json, *cache_key, *status, *error;
     long long seed, run_id; /* run_id 0: none */
     double duration_ms;
-    json_t *result; /* the probe's result object; its "tables" go to probe_tables */
+    const json_t *result; /* the probe's result object; its "tables" go to their own rows */
 } store_new_probe;
 
 store_status store_probe_insert(store *st, const store_new_probe *p, long long *id_out);
@@ -130,7 +168,7 @@ store_status store_probe_insert(store *st, const store_new_probe *p, long long *
 store_status store_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out);
 /* {"id","kind","params","run_id","status","error","created_at","duration_ms","result":{…,"tables":[…]}} */
 store_status store_probe_get(store *st, long long id, json_t **out);
-/* Like get, without tables' rows (their names, columns and row counts instead). */
+/* Like get, newest first, without the tables' rows (their names, columns and row counts instead). */
 store_status store_probe_list(store *st, const char *kind, int limit, int offset, json_t **out, long long *total);
 /* One table {"name","columns","rows"} by name (NULL: the first). */
 store_status store_probe_table(store *st, long long id, const char *name, json_t **out);

@@ -2,6 +2,7 @@
  * producers pushing metrics and events while readers drain them, the writer flushing to SQLite,
  * probe calls from many threads, training submissions and cancels. */
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,52 @@ TEST(probe_calls_and_training_submissions_from_many_threads) {
     corpora_free(co);
 }
 
+
+/* A run the worker cannot read (the store fails) must not stay queued with nobody to train it. */
+TEST(a_run_that_cannot_be_read_does_not_stay_queued) {
+    char dir[256], path[320], err[256];
+    CHECK(harness_tempdir(dir, sizeof dir) == 0);
+    snprintf(path, sizeof path, "%s/broken.db", dir);
+    store *bst;
+    CHECK(store_open(&bst, path, err, sizeof err) == STORE_OK);
+    store_new_run nr = {.name = "unreadable", .config_json = "{\"corpus\":\"small\",\"steps\":5}", .seed = 1,
+                        .total_steps = 5, .corpus = "small"};
+    long long id;
+    CHECK(store_run_create(bst, &nr, &id) == STORE_OK);
+    /* Reading a run joins its tags: without their table every read of a run fails. */
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "DROP TABLE run_tags", NULL, NULL, NULL) == SQLITE_OK);
+    json_t *row = NULL;
+    CHECK(store_run_get(bst, id, &row) == STORE_ERROR);
+    corpora *co = corpora_start(bst, dir, "/nonexistent");
+    CHECK(co);
+    jobs_config jc = {.store = bst, .events = ev, .writer = mw, .corpora = co, .data_dir = dir, .train_workers = 1,
+                      .probe_workers = 1, .compute_threads = 1, .max_queued = 4};
+    jobs *j = jobs_start(&jc);
+    CHECK(j);
+    CHECK(jobs_submit_run(j, id) == 0);
+    char status[32] = "";
+    for (int tries = 0; tries < 300; tries++) {
+        usleep(10000);
+        int queued, running;
+        double tps;
+        jobs_stats(j, &queued, &running, &tps);
+        if (queued || running) continue;
+        sqlite3_stmt *q;
+        CHECK(sqlite3_prepare_v2(db, "SELECT status FROM runs WHERE id = ?", -1, &q, NULL) == SQLITE_OK);
+        sqlite3_bind_int64(q, 1, id);
+        if (sqlite3_step(q) == SQLITE_ROW) snprintf(status, sizeof status, "%s", (const char *)sqlite3_column_text(q, 0));
+        sqlite3_finalize(q);
+        if (strcmp(status, "queued") != 0) break;
+    }
+    jobs_stop(j);
+    corpora_free(co);
+    store_close(bst);
+    sqlite3_close(db);
+    CHECK_MSG(!strcmp(status, "failed"), "the run is '%s' with no job left to run it", status);
+}
+
 int main(void) {
     char dir[256], path[320], err[256];
     if (harness_tempdir(dir, sizeof dir) < 0) return 1;
@@ -162,6 +209,7 @@ int main(void) {
     mw = metrics_writer_start(st, 50, 100, 1u << 20);
     RUN(writer_and_bus_under_concurrent_producers);
     RUN(probe_calls_and_training_submissions_from_many_threads);
+    RUN(a_run_that_cannot_be_read_does_not_stay_queued);
     metrics_writer_stop(mw);
     events_free(ev);
     store_close(st);

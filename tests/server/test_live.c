@@ -186,6 +186,58 @@ TEST(too_old_last_event_id_gets_resync) {
     free(r);
 }
 
+/* Reads one stream until the server ends it or timeout_ms pass; returns 1 if the server ended it. */
+static int read_to_end(const char *path, sse_reader *r, long timeout_ms) {
+    CURL *c = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", srv.base_url, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK;
+}
+
+typedef struct {
+    const char *path;
+    sse_reader *r;
+    int ended;
+} end_job;
+
+static void *end_thread(void *arg) {
+    end_job *e = arg;
+    e->ended = read_to_end(e->path, e->r, 60000);
+    return NULL;
+}
+
+TEST(a_runs_stream_ends_after_its_final_status) {
+    long long id = api_start_tiny_run(&srv, "\"steps\":300", "stream-end");
+    CHECK(id > 0);
+    char path[64];
+    snprintf(path, sizeof path, "/api/runs/%lld/events", id);
+    sse_reader *r = calloc(1, sizeof *r); /* want_run 0: the reader never hangs up itself */
+    CHECK(r);
+    end_job job = {path, r, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, end_thread, &job);
+    pthread_join(t, NULL);
+    CHECK_MSG(job.ended, "the stream of run %lld was still open a minute later (%d events)", id, r->n);
+    CHECK(r->n >= 1);
+    sse_event *last = &r->ev[r->n - 1];
+    CHECK_MSG(!strcmp(last->type, "status") && !strcmp(last->status, "succeeded"),
+              "the last event was %s %s", last->type, last->status);
+    /* Connecting to a run that has already ended: its status, then the end. */
+    memset(r, 0, sizeof *r);
+    CHECK_MSG(read_to_end(path, r, 10000), "the stream of a finished run did not end (%d events)", r->n);
+    CHECK_EQ_INT(r->n, 1);
+    CHECK(!strcmp(r->ev[0].type, "status") && !strcmp(r->ev[0].status, "succeeded"));
+    CHECK_EQ_INT(r->ev[0].run_id, id);
+    CHECK_EQ_INT(r->ev[0].step, 300);
+    free(r);
+}
+
 TEST(experiment_makes_one_run_per_variant_with_one_seed) {
     long code;
     json_t *j = api_call(&srv, "POST", "/api/experiments",
@@ -332,6 +384,7 @@ int main(void) {
     RUN(sse_delivers_every_step_in_order_then_the_final_status);
     RUN(last_event_id_resumes_without_gaps);
     RUN(too_old_last_event_id_gets_resync);
+    RUN(a_runs_stream_ends_after_its_final_status);
     RUN(experiment_makes_one_run_per_variant_with_one_seed);
     RUN(seed_blog_preset_is_the_blog_experiment);
     RUN(openapi_describes_every_route);

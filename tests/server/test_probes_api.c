@@ -1,9 +1,12 @@
 /* Probes, corpora and access control over real HTTP. */
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../support/api.h"
 #include "probes/probe.h"
@@ -155,6 +158,55 @@ TEST(model_probes_read_a_trained_run) {
     CHECK_EQ_INT(code, 422);
     CHECK(!strcmp(api_error_field(j), "run_id"));
     json_decref(j);
+}
+
+static int copy_file(const char *from, const char *to) {
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    char buf[1 << 16];
+    ssize_t n = 0;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n) n = -1;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    return in >= 0 && out >= 0 && n == 0 ? 0 : -1;
+}
+
+/* A model probe on a run whose corpus's tokenizer cannot be loaded (the GPT-2 files are missing
+ * where this attnlabd looks) is refused with a message that names the tokenizer. */
+TEST(model_probe_without_its_tokenizer_is_refused_by_name) {
+    harness_server a;
+    CHECK(harness_start(&a, NULL, NULL) == 0);
+    long long id = api_start_tiny_run(&a, "\"steps\":3", "no-tokenizer");
+    CHECK(id > 0);
+    char *st = api_wait_status(&a, id, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    CHECK_EQ_INT(harness_stop(&a), 0);
+    /* The same data directory, served by a copy of attnlabd far from the npm packages. */
+    char elsewhere[256], bin[320], cwd[4096];
+    CHECK(harness_tempdir(elsewhere, sizeof elsewhere) == 0);
+    snprintf(bin, sizeof bin, "%s/attnlabd", elsewhere);
+    CHECK(copy_file(harness_attnlabd(), bin) == 0);
+    CHECK(getcwd(cwd, sizeof cwd));
+    char *saved = strdup(harness_attnlabd());
+    setenv("ATTNLABD", bin, 1);
+    CHECK(chdir(elsewhere) == 0);
+    harness_server b;
+    int started = harness_start(&b, a.data_dir, NULL);
+    CHECK(chdir(cwd) == 0);
+    setenv("ATTNLABD", saved, 1);
+    free(saved);
+    CHECK(started == 0);
+    char body[128];
+    snprintf(body, sizeof body, "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"Call me\"}}", id);
+    long code;
+    json_t *j = api_call(&b, "POST", "/api/probes", body, &code);
+    CHECK_MSG(code == 422, "got HTTP %ld", code);
+    CHECK(!strcmp(api_error_field(j), "run_id"));
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECK_MSG(msg && strstr(msg, "the gpt2 tokenizer is not available"), "message: %s", msg ? msg : "(none)");
+    json_decref(j);
+    CHECK_EQ_INT(harness_stop(&b), 0);
 }
 
 static char *wait_corpus(const char *name) {
@@ -318,6 +370,7 @@ int main(void) {
     RUN(bad_probe_requests_name_the_field);
     RUN(list_get_and_csv);
     RUN(model_probes_read_a_trained_run);
+    RUN(model_probe_without_its_tokenizer_is_refused_by_name);
     RUN(corpus_upload_train_and_delete);
     RUN(oversized_upload_is_413);
     RUN(tokenize_gives_ids_and_pieces);
