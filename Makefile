@@ -160,7 +160,8 @@ test-bins: $(TEST_BIN) $(F64_BIN) $(F64_TEST_VARIANT)
 # The job system's concurrency tests also run under ThreadSanitizer.
 TSAN_TESTS := $(BUILD)/tsan/tests/server/test_jobs $(BUILD)/tsan/tests/server/test_events
 
-bench: deps
+bench:
+	scripts/deps.sh --bench
 	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build $(BENCH_BIN)
 	scripts/bench.sh $(OUT)
 

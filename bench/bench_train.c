@@ -223,6 +223,9 @@ int main(int argc, char **argv) {
             no_peaks = 1;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--default-precision")) {
+            printf("%s\n", precision_name(precision_default()));
+            return 0;
         } else {
             fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
                             "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n");

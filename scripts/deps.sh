@@ -16,11 +16,14 @@ APT_PACKAGES=(
 APT_TEST_PACKAGES=(sqlite3 chromium postgresql libpq-dev)
 # Sources of the default corpus (`make corpus`).
 APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3 libc6-dev linux-libc-dev)
+# The PyTorch peer of `make bench` (bench/torch_train.py), run with Debian's /usr/bin/python3.
+APT_BENCH_PACKAGES=(python3-torch)
 
 want=("${APT_PACKAGES[@]}")
 case "${1:-}" in
   --test)   want+=("${APT_TEST_PACKAGES[@]}") ;;
   --corpus) want+=("${APT_CORPUS_PACKAGES[@]}") ;;
+  --bench)  want+=("${APT_BENCH_PACKAGES[@]}") ;;
 esac
 
 # Node.js and npm may come from Debian or from elsewhere (a newer Node bundles its own npm, and

@@ -11,9 +11,9 @@ int cpu_has_avx512bf16(void);
 
 /* 1 when the bf16 dot product delivers more FLOP/s than fp32 FMAs on this CPU: true of AMD Zen 4
  * (vdpbf16ps zmm issues as often as vfmadd), false where it issues at a quarter of the FMA rate
- * (Intel Sapphire/Emerald Rapids measured 0.5 vs 2 per cycle: half the FLOP/s of fp32). Measured
- * once per process in about a millisecond, both loops interleaved so other load hits both alike;
- * 0 without cpu_has_avx512bf16. */
+ * (an Intel Emerald Rapids measured here: 0.5 vs 2 per cycle, half the FLOP/s of fp32). Measured
+ * once per process in about 4 ms, both loops interleaved, best of 20 rounds each; 0 without
+ * cpu_has_avx512bf16. */
 int cpu_bf16_dot_is_fast(void);
 
 /* Peak FLOP/s of one thread for 16-lane fp32 FMAs and for vdpbf16ps (0 without it), measured over

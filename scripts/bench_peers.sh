@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The engine against its peers on one config and one token stream, interleaved (A B C D A B C D):
+# attnlab fp32 and bf16 (bench_train) and the same model in PyTorch (bench/torch_train.py, Debian's
+# python3-torch) in fp32 and under torch.autocast("cpu", dtype=torch.bfloat16). Prints tokens/s,
+# the ratio against the faster PyTorch mode, MFU against the fp32 FMA peak and the bf16
+# dot-product peak (both measured by bench_train around its steps), and each program's peak RSS.
+# Then the A/B of how an experiment's two variants share the machine (both at once, threads split,
+# against one after the other with every thread), the seed-blog experiment's wall time estimated
+# from it, and (with the default corpus built, BENCH_QUALITY=1) the training-quality guard:
+# 300 steps fp32 vs bf16 on the default corpus, mean loss of steps 251-300 within 0.02 nats and
+# every tau within 0.01.
+# $1: the release build directory. BENCH_STEPS (5), BENCH_ROUNDS (2), BENCH_THREADS (nproc),
+# BENCH_ATTENTION (rope), BENCH_QUALITY (1 when var/corpora/default exists), DATA_DIR (var).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-build/release}
+BIN=$OUT/bench/bench_train
+STEPS=${BENCH_STEPS:-5}
+ROUNDS=${BENCH_ROUNDS:-2}
+THREADS=${BENCH_THREADS:-$(nproc)}
+ATT=${BENCH_ATTENTION:-rope}
+DATA_DIR=${DATA_DIR:-var}
+PY=/usr/bin/python3 # Debian's, where python3-torch lives
+[ -x "$BIN" ] || { echo "bench_peers: $BIN is missing" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$BIN" --write-tokens "$work/tokens" --steps "$STEPS"
+have_torch=1
+"$PY" -c 'import torch' 2>/dev/null || { have_torch=0; echo "(python3-torch is not installed: scripts/deps.sh --bench)"; }
+
+echo "load before: $(uptime)"
+echo "seed configuration L3 H4 C128 T128 V50257 B32, attention $ATT, $STEPS steps per run (the first is warm-up), $THREADS threads, $ROUNDS interleaved rounds"
+for r in $(seq "$ROUNDS"); do
+  for p in fp32 bf16; do
+    "$BIN" --attention "$ATT" --steps "$STEPS" --threads "$THREADS" --precision "$p" --tokens "$work/tokens" --json >>"$work/results"
+    tail -n1 "$work/results"
+  done
+  if [ "$have_torch" = 1 ]; then
+    for p in fp32 bf16; do
+      "$PY" bench/torch_train.py --tokens "$work/tokens" --steps "$STEPS" --threads "$THREADS" --mode "$p" --attention "$ATT" >>"$work/results"
+      tail -n1 "$work/results"
+    done
+  fi
+done
+echo "load after: $(uptime)"
+"$PY" - "$work/results" <<'PYEOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def med(impl, mode, key):
+    v = [r[key] for r in rows if r["impl"] == impl and r["mode"] == mode]
+    return statistics.median(v) if v else None
+att = [r for r in rows if r["impl"] == "attnlab"]
+fma = statistics.mean(r["fma_peak_gflops"] for r in att)
+bf = statistics.mean(r["bf16_peak_gflops"] for r in att)
+step_gflop = 173.0  # model_config_train_flops_per_token x B x T at the seed config (test_model checks 170-176)
+step_gflop = att[0]["gflops"] * att[0]["ms_per_step"] / 1000
+torch_best = max([med("pytorch", m, "tokens_per_s") or 0 for m in ("fp32", "bf16")])
+print(f"measured peaks (mean over the attnlab runs): fp32 FMA {fma:.1f} GFLOP/s, bf16 dot product {bf:.1f} GFLOP/s"
+      f" ({att[0]['bf16_kernels']}); one step = {step_gflop:.1f} GFLOP")
+print(f"{'program':<28}{'tokens/s':>10}{'ms/step':>10}{'x faster PyTorch':>18}{'MFU fp32 peak':>15}{'MFU bf16 peak':>15}{'peak RSS MB':>13}")
+for impl, mode, label in (("attnlab", "fp32", "attnlab fp32"), ("attnlab", "bf16", "attnlab bf16"),
+                          ("pytorch", "fp32", "PyTorch fp32"), ("pytorch", "bf16", "PyTorch bf16 autocast")):
+    tps = med(impl, mode, "tokens_per_s")
+    if tps is None:
+        continue
+    ms = med(impl, mode, "ms_per_step")
+    gf = step_gflop / (ms / 1000)
+    ratio = f"{tps / torch_best:.2f}" if torch_best else "-"
+    mb = f"{100 * gf / bf:.1f}%" if bf else "-"
+    print(f"{label:<28}{tps:>10.0f}{ms:>10.0f}{ratio:>18}{100 * gf / fma:>14.1f}%{mb:>15}{med(impl, mode, 'peak_rss_mb'):>13.0f}")
+print("targets: attnlab bf16 >= 4x the faster PyTorch mode (stretch 5x), peak RSS <= 400 MB")
+PYEOF
+
+# ---- A/B: both variants at once (threads split) against one after the other (all threads) ----
+half=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))
+prec=${BENCH_PRECISION:-$("$BIN" --default-precision)} # what the service does by default on this CPU
+echo "A/B: rope and cosine_rope, $STEPS steps each, precision $prec; load $(uptime | sed 's/.*load/load/')"
+t0=$(date +%s.%N)
+"$BIN" --attention rope --steps "$STEPS" --threads "$THREADS" --precision "$prec" --tokens "$work/tokens" --no-peaks --json >"$work/s1"
+"$BIN" --attention cosine_rope --steps "$STEPS" --threads "$THREADS" --precision "$prec" --tokens "$work/tokens" --no-peaks --json >"$work/s2"
+t1=$(date +%s.%N)
+"$BIN" --attention rope --steps "$STEPS" --threads "$half" --precision "$prec" --tokens "$work/tokens" --no-peaks --json >"$work/p1" &
+"$BIN" --attention cosine_rope --steps "$STEPS" --threads "$half" --precision "$prec" --tokens "$work/tokens" --no-peaks --json >"$work/p2"
+wait
+t2=$(date +%s.%N)
+"$PY" - "$work" "$t0" "$t1" "$t2" "$THREADS" "$half" <<'PYEOF'
+import json, sys
+w, t0, t1, t2, th, half = sys.argv[1], *map(float, sys.argv[2:5]), sys.argv[5], sys.argv[6]
+j = lambda n: json.loads(open(f"{w}/{n}").read().splitlines()[-1])
+s1, s2, p1, p2 = j("s1"), j("s2"), j("p1"), j("p2")
+serial = (s1["ms_per_step"] + s2["ms_per_step"]) / 1000          # s per step of both variants
+parallel = max(p1["ms_per_step"], p2["ms_per_step"]) / 1000      # both at once
+print(f"one after the other, {th} threads each: {s1['ms_per_step']:.0f} + {s2['ms_per_step']:.0f} ms/step "
+      f"-> {1 / serial:.3f} steps/s of the pair (wall {t1 - t0:.0f} s)")
+print(f"both at once, {half} threads each:       {p1['ms_per_step']:.0f} | {p2['ms_per_step']:.0f} ms/step "
+      f"-> {1 / parallel:.3f} steps/s of the pair (wall {t2 - t1:.0f} s)")
+best = min(serial, parallel)
+which = "both at once (attnlabd serve --train-workers 2)" if parallel < serial else "one after the other (--train-workers 1, the default)"
+# 2000 steps per variant, plus 20 evaluations of 4 forward-only batches (about a third of a step each)
+est = 2000 * best * (1 + 20 * 4 / 3 / 2000)
+print(f"faster: {which}, by {max(serial, parallel) / best:.2f}x")
+print(f"seed-blog experiment (2 x 2000 steps, B32) estimated wall time: {est / 60:.0f} min (target <= 45 min)")
+PYEOF
+
+# ---- training-quality guard at full size ----
+ATTNLABD=$OUT/attnlabd
+if [ "${BENCH_QUALITY:-1}" = 1 ] && [ -f "$DATA_DIR/corpora/default/tokens.u16" ] && [ -x "$ATTNLABD" ] && [ "$prec" = bf16 ]; then
+  echo "quality guard: cosine_rope, 300 steps of the seed configuration on the default corpus, fp32 vs bf16"
+  for p in fp32 bf16; do
+    "$ATTNLABD" train --data-dir "$DATA_DIR" --corpus default --attention cosine_rope --steps 300 --threads "$THREADS" \
+      --precision "$p" >"$work/q_$p" 2>"$work/q_$p.err" || { echo "attnlabd train ($p) failed:"; tail -3 "$work/q_$p.err"; exit 1; }
+  done
+  "$PY" - "$work/q_fp32" "$work/q_bf16" <<'PYEOF'
+import json, sys
+def load(p):
+    return {r["step"]: r for r in map(json.loads, (l for l in open(p) if l.startswith("{"))) if r.get("type") == "step"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+ma = sum(a[s]["loss"] for s in range(251, 301)) / 50
+mb = sum(b[s]["loss"] for s in range(251, 301)) / 50
+dt = max(abs(x - y) for s in a for ra, rb in [(a[s]["tau"], b[s]["tau"])] for la, lb in zip(ra, rb) for x, y in zip(la, lb))
+ok = abs(ma - mb) <= 0.02 and dt <= 0.01
+print(f"mean train loss of steps 251-300: fp32 {ma:.4f}, bf16 {mb:.4f} (|diff| {abs(ma - mb):.4f} <= 0.02); "
+      f"max |tau difference| {dt:.4f} (<= 0.01): {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PYEOF
+else
+  echo "quality guard at full size skipped (needs $DATA_DIR/corpora/default: make corpus; BENCH_QUALITY=1; a bf16-capable CPU)"
+fi
