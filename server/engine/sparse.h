@@ -114,7 +114,8 @@ engine_status sparse_select(sparse_ws *ws, const sparse_input *in, engine_error 
  * (d reals). Errors as sparse_select. */
 engine_status sparse_attention(sparse_ws *ws, const sparse_input *in, real *y, long y_stride, engine_error *err);
 /* After sparse_select or sparse_attention: query t's chosen key positions, ascending, *n of
- * them (1 <= *n <= min(k, t+1)). NULL (and *n = 0) for t outside the last call's 0..T-1. */
+ * them (1 <= *n <= min(k, t+1); t+1 for SPARSE_DENSE). NULL (and *n = 0) for t outside the last
+ * call's 0..T-1. */
 const int *sparse_chosen(const sparse_ws *ws, int t, int *n);
 
 /* How the chosen keys compare with dense attention, summed over queries. Only queries with
