@@ -209,6 +209,29 @@ TEST(model_probe_without_its_tokenizer_is_refused_by_name) {
     CHECK_EQ_INT(harness_stop(&b), 0);
 }
 
+/* The cache key of a model probe is the checkpoint's content: new timestamps on the same bytes
+ * are answered from the store. */
+TEST(model_probe_cache_follows_the_weights_bytes_not_their_time) {
+    long long id = api_start_tiny_run(&srv, "\"steps\":3", "cache-by-bytes");
+    CHECK(id > 0);
+    char *st = api_wait_status(&srv, id, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char body[160];
+    snprintf(body, sizeof body, "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"Loomings.\"}}", id);
+    long code;
+    json_decref(api_call(&srv, "POST", "/api/probes", body, &code));
+    CHECK_EQ_INT(code, 201);
+    char ckpt[512];
+    snprintf(ckpt, sizeof ckpt, "%s/runs/%lld/checkpoint.safetensors", srv.data_dir, id);
+    struct timespec later[2] = {{.tv_sec = 2000000000}, {.tv_sec = 2000000000}};
+    CHECK(utimensat(AT_FDCWD, ckpt, later, 0) == 0);
+    json_t *j = api_call(&srv, "POST", "/api/probes", body, &code);
+    CHECK_MSG(code == 200, "the same weights with a new time were computed again (HTTP %ld)", code);
+    CHECK(json_is_true(json_object_get(json_object_get(j, "probe"), "cached")));
+    json_decref(j);
+}
+
 static char *wait_corpus(const char *name) {
     char path[96];
     snprintf(path, sizeof path, "/api/corpora/%s", name);
@@ -371,6 +394,7 @@ int main(void) {
     RUN(list_get_and_csv);
     RUN(model_probes_read_a_trained_run);
     RUN(model_probe_without_its_tokenizer_is_refused_by_name);
+    RUN(model_probe_cache_follows_the_weights_bytes_not_their_time);
     RUN(corpus_upload_train_and_delete);
     RUN(oversized_upload_is_413);
     RUN(tokenize_gives_ids_and_pieces);

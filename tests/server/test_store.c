@@ -158,9 +158,95 @@ TEST(a_read_error_is_an_error_not_the_end_of_the_rows) {
     store_close(st);
 }
 
+TEST(an_experiment_is_created_whole_or_not_at_all) {
+    store *st;
+    char path[320];
+    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    store_new_experiment e = {.name = "ab", .base_json = "{}", .variants_json = "[]"};
+    store_new_run runs[3] = {
+        {.name = "ab/a", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
+        {.name = "ab/b", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
+        {.name = "ab/c", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
+    };
+    long long exp_id = -1, ids[3] = {-1, -1, -1};
+    CHECK(store_experiment_create(st, &e, runs, 3, &exp_id, ids) == STORE_OK);
+    CHECK(exp_id > 0);
+    for (int i = 0; i < 3; i++) {
+        json_t *r = NULL;
+        CHECK(store_run_get(st, ids[i], &r) == STORE_OK);
+        CHECK_EQ_INT(json_integer_value(json_object_get(r, "experiment_id")), exp_id);
+        json_decref(r);
+    }
+    /* The third run cannot be stored (its config is not JSON): no experiment, no run. */
+    runs[2].config_json = "{not json";
+    long long before_runs, before_exps;
+    json_t *list;
+    store_run_filter f = {.limit = 100};
+    CHECK(store_run_list(st, &f, &list, &before_runs) == STORE_OK);
+    json_decref(list);
+    CHECK(store_experiment_list(st, 100, 0, &list, &before_exps) == STORE_OK);
+    json_decref(list);
+    long long exp2 = -1, ids2[3] = {-1, -1, -1};
+    CHECK(store_experiment_create(st, &e, runs, 3, &exp2, ids2) == STORE_ERROR);
+    CHECK_EQ_INT(exp2, 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(ids2[i], 0);
+    long long after_runs, after_exps;
+    CHECK(store_run_list(st, &f, &list, &after_runs) == STORE_OK);
+    json_decref(list);
+    CHECK(store_experiment_list(st, 100, 0, &list, &after_exps) == STORE_OK);
+    json_decref(list);
+    CHECK_EQ_INT(after_runs, before_runs);
+    CHECK_EQ_INT(after_exps, before_exps);
+    /* Taking an experiment back removes it with its runs, only while none has started. */
+    CHECK(store_run_transition(st, ids[0], (const char *const[]){"queued", NULL}, "running", NULL) == STORE_OK);
+    CHECK(store_experiment_discard(st, exp_id) == STORE_CONFLICT);
+    CHECK(store_run_transition(st, ids[0], (const char *const[]){"running", NULL}, "queued", NULL) == STORE_OK);
+    CHECK(store_experiment_discard(st, exp_id) == STORE_OK);
+    json_t *gone = NULL;
+    CHECK(store_experiment_get(st, exp_id, &gone) == STORE_NOT_FOUND);
+    CHECK(gone == NULL);
+    CHECK(store_run_get(st, ids[1], &gone) == STORE_NOT_FOUND);
+    store_close(st);
+}
+
+TEST(metric_points_come_back_by_key_then_step) {
+    store *st;
+    char path[320];
+    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    long long id = new_run(st, "points");
+    CHECK(id > 0);
+    static const char *const keys[] = {"tau.0.1", "loss", "tau.0.0", "lr"};
+    store_metric pts[12];
+    int k = 0;
+    for (int step = 3; step >= 1; step--)
+        for (int i = 0; i < 4; i++) {
+            pts[k] = (store_metric){.run_id = id, .step = step, .value = step * 10 + i, .wall_time = step};
+            snprintf(pts[k].key, sizeof pts[k].key, "%s", keys[i]);
+            k++;
+        }
+    CHECK(store_metrics_insert(st, pts, 12) == STORE_OK);
+    store_metric *got;
+    size_t n;
+    CHECK(store_metrics_points(st, id, "tau.*,loss", 2, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 6);
+    static const char *const want_keys[] = {"loss", "loss", "tau.0.0", "tau.0.0", "tau.0.1", "tau.0.1"};
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(!strcmp(got[i].key, want_keys[i]), "point %zu has key %s", i, got[i].key);
+        CHECK_EQ_INT(got[i].step, 2 + (int)(i % 2));
+    }
+    free(got);
+    got = (store_metric *)0x1;
+    CHECK(store_metrics_points(st, id, "nothing", 0, &got, &n) == STORE_OK);
+    CHECK(got == NULL);
+    CHECK_EQ_INT(n, 0);
+    store_close(st);
+}
+
 int main(void) {
     RUN(summary_names_the_step_of_the_minimum);
     RUN(brief_leaves_no_output_on_error);
     RUN(a_read_error_is_an_error_not_the_end_of_the_rows);
+    RUN(an_experiment_is_created_whole_or_not_at_all);
+    RUN(metric_points_come_back_by_key_then_step);
     return test_summary();
 }
