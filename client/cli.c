@@ -90,7 +90,8 @@ int cli_split_kv(const char *text, char *key, size_t keylen, const char **value)
 }
 
 /* The RunConfig keys whose type is not a number (server/openapi.json, components.schemas). */
-static const char *const string_keys[] = {"attention", "lr_schedule", "precision", "tau_param", "corpus", "order", "name", NULL};
+static const char *const string_keys[] = {"attention", "lr_schedule", "precision", "tau_param", "scale_param",
+                                          "corpus", "order", "name", NULL};
 static const char *const bool_keys[] = {"tau_weight_decay", NULL};
 static const char *const int_keys[] = {"n_layer", "n_head", "d_model", "seq_len", "batch", "steps", "warmup_steps",
                                        "seed", "eval_every", "eval_batches", "checkpoint_every", "threads", NULL};
@@ -98,8 +99,8 @@ static const char *const int_keys[] = {"n_layer", "n_head", "d_model", "seq_len"
 const char *const cli_config_keys[] = {
     "attention", "n_layer", "n_head", "d_model", "seq_len", "batch", "steps", "lr", "beta1", "beta2", "eps",
     "weight_decay", "grad_clip", "warmup_steps", "lr_schedule", "rope_base", "tau_init", "tau_param",
-    "tau_weight_decay", "seed", "corpus", "order", "val_fraction", "eval_every", "eval_batches",
-    "checkpoint_every", "threads", "precision", NULL};
+    "tau_weight_decay", "scale_init", "scale_param", "scale_clamp", "scale_lr_mult", "seed", "corpus", "order",
+    "val_fraction", "eval_every", "eval_batches", "checkpoint_every", "threads", "precision", NULL};
 
 static int in_list(const char *const *list, const char *k) {
     for (; *list; list++)

@@ -141,6 +141,11 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
             json_object_set_new(cfg, "precision", json_string("fp32"));
     }
     if (!rc && !json_object_get(cfg, "tau_init")) json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
+    if (!rc && !json_object_get(cfg, "scale_init"))
+        json_object_set_new(cfg, "scale_init", json_real(sqrt((double)(C / H))));
+    if (!rc && get_num(cfg, "scale_clamp") > 0 && get_num(cfg, "scale_clamp") < get_num(cfg, "scale_init"))
+        rc = fail(err, prefix, "scale_clamp", "must be 0 (no clamp) or at least scale_init (%g)",
+                  get_num(cfg, "scale_init"));
     if (rc) {
         json_decref(cfg);
         return -1;
@@ -167,6 +172,10 @@ void run_config_to_train(const json_t *cfg, int vocab, train_config *tc) {
     mc->rope_base = get_num(cfg, "rope_base");
     mc->tau_init = get_num(cfg, "tau_init");
     tau_param_parse(get_str(cfg, "tau_param"), &mc->tau_param);
+    /* configs stored before these fields existed keep the engine's defaults */
+    mc->scale_init = get_num(cfg, "scale_init");
+    tau_param_parse(get_str(cfg, "scale_param"), &mc->scale_param);
+    mc->scale_clamp = get_num(cfg, "scale_clamp");
     /* configs stored before precision existed ran in fp32 (train_config_defaults) */
     precision_parse(get_str(cfg, "precision"), &tc->precision);
     tc->batch = (int)get_int(cfg, "batch");
@@ -177,6 +186,7 @@ void run_config_to_train(const json_t *cfg, int vocab, train_config *tc) {
     tc->eps = get_num(cfg, "eps");
     tc->weight_decay = get_num(cfg, "weight_decay");
     tc->tau_weight_decay = json_is_true(json_object_get(cfg, "tau_weight_decay"));
+    if (json_object_get(cfg, "scale_lr_mult")) tc->scale_lr_mult = get_num(cfg, "scale_lr_mult");
     tc->grad_clip = get_num(cfg, "grad_clip");
     tc->schedule = !strcmp(get_str(cfg, "lr_schedule"), "cosine") ? LR_SCHEDULE_COSINE : LR_SCHEDULE_CONSTANT;
     tc->warmup_steps = (long)get_int(cfg, "warmup_steps");

@@ -115,6 +115,16 @@ static const attention_variant variants[] = {
         .scale = ATTENTION_SCALE_TAU,
         .scale_suffix = "attn.tau",
     },
+    {
+        .name = "cosine_rope_scale",
+        .summary = "q, k normalised then rotated; s * cos, s learned per layer and head (optionally clamped)",
+        .flags = ATTENTION_ROTATES | ATTENTION_NORMALISES_QK,
+        .qk_forward = normalise_rotate_forward,
+        .qk_backward = normalise_rotate_backward,
+        .aux_per_head = 1,
+        .scale = ATTENTION_SCALE_MULT,
+        .scale_suffix = "attn.scale",
+    },
 #ifdef ATTNLAB_TEST_VARIANT
     {
         .name = "tanh_q",
@@ -160,6 +170,12 @@ real attention_scale_value(const attention_variant *v, const attention_scale *s,
     switch (s->form) {
     case ATTENTION_SCALE_FIXED: break;
     case ATTENTION_SCALE_TAU: return s->param == TAU_PARAM_LOG ? (real)rexp(-theta) : 1 / theta;
+    case ATTENTION_SCALE_MULT:
+        if (s->param == TAU_PARAM_LOG) {
+            real top = (real)log(s->clamp > 0 ? s->clamp : 1);
+            return (real)rexp(s->clamp > 0 && theta > top ? top : theta);
+        }
+        return s->clamp > 0 && theta > (real)s->clamp ? (real)s->clamp : theta;
     }
     return (real)v->fixed_scale(d);
 }
@@ -170,6 +186,10 @@ double attention_scale_dtheta(const attention_scale *s, real theta, double g, do
     case ATTENTION_SCALE_TAU:
         /* linear: g = 1/tau, dg/dtau = -g^2;  log: g = exp(-theta), dg/dtheta = -g */
         return s->param == TAU_PARAM_LOG ? -dg * g : -dg * g * g;
+    case ATTENTION_SCALE_MULT:
+        /* linear: g = s, dg/ds = 1;  log: g = exp(theta), dg/dtheta = g;  0 where the clamp holds */
+        if (s->param == TAU_PARAM_LOG) return s->clamp > 0 && theta > (real)log(s->clamp) ? 0 : dg * g;
+        return s->clamp > 0 && theta > (real)s->clamp ? 0 : dg;
     }
     return 0;
 }

@@ -34,6 +34,8 @@ typedef enum { TAU_PARAM_LINEAR = 0, TAU_PARAM_LOG = 1 } tau_param_kind;
 typedef enum {
     ATTENTION_SCALE_FIXED = 0, /* g = fixed_scale(d); no parameter */
     ATTENTION_SCALE_TAU = 1,   /* g = 1/tau, tau learned per layer and head (config tau_init, tau_param) */
+    ATTENTION_SCALE_MULT = 2,  /* g = min(s, clamp), s learned per layer and head (config scale_init,
+                                * scale_param, scale_clamp; clamp 0 = none) */
 } attention_scale_form;
 
 /* One (batch element, head) unit's q and k, for a variant's transform. Row t of raw q is at
@@ -72,7 +74,8 @@ typedef struct {
 typedef struct {
     attention_scale_form form;
     tau_param_kind param;
-    double init; /* the learned value (tau, not its log) at initialisation */
+    double init;  /* the learned value (tau or s, not its log) at initialisation */
+    double clamp; /* ATTENTION_SCALE_MULT: s is used as min(s, clamp); 0 = none */
 } attention_scale;
 
 /* The rows: attention_count() of them, indexes 0..count-1. attention_at is NULL outside. */
@@ -92,7 +95,8 @@ int attention_layer_extra_tensors(const attention_variant *v);
 /* The multiplier g of one head from its parameter theta (ignored for the fixed form, which
  * needs d). */
 real attention_scale_value(const attention_variant *v, const attention_scale *s, int d, real theta);
-/* dL/dtheta from dL/dg, given theta and g = attention_scale_value(theta); 0 for the fixed form. */
+/* dL/dtheta from dL/dg, given theta and g = attention_scale_value(theta). 0 for the fixed form
+ * and where the clamp holds s (as torch.clamp: the gradient passes at the bound itself). */
 double attention_scale_dtheta(const attention_scale *s, real theta, double g, double dg);
 /* theta at initialisation: init, or log(init) for the log parameterisation. */
 double attention_scale_theta0(const attention_scale *s);

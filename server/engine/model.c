@@ -119,6 +119,13 @@ void model_config_defaults(model_config *c) {
     c->rope_base = 10000.0;
     c->tau_init = 0.0;
     c->tau_param = TAU_PARAM_LINEAR;
+    c->scale_init = 0.0;
+    c->scale_param = TAU_PARAM_LINEAR;
+    c->scale_clamp = 0.0;
+}
+
+static double scale_init_value(const model_config *c) {
+    return c->scale_init > 0 ? c->scale_init : sqrt((double)(c->d_model / c->n_head));
 }
 
 engine_status model_config_validate(const model_config *c, engine_error *err) {
@@ -143,6 +150,15 @@ engine_status model_config_validate(const model_config *c, engine_error *err) {
         return engine_fail(err, ENGINE_ERR_INVALID, "tau_init %g is not a usable temperature", c->tau_init);
     if ((unsigned)c->tau_param > TAU_PARAM_LOG)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown tau_param %d", (int)c->tau_param);
+    if (!isfinite(c->scale_init) || c->scale_init > 1e6)
+        return engine_fail(err, ENGINE_ERR_INVALID, "scale_init %g is not a usable scale", c->scale_init);
+    if ((unsigned)c->scale_param > TAU_PARAM_LOG)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown scale_param %d", (int)c->scale_param);
+    if (!isfinite(c->scale_clamp) || c->scale_clamp < 0)
+        return engine_fail(err, ENGINE_ERR_INVALID, "scale_clamp %g must be 0 (none) or a finite bound", c->scale_clamp);
+    if (c->scale_clamp > 0 && c->scale_clamp < scale_init_value(c))
+        return engine_fail(err, ENGINE_ERR_INVALID, "scale_clamp %g is below the initial scale %g", c->scale_clamp,
+                           scale_init_value(c));
     return ENGINE_OK;
 }
 
@@ -168,6 +184,10 @@ attention_scale model_config_scale(const model_config *c) {
     if (s.form == ATTENTION_SCALE_TAU) {
         s.param = c->tau_param;
         s.init = tau_init_value(c);
+    } else if (s.form == ATTENTION_SCALE_MULT) {
+        s.param = c->scale_param;
+        s.init = scale_init_value(c);
+        s.clamp = c->scale_clamp;
     }
     return s;
 }
@@ -876,8 +896,9 @@ void model_tau(const model *m, float *out) {
 /* ---- weights files ---- */
 
 void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]) {
-    static const char *keys[9] = {"n_layer", "n_head", "d_model", "seq_len", "vocab",
-                                  "attention", "rope_base", "tau_init", "tau_param"};
+    static const char *keys[MODEL_META_COUNT] = {"n_layer",   "n_head",    "d_model",   "seq_len",
+                                                 "vocab",     "attention", "rope_base", "tau_init",
+                                                 "tau_param", "scale_init", "scale_param", "scale_clamp"};
     snprintf(vals[0], 48, "%d", c->n_layer);
     snprintf(vals[1], 48, "%d", c->n_head);
     snprintf(vals[2], 48, "%d", c->d_model);
@@ -887,7 +908,10 @@ void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48
     snprintf(vals[6], 48, "%.17g", c->rope_base);
     snprintf(vals[7], 48, "%.17g", tau_init_value(c));
     snprintf(vals[8], 48, "%s", tau_param_name(c->tau_param));
-    for (int i = 0; i < 9; i++) {
+    snprintf(vals[9], 48, "%.17g", scale_init_value(c));
+    snprintf(vals[10], 48, "%s", tau_param_name(c->scale_param));
+    snprintf(vals[11], 48, "%.17g", c->scale_clamp);
+    for (int i = 0; i < MODEL_META_COUNT; i++) {
         kv[2 * i] = keys[i];
         kv[2 * i + 1] = vals[i];
     }
@@ -947,6 +971,13 @@ static engine_status config_from_st(const safetensors *st, const char *path, mod
     s = safetensors_meta(st, "tau_param");
     if (s && tau_param_parse(s, &c->tau_param))
         return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata 'tau_param' = '%s' is unknown", path, s);
+    s = safetensors_meta(st, "scale_init");
+    if (s) c->scale_init = strtod(s, NULL);
+    s = safetensors_meta(st, "scale_param");
+    if (s && tau_param_parse(s, &c->scale_param))
+        return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata 'scale_param' = '%s' is unknown", path, s);
+    s = safetensors_meta(st, "scale_clamp");
+    if (s) c->scale_clamp = strtod(s, NULL);
     engine_error e2;
     if (model_config_validate(c, &e2))
         return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata config is invalid: %s", path, e2.message);
@@ -971,7 +1002,8 @@ engine_status model_load_params(model *m, const char *path, engine_error *err) {
     rc = config_from_st(st, path, &fc, err);
     if (!rc && (fc.n_layer != m->cfg.n_layer || fc.n_head != m->cfg.n_head || fc.d_model != m->cfg.d_model ||
                 fc.seq_len != m->cfg.seq_len || fc.vocab != m->cfg.vocab || fc.attention != m->cfg.attention ||
-                fc.tau_param != m->cfg.tau_param || fc.rope_base != m->cfg.rope_base))
+                fc.tau_param != m->cfg.tau_param || fc.scale_param != m->cfg.scale_param ||
+                fc.rope_base != m->cfg.rope_base))
         rc = engine_fail(err, ENGINE_ERR_FORMAT,
                          "%s holds a different model (L%d H%d C%d T%d V%d %s) than asked for (L%d H%d C%d T%d V%d %s)",
                          path, fc.n_layer, fc.n_head, fc.d_model, fc.seq_len, fc.vocab,

@@ -10,6 +10,8 @@
  *   rope         score = (R_m q).(R_n k) / sqrt(d), no wpe, v never rotated
  *   cosine_rope  q^ = q / sqrt(sum q^2 + 1e-6) (same for k), then rotated; score = (R_m q^).(R_n k^) / tau_h,
  *                tau a learned parameter per layer and head, stored as tau (linear) or log tau (log)
+ *   cosine_rope_scale  as cosine_rope but score = min(s_h, clamp) (R_m q^).(R_n k^), s learned per layer
+ *                and head, stored as s or log s (Swin V2: log, init 10, clamp 100; nGPT: init sqrt(d))
  * RoPE: adjacent pairs (2i, 2i+1), angle m * base^(-2i/d), tables computed in double.
  *
  * Parameters, gradients and activations each live in one allocation made by model_new; nothing
@@ -31,14 +33,19 @@ typedef struct {
     int attention;            /* row of the attention table (attention_at, attention_index) */
     double rope_base;         /* 10000 */
     double tau_init;          /* <= 0 means sqrt(d) */
-    tau_param_kind tau_param; /* how tau is parameterised (cosine_rope only) */
+    tau_param_kind tau_param; /* how tau is parameterised (variants whose scale is a tau) */
+    double scale_init;        /* s at initialisation (variants whose scale is s * cos); <= 0 means sqrt(d) */
+    tau_param_kind scale_param; /* how s is parameterised: s (linear) or log s (log) */
+    double scale_clamp;       /* s is used as min(s, scale_clamp); 0 = no clamp */
 } model_config;
 
-/* The seed experiment: L3 H4 C128 T128 V50257, rope base 10000, tau sqrt(d) linear, dot. */
+/* The seed experiment: L3 H4 C128 T128 V50257, rope base 10000, tau sqrt(d) linear, dot;
+ * s sqrt(d) linear without clamp. */
 void model_config_defaults(model_config *c);
 /* Limits: a row of the attention table, layers 1..24, heads divide d_model, d_model <= 1024
  * (with an even head width for variants that rotate), seq_len 1..4096, vocab 2..1048576,
- * rope_base > 1, tau_init finite. ENGINE_ERR_INVALID otherwise. */
+ * rope_base > 1, tau_init and scale_init finite, scale_clamp 0 or finite and not below the initial s.
+ * ENGINE_ERR_INVALID otherwise. */
 engine_status model_config_validate(const model_config *c, engine_error *err);
 /* The config's attention row (NULL if the index is outside the table). */
 const attention_variant *model_config_attention(const model_config *c);
@@ -116,20 +123,22 @@ void model_set_lmhead_blas(model *m, int on);
  * (out[l*H + h]). */
 void model_attention_entropy(const model *m, float *out);
 /* Effective temperature per layer and head: 1 / the score's multiplier (tau for cosine_rope,
- * sqrt(d) for the fixed-scale variants). */
+ * 1/s for cosine_rope_scale, sqrt(d) for the fixed-scale variants). */
 void model_tau(const model *m, float *out);
 
 /* Weights files (safetensors, F32, PyTorch [out, in] layouts): tensor names wte, wpe (variants with learned positions),
  * h.{l}.ln1.w, h.{l}.ln1.b, h.{l}.attn.qkv.w [3C,C], h.{l}.attn.qkv.b, h.{l}.attn.proj.w, h.{l}.attn.proj.b,
  * h.{l}.<scale suffix> [H] (variants with a learned scale: h.{l}.attn.tau for cosine_rope, log tau
- * when tau_param is log), h.{l}.ln2.w, h.{l}.ln2.b,
+ * when tau_param is log; h.{l}.attn.scale for cosine_rope_scale, log s when scale_param is log),
+ * h.{l}.ln2.w, h.{l}.ln2.b,
  * h.{l}.mlp.fc.w [4C,C], h.{l}.mlp.fc.b, h.{l}.mlp.proj.w [C,4C], h.{l}.mlp.proj.b, lnf.w, lnf.b,
  * lm_head.w [V,C]. __metadata__ carries the config (n_layer, n_head, d_model, seq_len, vocab,
- * attention, rope_base, tau_init, tau_param) as strings, plus any extra pairs given. */
+ * attention, rope_base, tau_init, tau_param, scale_init, scale_param, scale_clamp) as strings, plus
+ * any extra pairs given. */
 engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
                          engine_error *err);
 /* The config as safetensors metadata: kv[2i] = key, kv[2i+1] = value (pointing into vals). */
-#define MODEL_META_COUNT 9
+#define MODEL_META_COUNT 12
 void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]);
 /* Reads the config from a weights or checkpoint file's metadata (ENGINE_ERR_FORMAT if absent or
  * invalid). */

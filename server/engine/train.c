@@ -24,6 +24,7 @@ void train_config_defaults(train_config *c) {
     c->eps = a.eps;
     c->weight_decay = a.weight_decay;
     c->tau_weight_decay = 1;
+    c->scale_lr_mult = 1.0;
     c->grad_clip = 0;
     c->schedule = LR_SCHEDULE_CONSTANT;
     c->warmup_steps = 0;
@@ -47,6 +48,8 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
     if (!(c->eps > 0 && c->eps < 1)) return engine_fail(err, ENGINE_ERR_INVALID, "eps %g is not in (0, 1)", c->eps);
     if (!(c->weight_decay >= 0 && c->weight_decay < 1))
         return engine_fail(err, ENGINE_ERR_INVALID, "weight_decay %g is not in [0, 1)", c->weight_decay);
+    if (!(c->scale_lr_mult > 0 && c->scale_lr_mult <= 1000))
+        return engine_fail(err, ENGINE_ERR_INVALID, "scale_lr_mult %g is not in (0, 1000]", c->scale_lr_mult);
     if (!(c->grad_clip >= 0) || !isfinite(c->grad_clip))
         return engine_fail(err, ENGINE_ERR_INVALID, "grad_clip %g must be >= 0 (0 = off)", c->grad_clip);
     if ((unsigned)c->schedule > LR_SCHEDULE_COSINE)
@@ -148,8 +151,10 @@ static void adam_fn(void *ctx, int tid, int nth) {
         if (a < lo) a = lo;
         if (b > hi) b = hi;
         if (a >= b) continue;
+        /* the learned attention scale (tau or s): its own lr multiplier, weight decay optional */
         int decay = !(t->is_tau && !s->cfg->tau_weight_decay);
-        adamw_update(p + a, g + a, s->adam_m + a, s->adam_v + a, (size_t)(b - a), &s->ac, s->lr, s->step + 1, decay,
+        double lr = t->is_tau ? s->lr * s->cfg->scale_lr_mult : s->lr;
+        adamw_update(p + a, g + a, s->adam_m + a, s->adam_v + a, (size_t)(b - a), &s->ac, lr, s->step + 1, decay,
                      s->grad_scale);
     }
 }

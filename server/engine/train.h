@@ -26,7 +26,8 @@ typedef struct {
     int batch;               /* B windows of seq_len+1 tokens per step (default 32) */
     long steps;              /* default 2000 */
     double lr, beta1, beta2, eps, weight_decay; /* AdamW, PyTorch defaults but lr 3e-4 */
-    int tau_weight_decay;    /* 1 (default): weight decay applies to tau too */
+    int tau_weight_decay;    /* 1 (default): weight decay applies to the learned attention scale (tau or s) too */
+    double scale_lr_mult;    /* the learned attention scale's lr is lr * this (default 1), decay included */
     double grad_clip;        /* clip the global gradient norm to this; 0 (default) = off */
     lr_schedule schedule;    /* constant (default) or warm-up + cosine */
     long warmup_steps;       /* linear warm-up from lr/warmup to lr (cosine schedule only) */
@@ -48,8 +49,8 @@ typedef struct {
 void train_config_defaults(train_config *c);
 /* ENGINE_ERR_INVALID with a message for: the model limits (model_config_validate), batch
  * 1..512, steps 1..1e7, lr in (0, 1], betas in [0, 1), eps > 0, weight_decay in [0, 1),
- * grad_clip >= 0, warmup in 0..steps, min_lr_ratio in [0, 1], val_fraction in [0, 0.5],
- * eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0. */
+ * scale_lr_mult in (0, 1000], grad_clip >= 0, warmup in 0..steps, min_lr_ratio in [0, 1],
+ * val_fraction in [0, 0.5], eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0. */
 engine_status train_config_validate(const train_config *c, engine_error *err);
 /* Estimated peak bytes of a run (model, gradients, optimiser state, activations, scratch). */
 size_t train_config_memory_bytes(const train_config *c, int n_threads);

@@ -21,18 +21,29 @@ typedef struct {
     const char *variant; /* the row's name */
     tau_param_kind tau_param;
     int threads;
+    tau_param_kind scale_param; /* for a learned s: its parameterisation, init (0: sqrt(d)), clamp */
+    double scale_init, scale_clamp;
 } gc_case;
 
 /* Every row of the table needs at least one case here (checked). */
 static const gc_case cases[] = {
-    {"dot", "dot", TAU_PARAM_LINEAR, 1},
-    {"rope", "rope", TAU_PARAM_LINEAR, 1},
-    {"cosine_rope", "cosine_rope", TAU_PARAM_LINEAR, 1},
-    {"cosine_rope_log", "cosine_rope", TAU_PARAM_LOG, 1},
-    {"dot_two_threads", "dot", TAU_PARAM_LINEAR, 2},
-    {"cosine_rope_three_threads", "cosine_rope", TAU_PARAM_LINEAR, 3},
+    {.label = "dot", .variant = "dot", .threads = 1},
+    {.label = "rope", .variant = "rope", .threads = 1},
+    {.label = "cosine_rope", .variant = "cosine_rope", .threads = 1},
+    {.label = "cosine_rope_log", .variant = "cosine_rope", .tau_param = TAU_PARAM_LOG, .threads = 1},
+    {.label = "dot_two_threads", .variant = "dot", .threads = 2},
+    {.label = "cosine_rope_three_threads", .variant = "cosine_rope", .threads = 3},
+    /* s * cos: nGPT's (linear, init sqrt(d)), Swin V2's (log, init 10, clamp 100), a linear clamp */
+    {.label = "cosine_rope_scale", .variant = "cosine_rope_scale", .threads = 1},
+    {.label = "cosine_rope_scale_log",
+     .variant = "cosine_rope_scale",
+     .threads = 1,
+     .scale_param = TAU_PARAM_LOG,
+     .scale_init = 10,
+     .scale_clamp = 100},
+    {.label = "cosine_rope_scale_clamp", .variant = "cosine_rope_scale", .threads = 2, .scale_init = 3, .scale_clamp = 3.5},
 #ifdef ATTNLAB_TEST_VARIANT
-    {"tanh_q", "tanh_q", TAU_PARAM_LINEAR, 1},
+    {.label = "tanh_q", .variant = "tanh_q", .threads = 1},
 #endif
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -52,6 +63,9 @@ static void tiny_config(model_config *c, const gc_case *k) {
     c->vocab = 13;
     c->attention = attention_index(k->variant);
     c->tau_param = k->tau_param;
+    c->scale_param = k->scale_param;
+    c->scale_init = k->scale_init;
+    c->scale_clamp = k->scale_clamp;
     c->rope_base = 100.0; /* a small base so every pair turns noticeably within 5 positions */
 }
 
@@ -156,6 +170,44 @@ TEST(every_variant_has_a_gradcheck_case) {
 TEST(test_variant_is_in_the_table) { CHECK(attention_find("tanh_q") != NULL); }
 #endif
 
+/* Where the clamp holds s (theta above the bound), the loss does not move with theta and its
+ * gradient is exactly 0; below it the gradient is the finite difference. */
+static int clamp_case(tau_param_kind param) {
+    gc_case k = {.variant = "cosine_rope_scale", .threads = 1, .scale_param = param, .scale_init = 3, .scale_clamp = 4};
+    model *m = make_model(&k, 1);
+    if (!m) return 0;
+    const model_tensor *t = model_tensor_find(m, "h.1.attn.scale");
+    real *p = model_params(m);
+    double top = param == TAU_PARAM_LOG ? log(4.0) : 4.0;
+    p[t->offset] = top + 0.5;     /* held at 4 */
+    p[t->offset + 1] = top - 0.2; /* free */
+    int32_t in[B * T], tg[B * T];
+    tokens(in, tg);
+    double loss, lp, lm;
+    engine_error err;
+    int ok = model_forward_backward(m, in, tg, B, T, &loss, &err) == ENGINE_OK;
+    double g0 = model_grads(m)[t->offset], g1 = model_grads(m)[t->offset + 1];
+    p[t->offset] = top + 1.5;
+    ok &= model_forward(m, in, tg, B, T, &lp, &err) == ENGINE_OK;
+    ok &= lp == loss && g0 == 0;
+    p[t->offset] = top + 0.5;
+    double keep = p[t->offset + 1];
+    p[t->offset + 1] = keep + 1e-5;
+    model_forward(m, in, tg, B, T, &lp, &err);
+    p[t->offset + 1] = keep - 1e-5;
+    model_forward(m, in, tg, B, T, &lm, &err);
+    double num = (lp - lm) / 2e-5;
+    ok &= g1 != 0 && fabs(num - g1) <= 1e-6 * fabs(num);
+    if (!ok) printf("  held gradient %g, free gradient %.12g vs %.12g\n", g0, g1, num);
+    model_free(m);
+    return ok;
+}
+
+TEST(scale_clamp_holds_s_and_stops_its_gradient) {
+    CHECK(clamp_case(TAU_PARAM_LINEAR));
+    CHECK(clamp_case(TAU_PARAM_LOG));
+}
+
 /* The checker itself must be able to fail: a gradient deliberately off by 1% is caught. */
 TEST(gradcheck_detects_wrong_gradient) {
     model *m = make_model(find_case("rope"), 1);
@@ -206,6 +258,7 @@ int main(int argc, char **argv) {
         snprintf(names[i], sizeof names[i], "gradcheck_%s", cases[i].label);
         test_run(names[i], run_current);
     }
+    RUN(scale_clamp_holds_s_and_stops_its_gradient);
     RUN(gradcheck_detects_wrong_gradient);
     printf("# largest relative error %.3g\n", max_rel_err);
     return test_summary();

@@ -3,7 +3,10 @@
  * parameter count, names) for the largest model the limits allow. Run from the repository root
  * (it reads server/openapi.json). */
 #include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../support/test.h"
 #include "model.h"
@@ -99,6 +102,46 @@ TEST(layout_follows_the_row) {
     }
 }
 
+/* Every variant's weights file loads back as the same model: its tensors by name and the config,
+ * scale parameterisation included, from the metadata. */
+TEST(weights_round_trip_for_every_variant) {
+    char dir[512], path[600];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/attnlab-atttable-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    for (int i = 0; i < attention_count(); i++) {
+        model_config c;
+        model_config_defaults(&c);
+        c.attention = i;
+        c.n_layer = 2;
+        c.n_head = 2;
+        c.d_model = 8;
+        c.seq_len = 4;
+        c.vocab = 7;
+        c.tau_param = TAU_PARAM_LOG;
+        c.scale_param = TAU_PARAM_LOG;
+        c.scale_init = 10;
+        c.scale_clamp = 100;
+        model *m, *back = NULL;
+        engine_error err = {0};
+        CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
+        model_init_params(m, 3);
+        int ok = model_save(m, path, NULL, 0, &err) == ENGINE_OK && model_load(&back, path, 1, 1, 0, &err) == ENGINE_OK;
+        if (ok) {
+            const model_config *b = model_get_config(back);
+            ok = b->attention == i && b->tau_param == TAU_PARAM_LOG && b->scale_param == TAU_PARAM_LOG &&
+                 b->scale_init == 10 && b->scale_clamp == 100 && model_param_count(back) == model_param_count(m) &&
+                 memcmp(model_params(back), model_params(m), sizeof(real) * model_param_count(m)) == 0;
+        }
+        model_free(back);
+        model_free(m);
+        unlink(path);
+        CHECK_MSG(ok, "%s: %s", attention_at(i)->name, err.message);
+    }
+    rmdir(dir);
+}
+
 /* The head-width rule follows the row: odd widths are refused only where RoPE pairs them. */
 TEST(odd_head_width_only_refused_when_rotating) {
     for (int i = 0; i < attention_count(); i++) {
@@ -123,6 +166,7 @@ int main(void) {
     RUN(lookups_agree);
     RUN(rows_are_complete_and_consistent);
     RUN(layout_follows_the_row);
+    RUN(weights_round_trip_for_every_variant);
     RUN(odd_head_width_only_refused_when_rotating);
     return test_summary();
 }

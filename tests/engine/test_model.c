@@ -150,9 +150,40 @@ static int causal_for(int k) {
     return ok;
 }
 
-TEST(causal_mask_dot) { CHECK(causal_for(attention_index("dot"))); }
-TEST(causal_mask_rope) { CHECK(causal_for(attention_index("rope"))); }
-TEST(causal_mask_cosine_rope) { CHECK(causal_for(attention_index("cosine_rope"))); }
+TEST(causal_mask_every_variant) {
+    for (int k = 0; k < attention_count(); k++) CHECK_MSG(causal_for(k), "%s", attention_at(k)->name);
+}
+
+/* s * cos: h.{l}.attn.scale holds s (or log s), the effective temperature is 1/s. */
+TEST(learned_scale_s_init_and_log) {
+    model_config c;
+    small_config(&c, attention_index("cosine_rope_scale"));
+    model *m;
+    engine_error err;
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m, 5);
+    const model_tensor *t = model_tensor_find(m, "h.1.attn.scale");
+    CHECK(t && t->is_tau && t->shape[0] == 2 && !model_tensor_find(m, "h.1.attn.tau") && !model_tensor_find(m, "wpe"));
+    CHECK_NEAR(model_params(m)[t->offset], sqrt(8.0), 1e-6); /* nGPT's init: sqrt(d) */
+    float tau[4];
+    model_tau(m, tau);
+    CHECK_NEAR(tau[3], 1 / sqrt(8.0), 1e-6);
+    model_free(m);
+    c.scale_param = TAU_PARAM_LOG; /* Swin V2: log s, init 10, clamp 100 */
+    c.scale_init = 10;
+    c.scale_clamp = 100;
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m, 5);
+    t = model_tensor_find(m, "h.0.attn.scale");
+    CHECK_NEAR(model_params(m)[t->offset], log(10.0), 1e-6);
+    model_params(m)[t->offset + 1] = (real)log(1000.0); /* above the clamp: used as 100 */
+    model_tau(m, tau);
+    CHECK_NEAR(tau[0], 0.1, 1e-6);
+    CHECK_NEAR(tau[1], 0.01, 1e-6);
+    model_free(m);
+    c.scale_clamp = 5; /* below the initial s */
+    CHECK(model_new(&m, &c, 1, 1, 0, &err) == ENGINE_ERR_INVALID && strstr(err.message, "scale_clamp"));
+}
 
 TEST(inspect_returns_probabilities_and_used_vectors) {
     for (int k = 0; k < attention_count(); k++) {
@@ -368,9 +399,8 @@ int main(void) {
     RUN(seed_config_has_13_46M_parameters);
     RUN(layout_matches_names_and_shapes);
     RUN(init_is_normal_002_and_seeded);
-    RUN(causal_mask_dot);
-    RUN(causal_mask_rope);
-    RUN(causal_mask_cosine_rope);
+    RUN(causal_mask_every_variant);
+    RUN(learned_scale_s_init_and_log);
     RUN(inspect_returns_probabilities_and_used_vectors);
     RUN(entropy_of_uniform_attention);
     RUN(bad_input_is_an_error_not_a_crash);

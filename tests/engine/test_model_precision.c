@@ -13,8 +13,13 @@
 #define B 2
 #define T 5
 
+typedef struct {
+    tau_param_kind param;
+    double init, clamp;
+} scale_cfg; /* the learned s of cosine_rope_scale */
+
 /* Mirrors f64_gradcheck.c's make_model and tokens exactly. */
-static model *make_model(int kind, tau_param_kind tp) {
+static model *make_model(int kind, tau_param_kind tp, scale_cfg sc) {
     model_config c;
     model_config_defaults(&c);
     c.n_layer = 2;
@@ -24,6 +29,9 @@ static model *make_model(int kind, tau_param_kind tp) {
     c.vocab = 13;
     c.attention = kind;
     c.tau_param = tp;
+    c.scale_param = sc.param;
+    c.scale_init = sc.init;
+    c.scale_clamp = sc.clamp;
     c.rope_base = 100.0;
     model *m = NULL;
     engine_error err;
@@ -51,12 +59,12 @@ static void tokens(int32_t *in, int32_t *tg) {
 
 static char f64_bin[4096];
 
-static int compare(const char *variant, int kind, tau_param_kind tp) {
+static int compare_scale(const char *variant, int kind, tau_param_kind tp, scale_cfg sc) {
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "'%s' --dump %s", f64_bin, variant);
     FILE *f = popen(cmd, "r");
     if (!f) return 0;
-    model *m = make_model(kind, tp);
+    model *m = make_model(kind, tp, sc);
     int32_t in[B * T], tg[B * T];
     tokens(in, tg);
     double loss, ref;
@@ -89,10 +97,18 @@ static int compare(const char *variant, int kind, tau_param_kind tp) {
     return ok;
 }
 
+static int compare(const char *variant, int kind, tau_param_kind tp) {
+    return compare_scale(variant, kind, tp, (scale_cfg){TAU_PARAM_LINEAR, 0, 0});
+}
+
 TEST(float_matches_double_dot) { CHECK(compare("dot", attention_index("dot"), TAU_PARAM_LINEAR)); }
 TEST(float_matches_double_rope) { CHECK(compare("rope", attention_index("rope"), TAU_PARAM_LINEAR)); }
 TEST(float_matches_double_cosine_rope) { CHECK(compare("cosine_rope", attention_index("cosine_rope"), TAU_PARAM_LINEAR)); }
 TEST(float_matches_double_cosine_rope_log) { CHECK(compare("cosine_rope_log", attention_index("cosine_rope"), TAU_PARAM_LOG)); }
+TEST(float_matches_double_cosine_rope_scale_log) {
+    CHECK(compare_scale("cosine_rope_scale_log", attention_index("cosine_rope_scale"), TAU_PARAM_LINEAR,
+                        (scale_cfg){TAU_PARAM_LOG, 10, 100}));
+}
 /* the comparison can fail: the float rope model against the double dot model */
 TEST(comparison_detects_a_different_model) { CHECK(!compare("dot", attention_index("rope"), TAU_PARAM_LINEAR)); }
 
@@ -106,6 +122,7 @@ int main(void) {
     RUN(float_matches_double_rope);
     RUN(float_matches_double_cosine_rope);
     RUN(float_matches_double_cosine_rope_log);
+    RUN(float_matches_double_cosine_rope_scale_log);
     RUN(comparison_detects_a_different_model);
     return test_summary();
 }

@@ -342,6 +342,67 @@ TEST(clipping_and_tau_decay_change_the_run) {
     CHECK(ok);
 }
 
+/* The normalised arm with a learned multiplier, s * cos: Swin V2's parameterisation (log s,
+ * init 10, clamp 100), nGPT's init (sqrt(d), linear) and a linear s with a clamp all learn. */
+static int scale_run_learns(tau_param_kind param, double init, double clamp, double *s_first, double *s_last) {
+    train_config c;
+    tiny(&c, attention_index("cosine_rope_scale"));
+    c.steps = 60;
+    c.model.scale_param = param;
+    c.model.scale_init = init;
+    c.model.scale_clamp = clamp;
+    rec *r = calloc(1, sizeof *r);
+    int ok = r && run(&c, 2, NULL, r, NULL) == ENGINE_OK && r->last == 60 && fabs(r->loss[1] - log(29.0)) < 0.3 &&
+             r->loss[60] < 0.6 * r->loss[1];
+    /* tau is the effective temperature 1/s */
+    if (r) *s_first = 1 / r->tau[1][0], *s_last = 1 / r->tau[60][0];
+    if (r && !ok) printf("  loss %g -> %g\n", r->loss[1], r->loss[60]);
+    free(r);
+    return ok;
+}
+
+TEST(cosine_scale_log_init_10_clamp_100_learns) {
+    double s1, s60;
+    CHECK(scale_run_learns(TAU_PARAM_LOG, 10, 100, &s1, &s60));
+    CHECK_NEAR(s1, 10, 0.1);
+    CHECK(fabs(s60 - 10) > 1e-3 && s60 <= 100);
+}
+
+TEST(cosine_scale_linear_sqrt_d_learns) {
+    double s1, s60;
+    CHECK(scale_run_learns(TAU_PARAM_LINEAR, 0, 0, &s1, &s60));
+    CHECK_NEAR(s1, sqrt(8.0), 0.05);
+    CHECK(fabs(s60 - sqrt(8.0)) > 1e-3);
+}
+
+/* A clamp at the initial value: s may fall below it but is never used above it. */
+TEST(cosine_scale_clamp_bounds_s) {
+    double s1, s60;
+    CHECK(scale_run_learns(TAU_PARAM_LINEAR, 4, 4, &s1, &s60));
+    CHECK(s1 <= 4 + 1e-6 && s60 <= 4 + 1e-6);
+}
+
+/* The learned scale's lr multiplier moves it further; a multiplier of 1 changes nothing. */
+TEST(scale_lr_mult_applies_to_the_learned_scale_only) {
+    train_config c;
+    tiny(&c, attention_index("cosine_rope"));
+    c.steps = 4;
+    rec *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *d = calloc(1, sizeof *d);
+    CHECK(run(&c, 1, NULL, a, NULL) == ENGINE_OK);
+    c.scale_lr_mult = 1.0;
+    CHECK(run(&c, 1, NULL, d, NULL) == ENGINE_OK);
+    c.scale_lr_mult = 20;
+    CHECK(run(&c, 1, NULL, b, NULL) == ENGINE_OK);
+    double moved_a = fabs(a->tau[4][0] - a->tau[1][0]), moved_b = fabs(b->tau[4][0] - b->tau[1][0]);
+    int same = memcmp(a->loss, d->loss, sizeof a->loss) == 0;
+    int first_same = a->loss[1] == b->loss[1];
+    free(a);
+    free(b);
+    free(d);
+    CHECK(same && first_same);
+    CHECK_MSG(moved_b > 5 * moved_a, "tau moved %g with the multiplier, %g without", moved_b, moved_a);
+}
+
 TEST(config_limits) {
     train_config c;
     engine_error err;
@@ -368,6 +429,20 @@ TEST(config_limits) {
     train_config_defaults(&c);
     c.warmup_steps = 5000;
     CHECK(train_config_validate(&c, &err) == ENGINE_ERR_INVALID);
+    train_config_defaults(&c);
+    c.scale_lr_mult = 0;
+    CHECK(train_config_validate(&c, &err) == ENGINE_ERR_INVALID && strstr(err.message, "scale_lr_mult"));
+    train_config_defaults(&c);
+    c.model.scale_init = 10;
+    c.model.scale_clamp = 5; /* below the initial s */
+    CHECK(train_config_validate(&c, &err) == ENGINE_ERR_INVALID && strstr(err.message, "scale_clamp"));
+    c.model.scale_clamp = 10;
+    CHECK(train_config_validate(&c, &err) == ENGINE_OK);
+    c.model.scale_clamp = -1;
+    CHECK(train_config_validate(&c, &err) == ENGINE_ERR_INVALID);
+    train_config_defaults(&c);
+    c.model.scale_param = (tau_param_kind)2;
+    CHECK(train_config_validate(&c, &err) == ENGINE_ERR_INVALID && strstr(err.message, "scale_param"));
     /* memory estimate: the seed run is a few hundred MB and grows with the batch */
     train_config_defaults(&c);
     size_t m32 = train_config_memory_bytes(&c, 2);
@@ -433,6 +508,10 @@ int main(void) {
     RUN(trains_from_a_corpus);
     RUN(lr_schedule_warmup_cosine);
     RUN(clipping_and_tau_decay_change_the_run);
+    RUN(cosine_scale_log_init_10_clamp_100_learns);
+    RUN(cosine_scale_linear_sqrt_d_learns);
+    RUN(cosine_scale_clamp_bounds_s);
+    RUN(scale_lr_mult_applies_to_the_learned_scale_only);
     RUN(config_limits);
     RUN(concurrent_runs_do_not_interfere);
     char cmd[300];
