@@ -617,7 +617,7 @@ engine_status sparse_eval_new(sparse_eval **out, model *m, int max_B, engine_err
         return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the sparse evaluator (batch %d)", max_B);
     }
     if (v->flags & ATTENTION_ROTATES) rope_tables(ev->rope_cos, ev->rope_sin, ev->Tmax, ev->d, c->rope_base);
-#if !REAL_IS_DOUBLE && defined(ENGINE_PRECISION_H) /* models with a precision setting (precision.h) */
+#if !REAL_IS_DOUBLE
     if (model_precision(m) == PRECISION_BF16 && lmhead_bf16_applies(ev->C)) {
         engine_status rc = lmhead_bf16_new(&ev->lm_bf, ev->V, ev->C, err);
         if (rc) {

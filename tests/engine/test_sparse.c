@@ -399,7 +399,7 @@ TEST(k_at_least_T_gives_the_dense_loss_exactly) {
 }
 
 TEST(bf16_output_layer_is_mirrored) {
-#if !REAL_IS_DOUBLE && defined(ENGINE_PRECISION_H) /* models with a precision setting (precision.h) */
+#if !REAL_IS_DOUBLE
     enum { T = 16, B = 2 };
     int32_t in[B * T], tg[B * T];
     tokens(in, B * T, 61, 4);
