@@ -2,7 +2,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make pkg-config ca-certificates libc6-dev \
-        libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libopenblas-dev libutf8proc-dev \
+        libmicrohttpd-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libopenblas-dev libutf8proc-dev libpq-dev \
         nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -19,7 +19,7 @@ RUN set -e; \
 
 FROM debian:bookworm-slim
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libsqlite3-0 libcurl4 libopenblas0-pthread libutf8proc2 curl \
+        libmicrohttpd12 libjansson4 libsqlite3-0 libcurl4 libopenblas0-pthread libutf8proc2 libpq5 curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home-dir /data --shell /usr/sbin/nologin attnlab \
     && mkdir -p /data && chown attnlab:attnlab /data

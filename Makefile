@@ -22,11 +22,12 @@ else
   OPT   := -O2 -g -march=native
 endif
 BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-pthread
-CFLAGS  := $(WARN) $(DEFS) $(OPT) -pthread -MMD -MP -Iserver -Iserver/engine $(BLAS_CFLAGS) $(EXTRA_CFLAGS)
+PQ_CFLAGS   := -I/usr/include/postgresql
+CFLAGS  := $(WARN) $(DEFS) $(OPT) -pthread -MMD -MP -Iserver -Iserver/engine $(BLAS_CFLAGS) $(PQ_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := $(OPT) -pthread $(EXTRA_LDFLAGS)
 
 ENGINE_LIBS := -lopenblas -lutf8proc -ljansson -lm
-SERVER_LIBS := -lmicrohttpd -ljansson -lsqlite3 $(ENGINE_LIBS)
+SERVER_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq $(ENGINE_LIBS)
 CLIENT_LIBS := -lcurl -ljansson -lm
 TEST_LIBS   := $(SERVER_LIBS) -lcurl -lutil
 
@@ -38,6 +39,7 @@ F64_SRC    := $(sort $(wildcard tests/engine/f64_*.c))
 TEST_SUPPORT_SRC := tests/support/test.c
 HARNESS_SRC := $(sort $(filter-out tests/support/test.c,$(wildcard tests/support/*.c)))
 MIGRATIONS := $(sort $(wildcard db/migrations/*.sql))
+PG_MIGRATIONS := $(sort $(wildcard db/migrations/pg/*.sql))
 BENCH_SRC  := $(sort $(wildcard bench/*.c))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
@@ -48,7 +50,7 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 # The SQL migrations are compiled into the server so a binary always carries its own schema.
-SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/openapi.o
+SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/pg_migrations.o $(OUT)/obj/gen/openapi.o
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
 BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
@@ -71,6 +73,11 @@ $(OUT)/obj64/%.o: %.c
 $(OUT)/gen/migrations.c: $(MIGRATIONS) scripts/embed_migrations.sh
 	@mkdir -p $(dir $@)
 	scripts/embed_migrations.sh $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+# The PostgreSQL backend's schema (db/migrations/pg), the same versions as SQLite's.
+$(OUT)/gen/pg_migrations.c: $(PG_MIGRATIONS) scripts/embed_migrations.sh
+	@mkdir -p $(dir $@)
+	MIGRATIONS_SYMBOL=store_pg_migrations scripts/embed_migrations.sh $(PG_MIGRATIONS) > $@.tmp && mv $@.tmp $@
 
 $(OUT)/gen/openapi.c: server/openapi.json scripts/embed_text.sh
 	@mkdir -p $(dir $@)

@@ -12,7 +12,11 @@ mkdir -p "$LOGDIR"
 pass=0; fail=0
 # Tests make temporary data directories; keep them all under one folder removed at the end.
 export TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-tests.XXXXXX")
-trap 'rm -rf "$TMPDIR"' EXIT
+# One throw-away PostgreSQL cluster for the whole suite (tests make their own databases on it).
+PG_CLUSTER=$TMPDIR/pg
+export ATTNLAB_TEST_PG=${ATTNLAB_TEST_PG:-$(tests/support/pg.sh start "$PG_CLUSTER" || echo)}
+[ -n "$ATTNLAB_TEST_PG" ] || echo "run.sh: no PostgreSQL cluster could be started; its tests will fail" >&2
+trap 'tests/support/pg.sh stop "$PG_CLUSTER"; rm -rf "$TMPDIR"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
