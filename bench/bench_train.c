@@ -6,7 +6,9 @@
  * instead, against the peak per CPU-second: a figure that other load disturbs much less.
  * AVX-512 FMAs where the CPU has them (the build uses -march=native), else AVX2.
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N] [--lmhead-blas]
- *               [--precision fp32|bf16]   (default: bf16 where the CPU has AVX-512 BF16)
+ *               [--precision fp32|bf16]   (default: precision_default(), printed by --default-precision)
+ *               [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json] [--blas]
+ * --blas sends the products the engine's own kernels take (gemm.h) to OpenBLAS instead, to compare.
  * --lmhead-blas runs the output layer through BLAS instead of the engine's own kernels, to compare.
  * Data are uniformly random token ids from the engine's generator: throughput does not depend
  * on what the tokens are. */
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "gemm.h"
 #include "rng.h"
 #include "train.h"
 
@@ -221,6 +224,8 @@ int main(int argc, char **argv) {
             write_tokens = argv[++i];
         } else if (!strcmp(argv[i], "--no-peaks")) {
             no_peaks = 1;
+        } else if (!strcmp(argv[i], "--blas")) {
+            gemm_use_blas(1);
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--default-precision")) {
@@ -228,7 +233,8 @@ int main(int argc, char **argv) {
             return 0;
         } else {
             fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
-                            "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n");
+                            "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n"
+                            "                   [--blas] [--default-precision]\n");
             return 2;
         }
     }

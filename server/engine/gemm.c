@@ -3,14 +3,42 @@
 #include <cblas.h>
 #include <pthread.h>
 
+#include "cpu.h"
+
 static pthread_once_t gemm_once = PTHREAD_ONCE_INIT;
+static int gemm_own; /* 1: the float build's own AVX-512 kernels take every product */
 
 /* Single-threaded BLAS: our worker threads already cover the cores, and BLAS threads shared by
  * concurrent runs would both oversubscribe the machine and make results depend on timing. The
  * value is the same for every run, so setting it process-wide is safe. */
-static void gemm_init_once(void) { openblas_set_num_threads(1); }
+static void gemm_init_once(void) {
+    openblas_set_num_threads(1);
+#if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    gemm_own = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#endif
+}
 
 void gemm_init(void) { pthread_once(&gemm_once, gemm_init_once); }
+
+void gemm_use_blas(int on) {
+    gemm_init();
+#if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
+    gemm_own = !on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+    (void)on;
+#endif
+}
+
+int gemm_uses_own_kernels(void) {
+    gemm_init();
+    return gemm_own;
+}
+
+const char *gemm_blas_core(void) {
+    extern char *openblas_get_corename(void);
+    return openblas_get_corename();
+}
 
 #ifdef ENGINE_F64
 #define GEMM cblas_dgemm
@@ -18,20 +46,137 @@ void gemm_init(void) { pthread_once(&gemm_once, gemm_init_once); }
 #define GEMM cblas_sgemm
 #endif
 
+#if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define OWN_KERNELS 1
+#define GT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define GAI static inline __attribute__((always_inline)) GT
+
+/* C[r][0..16NV) (+)= sum over k < K of a(r, k) b(k, 0..16NV) for r < R, where a(r, k) = A[r*ar + k*ak]
+ * and b(k, .) = B + k*ldb (contiguous): rows of A broadcast, 16-lane columns of B streamed. The last
+ * vector of a row may be partial (mask). Sums run over k in order, so every entry of C is the same
+ * function of its inputs whatever tile or thread computed it. */
+GAI void tile(int R, int NV, int K, const float *A, long ar, long ak, const float *B, long ldb, float *C, long ldc,
+              int accumulate, __mmask16 last) {
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            __mmask16 m = v == NV - 1 ? last : 0xffff;
+            acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(m, C + r * ldc + 16 * v) : _mm512_setzero_ps();
+        }
+    for (int k = 0; k < K; k++) {
+        const float *b = B + k * ldb;
+        __m512 b0 = NV == 2 ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(last, b);
+        __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(last, b + 16) : b0;
+        const float *a = A + k * ak;
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            __m512 x = _mm512_set1_ps(a[r * ar]);
+            acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+            if (NV == 2) acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(C + r * ldc + 16 * v, v == NV - 1 ? last : 0xffff, acc[r][v]);
+}
+
+#define TILE_R(NV)                                                                                                     \
+    switch (R) {                                                                                                       \
+    case 12: tile(12, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                             \
+    case 11: tile(11, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                             \
+    case 10: tile(10, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                             \
+    case 9: tile(9, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 8: tile(8, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 7: tile(7, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 6: tile(6, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 5: tile(5, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 4: tile(4, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 3: tile(3, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    case 2: tile(2, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                               \
+    default: tile(1, NV, K, A, ar, ak, B, ldb, C, ldc, acc, last); break;                                              \
+    }
+
+/* One tile of up to 12 rows and up to 32 columns (w of them). */
+GT static void tile_any(int R, int w, int K, const float *A, long ar, long ak, const float *B, long ldb, float *C,
+                        long ldc, int acc) {
+    __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
+    if (w > 16) {
+        TILE_R(2)
+    } else {
+        TILE_R(1)
+    }
+}
+
+/* C[M,N] (+)= sum_k a(m, k) B[k][n]: column blocks of 32 (kept in L1 across the rows), rows in 12s. */
+__attribute__((noinline)) GT static void own_gemm(int M, int N, int K, const float *A, long ar, long ak,
+                                                  const float *B, long ldb, float *C, long ldc, int acc) {
+    for (int n0 = 0; n0 < N; n0 += 32) {
+        int w = N - n0 < 32 ? N - n0 : 32;
+        for (int m0 = 0; m0 < M; m0 += 12) {
+            int R = M - m0 < 12 ? M - m0 : 12;
+            tile_any(R, w, K, A + m0 * ar, ar, ak, B + n0, ldb, C + (long)m0 * ldc + n0, ldc, acc);
+        }
+    }
+}
+
+/* B[N,K] used as B^T: packed 32 columns x KB rows at a time into [k][32] so that own_gemm streams it. */
+#define NT_KB 256
+__attribute__((noinline)) GT static void own_gemm_nt(int M, int N, int K, const float *A, int lda, const float *B,
+                                                     int ldb, float *C, int ldc, int accumulate) {
+    float pack[NT_KB * 32] __attribute__((aligned(64)));
+    for (int n0 = 0; n0 < N; n0 += 32) {
+        int w = N - n0 < 32 ? N - n0 : 32;
+        for (int k0 = 0; k0 < K || k0 == 0; k0 += NT_KB) {
+            int kb = K - k0 < NT_KB ? K - k0 : NT_KB;
+            for (int j = 0; j < w; j++)
+                for (int k = 0; k < kb; k++) pack[k * 32 + j] = B[(long)(n0 + j) * ldb + k0 + k];
+            for (int m0 = 0; m0 < M; m0 += 12) {
+                int R = M - m0 < 12 ? M - m0 : 12;
+                tile_any(R, w, kb, A + (long)m0 * lda + k0, lda, 1, pack, 32, C + (long)m0 * ldc + n0, ldc,
+                         accumulate || k0 > 0);
+            }
+            if (K == 0) break;
+        }
+    }
+}
+#endif
+
 void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
              int accumulate) {
     if (M <= 0 || N <= 0) return;
+#ifdef OWN_KERNELS
+    if (gemm_own) {
+        own_gemm_nt(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+        return;
+    }
+#endif
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }
 
 void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
              int accumulate) {
     if (M <= 0 || N <= 0) return;
+#ifdef OWN_KERNELS
+    if (gemm_own) {
+        own_gemm(M, N, K, A, lda, 1, B, ldb, C, ldc, accumulate);
+        return;
+    }
+#endif
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }
 
 void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
              int accumulate) {
     if (M <= 0 || N <= 0) return;
+#ifdef OWN_KERNELS
+    if (gemm_own) {
+        own_gemm(M, N, K, A, 1, lda, B, ldb, C, ldc, accumulate);
+        return;
+    }
+#endif
     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }

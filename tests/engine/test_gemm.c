@@ -1,0 +1,117 @@
+/* The engine's matrix products (own AVX-512 kernels where the CPU has them, BLAS elsewhere) against
+ * a double-precision reference on random matrices: every form (A B^T, A B, A^T B), with and without
+ * accumulation, row strides wider than the rows, and odd shapes (tails of the 12-row and 32-column
+ * tiles, K = 0, K longer than one packed block): each entry within K 2^-23 of the sum of |terms|.
+ * The same bits from either entry point of a tile (a product's rows computed in one call or split). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/test.h"
+#include "gemm.h"
+#include "rng.h"
+
+static void fill(float *x, long n, rng_state *r) {
+    for (long i = 0; i < n; i++) x[i] = (float)rng_normal(r);
+}
+
+/* form 0: C = A B^T (A [M][K], B [N][K]); 1: C = A B (B [K][N]); 2: C = A^T B (A [K][M], B [K][N]) */
+static int check_form(int form, int M, int N, int K, int acc, char *why, size_t wl) {
+    int lda = (form == 2 ? M : K) + 3, ldb = (form == 0 ? K : N) + 5, ldc = N + 2;
+    long na = (long)(form == 2 ? K : M) * lda + 1, nb = (long)(form == 0 ? N : K) * ldb + 1, nc = (long)M * ldc + 1;
+    float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb), *C = malloc(sizeof(float) * nc),
+          *C0 = malloc(sizeof(float) * nc);
+    rng_state r;
+    rng_seed(&r, (uint64_t)(form * 1000003 + M * 1009 + N * 31 + K));
+    fill(A, na, &r);
+    fill(B, nb, &r);
+    fill(C0, nc, &r);
+    memcpy(C, C0, sizeof(float) * nc);
+    if (form == 0) gemm_nt(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    else if (form == 1) gemm_nn(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    else gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    int ok = 1;
+    for (int m = 0; m < M && ok; m++)
+        for (int n = 0; n < N; n++) {
+            double s = acc ? C0[(long)m * ldc + n] : 0, a = fabs(s);
+            for (int k = 0; k < K; k++) {
+                double x = form == 2 ? A[(long)k * lda + m] : A[(long)m * lda + k];
+                double y = form == 0 ? B[(long)n * ldb + k] : B[(long)k * ldb + n];
+                s += x * y;
+                a += fabs(x * y);
+            }
+            double tol = (K + 2) * a / (1 << 23) + 1e-30;
+            if (!(fabs(s - C[(long)m * ldc + n]) <= tol)) {
+                snprintf(why, wl, "form %d M%d N%d K%d acc %d: C[%d][%d] %.9g, reference %.9g", form, M, N, K, acc, m, n,
+                         C[(long)m * ldc + n], s);
+                ok = 0;
+                break;
+            }
+        }
+    /* what lies outside C's rows is untouched */
+    for (int m = 0; m < M && ok; m++)
+        for (int n = N; n < ldc; n++)
+            if (C[(long)m * ldc + n] != C0[(long)m * ldc + n]) {
+                snprintf(why, wl, "form %d M%d N%d K%d: wrote past a row (column %d)", form, M, N, K, n);
+                ok = 0;
+                break;
+            }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+    return ok;
+}
+
+TEST(products_match_double_reference) {
+    printf("kernels: %s (OpenBLAS core %s)\n", gemm_uses_own_kernels() ? "own AVX-512" : "BLAS", gemm_blas_core());
+    int Ms[] = {1, 5, 12, 13, 25, 64};
+    int Ns[] = {1, 7, 16, 17, 32, 33, 48, 100};
+    int Ks[] = {0, 1, 3, 31, 128, 300};
+    char why[200];
+    for (int form = 0; form < 3; form++)
+        for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+            for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+                for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
+                    for (int acc = 0; acc < 2; acc++)
+                        CHECK_MSG(check_form(form, Ms[i], Ns[j], Ks[k], acc, why, sizeof why), "%s", why);
+}
+
+TEST(blas_and_own_kernels_agree) {
+    char why[200];
+    for (int b = 0; b < 2; b++) {
+        gemm_use_blas(b);
+        int ok = check_form(0, 37, 384, 128, 0, why, sizeof why) && check_form(1, 37, 512, 128, 1, why, sizeof why) &&
+                 check_form(2, 32, 512, 1000, 1, why, sizeof why);
+        gemm_use_blas(0);
+        CHECK_MSG(ok, "%s: %s", b ? "BLAS" : "own kernels", why);
+    }
+}
+
+/* A product's rows computed at once or in two calls give the same bits (the engine splits rows
+ * between threads by fixed items; this is what keeps results independent of the split). */
+TEST(row_split_gives_the_same_bits) {
+    const int M = 50, N = 70, K = 129;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K), *C1 = malloc(sizeof(float) * M * N),
+          *C2 = malloc(sizeof(float) * M * N);
+    rng_state r;
+    rng_seed(&r, 3);
+    fill(A, (long)M * K, &r);
+    fill(B, (long)N * K, &r);
+    gemm_nt(M, N, K, A, K, B, K, C1, N, 0);
+    gemm_nt(23, N, K, A, K, B, K, C2, N, 0);
+    gemm_nt(M - 23, N, K, A + 23 * K, K, B, K, C2 + 23 * N, N, 0);
+    int same = memcmp(C1, C2, sizeof(float) * M * N) == 0;
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+    CHECK(same);
+}
+
+int main(void) {
+    gemm_init();
+    RUN(products_match_double_reference);
+    RUN(blas_and_own_kernels_agree);
+    RUN(row_split_gives_the_same_bits);
+    return test_summary();
+}
