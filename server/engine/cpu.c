@@ -41,31 +41,40 @@ static double now_s(void) {
 }
 
 #ifdef CPU_X86
-/* 24 independent accumulator chains: enough to cover either instruction's latency. Returns
- * FLOPs done; *sink keeps the result alive. */
+/* 24 independent accumulator chains, enough to cover either instruction's latency, held in named
+ * locals (an array would live in memory in instrumented builds and time the stores instead).
+ * Returns the FLOPs done; *sink keeps the result alive. */
+#define CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+#define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i) * 1e-3f);
+#define SUM(i) s = _mm512_add_ps(s, a##i);
 TGT_512 static double loop_fma512(long iters, float *sink) {
-    __m512 acc[24], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    CHAINS(DECL)
+#define STEP(i) a##i = _mm512_fmadd_ps(a##i, x, y);
     for (long r = 0; r < iters; r++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+        CHAINS(STEP)
     }
-    __m512 s = acc[0];
-    for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
+#undef STEP
+    __m512 s = _mm512_setzero_ps();
+    CHAINS(SUM)
     *sink += _mm512_reduce_add_ps(s);
     return (double)iters * 24 * 16 * 2;
 }
 
+#define DECL8(i) __m256 b##i = _mm256_set1_ps((float)(i) * 1e-3f);
+#define CHAINS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 TGT_256 static double loop_fma256(long iters, float *sink) {
-    __m256 acc[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i * 1e-3f);
+    __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    CHAINS12(DECL8)
+#define STEP(i) b##i = _mm256_fmadd_ps(b##i, x, y);
     for (long r = 0; r < iters; r++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+        CHAINS12(STEP)
     }
+#undef STEP
+    __m256 s = _mm256_setzero_ps();
+#define SUM8(i) s = _mm256_add_ps(s, b##i);
+    CHAINS12(SUM8)
     float f[8];
-    __m256 s = acc[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_ps(s, acc[i]);
     _mm256_storeu_ps(f, s);
     for (int i = 0; i < 8; i++) *sink += f[i];
     return (double)iters * 12 * 8 * 2;
@@ -73,15 +82,15 @@ TGT_256 static double loop_fma256(long iters, float *sink) {
 
 /* vdpbf16ps: 16 lanes, each two products and two additions = 64 FLOPs per instruction. */
 TGT_BF16 static double loop_dp(long iters, float *sink) {
-    __m512 acc[24];
-    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);
-    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i * 1e-3f);
+    __m512bh p = (__m512bh)_mm512_set1_epi32(0x3f803f80), q = (__m512bh)_mm512_set1_epi32(0x33d633d6);
+    CHAINS(DECL)
+#define STEP(i) a##i = _mm512_dpbf16_ps(a##i, p, q);
     for (long r = 0; r < iters; r++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+        CHAINS(STEP)
     }
-    __m512 s = acc[0];
-    for (int i = 1; i < 24; i++) s = _mm512_add_ps(s, acc[i]);
+#undef STEP
+    __m512 s = _mm512_setzero_ps();
+    CHAINS(SUM)
     *sink += _mm512_reduce_add_ps(s);
     return (double)iters * 24 * 16 * 4;
 }
