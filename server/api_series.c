@@ -1,5 +1,6 @@
 #include "api_series.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,135 @@ int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len
     }
     free(cells);
     free(keys);
+    if (t.failed) {
+        free(t.data);
+        return -1;
+    }
+    *csv = t.data;
+    *len = t.len;
+    return 0;
+}
+
+/* ---- experiments ------------------------------------------------------------------------- */
+
+static json_t *band_num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+json_t *api_band_json(const stats_band_point *p, size_t n, int max_points) {
+    const char *names[6] = {"steps", "n", "mean", "std", "min", "max"};
+    json_t *arr[6], *o = json_object();
+    int bad = !o;
+    for (int c = 0; c < 6; c++) bad |= !(arr[c] = json_array());
+    size_t buckets = max_points > 0 && n > (size_t)max_points ? (size_t)max_points / 2 : n;
+    if (buckets < 1) buckets = 1;
+    for (size_t k = 0; k < buckets && !bad && n; k++) {
+        size_t lo = k * n / buckets, hi = (k + 1) * n / buckets;
+        if (lo >= hi) continue;
+        /* The bucket's lowest and highest mean, in step order (NaN means lose to any number). */
+        size_t imin = lo, imax = lo;
+        for (size_t i = lo; i < hi; i++) {
+            if (p[i].mean < p[imin].mean || (isnan(p[imin].mean) && !isnan(p[i].mean))) imin = i;
+            if (p[i].mean > p[imax].mean || (isnan(p[imax].mean) && !isnan(p[i].mean))) imax = i;
+        }
+        size_t pick[2] = {imin < imax ? imin : imax, imin < imax ? imax : imin};
+        size_t pick_n = hi - lo == 1 || pick[0] == pick[1] ? 1 : 2;
+        for (size_t j = 0; j < pick_n && !bad; j++) {
+            const stats_band_point *b = &p[pick[j]];
+            bad |= json_array_append_new(arr[0], json_integer(b->step));
+            bad |= json_array_append_new(arr[1], json_integer((json_int_t)b->n));
+            bad |= json_array_append_new(arr[2], band_num(b->mean));
+            bad |= json_array_append_new(arr[3], band_num(b->std));
+            bad |= json_array_append_new(arr[4], band_num(b->min));
+            bad |= json_array_append_new(arr[5], band_num(b->max));
+        }
+    }
+    for (int c = 0; c < 6; c++) {
+        if (bad) json_decref(arr[c]);
+        else bad |= json_object_set_new(o, names[c], arr[c]) < 0; /* takes arr[c] either way */
+    }
+    if (bad || json_object_set_new(o, "count", json_integer((json_int_t)n)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One CSV cell: a number (empty when null or absent), or text quoted when it needs it. */
+static void csv_num(text_buf *t, const json_t *v) {
+    text_add(t, ",", 1);
+    if (json_is_integer(v)) text_printf(t, "%lld", (long long)json_integer_value(v));
+    else if (json_is_number(v)) text_printf(t, "%.10g", json_number_value(v));
+}
+
+static void csv_text(text_buf *t, const char *s, int lead_comma) {
+    if (lead_comma) text_add(t, ",", 1);
+    if (!s) return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        text_add(t, s, strlen(s));
+        return;
+    }
+    text_add(t, "\"", 1);
+    for (const char *c = s; *c; c++) {
+        if (*c == '"') text_add(t, "\"", 1); /* a quote is written twice */
+        text_add(t, c, 1);
+    }
+    text_add(t, "\"", 1);
+}
+
+/* The cells after "replicate,run_id,value": n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason. */
+static void csv_figures(text_buf *t, const json_t *o, const char *mean_key) {
+    csv_num(t, json_object_get(o, "n"));
+    csv_num(t, json_object_get(o, mean_key));
+    csv_num(t, json_object_get(o, "std"));
+    csv_num(t, json_array_get(json_object_get(o, "ci"), 0));
+    csv_num(t, json_array_get(json_object_get(o, "ci"), 1));
+    csv_num(t, json_object_get(o, "t"));
+    csv_num(t, json_object_get(o, "p"));
+    csv_num(t, json_object_get(o, "p_holm"));
+    csv_num(t, json_array_get(json_object_get(o, "bootstrap_ci"), 0));
+    csv_num(t, json_array_get(json_object_get(o, "bootstrap_ci"), 1));
+    csv_text(t, json_string_value(json_object_get(o, "reason")), 1);
+    text_add(t, "\n", 1);
+}
+
+int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
+    *csv = NULL;
+    *len = 0;
+    text_buf t = {0};
+    static const char header[] =
+        "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason\n";
+    text_add(&t, header, sizeof header - 1);
+    size_t i, k;
+    json_t *v, *val;
+    const char *metric;
+    json_t *summary;
+    json_array_foreach(json_object_get(stats, "variants"), i, v) {
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        json_object_foreach(json_object_get(v, "metrics"), metric, summary) {
+            json_array_foreach(json_object_get(summary, "values"), k, val) {
+                text_add(&t, "value,", 6);
+                csv_text(&t, metric, 0);
+                csv_text(&t, vname, 1);
+                text_add(&t, ",", 1);
+                csv_num(&t, json_object_get(val, "replicate"));
+                csv_num(&t, json_object_get(val, "run_id"));
+                csv_num(&t, json_object_get(val, "value"));
+                text_add(&t, ",,,,,,,,,,,\n", 12); /* the 11 figures of a summary row, empty */
+            }
+            text_add(&t, "summary,", 8);
+            csv_text(&t, metric, 0);
+            csv_text(&t, vname, 1);
+            text_add(&t, ",,,,", 4);
+            csv_figures(&t, summary, "mean");
+        }
+    }
+    json_array_foreach(json_object_get(stats, "comparisons"), i, v) {
+        text_add(&t, "paired,", 7);
+        csv_text(&t, json_string_value(json_object_get(v, "metric")), 0);
+        csv_text(&t, json_string_value(json_object_get(v, "a")), 1);
+        csv_text(&t, json_string_value(json_object_get(v, "b")), 1);
+        text_add(&t, ",,,", 3);
+        csv_figures(&t, v, "mean_diff");
+    }
     if (t.failed) {
         free(t.data);
         return -1;

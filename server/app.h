@@ -87,6 +87,9 @@ void api_presets(http_request *req, void *app);
 void api_experiments_create(http_request *req, void *app);
 void api_experiments_list(http_request *req, void *app);
 void api_experiments_get(http_request *req, void *app);
+void api_experiments_stats(http_request *req, void *app);
+void api_experiments_stats_csv(http_request *req, void *app);
+void api_experiments_series(http_request *req, void *app);
 
 void api_corpora_list(http_request *req, void *app);
 void api_corpora_get(http_request *req, void *app);

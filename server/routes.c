@@ -33,6 +33,9 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
     rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
     rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
 
     rc |= http_route(s, "GET", "/api/corpora", api_corpora_list);
     rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, a->max_upload_bytes);

@@ -49,14 +49,15 @@ const char *store_last_error(void);
 
 /* ---- runs ---------------------------------------------------------------------------------
  * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",
- * "variant","config":{…},"seed","status","step","total_steps","note","error","created_at",
- * "started_at","finished_at","corpus","checkpoint_step","tags":[…]}. A run's status moves
+ * "variant","replicate","config":{…},"seed","status","step","total_steps","note","error",
+ * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]}. A run's status moves
  * queued -> running -> succeeded|failed|cancelled|interrupted. */
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */
     long long seed;
     long long experiment_id; /* 0: none (set by store_experiment_create for its runs) */
+    int replicate;           /* 0-based replicate within its experiment (0 outside one) */
     int total_steps;
     const json_t *tags; /* array of strings, may be NULL */
 } store_new_run;
@@ -122,6 +123,7 @@ store_status store_run_brief(store *st, long long run_id, json_t **out);
 typedef struct {
     const char *name, *preset;           /* preset may be NULL */
     const char *base_json, *variants_json; /* JSON text */
+    int replicates;                      /* runs per variant (>= 1; 0 is taken as 1) */
 } store_new_experiment;
 
 /* Creates an experiment and its n runs (queued, each with experiment_id set to the new
@@ -132,7 +134,7 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
 /* Takes back an experiment whose runs could not be queued: deletes it with its runs, in one
  * transaction, if none of them has left `queued` (STORE_CONFLICT otherwise). */
 store_status store_experiment_discard(store *st, long long id);
-/* {"id","name","preset","base":{…},"variants":[…],"created_at","run_count"} */
+/* {"id","name","preset","base":{…},"variants":[…],"replicates","created_at","run_count"} */
 store_status store_experiment_get(store *st, long long id, json_t **out);
 /* A page of experiments, newest first, and how many there are. */
 store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);

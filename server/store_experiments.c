@@ -6,7 +6,7 @@
 
 #define EXPERIMENT_COLUMNS                                              \
     "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, " \
-    "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id)"
+    "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.replicates"
 
 static json_t *experiment_from_row(sqlite3_stmt *q) {
     json_t *o = json_object();
@@ -16,6 +16,7 @@ static json_t *experiment_from_row(sqlite3_stmt *q) {
     bad |= json_object_set_new(o, "preset", db_col_text(q, 2));
     bad |= json_object_set_new(o, "base", db_col_json(q, 3, json_object()));
     bad |= json_object_set_new(o, "variants", db_col_json(q, 4, json_array()));
+    bad |= json_object_set_new(o, "replicates", json_integer(sqlite3_column_int(q, 7)));
     bad |= json_object_set_new(o, "created_at", db_col_real(q, 5));
     bad |= json_object_set_new(o, "run_count", json_integer(sqlite3_column_int64(q, 6)));
     if (bad) {
@@ -39,8 +40,8 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
         if (id < 0) s = STORE_ERROR;
     }
     if (s == STORE_OK) {
-        sqlite3_stmt *q = db_prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id) "
-                                         "VALUES (?, ?, ?, ?, ?, ?)");
+        sqlite3_stmt *q = db_prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, "
+                                         "replicates) VALUES (?, ?, ?, ?, ?, ?, ?)");
         if (q) {
             db_bind_text(q, 1, e->name ? e->name : "");
             db_bind_text(q, 2, e->preset);
@@ -48,6 +49,7 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
             db_bind_text(q, 4, e->variants_json);
             sqlite3_bind_double(q, 5, db_now());
             sqlite3_bind_int64(q, 6, id);
+            sqlite3_bind_int(q, 7, e->replicates > 1 ? e->replicates : 1);
         }
         s = db_exec(st, q, "insert experiment");
     }

@@ -8,7 +8,8 @@
 #define RUN_COLUMNS                                                                                  \
     "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "  \
     "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "       \
-    "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag))"
+    "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), " \
+    "r.replicate"
 
 /* The run object of the current row of a RUN_COLUMNS query; NULL when out of memory. */
 static json_t *run_from_row(sqlite3_stmt *q) {
@@ -18,6 +19,7 @@ static json_t *run_from_row(sqlite3_stmt *q) {
     bad |= json_object_set_new(r, "name", db_col_text(q, 1));
     bad |= json_object_set_new(r, "experiment_id", db_col_int(q, 2));
     bad |= json_object_set_new(r, "variant", db_col_text(q, 3));
+    bad |= json_object_set_new(r, "replicate", json_integer(sqlite3_column_int(q, 17)));
     bad |= json_object_set_new(r, "config", db_col_json(q, 4, json_object()));
     bad |= json_object_set_new(r, "seed", json_integer(sqlite3_column_int64(q, 5)));
     bad |= json_object_set_new(r, "status", db_col_text(q, 6));
@@ -59,7 +61,7 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
     long long id = db_next_id(st, "runs");
     if (id < 0) return STORE_ERROR;
     sqlite3_stmt *q = db_prepare(st, "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, "
-                                     "note, created_at, corpus, id) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)");
+                                     "note, created_at, corpus, id, replicate) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)");
     if (!q) return STORE_ERROR;
     db_bind_text(q, 1, run->name ? run->name : "");
     if (experiment_id)
@@ -74,6 +76,7 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
     sqlite3_bind_double(q, 8, db_now());
     db_bind_text(q, 9, run->corpus ? run->corpus : "");
     sqlite3_bind_int64(q, 10, id);
+    sqlite3_bind_int(q, 11, run->replicate > 0 ? run->replicate : 0);
     if (db_exec(st, q, "insert run") != STORE_OK) return STORE_ERROR;
     if (run->tags && put_tags(st, id, run->tags) != STORE_OK) return STORE_ERROR;
     *id_out = id;

@@ -9,19 +9,80 @@
 #include "run_config.h"
 #include "svc_runs.h"
 
-/* The seed blog's experiment: 3 layers, 4 heads, d_model 128, 128-token chunks, AdamW lr 3e-4,
- * 2000 steps, batch 32, the default corpus, rope against cosine_rope from one seed. */
-static json_t *preset_seed_blog(void) {
-    json_t *base = json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i}", "n_layer", 3, "n_head", 4, "d_model", 128,
-                             "seq_len", 128, "lr", 3e-4, "steps", 2000, "batch", 32, "corpus", "default", "seed", 1337);
-    json_t *variants = json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}]", "name", "rope", "config", "attention", "rope",
-                                 "name", "cosine_rope", "config", "attention", "cosine_rope");
-    return json_pack("{s:s, s:s, s:o, s:o}", "name", "seed-blog", "description",
-                     "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", "base", base,
-                     "variants", variants);
+/* The seed blog's configuration: 3 layers, 4 heads, d_model 128, 128-token chunks, AdamW lr 3e-4,
+ * 2000 steps, batch 32, the default corpus, seed 1337. */
+static json_t *seed_blog_base(void) {
+    return json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i}", "n_layer", 3, "n_head", 4, "d_model", 128,
+                     "seq_len", 128, "lr", 3e-4, "steps", 2000, "batch", 32, "corpus", "default", "seed", 1337);
 }
 
-json_t *svc_experiments_presets(void) { return json_pack("[o]", preset_seed_blog()); }
+/* A classroom-sized version: the built-in corpus and a model that trains in seconds. */
+static json_t *tiny_overrides(void) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "corpus", "small", "steps", 200, "n_layer", 2,
+                     "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 20, "checkpoint_every", 50);
+}
+
+/* rope against cosine_rope as the blog ran it (cos / tau, tau per head initialised to sqrt(d),
+ * weight decay on tau). */
+static json_t *blog_variants(void) {
+    return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}]", "name", "rope", "config", "attention", "rope", "name",
+                     "cosine_rope", "config", "attention", "cosine_rope");
+}
+
+/* The scale question: is the blog's cosine arm held back by its temperature? rope; cosine_rope as
+ * in the blog; the same with tau excluded from weight decay; and the published form, the cosine
+ * multiplied by a learned per-head scale s = e^theta initialised to 10 and used as min(s, 100),
+ * excluded from weight decay (Swin V2's logit scale). */
+static json_t *scale_variants(void) {
+    return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}, {s:s, s:{s:s, s:b}}, {s:s, s:{s:s, s:s, s:f, s:f, s:b}}]",
+                     "name", "rope", "config", "attention", "rope", "name", "cosine_rope", "config", "attention",
+                     "cosine_rope", "name", "cosine_rope_no_wd", "config", "attention", "cosine_rope",
+                     "tau_weight_decay", 0, "name", "cosine_log_scale_10", "config", "attention",
+                     "cosine_rope_scale", "scale_param", "log", "scale_init", 10.0, "scale_clamp", 100.0,
+                     "tau_weight_decay", 0);
+}
+
+typedef struct {
+    const char *name, *description;
+    int replicates;
+    json_t *(*variants)(void);
+} preset_def;
+
+static const preset_def presets[] = {
+    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants},
+    {"seed-blog-replicated",
+     "The blog experiment with error bars: rope vs cosine_rope, 5 replicates (seeds 1337..1341), replicate i of both "
+     "variants sharing its seed and data order",
+     5, blog_variants},
+    {"attention-scale",
+     "Is the cosine arm held back by its scale? rope; cosine_rope as in the blog (cos/tau, tau from sqrt(d), weight "
+     "decay on tau); the same without weight decay on tau; cos times a learned log-parameterised scale initialised "
+     "to 10 and clamped at 100 without weight decay (Swin V2); 5 replicates each",
+     5, scale_variants},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+static json_t *preset_json(const preset_def *d) {
+    return json_pack("{s:s, s:s, s:o, s:o, s:i, s:o}", "name", d->name, "description", d->description, "base",
+                     seed_blog_base(), "variants", d->variants(), "replicates", d->replicates, "tiny",
+                     tiny_overrides());
+}
+
+json_t *svc_experiments_presets(void) {
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < N_PRESETS; i++)
+        if (json_array_append_new(out, preset_json(&presets[i])) < 0) {
+            json_decref(out);
+            return NULL;
+        }
+    return out;
+}
+
+static const preset_def *preset_find(const char *name) {
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (!strcmp(presets[i].name, name)) return &presets[i];
+    return NULL;
+}
 
 static int valid_variant_name(const char *s) {
     size_t n = strlen(s);
@@ -44,18 +105,25 @@ void svc_experiments_plan_free(svc_experiment_plan *plan) {
 static svc_status plan_base(const svc_experiment_request *r, svc_experiment_plan *p, svc_error *err) {
     if (r->overrides && !json_is_object(r->overrides))
         return svc_fail(err, SVC_INVALID, "invalid_field", "overrides", "overrides must be an object of config fields");
+    p->replicates = 1;
     if (r->preset) {
-        if (strcmp(r->preset, "seed-blog") != 0)
-            return svc_fail(err, SVC_INVALID, "invalid_field", "preset", "unknown preset '%s' (known: seed-blog)",
-                            r->preset);
-        json_t *preset = preset_seed_blog();
+        const preset_def *d = preset_find(r->preset);
+        if (!d) {
+            char known[256] = "";
+            for (size_t i = 0; i < N_PRESETS; i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", presets[i].name);
+            return svc_fail(err, SVC_INVALID, "invalid_field", "preset", "unknown preset '%s' (known: %s)", r->preset,
+                            known);
+        }
+        json_t *preset = preset_json(d);
         if (preset) {
             p->base = run_config_merge(json_object_get(preset, "base"), r->base);
             p->variants = json_incref(r->variants ? (json_t *)r->variants : json_object_get(preset, "variants"));
         }
         json_decref(preset);
-        if (!p->name) p->name = "seed-blog";
-        p->preset = "seed-blog";
+        if (!p->name) p->name = d->name;
+        p->preset = d->name;
+        p->replicates = d->replicates;
     } else {
         if (!json_is_object(r->base))
             return svc_fail(err, SVC_INVALID, "invalid_field", "base", "give a preset, or a base config object and variants");
@@ -67,8 +135,19 @@ static svc_status plan_base(const svc_experiment_request *r, svc_experiment_plan
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     if (!json_is_array(p->variants) || json_array_size(p->variants) < 1 || json_array_size(p->variants) > 16)
         return svc_fail(err, SVC_INVALID, "invalid_field", "variants", "variants must be an array of 1 to 16 objects");
+    if (r->replicates) {
+        json_int_t n = json_is_integer(r->replicates) ? json_integer_value(r->replicates) : 0;
+        if (n < 1 || n > SVC_EXPERIMENTS_MAX_REPLICATES)
+            return svc_fail(err, SVC_INVALID, "invalid_field", "replicates",
+                            "replicates must be an integer from 1 to %d (runs per variant, seeds seed, seed+1, ...)",
+                            SVC_EXPERIMENTS_MAX_REPLICATES);
+        p->replicates = (int)n;
+    }
     return SVC_OK;
 }
+
+/* The largest seed a config takes (RunConfig.seed's maximum, 2^53 - 1). */
+#define MAX_SEED 9007199254740991LL
 
 /* Variant i: its shape, its name once, its merged config normalised and admitted. */
 static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_error *err) {
@@ -92,6 +171,10 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
     json_decref(merged);
     if (bad) return svc_fail(err, SVC_INVALID, "invalid_field", cerr.field, "%s", cerr.message);
     if (json_array_append_new(p->configs, norm) < 0) return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    if (json_integer_value(json_object_get(norm, "seed")) > MAX_SEED - (p->replicates - 1))
+        return svc_fail(err, SVC_INVALID, "invalid_field", "replicates",
+                        "%d replicates from seed %lld pass the largest seed (%lld)", p->replicates,
+                        (long long)json_integer_value(json_object_get(norm, "seed")), MAX_SEED);
     return svc_runs_admit(a, norm, field, err);
 }
 
@@ -104,7 +187,8 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     /* Every variant is checked before any run is made: an experiment is created whole or not at all. */
     for (size_t i = 0; v == SVC_OK && i < json_array_size(plan->variants); i++) v = plan_variant(a, plan, i, err);
     /* Refuse now rather than leave half an experiment queued. */
-    size_t n = json_array_size(plan->configs);
+    size_t n = json_array_size(plan->configs) * (size_t)plan->replicates;
+    plan->n_runs = n;
     if (v == SVC_OK && jobs_queue_room(a->jobs) < (int)n) {
         v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the training queue has no room for %zu runs; try again later", n);
         err->retry_after = 30;
@@ -113,31 +197,48 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     return v;
 }
 
+/* The config of run k: variant k % nv's, its seed plus the replicate k / nv. NULL when out of memory. */
+static json_t *run_config_of(const svc_experiment_plan *p, size_t k) {
+    size_t nv = json_array_size(p->configs);
+    json_t *cfg = json_deep_copy(json_array_get(p->configs, k % nv));
+    json_int_t seed = json_integer_value(json_object_get(cfg, "seed")) + (json_int_t)(k / nv);
+    if (cfg && json_object_set_new(cfg, "seed", json_integer(seed)) < 0) {
+        json_decref(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
 svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long long *exp_id, long long *run_ids,
                                   svc_error *err) {
     *exp_id = 0;
-    size_t n = json_array_size(p->configs);
+    size_t n = p->n_runs, nv = json_array_size(p->configs);
     for (size_t i = 0; i < n; i++) run_ids[i] = 0;
     store_new_run *rows = calloc(n, sizeof *rows);
     char **texts = calloc(n, sizeof *texts), **names = calloc(n, sizeof *names);
+    json_t **cfgs = calloc(n, sizeof *cfgs);
     char *base_text = json_dumps(p->base, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     char *variants_text = json_dumps(p->variants, JSON_COMPACT);
-    svc_status v = rows && texts && names && base_text && variants_text ? SVC_OK : SVC_FAILED;
+    svc_status v = rows && texts && names && cfgs && base_text && variants_text && nv ? SVC_OK : SVC_FAILED;
     for (size_t i = 0; v == SVC_OK && i < n; i++) {
-        const char *vname = json_string_value(json_object_get(json_array_get(p->variants, i), "name"));
-        if (asprintf(&names[i], "%s/%s", p->name ? p->name : "experiment", vname) < 0) {
-            names[i] = NULL;
+        const char *vname = json_string_value(json_object_get(json_array_get(p->variants, i % nv), "name"));
+        int rep = (int)(i / nv);
+        int rc = p->replicates > 1 ? asprintf(&names[i], "%s/%s/r%d", p->name ? p->name : "experiment", vname, rep)
+                                   : asprintf(&names[i], "%s/%s", p->name ? p->name : "experiment", vname);
+        if (rc < 0 || !(cfgs[i] = run_config_of(p, i))) {
+            if (rc < 0) names[i] = NULL;
             v = SVC_FAILED;
             break;
         }
-        svc_new_run r = {.name = names[i], .variant = vname, .tags = p->tags, .config = json_array_get(p->configs, i)};
+        svc_new_run r = {.name = names[i], .variant = vname, .tags = p->tags, .config = cfgs[i]};
         if (svc_runs_store_row(&r, &rows[i], &texts[i]) < 0) v = SVC_FAILED;
+        rows[i].replicate = rep;
     }
     if (v != SVC_OK) {
         svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     } else {
         store_new_experiment e = {.name = p->name, .preset = p->preset, .base_json = base_text,
-                                  .variants_json = variants_text};
+                                  .variants_json = variants_text, .replicates = p->replicates};
         long long id = 0;
         if (store_experiment_create(a->store, &e, rows, n, &id, run_ids) != STORE_OK) {
             v = svc_store_failed(err);
@@ -153,10 +254,12 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
             *exp_id = id;
         }
     }
-    for (size_t i = 0; i < n && texts && names; i++) {
+    for (size_t i = 0; i < n && texts && names && cfgs; i++) {
         free(texts[i]);
         free(names[i]);
+        json_decref(cfgs[i]);
     }
+    free(cfgs);
     free(rows);
     free(texts);
     free(names);
