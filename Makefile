@@ -46,7 +46,8 @@ obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
 ENGINE_F64_OBJ := $(patsubst %.c,$(OUT)/obj64/%.o,$(ENGINE_SRC))
 SERVER_OBJ := $(call obj,$(SERVER_SRC))
-CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+# The client compiles in the same OpenAPI document: RunConfig flags and types come from its schema.
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC)) $(OUT)/obj/gen/openapi.o
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 # The SQL migrations are compiled into the server so a binary always carries its own schema.

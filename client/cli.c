@@ -89,23 +89,24 @@ int cli_split_kv(const char *text, char *key, size_t keylen, const char **value)
     return 0;
 }
 
-/* The RunConfig keys whose type is not a number (server/openapi.json, components.schemas). */
-static const char *const string_keys[] = {"attention", "lr_schedule", "precision", "tau_param", "scale_param",
-                                          "corpus", "order", "name", NULL};
-static const char *const bool_keys[] = {"tau_weight_decay", NULL};
-static const char *const int_keys[] = {"n_layer", "n_head", "d_model", "seq_len", "batch", "steps", "warmup_steps",
-                                       "seed", "eval_every", "eval_batches", "checkpoint_every", "threads", NULL};
+/* The RunConfig schema: the same server/openapi.json the server validates against, compiled into
+ * the client too (scripts/embed_text.sh), so flag names and types never need a list of their own.
+ * Parsed once; NULL only if the embedded document were broken. */
+extern const char openapi_json[];
+static const json_t *run_config_props(void) {
+    static json_t *doc;
+    static const json_t *props;
+    if (!doc) {
+        doc = json_loads(openapi_json, 0, NULL);
+        props = json_object_get(
+            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"),
+            "properties");
+    }
+    return json_is_object(props) ? props : NULL;
+}
 
-const char *const cli_config_keys[] = {
-    "attention", "n_layer", "n_head", "d_model", "seq_len", "batch", "steps", "lr", "beta1", "beta2", "eps",
-    "weight_decay", "grad_clip", "warmup_steps", "lr_schedule", "rope_base", "tau_init", "tau_param",
-    "tau_weight_decay", "scale_init", "scale_param", "scale_clamp", "scale_lr_mult", "seed", "corpus", "order",
-    "val_fraction", "eval_every", "eval_batches", "checkpoint_every", "threads", "precision", NULL};
-
-static int in_list(const char *const *list, const char *k) {
-    for (; *list; list++)
-        if (!strcmp(*list, k)) return 1;
-    return 0;
+const char *cli_config_type(const char *key) {
+    return json_string_value(json_object_get(json_object_get(run_config_props(), key), "type"));
 }
 
 int cli_config_set(json_t *config, const char *key_in, const char *text, char *msg, size_t msglen) {
@@ -117,16 +118,17 @@ int cli_config_set(json_t *config, const char *key_in, const char *text, char *m
     }
     for (size_t i = 0; i <= n; i++) key[i] = key_in[i] == '-' ? '_' : key_in[i];
     json_t *v;
-    if (in_list(string_keys, key)) {
+    const char *type = cli_config_type(key);
+    if (type && !strcmp(type, "string")) {
         v = json_string(text);
-    } else if (in_list(bool_keys, key)) {
+    } else if (type && !strcmp(type, "boolean")) {
         if (!strcmp(text, "true") || !strcmp(text, "1")) v = json_true();
         else if (!strcmp(text, "false") || !strcmp(text, "0")) v = json_false();
         else {
             snprintf(msg, msglen, "%s wants true or false, not '%s'", key, text);
             return -1;
         }
-    } else if (in_list(int_keys, key)) {
+    } else if (type && !strcmp(type, "integer")) {
         char *end;
         errno = 0;
         long long iv = strtoll(text, &end, 10);
@@ -256,7 +258,7 @@ int cli_config_flag(json_t *config, int argc, char **argv, int *i, char *msg, si
     if (n == 0 || n >= sizeof key) return 0;
     for (size_t k = 0; k < n; k++) key[k] = a[2 + k] == '-' ? '_' : a[2 + k];
     key[n] = 0;
-    if (!in_list(cli_config_keys, key)) return 0;
+    if (!cli_config_type(key)) return 0;
     char opt[80];
     snprintf(opt, sizeof opt, "--%.*s", (int)n, a + 2);
     r = cli_opt_value(argc, argv, i, opt, &v);

@@ -87,8 +87,9 @@ const char *cli_time(const json_t *v, char *buf, size_t len);
  * for every RunConfig key (dashes or underscores). Returns 1 when argv[*i] was one (config updated,
  * *i advanced), 0 when it is not a config flag, -1 on a bad or missing value (msg says why). */
 int cli_config_flag(json_t *config, int argc, char **argv, int *i, char *msg, size_t msglen);
-/* The RunConfig keys, NULL-terminated (for help texts and the flag table). */
-extern const char *const cli_config_keys[];
+/* The JSON type ("integer", "number", "string", "boolean") of a RunConfig key in the schema
+ * compiled into the client (server/openapi.json); NULL when the key is not a RunConfig field. */
+const char *cli_config_type(const char *key);
 
 /* The API wraps single objects by kind ({"run":{...}}, {"probe":{...}}): returns v[key] when it
  * is an object, else v itself (so an unwrapped answer works too). */

@@ -280,8 +280,37 @@ TEST(ids_and_options) {
     CHECK_EQ_INT(cli_opt_value(5, argv, &i, "--keys", &v), -1);
 }
 
+TEST(every_run_config_field_is_a_client_flag_with_its_schema_type) {
+    /* The client has no key list of its own: each field of the schema file is a flag, typed as
+     * the schema says, and nothing else is. */
+    json_t *doc = json_load_file("server/openapi.json", 0, NULL);
+    json_t *props = json_object_get(
+        json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"), "properties");
+    CHECK(json_object_size(props) > 10);
+    const char *key;
+    json_t *prop;
+    json_object_foreach(props, key, prop) {
+        const char *t = cli_config_type(key);
+        CHECK_MSG(t && !strcmp(t, json_string_value(json_object_get(prop, "type"))), "%s: client type %s", key,
+                  t ? t : "(none)");
+        char flag[80];
+        snprintf(flag, sizeof flag, "--%s", key);
+        for (char *c = flag + 2; *c; c++)
+            if (*c == '_') *c = '-';
+        char *argv[] = {flag, (char *)(!strcmp(t, "boolean") ? "true" : !strcmp(t, "string") ? "x" : "1")};
+        int i = 0;
+        char msg[200];
+        json_t *cfg = json_object();
+        CHECK_MSG(cli_config_flag(cfg, 2, argv, &i, msg, sizeof msg) == 1, "%s is not a client flag", flag);
+        json_decref(cfg);
+    }
+    CHECK(cli_config_type("no_such_key") == NULL);
+    json_decref(doc);
+}
+
 int main(void) {
     RUN(values_are_typed_by_the_config_schema);
+    RUN(every_run_config_field_is_a_client_flag_with_its_schema_type);
     RUN(config_flags_take_both_spellings);
     RUN(guessed_values);
     RUN(vary_makes_one_variant_per_value);
