@@ -161,6 +161,7 @@ test:
 	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build test-bins
 	$(MAKE) --no-print-directory -j$(NPROC) MODE=asan build test-bins
 	$(MAKE) --no-print-directory -j$(NPROC) MODE=tsan $(TSAN_TESTS)
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=fuzz fuzz-bins
 	tests/run.sh $(BUILD)
 
 test-bins: $(TEST_BIN) $(F64_BIN) $(F64_TEST_VARIANT)
@@ -180,5 +181,15 @@ corpus:
 
 clean:
 	rm -rf $(BUILD) static/vendor
+
+# `make fuzz` (FUZZ_TIME=seconds per target): the libFuzzer targets of tests/fuzz/.
+include tests/fuzz/fuzz.mk
+
+# `make loadtest`: load figures (wrk) during a training run, next to their targets.
+loadtest:
+	scripts/deps.sh --test
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
+	scripts/loadtest.sh $(BUILD)/release
+.PHONY: loadtest
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

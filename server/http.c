@@ -993,15 +993,19 @@ static void conn_refuse(http_server *s, http_conn *c, int status, const char *co
     pthread_mutex_unlock(&s->conns_lock);
 }
 
-static void front_accept(http_server *s) {
+/* Accepts what is waiting; returns -1 when out of descriptors (the caller pauses accepting). */
+static int front_accept(http_server *s) {
     for (int round = 0; round < 64; round++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
         int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno == EMFILE || errno == ENFILE) log_warn("cannot accept a connection: %s", strerror(errno));
-            return;
+            if (errno == EMFILE || errno == ENFILE) {
+                log_warn("cannot accept a connection: %s", strerror(errno));
+                return -1;
+            }
+            return 0;
         }
         unsigned char ip[16];
         ip_key(&ss, ip);
@@ -1048,6 +1052,7 @@ static void front_accept(http_server *s) {
         else if (refuse == 503)
             conn_refuse(s, slot, 503, "too_many_connections", "the server has too many connections", 0);
     }
+    return 0;
 }
 
 /* New bytes (or the end) on a connection whose head is not complete. The bytes are only peeked, so
@@ -1152,11 +1157,13 @@ static void *front_main(void *arg) {
         free(buf);
         return NULL;
     }
+    double accept_paused_until = 0;
     while (!atomic_load(&s->stopping)) {
         nfds_t n = 0;
-        pfd[n++] = (struct pollfd){.fd = s->wake_pipe[0], .events = POLLIN};
-        pfd[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         double now = mono_now(), next = now + 0.25;
+        pfd[n++] = (struct pollfd){.fd = s->wake_pipe[0], .events = POLLIN};
+        /* Out of descriptors, the listening socket would stay readable: leave it a moment. */
+        pfd[n++] = (struct pollfd){.fd = now < accept_paused_until ? -1 : s->listen_fd, .events = POLLIN};
         pthread_mutex_lock(&s->conns_lock);
         for (unsigned i = 0; i < s->n_slots; i++) {
             http_conn *c = &s->conns[i];
@@ -1185,7 +1192,7 @@ static void *front_main(void *arg) {
             if (c->state == CONN_PENDING) front_readable(s, c, pfd[k].revents, buf);
             else if (c->state == CONN_CLOSING) front_drain(s, c, buf);
         }
-        if (pfd[1].revents & POLLIN) front_accept(s);
+        if ((pfd[1].revents & POLLIN) && front_accept(s) < 0) accept_paused_until = mono_now() + 0.1;
         front_expire(s);
     }
     free(pfd);
@@ -1597,8 +1604,11 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
      * only gets connections whose first head has been checked. Its own limit is set well above
      * what the front door hands it, since each pool thread takes an equal share of it. */
     unsigned mhd_limit = 2 * (s->max_conn + s->max_streams) + 16 * threads;
+    /* poll(), not epoll: libmicrohttpd 0.9.75's epoll mode treats a short read as "nothing more to
+     * read", so a client's end of input that arrived with its request (as it does when the front
+     * door hands a connection over) would go unseen until a timeout. */
     s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
             MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
         0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,

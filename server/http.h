@@ -4,6 +4,12 @@
  * files under a static directory for unrouted GETs, caps request bodies, answers errors as JSON
  * {"error":{"code","message","field"}} and logs one line per request.
  *
+ * Connections come in through a front door of its own (one thread that owns the listening
+ * socket): it applies the connection limits and the request-head deadline below and checks each
+ * connection's first request head (http_head_check) before libmicrohttpd sees a byte of it, so
+ * that what libmicrohttpd would refuse in HTML is refused in JSON; the requests after it on a
+ * kept-alive connection are held to the same limits inside the layer.
+ *
  * A handler runs on one of the server's pool threads and must answer exactly once with one of the
  * http_reply_* functions (the layer answers 500 if it does not). Strings it gets from a request
  * live as long as the request. Patterns are '/'-separated; a segment "{name}" matches any one
