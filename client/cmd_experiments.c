@@ -8,22 +8,31 @@
 #include "table.h"
 
 const char cmd_experiments_help[] =
-    "usage: attnlab experiments start --preset NAME [--set KEY=VALUE ...] [--KEY VALUE ...]\n"
-    "                                 [--vary KEY=V1,V2,...] [--name NAME] [--tag T ...] [-q]\n"
-    "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--set ...]\n"
+    "usage: attnlab experiments start --preset NAME [--tiny] [--replicates N] [--set KEY=VALUE ...]\n"
+    "                                 [--KEY VALUE ...] [--vary KEY=V1,V2,...] [--name NAME] [--tag T ...] [-q]\n"
+    "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--replicates N] [--set ...]\n"
     "       attnlab experiments list\n"
-    "       attnlab experiments show ID\n"
+    "       attnlab experiments show ID [--k K] [--csv]\n"
     "\n"
-    "start    creates an experiment: one run per variant, with the same seed, data order and\n"
-    "         hyper-parameters. --preset seed-blog is the Cosine-RoPE blog post's comparison\n"
-    "         (rope vs cosine_rope, 3 layers, 4 heads, d_model 128, 2000 steps; the server's\n"
-    "         /api/presets has it in full). Config flags override the preset, e.g. --set steps=20\n"
-    "         --set d_model=32 for a tiny one. --vary attention=rope,cosine_rope makes one variant\n"
-    "         per value. -q prints only the run ids, one per line\n"
+    "start    creates an experiment: one run per variant and replicate, with the same data order and\n"
+    "         hyper-parameters. --replicates N (1-32) runs every variant N times with seeds seed,\n"
+    "         seed+1, ...; replicate i of every variant shares its seed (a paired design).\n"
+    "         --preset seed-blog is the Cosine-RoPE blog post's comparison (rope vs cosine_rope,\n"
+    "         3 layers, 4 heads, d_model 128, 2000 steps); seed-blog-replicated is the same with 5\n"
+    "         replicates; attention-scale adds cosine_rope without weight decay on tau and the cosine\n"
+    "         times a learned log-scale from 10 clamped at 100 (the server's /api/presets has them\n"
+    "         in full). --tiny applies the preset's classroom-sized overrides (built-in corpus, small\n"
+    "         model); config flags override the preset, e.g. --set steps=20 --set d_model=32.\n"
+    "         --vary attention=rope,cosine_rope makes one variant per value. -q prints only the run\n"
+    "         ids, one per line\n"
     "list     experiments with their runs\n"
     "show     one experiment: its runs, the comparison of its variants (final and best loss,\n"
-    "         validation loss, tau from its initial value to the final range over heads) and each\n"
-    "         run's final tau per layer and head\n"
+    "         validation loss, tau from its initial value to the final range over heads), each\n"
+    "         run's final tau per layer and head, and with replicates the statistics: per variant\n"
+    "         and metric n, mean, std and 95% t interval; per pair of variants the paired mean\n"
+    "         difference, its t interval, the paired t-test's p (and Holm's adjustment) and a\n"
+    "         bootstrap interval. --k K: the final training loss averages the last K steps\n"
+    "         (default 10); --csv prints the statistics as CSV instead\n"
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (message and field\n"
     "printed), 5 server error.\n";
@@ -77,10 +86,31 @@ static json_t *exp_runs(json_t *e) {
     return json_is_array(r) ? r : NULL;
 }
 
+/* Adds the named preset's classroom-sized overrides ("tiny" in /api/presets) to overrides, under
+ * what the command line already set. Returns CLI_EXIT_OK or the failure's exit code. */
+static int preset_tiny(const cli_ctx *ctx, const char *preset, json_t *overrides) {
+    json_t *list;
+    int code = httpc_json(ctx, "GET", "/api/presets", NULL, &list);
+    if (code) return code;
+    json_t *tiny = NULL, *p;
+    size_t i;
+    json_array_foreach(json_object_get(list, "presets"), i, p) {
+        if (json_is_string(json_object_get(p, "name")) && !strcmp(json_string_value(json_object_get(p, "name")), preset))
+            tiny = json_object_get(p, "tiny");
+    }
+    if (!json_is_object(tiny)) {
+        json_decref(list);
+        return cli_fail(ctx, CLI_EXIT_USAGE, "the server has no classroom-sized version of preset '%s'", preset);
+    }
+    json_object_update_missing(overrides, tiny);
+    json_decref(list);
+    return CLI_EXIT_OK;
+}
+
 static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
     json_t *body = json_object(), *overrides = json_object(), *tags = json_array(), *variants = NULL, *base = NULL;
-    const char *preset = NULL, *base_file = NULL, *name = NULL;
-    int quiet = 0, code = CLI_EXIT_OK;
+    const char *preset = NULL, *base_file = NULL, *name = NULL, *replicates = NULL;
+    int quiet = 0, tiny = 0, code = CLI_EXIT_OK;
     char msg[512];
     if (!body || !overrides || !tags) {
         code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
@@ -89,7 +119,12 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
     for (int i = 0; i < argc && !code; i++) {
         const char *v;
         int r;
-        if ((r = cli_config_flag(overrides, argc, argv, &i, msg, sizeof msg)) != 0) {
+        if ((r = cli_opt_value(argc, argv, &i, "--replicates", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--replicates wants a number (1-32)");
+            replicates = v;
+        } else if (!strcmp(argv[i], "--tiny")) {
+            tiny = 1;
+        } else if ((r = cli_config_flag(overrides, argc, argv, &i, msg, sizeof msg)) != 0) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "%s", msg);
         } else if ((r = cli_opt_value(argc, argv, &i, "--preset", &v)) != 0) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "--preset wants a name");
@@ -123,6 +158,20 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
         code = cli_usage(ctx, "experiments ", "--base needs --vary KEY=V1,V2,... to say what differs");
         goto out;
     }
+    if (tiny && !preset) {
+        code = cli_usage(ctx, "experiments ", "--tiny shrinks a preset: give --preset NAME");
+        goto out;
+    }
+    if (replicates) {
+        char *end;
+        long n = strtol(replicates, &end, 10);
+        if (end == replicates || *end) {
+            code = cli_usage(ctx, "experiments ", "--replicates wants a whole number, not '%s'", replicates);
+            goto out;
+        }
+        json_object_set_new(body, "replicates", json_integer(n)); /* the server checks the range */
+    }
+    if (tiny && (code = preset_tiny(ctx, preset, overrides))) goto out;
     if (preset) {
         json_object_set_new(body, "preset", json_string(preset));
         if (json_object_size(overrides)) json_object_set(body, "overrides", overrides);
@@ -219,9 +268,10 @@ static const char *fmt_num(const json_t *v, char *buf, size_t len) {
     return buf;
 }
 
-/* The blog's comparison: per variant the final and best loss, the validation loss, and τ from
- * its initial value to the final range over heads; then each run's final τ per layer and head. */
-static void print_comparison(const cli_ctx *ctx, json_t *runs) {
+/* The blog's comparison: per run the final and best loss, the validation loss, and τ from its
+ * initial value to the final range over heads; then (per_run_tau) each run's final τ per layer
+ * and head. */
+static void print_comparison(const cli_ctx *ctx, json_t *runs, int per_run_tau) {
     static const char *const head[] = {"VARIANT", "ATTENTION", "LOSS", "MIN LOSS", "VAL_LOSS", "τ INIT", "τ FINAL"};
     table *t = table_new(7, head);
     if (!t) return;
@@ -252,6 +302,7 @@ static void print_comparison(const cli_ctx *ctx, json_t *runs) {
     fputs("\ncomparison\n", ctx->out);
     table_print(t, ctx->out);
     table_free(t);
+    if (!per_run_tau) return; /* with replicates the statistics summarise tau instead */
     json_array_foreach(runs, i, r) {
         json_t *final = json_object_get(json_object_get(r, "tau"), "final");
         size_t nh = json_array_size(json_array_get(final, 0));
@@ -283,33 +334,157 @@ static void print_comparison(const cli_ctx *ctx, json_t *runs) {
     }
 }
 
+/* A figure for the statistics tables: 5 significant digits, "" when null. */
+static const char *fig(const json_t *v, char *buf, size_t len) {
+    buf[0] = 0;
+    if (json_is_number(v)) snprintf(buf, len, "%.5g", json_number_value(v));
+    return buf;
+}
+
+/* "lo – hi" of an interval, "" when it has none. */
+static const char *interval_text(const json_t *ci, char *buf, size_t len) {
+    buf[0] = 0;
+    const json_t *lo = json_array_get(ci, 0), *hi = json_array_get(ci, 1);
+    if (json_is_number(lo) && json_is_number(hi))
+        snprintf(buf, len, "%.5g – %.5g", json_number_value(lo), json_number_value(hi));
+    return buf;
+}
+
+static const char *p_text(const json_t *v, char *buf, size_t len) {
+    buf[0] = 0;
+    if (json_is_number(v)) snprintf(buf, len, json_number_value(v) < 1e-4 ? "%.2e" : "%.4f", json_number_value(v));
+    return buf;
+}
+
+/* The statistics of GET /api/experiments/{id}/stats: per variant and metric, then per pair. */
+static void print_stats(const cli_ctx *ctx, const json_t *stats) {
+    json_t *exp = json_object_get(stats, "experiment");
+    fprintf(ctx->out, "\nstatistics over %lld replicates (succeeded runs; final train loss = mean of the last %lld steps; "
+                      "%.0f%% intervals)\n",
+            (long long)json_integer_value(json_object_get(exp, "replicates")),
+            (long long)json_integer_value(json_object_get(stats, "k")),
+            100 * json_number_value(json_object_get(stats, "conf")));
+    static const char *const head[] = {"VARIANT", "METRIC", "N", "MEAN", "STD", "95% CI (t)", "NOTE"};
+    table *t = table_new(7, head);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(stats, "variants"), i, v) {
+        const char *metric;
+        json_t *m;
+        json_object_foreach(json_object_get(v, "metrics"), metric, m) {
+            char n[16], mean[32], sd[32], ci[80];
+            const char *reason = json_string_value(json_object_get(m, "reason"));
+            char note[160] = "";
+            if (json_is_number(json_object_get(m, "p")))
+                snprintf(note, sizeof note, "vs 0: p %s", p_text(json_object_get(m, "p"), ci, sizeof ci));
+            if (reason) snprintf(note, sizeof note, "%s", reason);
+            const char *cells[7] = {json_string_value(json_object_get(v, "name")), metric,
+                                    cli_cell(json_object_get(m, "n"), n, sizeof n),
+                                    fig(json_object_get(m, "mean"), mean, sizeof mean),
+                                    fig(json_object_get(m, "std"), sd, sizeof sd),
+                                    interval_text(json_object_get(m, "ci"), ci, sizeof ci), note};
+            if (t) table_add_row(t, cells);
+        }
+    }
+    if (t) table_print(t, ctx->out);
+    table_free(t);
+    json_t *comps = json_object_get(stats, "comparisons");
+    if (!json_array_size(comps)) return;
+    fputs("\npaired differences a − b (pairs share a replicate's seed and data order)\n", ctx->out);
+    static const char *const chead[] = {"METRIC", "A", "B", "N", "MEAN DIFF", "95% CI (t)", "P", "P (HOLM)",
+                                        "95% CI (BOOTSTRAP)", "NOTE"};
+    table *c = table_new(10, chead);
+    json_array_foreach(comps, i, v) {
+        char n[16], d[32], ci[80], p[32], ph[32], bci[80];
+        const char *cells[10] = {json_string_value(json_object_get(v, "metric")),
+                                 json_string_value(json_object_get(v, "a")),
+                                 json_string_value(json_object_get(v, "b")),
+                                 cli_cell(json_object_get(v, "n"), n, sizeof n),
+                                 fig(json_object_get(v, "mean_diff"), d, sizeof d),
+                                 interval_text(json_object_get(v, "ci"), ci, sizeof ci),
+                                 p_text(json_object_get(v, "p"), p, sizeof p),
+                                 p_text(json_object_get(v, "p_holm"), ph, sizeof ph),
+                                 interval_text(json_object_get(v, "bootstrap_ci"), bci, sizeof bci),
+                                 json_string_value(json_object_get(v, "reason"))};
+        if (c) table_add_row(c, cells);
+    }
+    if (c) table_print(c, ctx->out);
+    table_free(c);
+}
+
 static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
-    long long id;
-    if (argc != 1) return cli_usage(ctx, "experiments ", "experiments show takes one id");
-    if (cli_parse_id(argv[0], &id) < 0) return cli_usage(ctx, "experiments ", "'%s' is not an experiment id", argv[0]);
-    char path[64];
+    long long id = 0;
+    const char *k = NULL, *ids = NULL;
+    int csv = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        int r;
+        if ((r = cli_opt_value(argc, argv, &i, "--k", &v)) != 0) {
+            if (r < 0) return cli_usage(ctx, "experiments ", "--k wants a number of steps");
+            k = v;
+        } else if (!strcmp(argv[i], "--csv")) {
+            csv = 1;
+        } else if (!ids) {
+            ids = argv[i];
+        } else {
+            return cli_usage(ctx, "experiments ", "experiments show takes one id");
+        }
+    }
+    if (!ids) return cli_usage(ctx, "experiments ", "experiments show takes one id");
+    if (cli_parse_id(ids, &id) < 0) return cli_usage(ctx, "experiments ", "'%s' is not an experiment id", ids);
+    if (k && (strspn(k, "0123456789") != strlen(k) || strlen(k) > 6 || !*k))
+        return cli_usage(ctx, "experiments ", "--k wants a whole number of steps, not '%s'", k);
+    char path[64], spath[96];
     snprintf(path, sizeof path, "/api/experiments/%lld", id);
-    json_t *e;
+    snprintf(spath, sizeof spath, "/api/experiments/%lld/stats%s%s%s", id, csv ? ".csv" : "", k ? "?k=" : "", k ? k : "");
+    if (csv) {
+        char msg[1024];
+        httpc_response r;
+        int code = httpc_request(ctx, "GET", spath, NULL, &r, msg, sizeof msg);
+        if (code) return cli_fail(ctx, code, "%s", msg);
+        if ((code = httpc_status_exit(r.status)) != CLI_EXIT_OK) {
+            httpc_error_line(r.status, r.body, msg, sizeof msg);
+            code = cli_fail(ctx, code, "GET %s: %s", spath, msg);
+        } else if (r.len) {
+            fwrite(r.body, 1, r.len, ctx->out);
+        }
+        httpc_response_free(&r);
+        return code;
+    }
+    json_t *e, *st = NULL;
     int code = httpc_json(ctx, "GET", path, NULL, &e);
     if (code) return code;
+    json_t *exp = cli_unwrap(e, "experiment");
+    long long reps = json_integer_value(json_object_get(exp, "replicates"));
+    if (reps > 1 || k) {
+        if ((code = httpc_json(ctx, "GET", spath, NULL, &st))) {
+            json_decref(e);
+            return code;
+        }
+    }
     if (ctx->json) {
+        if (st) json_object_set(e, "stats", cli_unwrap(st, "stats"));
         cli_print_json(ctx, e);
     } else {
         char b[64];
-        json_t *exp = cli_unwrap(e, "experiment");
         const char *name = json_string_value(json_object_get(exp, "name"));
         const char *preset = json_string_value(json_object_get(exp, "preset"));
         fprintf(ctx->out, "experiment %lld%s%s%s%s\n", id, name ? "  " : "", name ? name : "",
                 preset ? "  preset " : "", preset ? preset : "");
         const char *created = cli_time(json_object_get(exp, "created_at"), b, sizeof b);
         if (*created) fprintf(ctx->out, "created %s\n", created);
+        if (reps > 1) fprintf(ctx->out, "%lld replicates per variant (seeds seed, seed+1, ...)\n", reps);
         json_t *runs = exp_runs(e);
         if (runs && json_array_size(runs) && json_is_object(json_array_get(runs, 0))) {
             fputc('\n', ctx->out);
             cmd_runs_print_table(ctx, runs);
-            print_comparison(ctx, runs);
+            print_comparison(ctx, runs, reps <= 1);
         }
+        if (st) print_stats(ctx, cli_unwrap(st, "stats"));
+        else fputs("\none replicate per variant: no intervals (start it with --replicates N, N >= 3, for error bars)\n",
+                   ctx->out);
     }
+    json_decref(st);
     json_decref(e);
     return CLI_EXIT_OK;
 }

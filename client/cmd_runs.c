@@ -45,19 +45,21 @@ static const char *num(const json_t *v, const char *fmt, char *buf, size_t len) 
 
 void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
     static const char *const head[] = {"ID", "NAME", "STATUS", "STEP", "ATTENTION", "LOSS", "EXP", "VARIANT",
-                                       "TAGS", "CREATED"};
-    table *t = table_new(10, head);
+                                       "REP", "TAGS", "CREATED"};
+    table *t = table_new(11, head);
     if (!t) return;
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {
-        char id[32], step[48], loss[32], exp[32], tags[256], created[32], st[24], tot[24];
+        char id[32], step[48], loss[32], exp[32], rep[24] = "", tags[256], created[32], st[24], tot[24];
         json_t *cfg = json_object_get(r, "config");
         cli_cell(json_object_get(r, "step"), st, sizeof st);
         cli_cell(json_object_get(r, "total_steps"), tot, sizeof tot);
         if (!*tot) cli_cell(json_object_get(cfg, "steps"), tot, sizeof tot);
         snprintf(step, sizeof step, "%s/%s", *st ? st : "0", *tot ? tot : "?");
-        const char *cells[10] = {
+        /* The replicate only means something inside an experiment. */
+        if (json_is_integer(json_object_get(r, "experiment_id"))) cli_cell(json_object_get(r, "replicate"), rep, sizeof rep);
+        const char *cells[11] = {
             cli_cell(json_object_get(r, "id"), id, sizeof id),
             json_string_value(json_object_get(r, "name")),
             json_string_value(json_object_get(r, "status")),
@@ -66,6 +68,7 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
             num(cli_last_value(json_object_get(json_object_get(r, "last"), "loss")), "%.4f", loss, sizeof loss),
             cli_cell(json_object_get(r, "experiment_id"), exp, sizeof exp),
             json_string_value(json_object_get(r, "variant")),
+            rep,
             cli_cell(json_object_get(r, "tags"), tags, sizeof tags),
             cli_time(json_object_get(r, "created_at"), created, sizeof created),
         };
@@ -165,6 +168,8 @@ static int runs_show(const cli_ctx *ctx, int argc, char **argv) {
     kv_row(t, "step", b[1]);
     kv_row(t, "experiment", cli_cell(json_object_get(run, "experiment_id"), b[2], sizeof b[2]));
     kv_row(t, "variant", json_string_value(json_object_get(run, "variant")));
+    if (json_is_integer(json_object_get(run, "experiment_id")))
+        kv_row(t, "replicate", cli_cell(json_object_get(run, "replicate"), b[10], sizeof b[10]));
     kv_row(t, "seed", cli_cell(json_object_get(run, "seed"), b[3], sizeof b[3]));
     kv_row(t, "tags", cli_cell(json_object_get(run, "tags"), b[4], sizeof b[4]));
     kv_row(t, "note", json_string_value(json_object_get(run, "note")));
