@@ -70,6 +70,10 @@ void api_corpora_upload(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "name", "name must be 1-40 characters of a-z, 0-9, _ and -");
         return;
     }
+    if (corpora_name_reserved(name)) {
+        http_reply_error(req, 409, "conflict", "name", "'%s' is the name of a built-in corpus", name);
+        return;
+    }
     if (api_query_enum(req, "encoding", encodings, &encoding) < 0) return;
     if (!encoding) encoding = "gpt2";
     if (!corpora_tokenizer(a->corpora, encoding)) {

@@ -12,6 +12,8 @@ void api_health(http_request *req, void *ctx) {
     json_t *body = json_pack("{s:s, s:s, s:s, s:f, s:i}", "status", db_ok ? "ok" : "degraded", "version",
                              ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "uptime_s", app_now() - a->started_at,
                              "schema_version", store_schema_version(a->store));
+    /* Why the database is not usable (it cannot be written, its file is gone). */
+    if (!db_ok && body) json_object_set_new(body, "db_error", json_string(store_last_error()));
     http_reply_json(req, db_ok ? 200 : 503, body);
 }
 
@@ -52,9 +54,12 @@ void api_prometheus(http_request *req, void *ctx) {
         if (status_counts[i]) fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
     fprintf(f, "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
                "attnlab_event_subscribers %zu\n", events_subscriber_count(a->events));
-    fprintf(f, "# HELP attnlab_metric_points_dropped_total Metric points dropped because the writer fell behind.\n"
+    fprintf(f, "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
                "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
             (unsigned long long)metrics_writer_dropped(a->writer));
+    fprintf(f, "# HELP attnlab_metric_write_failures_total Metric writes that failed (their points kept and retried).\n"
+               "# TYPE attnlab_metric_write_failures_total counter\nattnlab_metric_write_failures_total %llu\n",
+            (unsigned long long)metrics_writer_failures(a->writer));
     fprintf(f, "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
                "attnlab_uptime_seconds %.0f\n", app_now() - a->started_at);
     fclose(f);

@@ -19,6 +19,8 @@ struct corpora {
     tokenizer *gpt2, *bytes;
 };
 
+int corpora_name_reserved(const char *name) { return name && (!strcmp(name, "small") || !strcmp(name, "default")); }
+
 void corpora_dir(corpora *c, const char *name, char *buf, size_t len) {
     snprintf(buf, len, "%s/corpora/%s", c->data_dir, name);
 }
@@ -101,6 +103,14 @@ static void register_default(corpora *c) {
     snprintf(meta, sizeof meta, "%s/meta.json", dir);
     snprintf(tokens, sizeof tokens, "%s/tokens.u16", dir);
     if (!file_exists(tokens)) return;
+    /* An upload that took the name before names were reserved keeps it; it is not `make corpus`'s. */
+    json_t *old = NULL;
+    if (store_corpus_get(c->st, "default", &old) == STORE_OK && !json_is_true(json_object_get(old, "builtin"))) {
+        log_warn("corpus 'default' is an upload, not the built-in corpus: rename or delete it, then run `make corpus`");
+        json_decref(old);
+        return;
+    }
+    json_decref(old);
     json_t *m = json_load_file(meta, 0, NULL);
     struct stat st;
     stat(tokens, &st);
@@ -130,6 +140,13 @@ corpora *corpora_start(store *st, const char *data_dir, const char *source_dir) 
         c->gpt2 = NULL;
     }
     if (tokenizer_new_bytes(&c->bytes, &err) != ENGINE_OK) c->bytes = NULL;
+    /* Uploads cut off by the death of the last process will never finish: say so. */
+    int stale = 0;
+    if (store_corpora_fail_tokenizing(st, "the service stopped while this corpus was being tokenized: delete it and "
+                                          "upload it again", &stale) != STORE_OK)
+        log_error("corpora: could not recover uploads left tokenizing: %s", store_last_error());
+    else if (stale > 0)
+        log_warn("%d corpus upload(s) were being tokenized when the service last stopped: now failed", stale);
     char buf[PATH_MAX];
     const char *src = find_source_dir(source_dir, buf, sizeof buf);
     if (src)

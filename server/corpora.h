@@ -4,7 +4,8 @@
  * Built in: "small" (corpora/small/text.txt from the source tree, tokenized with GPT-2 at start-up
  * and cached in the data directory) and "default" (the MiniPile stand-in that `make corpus` builds
  * into <data-dir>/corpora/default/; listed only once it exists). Uploads are plain text streamed to
- * <data-dir>/corpora/<name>/upload.txt and tokenized on the probe queue. */
+ * <data-dir>/corpora/<name>/upload.txt and tokenized on the probe queue; an upload that was still
+ * tokenizing when the process died is marked failed at the next start. */
 #ifndef ATTNLAB_CORPORA_H
 #define ATTNLAB_CORPORA_H
 
@@ -20,6 +21,8 @@ typedef struct corpora corpora;
 corpora *corpora_start(store *st, const char *data_dir, const char *source_dir);
 void corpora_free(corpora *c);
 
+/* 1 for the names of the built-in corpora ("small", "default"), which no upload may take. */
+int corpora_name_reserved(const char *name);
 /* The shared tokenizers (NULL when its files are missing; gpt2 then reports why in the log). */
 const tokenizer *corpora_tokenizer(corpora *c, const char *encoding);
 /* Vocabulary size of a corpus's tokenizer, or -1 if the corpus is unknown or not ready. */

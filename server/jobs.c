@@ -2,6 +2,8 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "checkpoints.h"
 #include "engine/train.h"
 #include "fsutil.h"
 #include "log.h"
@@ -17,6 +20,8 @@
 #define MAX_TRAIN_WORKERS 16
 #define MAX_PROBE_QUEUE 256
 #define MAX_POINTS_PER_STEP (8 + 2 * 64 * 24)
+/* How long metrics may fail to be stored (kept and retried meanwhile) before a run stops. */
+#define METRICS_GRACE_S 10.0
 
 /* A training in progress: what the API shows live and what cancel flips. */
 typedef struct {
@@ -65,6 +70,8 @@ void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len)
     snprintf(buf, len, "%s/runs/%lld/checkpoint.safetensors", j->data_dir, run_id);
 }
 
+int jobs_compute_threads(const jobs *j) { return j->cfg.compute_threads; }
+
 int jobs_threads_per_run(const jobs *j) {
     int t = j->cfg.compute_threads / (j->cfg.train_workers > 0 ? j->cfg.train_workers : 1);
     return t > 0 ? t : 1;
@@ -77,8 +84,22 @@ typedef struct {
     live_run *live;
     long long run_id;
     int learned_scale; /* the variant learns its score scale: tau.L.H is recorded */
+    char staging[PATH_MAX + 48], final[PATH_MAX + 48]; /* its checkpoint (checkpoints.h) */
+    char failure[512]; /* set when what it reports cannot be kept: the run stops and fails */
     store_metric points[MAX_POINTS_PER_STEP];
 } train_ctx;
+
+/* Stops the run (at its next should_stop) with this reason, unless one is set already. Called from
+ * the training thread only. */
+static void fail_run(train_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_run(train_ctx *t, const char *fmt, ...) {
+    if (t->failure[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->failure, sizeof t->failure, fmt, ap);
+    va_end(ap);
+    log_error("run %lld: %s", t->run_id, t->failure);
+}
 
 static void add_point(train_ctx *t, int *n, long step, double wall, const char *key, double v) {
     if (*n >= MAX_POINTS_PER_STEP) return;
@@ -93,7 +114,9 @@ static void add_point(train_ctx *t, int *n, long step, double wall, const char *
 /* Sends the step's points to the writer (batched to SQLite) and the bus (live viewers). */
 static void publish_points(train_ctx *t, int n, long step) {
     jobs *j = t->j;
-    metrics_writer_push(j->cfg.writer, t->points, (size_t)n);
+    size_t refused = metrics_writer_push(j->cfg.writer, t->points, (size_t)n);
+    if (refused)
+        fail_run(t, "%zu metric points of step %ld could not be queued: the store is not keeping up", refused, step);
     json_t *values = json_object();
     for (int i = 0; i < n; i++) json_object_set_new(values, t->points[i].key, json_real(t->points[i].value));
     pthread_mutex_lock(&j->lock);
@@ -141,6 +164,12 @@ static void on_step(void *ctx, const train_step_metrics *m) {
         }
     publish_points(t, n, m->step);
     metrics_writer_progress(j->cfg.writer, t->run_id, (int)m->step, 0);
+    /* Points that cannot be stored stay queued and are retried; a run does not go on for long
+     * producing curves nobody can keep. */
+    double failing_s;
+    char why[256];
+    if (metrics_writer_failing(j->cfg.writer, &failing_s, why, sizeof why) && failing_s > METRICS_GRACE_S)
+        fail_run(t, "its metrics could not be stored for %.0f s: %s", failing_s, why);
 }
 
 static void on_eval(void *ctx, long step, double val_loss) {
@@ -151,18 +180,35 @@ static void on_eval(void *ctx, long step, double val_loss) {
 }
 
 /* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
- * store when it exists; otherwise a crash in the next second would leave a hole in the curves.
+ * store before the checkpoint takes its name: the engine wrote it at the staging name, and it is
+ * sealed (recorded, then renamed; checkpoints.h) only once everything before it is stored. A kill
+ * at any moment leaves either the previous checkpoint or this one, never one ahead of its metrics.
  * This is the one place where training waits for the writer: once per checkpoint, not per step. */
 static void on_checkpoint(void *ctx, long step, const char *path) {
     train_ctx *t = ctx;
-    (void)path;
-    metrics_writer_progress(t->j->cfg.writer, t->run_id, (int)step, (int)step);
-    metrics_writer_flush(t->j->cfg.writer);
+    jobs *j = t->j;
+    (void)path; /* t->staging */
+    metrics_writer_progress(j->cfg.writer, t->run_id, (int)step, 0);
+    if (metrics_writer_flush(j->cfg.writer) < 0) {
+        char why[256];
+        metrics_writer_failing(j->cfg.writer, NULL, why, sizeof why);
+        fail_run(t, "the metrics before its checkpoint at step %ld could not be stored: %s", step, why);
+        return;
+    }
+    char err[PATH_MAX * 2 + 128];
+    if (checkpoint_seal(j->cfg.store, j->data_dir, t->run_id, step, t->staging, t->final, err, sizeof err) < 0) {
+        fail_run(t, "%s", err);
+        return;
+    }
+    metrics_writer_progress(j->cfg.writer, t->run_id, (int)step, (int)step);
+    /* Tests stop the process here, right after the rename, to show nothing is missing then. */
+    const char *kill_at = getenv("ATTNLAB_TEST_KILL_AT_CHECKPOINT");
+    if (kill_at && atol(kill_at) == step) raise(SIGKILL);
 }
 
 static int should_stop(void *ctx) {
     train_ctx *t = ctx;
-    if (atomic_load(&t->live->cancel)) return 1;
+    if (t->failure[0] || atomic_load(&t->live->cancel)) return 1;
     pthread_mutex_lock(&t->j->lock);
     int stop = t->j->stopping;
     pthread_mutex_unlock(&t->j->lock);
@@ -224,14 +270,23 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
     int threads = (int)json_integer_value(json_object_get(cfg, "threads"));
     if (threads <= 0) threads = jobs_threads_per_run(j);
+    /* Admission refuses more; a run made before a restart with fewer threads computes the same
+     * with fewer (training does not depend on the thread count). */
+    if (threads > j->cfg.compute_threads) threads = j->cfg.compute_threads;
 
     train_ctx *t = calloc(1, sizeof *t);
     engine_error err = {0};
     engine_status s = ENGINE_OK;
     corpus *data = NULL;
-    char dir[PATH_MAX], ckpt[PATH_MAX + 32];
+    char dir[PATH_MAX];
     jobs_run_dir(j, run_id, dir, sizeof dir);
-    jobs_run_checkpoint(j, run_id, ckpt, sizeof ckpt);
+    const char *resume = NULL;
+    if (t) {
+        t->j = j;
+        t->live = live;
+        t->run_id = run_id;
+        checkpoint_paths(j->data_dir, run_id, t->staging, sizeof t->staging, t->final, sizeof t->final);
+    }
     int vocab = corpora_vocab(j->cfg.corpora, corpus_name);
     if (!t)
         s = engine_fail(&err, ENGINE_ERR_NOMEM, "out of memory");
@@ -239,18 +294,17 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         s = engine_fail(&err, ENGINE_ERR_INVALID, "corpus '%s' is not available", corpus_name);
     else if (fs_mkdirs(dir) < 0)
         s = engine_fail(&err, ENGINE_ERR_IO, "cannot create %s", dir);
+    else if (checkpoint_choose(j->cfg.store, j->data_dir, run_id,
+                               (int)json_integer_value(json_object_get(run, "checkpoint_step")), t->staging, t->final,
+                               &resume, err.message, sizeof err.message) < 0)
+        s = ENGINE_ERR_INVALID;
     else
         s = corpora_open(j->cfg.corpora, corpus_name, &data, &err);
 
     if (s == ENGINE_OK) {
         train_config tc;
         run_config_to_train(cfg, vocab, &tc);
-        tc.checkpoint_path = ckpt;
-        struct stat st;
-        const char *resume = stat(ckpt, &st) == 0 ? ckpt : NULL;
-        t->j = j;
-        t->live = live;
-        t->run_id = run_id;
+        tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
         t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
         pthread_mutex_lock(&j->lock);
         live->total_steps = tc.steps;
@@ -264,8 +318,15 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         s = train_run(&tc, data, threads, resume, &cb, &err);
     }
     corpus_free(data);
-    /* Everything the run reported is stored before anyone is told it ended. */
-    metrics_writer_flush(j->cfg.writer);
+    /* Everything the run reported is stored before anyone is told it ended; what cannot be
+     * stored fails the run rather than leaving a curve with a silent hole. */
+    if (metrics_writer_flush(j->cfg.writer) < 0 && t) {
+        char why[256];
+        metrics_writer_failing(j->cfg.writer, NULL, why, sizeof why);
+        fail_run(t, "its metrics could not be stored: %s", why);
+    }
+    if (t && t->failure[0] && (s == ENGINE_OK || s == ENGINE_ERR_CANCELLED))
+        s = engine_fail(&err, ENGINE_ERR_IO, "%s", t->failure);
 
     const char *final;
     pthread_mutex_lock(&j->lock);

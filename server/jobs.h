@@ -39,6 +39,8 @@ void jobs_stop(jobs *j);
 
 /* The compute threads one training gets by default: compute_threads / train_workers (at least 1). */
 int jobs_threads_per_run(const jobs *j);
+/* The compute threads all trainings share (--compute-threads): no run gets more. */
+int jobs_compute_threads(const jobs *j);
 /* How many more trainings the queue takes now. */
 int jobs_queue_room(jobs *j);
 /* Queues a run whose row is already `queued`. -1 when the queue is full. */

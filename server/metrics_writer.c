@@ -1,6 +1,7 @@
 #include "metrics_writer.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,20 +22,52 @@ struct metrics_writer {
     pthread_t thread;
     int interval_ms;
     size_t batch_points, max_points;
-    store_metric *queue; /* filled by producers */
+    store_metric *queue; /* oldest first; the writer removes a prefix once it is stored */
     size_t n, cap;
     progress_entry progress[MAX_PROGRESS];
     int n_progress;
-    uint64_t flush_gen, written_gen; /* flush() asks for a batch and waits for written_gen to reach it */
-    uint64_t dropped;
+    uint64_t flush_gen, written_gen; /* flush() asks for a write and waits for written_gen to reach it */
+    uint64_t ok_gen;                 /* the last generation whose write succeeded */
+    uint64_t dropped, failures;
+    double failing_since; /* monotonic seconds of the first failure of the current streak; 0: none */
+    char error[256];
     int stopping;
 };
 
-static void write_batch(metrics_writer *w, store_metric *batch, size_t n, progress_entry *prog, int n_prog) {
-    if (n && store_metrics_insert(w->st, batch, n) != STORE_OK)
-        log_error("metrics writer: %zu points lost: %s", n, store_last_error());
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Stores n points and the progress entries; 0, or -1 with the reason in err. */
+static int write_batch(metrics_writer *w, const store_metric *batch, size_t n, const progress_entry *prog, int n_prog,
+                       char *err, size_t errlen) {
+    if (n && store_metrics_insert(w->st, batch, n) != STORE_OK) {
+        snprintf(err, errlen, "%s", store_last_error());
+        return -1;
+    }
     for (int i = 0; i < n_prog; i++)
-        store_run_progress(w->st, prog[i].run_id, prog[i].step, prog[i].checkpoint_step);
+        if (store_run_progress(w->st, prog[i].run_id, prog[i].step, prog[i].checkpoint_step) != STORE_OK) {
+            snprintf(err, errlen, "%s", store_last_error());
+            return -1;
+        }
+    return 0;
+}
+
+/* After a successful write: drops the stored prefix of the queue and the progress entries that
+ * did not change meanwhile. Call with the lock held. */
+static void forget_written(metrics_writer *w, size_t n, const progress_entry *prog, int n_prog) {
+    if (w->n > n) memmove(w->queue, w->queue + n, (w->n - n) * sizeof *w->queue);
+    w->n -= n;
+    for (int i = 0; i < n_prog; i++)
+        for (int k = 0; k < w->n_progress; k++) {
+            progress_entry *e = &w->progress[k];
+            if (e->run_id != prog[i].run_id) continue;
+            if (e->step == prog[i].step && e->checkpoint_step == prog[i].checkpoint_step)
+                *e = w->progress[--w->n_progress];
+            break;
+        }
 }
 
 static void *writer_loop(void *arg) {
@@ -43,7 +76,8 @@ static void *writer_loop(void *arg) {
     size_t batch_cap = 0;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        if (!w->stopping && w->n < w->batch_points && w->written_gen >= w->flush_gen) {
+        int failing = w->failing_since > 0;
+        if (!w->stopping && (failing || w->n < w->batch_points) && w->written_gen >= w->flush_gen) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_nsec += (long)w->interval_ms * 1000000L;
@@ -51,32 +85,50 @@ static void *writer_loop(void *arg) {
             until.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&w->wake, &w->lock, &until);
         }
-        /* Swap the queue out so producers keep appending while we write. */
-        size_t n = w->n;
+        /* Copy the queued points out so producers keep appending while we write; they leave
+         * the queue only once stored. */
+        size_t queued = w->n, n = queued;
         if (n > batch_cap) {
             store_metric *g = realloc(batch, n * sizeof *g);
             if (g) {
                 batch = g;
                 batch_cap = n;
             } else {
-                n = batch_cap;
+                n = batch_cap; /* out of memory: write what fits, the rest next time */
             }
         }
         if (n) memcpy(batch, w->queue, n * sizeof *batch);
-        if (w->n > n) memmove(w->queue, w->queue + n, (w->n - n) * sizeof *w->queue);
-        w->n -= n;
         progress_entry prog[MAX_PROGRESS];
         int n_prog = w->n_progress;
         memcpy(prog, w->progress, (size_t)n_prog * sizeof *prog);
-        w->n_progress = 0;
         uint64_t gen = w->flush_gen;
-        int stop = w->stopping && w->n == 0;
+        int stopping = w->stopping;
         pthread_mutex_unlock(&w->lock);
-        write_batch(w, batch, n, prog, n_prog);
+        char err[256] = "";
+        int rc = (n || n_prog) ? write_batch(w, batch, n, prog, n_prog, err, sizeof err) : 0;
         pthread_mutex_lock(&w->lock);
+        if (rc == 0) {
+            forget_written(w, n, prog, n_prog);
+            if (w->failing_since > 0) log_info("metrics writer: the store takes writes again");
+            w->failing_since = 0;
+            w->error[0] = 0;
+            if (n == queued) w->ok_gen = gen; /* everything queued when gen was asked for is stored */
+        } else {
+            w->failures++;
+            if (w->failing_since == 0) {
+                w->failing_since = mono_s();
+                log_error("metrics writer: %zu points not stored yet (kept, trying again): %s", n, err);
+            }
+            snprintf(w->error, sizeof w->error, "%s", err);
+        }
         w->written_gen = gen;
         pthread_cond_broadcast(&w->done);
-        if (stop) break;
+        if (stopping) {
+            if (w->n || w->n_progress)
+                log_error("metrics writer: stopping with %zu metric points that could not be stored: %s", w->n,
+                          w->error[0] ? w->error : "out of memory");
+            break;
+        }
     }
     pthread_mutex_unlock(&w->lock);
     free(batch);
@@ -110,7 +162,7 @@ void metrics_writer_stop(metrics_writer *w) {
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
     pthread_join(w->thread, NULL);
-    if (w->dropped) log_warn("metrics writer dropped %llu points in all", (unsigned long long)w->dropped);
+    if (w->dropped) log_warn("metrics writer refused %llu points in all (its queue was full)", (unsigned long long)w->dropped);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->wake);
     pthread_cond_destroy(&w->done);
@@ -136,7 +188,7 @@ size_t metrics_writer_push(metrics_writer *w, const store_metric *points, size_t
     if (take) memcpy(w->queue + w->n, points, take * sizeof *points);
     w->n += take;
     w->dropped += n - take;
-    if (w->n >= w->batch_points) pthread_cond_signal(&w->wake);
+    if (w->n >= w->batch_points && w->failing_since == 0) pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
     return n - take;
 }
@@ -157,12 +209,23 @@ void metrics_writer_progress(metrics_writer *w, long long run_id, int step, int 
     pthread_mutex_unlock(&w->lock);
 }
 
-void metrics_writer_flush(metrics_writer *w) {
+int metrics_writer_flush(metrics_writer *w) {
     pthread_mutex_lock(&w->lock);
     uint64_t want = ++w->flush_gen;
     pthread_cond_signal(&w->wake);
     while (w->written_gen < want) pthread_cond_wait(&w->done, &w->lock);
+    int ok = w->ok_gen >= want;
     pthread_mutex_unlock(&w->lock);
+    return ok ? 0 : -1;
+}
+
+int metrics_writer_failing(metrics_writer *w, double *seconds, char *err, size_t errlen) {
+    pthread_mutex_lock(&w->lock);
+    int failing = w->failing_since > 0;
+    if (seconds) *seconds = failing ? mono_s() - w->failing_since : 0;
+    if (err && errlen) snprintf(err, errlen, "%s", failing ? w->error : "");
+    pthread_mutex_unlock(&w->lock);
+    return failing;
 }
 
 uint64_t metrics_writer_dropped(metrics_writer *w) {
@@ -170,4 +233,11 @@ uint64_t metrics_writer_dropped(metrics_writer *w) {
     uint64_t d = w->dropped;
     pthread_mutex_unlock(&w->lock);
     return d;
+}
+
+uint64_t metrics_writer_failures(metrics_writer *w) {
+    pthread_mutex_lock(&w->lock);
+    uint64_t f = w->failures;
+    pthread_mutex_unlock(&w->lock);
+    return f;
 }

@@ -32,7 +32,8 @@ typedef enum {
 } store_status;
 
 /* Opens (creating if needed) and migrates the database named by `url`: a file path, or
- * "sqlite:PATH" (SQLite). On failure *out is NULL and err holds a one-line reason. */
+ * "sqlite:PATH" (SQLite). On failure *out is NULL and err holds a one-line reason; a database
+ * that can only be read is refused (every write would fail later). */
 store_status store_open(store **out, const char *url, char *err, size_t errlen);
 /* Closes the database; st may be NULL. */
 void store_close(store *st);
@@ -42,7 +43,9 @@ int store_schema_version_supported(void);
 /* The schema version the open database is at, or -1 when it cannot be read. */
 int store_schema_version(store *st);
 /* Health for /api/health: STORE_OK when the database answers at the schema version this binary
- * writes; STORE_ERROR otherwise, with the reason in store_last_error(). */
+ * writes and can still be written: its file is still the one opened (not deleted or replaced,
+ * where writes would vanish at the next start) and writable. STORE_ERROR otherwise, with the
+ * reason in store_last_error(). */
 store_status store_ping(store *st);
 /* The message of the last STORE_ERROR on this thread (for logs and 500 answers). */
 const char *store_last_error(void);
@@ -156,6 +159,26 @@ store_status store_corpus_get(store *st, const char *name, json_t **out);
 store_status store_corpus_list(store *st, json_t **out);
 /* Deletes the row unless a run uses the corpus (STORE_CONFLICT) or it is built in (STORE_CONFLICT). */
 store_status store_corpus_delete(store *st, const char *name);
+/* Start-up recovery: corpora still `tokenizing` (the process died during the work) become
+ * `failed` with `error`. *n gets how many changed. */
+store_status store_corpora_fail_tokenizing(store *st, const char *error, int *n);
+
+/* ---- artefacts -----------------------------------------------------------------------------
+ * Files kept beside the database (a run's checkpoint), recorded with what they must hold, so a
+ * file is trusted only when the database says whose it is and its bytes still match. */
+typedef struct {
+    const char *path;   /* relative to the data directory: "runs/3/checkpoint.safetensors" */
+    const char *kind;   /* "checkpoint", "weights" or "corpus" */
+    long long run_id;   /* 0: none */
+    int step;
+    long long bytes;
+    const char *sha256; /* 64 hex digits of the file's content */
+} store_artifact;
+/* Records (or replaces) the artefact at a path; it goes with its run. */
+store_status store_artifact_put(store *st, const store_artifact *a);
+/* {"path","kind","run_id","step","bytes","sha256","created_at"}; STORE_NOT_FOUND when the database
+ * knows no file at that path. */
+store_status store_artifact_get(store *st, const char *path, json_t **out);
 
 /* ---- probes ------------------------------------------------------------------------------- */
 typedef struct {

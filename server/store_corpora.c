@@ -122,3 +122,14 @@ store_status store_corpus_delete(store *st, const char *name) {
     db_unlock(st);
     return s;
 }
+
+store_status store_corpora_fail_tokenizing(store *st, const char *error, int *n) {
+    *n = 0;
+    db_lock(st);
+    sqlite3_stmt *q = db_prepare(st, "UPDATE corpora SET status = 'failed', error = ? WHERE status = 'tokenizing'");
+    if (q) db_bind_text(q, 1, error);
+    store_status s = db_exec(st, q, "recover corpora");
+    if (s == STORE_OK) *n = sqlite3_changes(st->db);
+    db_unlock(st);
+    return s;
+}

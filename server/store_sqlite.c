@@ -1,5 +1,6 @@
 /* The SQLite backend of the store: the connection, its lock, the migrations and the statement
  * helpers the resource files share (store_impl.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "store_impl.h"
@@ -184,6 +186,12 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
         sqlite3_close(db);
         return s;
     }
+    if (sqlite3_db_readonly(db, "main") == 1) {
+        /* SQLite falls back to reading a file it may not write: every write would fail later. */
+        snprintf(err, errlen, "%s is read-only: attnlabd must be able to write its database", path);
+        sqlite3_close(db);
+        return STORE_ERROR;
+    }
     sqlite3_busy_timeout(db, 5000);
     char *msg = NULL;
     /* synchronous=NORMAL in WAL keeps the database consistent on a crash; at most the last
@@ -208,9 +216,11 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
         return STORE_ERROR;
     }
     st->db = db;
-    snprintf(st->path, sizeof st->path, "%s", path);
+    /* The file itself (a URI or a relative path resolved), to notice it deleted or replaced. */
+    const char *file = sqlite3_db_filename(db, "main");
+    snprintf(st->path, sizeof st->path, "%s", file && *file ? file : path);
     struct stat sb;
-    if (stat(path, &sb) == 0) {
+    if (stat(st->path, &sb) == 0) {
         st->dev = sb.st_dev;
         st->ino = sb.st_ino;
     }
@@ -236,10 +246,24 @@ store_status store_ping(store *st) {
     db_lock(st);
     int v = read_user_version(st->db);
     store_status s = STORE_OK;
-    if (v < 0)
+    char why[4300] = "";
+    struct stat sb;
+    if (v < 0) {
         s = db_error(st, "reading the schema version");
-    else if (v != store_migration_count)
+    } else if (v != store_migration_count) {
         s = db_fail("the database is not at this attnlabd's schema version");
+    } else if (sqlite3_db_readonly(st->db, "main") == 1) {
+        s = db_fail("the database is read-only");
+    } else if (stat(st->path, &sb) != 0) {
+        /* SQLite goes on writing to the unlinked file: all of it would be gone at the next start. */
+        snprintf(why, sizeof why, "the database file %s is gone (%s): writes would be lost", st->path, strerror(errno));
+    } else if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
+        snprintf(why, sizeof why, "the database file %s was replaced since it was opened: writes go to the old one",
+                 st->path);
+    } else if (access(st->path, W_OK) != 0) {
+        snprintf(why, sizeof why, "the database file %s cannot be written: %s", st->path, strerror(errno));
+    }
+    if (why[0]) s = db_fail(why);
     db_unlock(st);
     return s;
 }

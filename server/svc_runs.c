@@ -32,9 +32,18 @@ svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, svc_error 
         return svc_fail(err, SVC_INVALID, "invalid_field", field, "corpus '%s' does not exist or is not ready",
                         corpus_name ? corpus_name : "");
     }
-    if (json_integer_value(json_object_get(config, "threads")) == 0 &&
-        json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs))) < 0)
+    json_int_t threads = json_integer_value(json_object_get(config, "threads"));
+    if (threads == 0 && json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs))) < 0)
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    /* More threads than the service computes with would oversubscribe every core it shares. */
+    int most = jobs_compute_threads(a->jobs);
+    if (threads > most) {
+        snprintf(field, sizeof field, "%sthreads", prefix);
+        return svc_fail(err, SVC_INVALID, "invalid_field", field,
+                        "this service computes with %d thread%s (--compute-threads): ask for at most %d, or 0 for "
+                        "its share",
+                        most, most == 1 ? "" : "s", most);
+    }
     train_config tc;
     run_config_to_train(config, vocab, &tc);
     engine_error eerr = {0};

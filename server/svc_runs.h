@@ -11,8 +11,9 @@
 struct app;
 
 /* Checks that a normalised config can run on this service: its corpus exists and is ready, the
- * engine accepts the config, and its estimated memory (at its thread count) is within the
- * service's limit. Fills "threads" with the service's share when it is 0. Errors name fields with
+ * engine accepts the config, it asks for no more threads than the service computes with, and its
+ * estimated memory (at its thread count) is within the service's limit. Fills "threads" with the
+ * service's share when it is 0. Errors name fields with
  * `prefix` ("config." for a run, "variants[2].config." in an experiment): SVC_INVALID with code
  * "invalid_field" or "too_large". */
 svc_status svc_runs_admit(struct app *a, json_t *config, const char *prefix, svc_error *err);

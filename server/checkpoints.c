@@ -1,0 +1,127 @@
+#include "checkpoints.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/safetensors.h"
+#include "hash.h"
+#include "log.h"
+
+void checkpoint_paths(const char *data_dir, long long run_id, char *staging, size_t staging_len, char *final,
+                      size_t final_len) {
+    snprintf(staging, staging_len, "%s/runs/%lld/checkpoint.pending.safetensors", data_dir, run_id);
+    snprintf(final, final_len, "%s/runs/%lld/checkpoint.safetensors", data_dir, run_id);
+}
+
+/* The artefact path the store knows a run's checkpoint by: relative to the data directory. */
+static void record_path(long long run_id, char *buf, size_t len) {
+    snprintf(buf, len, "runs/%lld/checkpoint.safetensors", run_id);
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step, const char *staging,
+                    const char *final, char *err, size_t errlen) {
+    (void)data_dir;
+    char hex[65], rel[64];
+    uint64_t bytes = 0;
+    if (hash_file_sha256(staging, hex, &bytes) < 0) {
+        snprintf(err, errlen, "cannot read the new checkpoint %s: %s", staging, strerror(errno));
+        return -1;
+    }
+    record_path(run_id, rel, sizeof rel);
+    store_artifact a = {.path = rel, .kind = "checkpoint", .run_id = run_id, .step = (int)step,
+                        .bytes = (long long)bytes, .sha256 = hex};
+    if (store_artifact_put(st, &a) != STORE_OK) {
+        snprintf(err, errlen, "cannot record the checkpoint at step %ld: %s", step, store_last_error());
+        return -1;
+    }
+    if (rename(staging, final) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The "step" a checkpoint file says it holds, or -1. */
+static long file_step(const char *path) {
+    safetensors *sf = NULL;
+    engine_error e = {0};
+    if (safetensors_open(&sf, path, &e) != ENGINE_OK) return -1;
+    const char *v = safetensors_meta(sf, "step");
+    char *end = NULL;
+    long step = v ? strtol(v, &end, 10) : -1;
+    if (!v || end == v || *end) step = -1;
+    safetensors_close(sf);
+    return step;
+}
+
+/* Whether path's bytes have this SHA-256. */
+static int matches(const char *path, const char *sha256) {
+    char hex[65];
+    return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
+}
+
+int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,
+                      const char *final, const char **resume, char *err, size_t errlen) {
+    (void)data_dir;
+    *resume = NULL;
+    char rel[64];
+    record_path(run_id, rel, sizeof rel);
+    json_t *rec = NULL;
+    store_status s = store_artifact_get(st, rel, &rec);
+    if (s != STORE_OK && s != STORE_NOT_FOUND) {
+        snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
+        return -1;
+    }
+    const char *sha = rec ? json_string_value(json_object_get(rec, "sha256")) : NULL;
+    int ours = rec && json_integer_value(json_object_get(rec, "run_id")) == run_id;
+    int rc = 0;
+    if (ours && file_exists(final) && matches(final, sha)) {
+        *resume = final;
+    } else if (ours && file_exists(staging) && matches(staging, sha)) {
+        /* Recorded, then killed before the rename: finish it. */
+        if (rename(staging, final) == 0) {
+            log_info("run %lld: finished sealing the checkpoint a stop interrupted", run_id);
+            *resume = final;
+        } else {
+            snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
+            rc = -1;
+        }
+    } else if (!rec && file_exists(final) && stored_step > 0 && file_step(final) == stored_step) {
+        /* Written before checkpoints were recorded, at the step the run's row says: its own. */
+        log_warn("run %lld: its checkpoint has no record (written by an older attnlabd); resuming from it", run_id);
+        *resume = final;
+    } else if (ours || stored_step > 0) {
+        if (file_exists(final) || file_exists(staging)) {
+            snprintf(err, errlen,
+                     "its checkpoint does not match the one it recorded at step %lld (changed or replaced since): "
+                     "refusing to resume from it",
+                     rec ? (long long)json_integer_value(json_object_get(rec, "step")) : (long long)stored_step);
+            rc = -1;
+        } else if (stored_step > 0) {
+            snprintf(err, errlen, "its checkpoint of step %d is gone: it cannot resume", stored_step);
+            rc = -1;
+        }
+    } else if (file_exists(final) || file_exists(staging)) {
+        /* Not this run's: left by a run of a database that is gone, whose ids now start again. */
+        log_warn("run %lld: %s is not its own (no record of it in this database): removed, training from the start",
+                 run_id, final);
+        if ((unlink(final) != 0 && errno != ENOENT) || (unlink(staging) != 0 && errno != ENOENT)) {
+            snprintf(err, errlen, "cannot remove a checkpoint that is not its own: %s", strerror(errno));
+            rc = -1;
+        }
+    }
+    json_decref(rec);
+    /* What is left at the staging name is a write that was never sealed. */
+    if (rc == 0 && unlink(staging) != 0 && errno != ENOENT) log_warn("run %lld: cannot remove %s", run_id, staging);
+    return rc;
+}

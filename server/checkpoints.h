@@ -1,0 +1,35 @@
+/* A run's checkpoint on disk, and whether it may be trusted.
+ *
+ * The engine writes a new checkpoint to a staging name (checkpoint.pending.safetensors); the run's
+ * job then makes sure the metrics before it are stored, records it in the store (run id, step,
+ * size, SHA-256 of its bytes) and only then gives it its name (checkpoint.safetensors). So a
+ * checkpoint under its name always has its metrics stored and its record written, whatever moment
+ * a kill lands. Resuming takes the file only when the database says it is this run's and its bytes
+ * still match: a stranger's file (left by a deleted database whose ids now start again) or one
+ * changed since it was written is never resumed from. */
+#ifndef ATTNLAB_CHECKPOINTS_H
+#define ATTNLAB_CHECKPOINTS_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+/* The staging and final paths of run_id's checkpoint under data_dir. */
+void checkpoint_paths(const char *data_dir, long long run_id, char *staging, size_t staging_len, char *final,
+                      size_t final_len);
+
+/* Seals the checkpoint the engine just wrote at staging (for step): records it, then renames it to
+ * final. 0, or -1 with a reason in err (the previous checkpoint then stays in place). */
+int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step, const char *staging,
+                    const char *final, char *err, size_t errlen);
+
+/* Decides what a run starting to train resumes from: *resume is final (this run's checkpoint,
+ * verified) or NULL (train from the start). stored_step is the checkpoint step the run's row
+ * holds (0: the run never checkpointed in this database). A file that is not the run's own is
+ * removed when the run never checkpointed (a stranger's); when it should have been the run's own
+ * but does not match its record, -1 with a reason in err (the run cannot resume). A sealed
+ * checkpoint whose rename a kill interrupted is finished here. */
+int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,
+                      const char *final, const char **resume, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,349 @@
+/* Data integrity over real restarts: a kill right after a checkpoint leaves no hole in the
+ * curves; a run never resumes from a checkpoint that is not its own; built-in corpus names stay
+ * built in; health notices a database that can no longer be written; metric points that cannot be
+ * stored fail the run or are retried, never dropped; a corpus cut off while tokenizing is
+ * recovered at start-up; a run cannot ask for more threads than the service has. */
+#include <curl/curl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../support/api.h"
+#include "../support/test.h"
+#include "store.h"
+
+static const char *const ARGS[] = {"--train-workers", "1", "--compute-threads", "1", NULL};
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits for a server to die on its own; returns its wait status, or -1 after timeout_ms. */
+static int wait_dead(harness_server *s, int timeout_ms) {
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return status;
+        }
+        sleep_ms(20);
+    }
+    return -1;
+}
+
+static int raw_exec(const char *data_dir, const char *sql) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/attnlab.db", data_dir);
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
+    sqlite3_busy_timeout(db, 5000);
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) printf("# %s: %s\n", sql, msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+static json_t *get_run(harness_server *s, long long id) {
+    char path[64];
+    snprintf(path, sizeof path, "/api/runs/%lld", id);
+    json_t *j = api_call(s, "GET", path, NULL, NULL);
+    json_t *run = json_incref(json_object_get(j, "run"));
+    json_decref(j);
+    return run;
+}
+
+/* The steps of a run's loss series, checked to be exactly 1..n. */
+static int loss_steps_are_whole(harness_server *s, long long id, int n) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=loss", id);
+    json_t *j = api_call(s, "GET", path, NULL, NULL);
+    json_t *steps = json_object_get(json_object_get(json_object_get(j, "series"), "loss"), "steps");
+    int ok = (int)json_array_size(steps) == n;
+    if (!ok) printf("# %zu loss points, wanted %d\n", json_array_size(steps), n);
+    for (int i = 0; ok && i < n; i++)
+        if (json_integer_value(json_array_get(steps, (size_t)i)) != i + 1) {
+            printf("# point %d is step %lld\n", i, (long long)json_integer_value(json_array_get(steps, (size_t)i)));
+            ok = 0;
+        }
+    json_decref(j);
+    return ok;
+}
+
+static int resume(harness_server *s, long long id) {
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/api/runs/%lld/resume", id);
+    json_decref(api_call(s, "POST", path, NULL, &code));
+    return code == 202 ? 0 : -1;
+}
+
+TEST(a_kill_right_after_a_checkpoint_leaves_no_hole) {
+    harness_server s;
+    setenv("ATTNLAB_TEST_KILL_AT_CHECKPOINT", "200", 1);
+    int started = harness_start(&s, NULL, ARGS);
+    unsetenv("ATTNLAB_TEST_KILL_AT_CHECKPOINT");
+    CHECK(started == 0);
+    long long id = api_start_tiny_run(&s, "\"steps\":300,\"checkpoint_every\":100", "killed-at-checkpoint");
+    CHECK(id > 0);
+    int status = wait_dead(&s, 120000);
+    CHECK_MSG(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the server was not killed (%d)", status);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    json_t *run = get_run(&s2, id);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "interrupted"));
+    json_decref(run);
+    CHECK(resume(&s2, id) == 0);
+    char *st = api_wait_status(&s2, id, "succeeded", 120000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "the resumed run ended %s", st ? st : "(timeout)");
+    free(st);
+    CHECK_MSG(loss_steps_are_whole(&s2, id, 300), "the loss curve has a hole");
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
+static void remove_db(const char *dir) {
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/attnlab.db%s", dir, suffix[i]);
+        unlink(p);
+    }
+}
+
+TEST(a_new_run_never_resumes_a_strangers_checkpoint) {
+    harness_server a;
+    CHECK(harness_start(&a, NULL, ARGS) == 0);
+    long long old = api_start_tiny_run(&a, "\"steps\":50", "stranger");
+    CHECK(old > 0);
+    char *st = api_wait_status(&a, old, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    CHECK_EQ_INT(harness_stop(&a), 0);
+    /* The database goes; the runs folder stays, and ids start again. */
+    remove_db(a.data_dir);
+    harness_server b;
+    CHECK(harness_start(&b, a.data_dir, ARGS) == 0);
+    long long id = api_start_tiny_run(&b, "\"steps\":60", "newcomer");
+    CHECK_EQ_INT(id, old);
+    st = api_wait_status(&b, id, "succeeded", 60000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "the new run ended %s", st ? st : "(timeout)");
+    free(st);
+    CHECK_MSG(loss_steps_are_whole(&b, id, 60), "the new run did not train all its steps itself");
+    CHECK_EQ_INT(harness_stop(&b), 0);
+}
+
+TEST(a_checkpoint_swapped_for_another_runs_is_refused_on_resume) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    long long victim = api_start_tiny_run(&s, "\"steps\":100000", "victim");
+    CHECK(victim > 0);
+    CHECK(api_wait_step(&s, victim, 5, 60000) == 0);
+    char path[128];
+    long code;
+    snprintf(path, sizeof path, "/api/runs/%lld/cancel", victim);
+    json_decref(api_call(&s, "POST", path, NULL, &code));
+    CHECK_EQ_INT(code, 202);
+    char *st = api_wait_status(&s, victim, "cancelled", 60000);
+    CHECK(st && !strcmp(st, "cancelled"));
+    free(st);
+    long long other = api_start_tiny_run(&s, "\"steps\":30", "other");
+    st = api_wait_status(&s, other, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char from[512], to[512], cmd[1200];
+    snprintf(from, sizeof from, "%s/runs/%lld/checkpoint.safetensors", s.data_dir, other);
+    snprintf(to, sizeof to, "%s/runs/%lld/checkpoint.safetensors", s.data_dir, victim);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    CHECK(system(cmd) == 0);
+    CHECK(resume(&s, victim) == 0);
+    st = api_wait_status(&s, victim, "failed", 60000);
+    CHECK_MSG(st && !strcmp(st, "failed"), "resuming from another run's checkpoint ended %s", st ? st : "(timeout)");
+    free(st);
+    json_t *run = get_run(&s, victim);
+    const char *err = json_string_value(json_object_get(run, "error"));
+    CHECK_MSG(err && strstr(err, "checkpoint"), "error: %s", err ? err : "(none)");
+    json_decref(run);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+}
+
+TEST(built_in_corpus_names_cannot_be_uploaded) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    const char *hdr[] = {"Content-Type: text/plain", NULL};
+    static const char *const names[] = {"default", "small"};
+    const char *text = "Call me Ishmael. Some years ago, never mind how long precisely.\n";
+    for (int i = 0; i < 2; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/api/corpora?name=%s&encoding=bytes", names[i]);
+        harness_response r;
+        CHECK(harness_request(&s, "POST", path, text, strlen(text), hdr, &r) == 0);
+        json_t *j = harness_json(&r);
+        CHECK_MSG(r.status == 409, "uploading '%s' got HTTP %ld", names[i], r.status);
+        CHECK(!strcmp(api_error_field(j), "name"));
+        json_decref(j);
+        harness_response_free(&r);
+    }
+    sleep_ms(300); /* had it been taken, its tokenization would be done by now */
+    CHECK_EQ_INT(harness_stop(&s), 0);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    long code;
+    json_t *j = api_call(&s2, "GET", "/api/corpora/default", NULL, &code);
+    CHECK_MSG(code == 404, "after a restart 'default' is %s", json_dumps(j, 0));
+    json_decref(j);
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
+TEST(health_notices_a_database_that_cannot_be_written) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    remove_db(s.data_dir); /* writes would go to an unlinked file and vanish at the restart */
+    long code;
+    json_t *j = api_call(&s, "GET", "/api/health", NULL, &code);
+    CHECK_MSG(code == 503, "health answered %ld for a deleted database", code);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "db")), "error"));
+    json_decref(j);
+    harness_kill(&s);
+    /* A database only readable is refused when opened, not discovered at the first write. */
+    char dir[256], path[320], uri[400], err[256];
+    CHECK(harness_tempdir(dir, sizeof dir) == 0);
+    snprintf(path, sizeof path, "%s/ro.db", dir);
+    store *st;
+    CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);
+    store_close(st);
+    snprintf(uri, sizeof uri, "file:%s?mode=ro", path);
+    st = NULL;
+    store_status rs = store_open(&st, uri, err, sizeof err);
+    CHECK_MSG(rs != STORE_OK, "a read-only database was opened for writing");
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "read-only") || strstr(err, "readonly"), "reason: %s", err);
+}
+
+TEST(metric_points_that_cannot_be_stored_fail_the_run) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+    /* From step 100 on every metrics insert fails, the way a full disk makes it fail. */
+    CHECK(raw_exec(s.data_dir, "CREATE TRIGGER disk_full BEFORE INSERT ON metrics WHEN NEW.step > 100 "
+                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    long long id = api_start_tiny_run(&s2, "\"steps\":100000", "disk-full");
+    CHECK(id > 0);
+    char *st = api_wait_status(&s2, id, "failed", 90000);
+    CHECK_MSG(st && !strcmp(st, "failed"), "a run whose metrics could not be stored ended %s", st ? st : "(timeout)");
+    free(st);
+    json_t *run = get_run(&s2, id);
+    const char *err = json_string_value(json_object_get(run, "error"));
+    CHECK_MSG(err && strstr(err, "metrics"), "error: %s", err ? err : "(none)");
+    json_decref(run);
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
+static int log_has(const harness_server *s, const char *needle) {
+    FILE *f = fopen(s->log_path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+TEST(metric_points_that_fail_for_a_moment_are_retried) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+    CHECK(raw_exec(s.data_dir, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
+                               "CREATE TRIGGER disk_full BEFORE INSERT ON metrics "
+                               "WHEN NEW.step > 20 AND (SELECT on_ FROM test_full) = 1 "
+                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    long long id = api_start_tiny_run(&s2, "\"steps\":1000000", "disk-full-for-a-moment");
+    CHECK(id > 0);
+    int failed = 0;
+    for (int i = 0; i < 1000 && !failed; i++) {
+        failed = log_has(&s2, "insert metric");
+        if (!failed) sleep_ms(20);
+    }
+    CHECK_MSG(failed, "no metrics write failed");
+    CHECK(raw_exec(s.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
+    json_t *run = get_run(&s2, id);
+    long step = (long)json_integer_value(json_object_get(run, "step"));
+    json_decref(run);
+    CHECK(api_wait_step(&s2, id, (int)step + 50, 60000) == 0);
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
+    json_decref(api_call(&s2, "POST", path, NULL, &code));
+    CHECK_EQ_INT(code, 202);
+    char *st = api_wait_status(&s2, id, "cancelled", 60000);
+    CHECK_MSG(st && !strcmp(st, "cancelled"), "the run ended %s", st ? st : "(timeout)");
+    free(st);
+    run = get_run(&s2, id);
+    int last = (int)json_integer_value(json_object_get(run, "step"));
+    json_decref(run);
+    CHECK_MSG(loss_steps_are_whole(&s2, id, last), "points were dropped while the store failed (run at step %d)", last);
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
+TEST(a_corpus_cut_off_while_tokenizing_is_recovered_at_start) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+    /* What a kill in the middle of tokenizing an upload leaves behind. */
+    CHECK(raw_exec(s.data_dir, "INSERT INTO corpora (name, source, tokenizer, status, created_at) "
+                               "VALUES ('halfway', 'uploaded text', 'bytes', 'tokenizing', 0)") == 0);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    long code;
+    json_t *j = api_call(&s2, "GET", "/api/corpora/halfway", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *c = json_object_get(j, "corpus");
+    CHECK_MSG(!strcmp(json_string_value(json_object_get(c, "status")), "failed"), "the corpus is %s after a restart",
+              json_string_value(json_object_get(c, "status")));
+    CHECK(json_string_value(json_object_get(c, "error")));
+    json_decref(j);
+    j = api_call(&s2, "DELETE", "/api/corpora/halfway", NULL, &code);
+    CHECK_EQ_INT(code, 204);
+    json_decref(j);
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
+TEST(a_run_cannot_ask_for_more_threads_than_the_service_has) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0); /* --compute-threads 1 */
+    long code;
+    json_t *j = api_call(&s, "POST", "/api/runs",
+                         "{\"config\":{\"corpus\":\"small\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":16,"
+                         "\"batch\":2,\"steps\":3,\"threads\":128}}",
+                         &code);
+    CHECK_MSG(code == 422, "threads 128 on a one-thread service got HTTP %ld", code);
+    CHECK(!strcmp(api_error_field(j), "config.threads"));
+    json_decref(j);
+    CHECK(api_start_tiny_run(&s, "\"steps\":3", "one-thread") > 0);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    RUN(a_kill_right_after_a_checkpoint_leaves_no_hole);
+    RUN(a_new_run_never_resumes_a_strangers_checkpoint);
+    RUN(a_checkpoint_swapped_for_another_runs_is_refused_on_resume);
+    RUN(built_in_corpus_names_cannot_be_uploaded);
+    RUN(health_notices_a_database_that_cannot_be_written);
+    RUN(metric_points_that_cannot_be_stored_fail_the_run);
+    RUN(metric_points_that_fail_for_a_moment_are_retried);
+    RUN(a_corpus_cut_off_while_tokenizing_is_recovered_at_start);
+    RUN(a_run_cannot_ask_for_more_threads_than_the_service_has);
+    curl_global_cleanup();
+    return test_summary();
+}
