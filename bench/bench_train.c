@@ -228,13 +228,16 @@ int main(int argc, char **argv) {
             gemm_use_blas(1);
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--blas-core")) {
+            printf("%s\n", gemm_blas_core());
+            return 0;
         } else if (!strcmp(argv[i], "--default-precision")) {
             printf("%s\n", precision_name(precision_default()));
             return 0;
         } else {
             fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
                             "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n"
-                            "                   [--blas] [--default-precision]\n");
+                            "                   [--blas] [--default-precision] [--blas-core]\n");
             return 2;
         }
     }
