@@ -888,6 +888,30 @@ void model_attention_entropy(const model *m, float *out) {
     for (int i = 0; i < m->L * m->H; i++) out[i] = (float)m->entropy[i];
 }
 
+void model_attention_distance(const model *m, float *dist, float *entropy_frac) {
+    const int T = m->T, B = m->B, H = m->H;
+    for (int l = 0; l < m->L; l++)
+        for (int h = 0; h < H; h++) {
+            double dsum = 0, fsum = 0;
+            for (int b = 0; b < B; b++) {
+                const real *att = m->la[l].att + ((size_t)b * H + h) * (size_t)T * T;
+                for (int t = 0; t < T; t++) {
+                    const real *p = att + (size_t)t * T;
+                    double dd = 0, ent = 0;
+                    for (int s = 0; s <= t; s++) {
+                        float w = (float)p[s];
+                        dd += (double)w * (t - s);
+                        if (w > 0) ent -= (double)(w * logf(w));
+                    }
+                    dsum += dd;
+                    if (t > 0) fsum += ent / log((double)(t + 1));
+                }
+            }
+            if (dist) dist[l * H + h] = B > 0 && T > 0 ? (float)(dsum / ((double)B * T)) : 0.f;
+            if (entropy_frac) entropy_frac[l * H + h] = B > 0 && T > 1 ? (float)(fsum / ((double)B * (T - 1))) : 0.f;
+        }
+}
+
 void model_tau(const model *m, float *out) {
     for (int l = 0; l < m->L; l++)
         for (int h = 0; h < m->H; h++) out[l * m->H + h] = (float)(1.0 / (double)layer_scale(m, l, h));

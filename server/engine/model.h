@@ -122,6 +122,13 @@ void model_set_lmhead_blas(model *m, int on);
 /* After a forward pass: mean attention entropy (nats) over all query rows, per layer and head
  * (out[l*H + h]). */
 void model_attention_entropy(const model *m, float *out);
+/* After a forward pass, from the attention weights it kept, per layer and head (out[l*H + h]):
+ * dist, the mean attended distance sum_s p(t,s) (t - s) over all query rows of the pass (0: every
+ * query on itself); entropy_frac, the mean over query rows t >= 1 of the row's entropy divided by
+ * ln(t + 1), the entropy of uniform attention over its t + 1 keys (1: uniform, 0: one key).
+ * Either output may be NULL. Serial, O(L B H T^2) on the calling thread (a 1/d share of the
+ * attention's own cost). */
+void model_attention_distance(const model *m, float *dist, float *entropy_frac);
 /* Effective temperature per layer and head: 1 / the score's multiplier (tau for cosine_rope,
  * 1/s for cosine_rope_scale, sqrt(d) for the fixed-scale variants). */
 void model_tau(const model *m, float *out);

@@ -9,6 +9,7 @@
 #include "adamw.h"
 #include "lmhead.h"
 #include "safetensors.h"
+#include "sparse.h"
 #include "threads.h"
 
 void train_config_defaults(train_config *c) {
@@ -89,6 +90,20 @@ double train_lr_at(const train_config *c, long step) {
     return lo + 0.5 * (c->lr - lo) * (1 + cos(M_PI * progress));
 }
 
+void train_head_spread(const float *x, int n, double *std, double *ratio) {
+    double mean = 0, lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        mean += x[i];
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
+    mean /= n;
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    *std = sqrt(ss / n);
+    *ratio = lo > 0 ? hi / lo : NAN;
+}
+
 /* ---- one run's state ---- */
 
 typedef struct {
@@ -102,6 +117,10 @@ typedef struct {
     double lr;
     real grad_scale;
     adamw_config ac;
+    /* accuracy on a task corpus: argmax predictions by the sparse evaluator's dense pass */
+    sparse_eval *ev;
+    int32_t *argmax;
+    uint8_t *labels;
 } run_state;
 
 static double now_s(void) {
@@ -253,8 +272,13 @@ static engine_status checkpoint(run_state *s, const train_callbacks *cb, engine_
     return rc;
 }
 
-static engine_status evaluate(run_state *s, const train_source *src, double *val, engine_error *err) {
+/* The validation loss (model_forward, as always) and, with a task corpus, the accuracy of the
+ * argmax predictions on its answers (acc, may be NULL otherwise). */
+static engine_status evaluate(run_state *s, const train_source *src, double *val, tasks_acc *acc,
+                              engine_error *err) {
     int B = s->cfg->batch, T = s->cfg->model.seq_len;
+    const tasks_corpus *tc = acc ? s->cfg->tasks : NULL;
+    if (tc) tasks_acc_init(acc, tc->n_buckets);
     double sum = 0;
     for (int i = 0; i < s->cfg->eval_batches; i++) {
         engine_status rc = src->batch(src->ctx, CORPUS_SPLIT_VAL, i, s->batch, err);
@@ -264,6 +288,18 @@ static engine_status evaluate(run_state *s, const train_source *src, double *val
         rc = model_forward(s->m, s->inputs, s->targets, B, T, &loss, err);
         if (rc) return rc;
         sum += loss;
+        if (!tc) continue;
+        sparse_config dense;
+        sparse_config_defaults(&dense, SPARSE_DENSE, T);
+        rc = sparse_eval_run(s->ev, &dense, s->inputs, NULL, B, T, NULL, s->argmax, NULL, err);
+        if (rc) return rc;
+        for (int b = 0; b < B; b++) {
+            size_t start;
+            rc = src->window_start(src->ctx, CORPUS_SPLIT_VAL, i, b, &start, err);
+            if (rc) return rc;
+            tasks_window_labels(tc, start, T, s->labels + (size_t)b * T);
+        }
+        tasks_acc_add(acc, s->argmax, s->targets, s->labels, (long)B * T);
     }
     *val = sum / s->cfg->eval_batches;
     return ENGINE_OK;
@@ -298,9 +334,23 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     s.targets = malloc(sizeof(int32_t) * (size_t)B * T);
     s.norm_part = calloc((size_t)norm_items(&s), sizeof(double));
     float *tau = malloc(sizeof(float) * (size_t)L * H), *ent = malloc(sizeof(float) * (size_t)L * H);
-    if (!s.adam_m || !s.adam_v || !s.batch || !s.inputs || !s.targets || !s.norm_part || !tau || !ent) {
+    float *efrac = malloc(sizeof(float) * (size_t)L * H), *dist = malloc(sizeof(float) * (size_t)L * H);
+    double *tau_std = malloc(sizeof(double) * (size_t)L), *tau_ratio = malloc(sizeof(double) * (size_t)L);
+    if (!s.adam_m || !s.adam_v || !s.batch || !s.inputs || !s.targets || !s.norm_part || !tau || !ent || !efrac ||
+        !dist || !tau_std || !tau_ratio) {
         rc = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the optimiser state");
         goto done;
+    }
+    const int want_acc = c->tasks && src->window_start && src->has_val;
+    if (want_acc) {
+        rc = sparse_eval_new(&s.ev, s.m, B, err);
+        if (rc) goto done;
+        s.argmax = malloc(sizeof(int32_t) * (size_t)B * T);
+        s.labels = malloc((size_t)B * T);
+        if (!s.argmax || !s.labels) {
+            rc = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the accuracy buffers");
+            goto done;
+        }
     }
     if (resume_checkpoint) {
         rc = load_checkpoint(&s, resume_checkpoint, err);
@@ -357,6 +407,10 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         model_tau(s.m, tau);
         model_attention_entropy(s.m, ent);
         if (cb && cb->on_step) {
+            model_attention_distance(s.m, dist, efrac);
+            for (int l = 0; l < L; l++) train_head_spread(tau + (size_t)l * H, H, &tau_std[l], &tau_ratio[l]);
+            double tau_std_all, tau_ratio_all;
+            train_head_spread(tau, L * H, &tau_std_all, &tau_ratio_all);
             train_step_metrics mt = {
                 .step = s.step,
                 .loss = loss,
@@ -368,12 +422,19 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
                 .n_head = H,
                 .tau = tau,
                 .entropy = ent,
+                .entropy_frac = efrac,
+                .distance = dist,
+                .tau_std = tau_std,
+                .tau_ratio = tau_ratio,
+                .tau_std_all = tau_std_all,
+                .tau_ratio_all = tau_ratio_all,
             };
             cb->on_step(cb->ctx, &mt);
         }
         if (src->has_val && ((c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps)) {
             double val;
-            rc = evaluate(&s, src, &val, err);
+            tasks_acc acc;
+            rc = evaluate(&s, src, &val, want_acc ? &acc : NULL, err);
             if (rc == ENGINE_ERR_CANCELLED) {
                 rc = checkpoint(&s, cb, err);
                 if (!rc) rc = engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled after step %ld", s.step);
@@ -381,6 +442,12 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
             }
             if (rc) goto done;
             if (cb && cb->on_eval) cb->on_eval(cb->ctx, s.step, val);
+            if (cb && cb->on_eval_metrics) {
+                train_eval_metrics em = {.step = s.step, .val_loss = val, .acc_counts = want_acc ? &acc : NULL};
+                if (want_acc)
+                    em.n_acc = tasks_acc_metrics(&acc, c->tasks, em.acc_keys, em.acc, 1 + TASKS_MAX_BUCKETS);
+                cb->on_eval_metrics(cb->ctx, &em);
+            }
         }
         if (c->checkpoint_every > 0 && s.step % c->checkpoint_every == 0 && s.step < c->steps) {
             rc = checkpoint(&s, cb, err);
@@ -390,8 +457,15 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     rc = checkpoint(&s, cb, err);
     if (!rc && c->save_path && *c->save_path) rc = model_save(s.m, c->save_path, NULL, 0, err);
 done:
+    sparse_eval_free(s.ev);
+    free(s.argmax);
+    free(s.labels);
     free(tau);
     free(ent);
+    free(efrac);
+    free(dist);
+    free(tau_std);
+    free(tau_ratio);
     free(s.norm_part);
     free(s.targets);
     free(s.inputs);
@@ -411,6 +485,12 @@ static engine_status corpus_batch(void *ctx, corpus_split split, long step, int3
     return corpus_loader_batch(cs->loader, split, step, out, err);
 }
 
+static engine_status corpus_window_start(void *ctx, corpus_split split, long step, int b, size_t *start,
+                                         engine_error *err) {
+    corpus_src *cs = ctx;
+    return corpus_loader_window_start(cs->loader, split, step, b, start, err);
+}
+
 engine_status train_run(const train_config *c, const corpus *data, int n_threads, const char *resume_checkpoint,
                         const train_callbacks *cb, engine_error *err) {
     engine_status rc = train_config_validate(c, err);
@@ -418,6 +498,9 @@ engine_status train_run(const train_config *c, const corpus *data, int n_threads
     if (corpus_max_token(data) >= c->model.vocab)
         return engine_fail(err, ENGINE_ERR_INVALID, "corpus holds token id %d, outside the model's vocabulary of %d",
                            corpus_max_token(data), c->model.vocab);
+    if (c->tasks && (c->tasks->n_tokens != corpus_token_count(data) ||
+                     memcmp(c->tasks->tokens, corpus_tokens(data), sizeof(uint16_t) * c->tasks->n_tokens) != 0))
+        return engine_fail(err, ENGINE_ERR_INVALID, "the task corpus given for accuracy is not the corpus trained on");
     corpus_loader_config lc = {
         .seq_len = c->model.seq_len,
         .batch = c->batch,
@@ -428,7 +511,8 @@ engine_status train_run(const train_config *c, const corpus *data, int n_threads
     corpus_src cs;
     rc = corpus_loader_new(&cs.loader, data, &lc, err);
     if (rc) return rc;
-    train_source src = {.ctx = &cs, .batch = corpus_batch, .has_val = c->val_fraction > 0};
+    train_source src = {.ctx = &cs, .batch = corpus_batch, .has_val = c->val_fraction > 0,
+                        .window_start = corpus_window_start};
     rc = train_run_source(c, &src, n_threads, resume_checkpoint, cb, err);
     corpus_loader_free(cs.loader);
     return rc;

@@ -8,7 +8,9 @@
  * fixed by the sizes, never by the thread count, so the thread count does not change a single
  * bit either (tested with 1, 2 and 3 threads, and for a resume).
  * Validation: after every eval_every-th step and after the last, the mean loss over
- * eval_batches validation batches (the same ones each time). */
+ * eval_batches validation batches (the same ones each time); with a task corpus (tasks.h) also the
+ * exact-match accuracy of the argmax predictions on its answer positions in those batches, overall
+ * and per bucket (train_eval_metrics). */
 #ifndef ENGINE_TRAIN_H
 #define ENGINE_TRAIN_H
 
@@ -18,6 +20,7 @@
 #include "corpus.h"
 #include "error.h"
 #include "model.h"
+#include "tasks.h"
 
 typedef enum { LR_SCHEDULE_CONSTANT = 0, LR_SCHEDULE_COSINE = 1 } lr_schedule;
 
@@ -44,6 +47,9 @@ typedef struct {
     int lmhead_blas;             /* 1: BLAS output layer even where the own kernels apply (bench) */
     precision_kind precision;    /* fp32 (default) or bf16 mixed precision (model_set_precision); a
                                   * checkpoint records it and a resume must ask for the same */
+    const tasks_corpus *tasks;   /* NULL (default): none. The task corpus whose tokens the run trains on:
+                                  * accuracy on its answers at every evaluation (needs the source's
+                                  * window_start; train_run provides it). Read only; must outlive the run */
 } train_config;
 
 void train_config_defaults(train_config *c);
@@ -64,12 +70,36 @@ typedef struct {
     int n_layer, n_head;
     const float *tau;     /* [n_layer * n_head]: effective temperature (sqrt(d) if fixed) */
     const float *entropy; /* [n_layer * n_head]: mean attention entropy (nats) this step */
+    /* model_attention_distance of this step's forward pass, [n_layer * n_head]: */
+    const float *entropy_frac; /* mean row entropy / ln(keys): 1 = uniform over the row's keys */
+    const float *distance;     /* mean attended distance in tokens */
+    /* The spread of tau across heads (train_head_spread): per layer [n_layer], and over every head */
+    const double *tau_std, *tau_ratio;
+    double tau_std_all, tau_ratio_all;
 } train_step_metrics;
+
+/* Spread of x[0..n-1] (n >= 1) across heads: *std the population standard deviation (divisor n: the
+ * heads are the whole population), *ratio max / min (NaN when min <= 0). */
+void train_head_spread(const float *x, int n, double *std, double *ratio);
+
+/* What one evaluation measured. */
+typedef struct {
+    long step;
+    double val_loss;
+    /* With a task corpus (train_config.tasks), else n_acc = 0: keys[i] "acc" (overall), then
+     * "acc.<bucket>" for each bucket with answers in the evaluated windows (tasks_acc_metrics), and
+     * their exact-match accuracies; acc_counts the raw counts. */
+    int n_acc;
+    char acc_keys[1 + TASKS_MAX_BUCKETS][24];
+    double acc[1 + TASKS_MAX_BUCKETS];
+    const tasks_acc *acc_counts;
+} train_eval_metrics;
 
 typedef struct {
     void *ctx;
     void (*on_step)(void *ctx, const train_step_metrics *m);           /* may be NULL */
     void (*on_eval)(void *ctx, long step, double val_loss);            /* may be NULL */
+    void (*on_eval_metrics)(void *ctx, const train_eval_metrics *m);   /* may be NULL; after on_eval */
     int (*should_stop)(void *ctx); /* may be NULL; polled before each step and between layers within
                                     * it (from the thread that called train_run): a stop mid-step drops
                                     * that step, so the checkpoint holds the last completed one */
@@ -82,6 +112,9 @@ typedef struct {
     void *ctx;
     engine_status (*batch)(void *ctx, corpus_split split, long step, int32_t *out, engine_error *err);
     int has_val; /* 0: no validation split, evaluation is skipped */
+    /* The first token index (in the task corpus) of the window row b of batch `step` reads; may be
+     * NULL (then no accuracy is measured even with train_config.tasks). */
+    engine_status (*window_start)(void *ctx, corpus_split split, long step, int b, size_t *start, engine_error *err);
 } train_source;
 
 /* Trains on a corpus (a loader is made from the config's order, seed and val_fraction).

@@ -15,14 +15,15 @@
  * Cells are numbers, strings or null (a figure that is not finite). A heatmap has an empty y: each
  * row is one line of the map (labelled by column x) and every other column one cell.
  *
- * Kinds attention_map and topk_prediction read a trained model through probe_model (below); the
- * caller fills a probe_context with it. The others need no context (NULL is fine). */
+ * Kinds attention_map, topk_prediction and sparse_attention read a trained model through probe_model
+ * (below); the caller fills a probe_context with it. The others need no context (NULL is fine). */
 #ifndef PROBE_H
 #define PROBE_H
 
 #include <jansson.h>
 
 #include "error.h"
+#include "sparse.h"
 
 typedef enum {
     PROBE_PARAM_INT,         /* JSON integer in [min, max] */
@@ -74,7 +75,9 @@ typedef struct {
     int n_layer, n_head, head_dim, max_seq; /* head_dim: size of one head's q and k vectors */
     int vocab_size;
     void *self;                              /* handed back to each function */
-    /* Text to token ids: writes the first min(cap, count) ids and the text's full token count to *n. */
+    /* Text to token ids: writes the first min(cap, count) ids and the text's full token count to *n.
+     * NULL when the run's corpus has no text tokenizer (a task corpus): probes then take token ids
+     * or a validation window. */
     engine_status (*tokenize)(void *self, const char *text, int *ids, int cap, int *n, engine_error *err);
     /* Runs the forward pass on ids[0..T) and writes, for every layer l and head h:
      *   q, k  (may be NULL when not wanted): [l][h][t][head_dim], before the rotary embedding;
@@ -92,6 +95,17 @@ typedef struct {
     double rope_base;
     int rope_half_split;
     int cosine;
+    /* The mean next-token cross-entropy over ids[0..T) (T >= 2: inputs ids[0..T-1), targets
+     * ids[1..T)) with every head's attention under cfg (sparse.h: SPARSE_DENSE, or k >= T - 1, is
+     * the dense loss), computed as the run's own evaluation computes it (its precision). May be
+     * NULL: no loss is reported then. */
+    engine_status (*sparse_loss)(void *self, const int *ids, int T, const sparse_config *cfg, double *loss,
+                                 engine_error *err);
+    /* Validation window `index` (taken modulo val_windows) of the run's own corpus as its evaluation
+     * reads it: its seq_len + 1 tokens (inputs and the last target) into ids, at most cap, *n how
+     * many. NULL (and val_windows 0) when the corpus is not at hand. */
+    engine_status (*val_window)(void *self, long index, int *ids, int cap, int *n, engine_error *err);
+    long val_windows;
 } probe_model;
 
 struct probe_context {

@@ -51,6 +51,13 @@ json_t *probe_json_num(double v);
  * ("text" for text that yields no token, "max_tokens" when the buffers would be too big). */
 engine_status probe_model_tokens(const probe_model *m, const char *text, int max_tokens, int *ids, int *n,
                                  int *truncated, probe_error *err);
+/* The token window of a model probe whose parameters may hold "ids" (a list: used when non-empty),
+ * "window" (a validation window index, -1: none) and "text", in that order of preference; a run
+ * without a text tokenizer falls back to validation window 0. At most min(max_tokens, max_seq + 1)
+ * tokens (the last of max_seq + 1 only ever a target), at least 2. source gets "ids", "text" or
+ * "validation window N". Errors name the field ("ids", "window", "text", "max_tokens"). */
+engine_status probe_model_input(const probe_model *m, const json_t *params, int max_tokens, int *ids, int *n,
+                                int *truncated, char *source, size_t source_len, probe_error *err);
 /* Appends the table "tokens" (index, id, piece). */
 void probe_model_token_table(probe_out *out, const probe_model *m, const int *ids, int n);
 

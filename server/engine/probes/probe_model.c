@@ -1,4 +1,5 @@
-/* What the two model probes share: turning text into a bounded token window. */
+/* What the model probes share: turning text (or token ids, or a validation window) into a bounded
+ * token window. */
 #include <stdio.h>
 
 #include "probe_impl.h"
@@ -13,6 +14,10 @@ engine_status probe_model_tokens(const probe_model *m, const char *text, int max
     if (per * cap * cap > MAX_MODEL_FLOATS || per * cap * m->head_dim > MAX_MODEL_FLOATS)
         return probe_fail(err, ENGINE_ERR_INVALID, "max_tokens",
                           "max_tokens %d is too many for a model of %d layers x %d heads", cap, m->n_layer, m->n_head);
+    if (!m->tokenize)
+        return probe_fail(err, ENGINE_ERR_INVALID, "text",
+                          "this run's corpus has no text tokenizer (a task corpus): its tokens are ids 0..%d",
+                          m->vocab_size - 1);
     engine_error e = {0};
     engine_status st = m->tokenize(m->self, text, ids, cap, &total, &e);
     if (st) return probe_fail(err, st, "text", "tokenizing failed: %s", e.message);
@@ -33,4 +38,52 @@ void probe_model_token_table(probe_out *out, const probe_model *m, const int *id
         json_decref(probe);
         probe_row(out, rows, "iis", i, ids[i], buf);
     }
+}
+
+engine_status probe_model_input(const probe_model *m, const json_t *p, int max_tokens, int *ids, int *n,
+                                int *truncated, char *source, size_t source_len, probe_error *err) {
+    const int cap = max_tokens < m->max_seq + 1 ? max_tokens : m->max_seq + 1;
+    const json_t *jids = json_object_get(p, "ids"), *jw = json_object_get(p, "window");
+    long window = json_is_integer(jw) ? (long)json_integer_value(jw) : -1;
+    *truncated = 0;
+    if (json_array_size(jids) > 0) {
+        size_t i;
+        const json_t *v;
+        int k = 0;
+        json_array_foreach(jids, i, v) {
+            long id = (long)json_integer_value(v);
+            if (id >= m->vocab_size)
+                return probe_fail(err, ENGINE_ERR_INVALID, "ids", "ids[%zu] = %ld is outside the model's vocabulary (0..%d)",
+                                  i, id, m->vocab_size - 1);
+            if (k < cap) ids[k++] = (int)id;
+        }
+        *n = k;
+        *truncated = json_array_size(jids) > (size_t)cap;
+        if (k < 2) return probe_fail(err, ENGINE_ERR_INVALID, "ids", "give at least 2 token ids");
+        snprintf(source, source_len, "ids");
+    } else if (window >= 0 || !m->tokenize) {
+        if (!m->val_window)
+            return probe_fail(err, ENGINE_ERR_INVALID, window >= 0 ? "window" : "text",
+                              "the run's validation windows are not available%s",
+                              m->tokenize ? "" : ", and its corpus has no text tokenizer: give ids");
+        if (window < 0) window = 0;
+        if (window >= m->val_windows)
+            return probe_fail(err, ENGINE_ERR_INVALID, "window", "the run has %ld validation windows (0..%ld)",
+                              m->val_windows, m->val_windows - 1);
+        engine_error e = {0};
+        engine_status st = m->val_window(m->self, window, ids, cap, n, &e);
+        if (st) return probe_fail(err, st, "window", "reading the window failed: %s", e.message);
+        *truncated = *n >= cap && cap < m->max_seq + 1;
+        snprintf(source, source_len, "validation window %ld", window);
+        if (*n < 2) return probe_fail(err, ENGINE_ERR_INVALID, "window", "the window holds fewer than 2 tokens");
+    } else {
+        engine_status st = probe_model_tokens(m, probe_p_str(p, "text"), cap, ids, n, truncated, err);
+        if (st) return st;
+        snprintf(source, source_len, "text");
+    }
+    long per = (long)m->n_layer * m->n_head, T = *n < m->max_seq ? *n : m->max_seq;
+    if (per * T * T > MAX_MODEL_FLOATS || per * T * m->head_dim > MAX_MODEL_FLOATS)
+        return probe_fail(err, ENGINE_ERR_INVALID, "max_tokens",
+                          "max_tokens %ld is too many for a model of %d layers x %d heads", T, m->n_layer, m->n_head);
+    return ENGINE_OK;
 }

@@ -8,7 +8,12 @@
  * expectation is given for scale. A softmax renormalised over the picks differs from dense
  * attention by exactly 1 - mass in total variation, so mass is what the output loses.
  * The adapter gives q and k before the rotary embedding; the probe forms what the score uses from
- * the run's own rules (normalised with the engine's epsilon for cosine attention, then rotated). */
+ * the run's own rules (normalised with the engine's epsilon for cosine attention, then rotated).
+ * Next to that, where the adapter can compute it (probe_model.sparse_loss), the model's next-token
+ * loss with every head under each predictor and k, and dense: on the same tokens, or averaged over
+ * `windows` validation windows from `window` (the run's validation loss is over such windows).
+ * Input: token ids, a validation window of the run's corpus, or text (probe_model_input); a run
+ * trained on a task corpus has no text tokenizer and reads validation window 0 by default. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@
 
 #define MAX_TOKENS 256
 #define MAX_KS 16
+#define MAX_WINDOWS 16
 
 static const double def_ks[] = {1, 2, 4, 8, 16, 32};
 
@@ -29,8 +35,17 @@ static const probe_param params[] = {
                 "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
                 "stood still.",
      .max_len = 8192},
-    {.name = "max_tokens", .type = PROBE_PARAM_INT, .help = "tokens kept from the start of the text", .def = 64,
-     .min = 2, .max = MAX_TOKENS},
+    {.name = "ids", .type = PROBE_PARAM_INT_LIST,
+     .help = "token ids to run instead of the text (a task corpus has no text tokenizer)", .min = 0,
+     .max = 1048575, .min_len = 0, .max_len = MAX_TOKENS + 1},
+    {.name = "window", .type = PROBE_PARAM_INT,
+     .help = "a validation window of the run's corpus instead of the text (-1: the text or ids)", .def = -1,
+     .min = -1, .max = 100000000},
+    {.name = "windows", .type = PROBE_PARAM_INT,
+     .help = "validation windows from `window` that the loss is averaged over (recall and mass: the first)",
+     .def = 1, .min = 1, .max = MAX_WINDOWS},
+    {.name = "max_tokens", .type = PROBE_PARAM_INT, .help = "tokens kept from the start of the input", .def = 64,
+     .min = 2, .max = MAX_TOKENS + 1},
     {.name = "ks", .type = PROBE_PARAM_INT_LIST, .help = "how many keys each query keeps", .min = 1,
      .max = MAX_TOKENS, .def_list = def_ks, .def_len = 6, .min_len = 1, .max_len = MAX_KS},
     {.name = "lsh_tables", .type = PROBE_PARAM_INT, .help = "LSH: hash tables", .def = 4, .min = 1,
@@ -79,10 +94,13 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", D);
     double ks_d[MAX_KS];
     const int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
-    int ids[MAX_TOKENS], T = 0, cut = 0;
-    engine_status st = probe_model_tokens(m, probe_p_str(p, "text"), (int)probe_p_int(p, "max_tokens"), ids, &T,
-                                          &cut, err);
+    int ids[MAX_TOKENS + 1], n_in = 0, cut = 0;
+    char source[64];
+    engine_status st = probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source,
+                                         sizeof source, err);
     if (st) return st;
+    /* attention over at most max_seq positions; the loss also scores the token after them */
+    const int T = n_in < m->max_seq ? n_in : m->max_seq;
     const int L = m->n_layer, H = m->n_head;
     const size_t nqk = (size_t)L * H * T * D, nw = (size_t)L * H * T * T;
     float *q = malloc(sizeof(float) * nqk), *k = malloc(sizeof(float) * nqk), *w = malloc(sizeof(float) * nw);
@@ -91,8 +109,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     /* acc[lh][pred][k] and per k the random pick's expectation */
     sparse_quality *acc = calloc((size_t)L * H * NP * nk, sizeof *acc);
     double *rnd = calloc((size_t)nk, sizeof(double));
+    /* loss[pred][k] (pred 0: dense, then preds[]), summed over the windows */
+    double *loss = calloc((size_t)(NP + 1) * nk, sizeof(double));
+    int *wids = malloc(sizeof(int) * (MAX_TOKENS + 1));
     sparse_ws *ws = NULL;
-    if (!q || !k || !w || !vec || !theta || !acc || !rnd) {
+    if (!q || !k || !w || !vec || !theta || !acc || !rnd || !loss || !wids) {
         st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
         goto done;
     }
@@ -141,6 +162,48 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         for (int t = (int)ks_d[j]; t < T; t++) s += ks_d[j] / (t + 1), n++;
         rnd[j] = n ? s / n : NAN;
     }
+    /* the loss with each predictor, next to dense, on the same tokens (or windows) */
+    const int from_window = !strncmp(source, "validation window", 17);
+    const int n_windows = from_window ? (int)probe_p_int(p, "windows") : 1;
+    int loss_tokens = 0;
+    if (m->sparse_loss) {
+        const long w0 = from_window ? (json_is_integer(json_object_get(p, "window")) &&
+                                               json_integer_value(json_object_get(p, "window")) >= 0
+                                           ? (long)json_integer_value(json_object_get(p, "window"))
+                                           : 0)
+                                    : 0;
+        for (int wi = 0; wi < n_windows; wi++) {
+            int nw_tok = n_in;
+            const int *src = ids;
+            if (wi > 0) {
+                if ((st = m->val_window(m->self, w0 + wi, wids, n_in, &nw_tok, &e))) {
+                    st = probe_fail(err, st, "windows", "reading window %ld failed: %s", w0 + wi, e.message);
+                    goto done;
+                }
+                src = wids;
+            }
+            loss_tokens += nw_tok - 1;
+            /* dense (row 0) does not depend on k: computed once, at k index 0 */
+            for (int pi = 0; pi <= NP; pi++)
+                for (int j = 0; j < (pi ? nk : 1); j++) {
+                    sparse_config c;
+                    sparse_config_defaults(&c, pi ? preds[pi - 1] : SPARSE_DENSE, (int)ks_d[j]);
+                    c.lsh_tables = (int)probe_p_int(p, "lsh_tables");
+                    c.lsh_bits = (int)probe_p_int(p, "lsh_bits");
+                    c.lsh_candidates = (int)probe_p_int(p, "lsh_candidates");
+                    c.hamming_bits = (int)probe_p_int(p, "hamming_bits");
+                    c.seed = (uint64_t)probe_p_int(p, "seed");
+                    double v = 0;
+                    if ((st = m->sparse_loss(m->self, src, nw_tok, &c, &v, &e))) {
+                        st = probe_fail(err, st, "run", "the %s loss failed: %s",
+                                        sparse_predictor_name(c.predictor), e.message);
+                        goto done;
+                    }
+                    loss[(size_t)pi * nk + j] += v / n_windows;
+                }
+        }
+        for (int j = 1; j < nk; j++) loss[j] = loss[0];
+    }
 
     static const char *const cols[] = {"k", "topk", "lsh", "hamming", "unrotated", "window", "random", "queries"};
     json_t *rrows = probe_table(out, "recall", cols, 8);
@@ -168,6 +231,19 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         probe_row(out, mrows, "iddddddi", (int)ks_d[j], ms[0], ms[1], ms[2], ms[3], ms[4], rnd[j], (int)queries);
         probe_row(out, krows, "iddddddi", (int)ks_d[j], kq[0], kq[1], kq[2], kq[3], kq[4], ks_d[j], (int)queries);
     }
+    if (m->sparse_loss) {
+        static const char *const lcols[] = {"k", "dense", "topk", "lsh", "hamming", "unrotated", "window"};
+        json_t *lrows = probe_table(out, "loss", lcols, 7);
+        for (int j = 0; j < nk; j++) {
+            const double *lv = loss;
+            probe_row(out, lrows, "idddddd", (int)ks_d[j], lv[j], lv[nk + j], lv[2 * nk + j], lv[3 * nk + j],
+                      lv[4 * nk + j], lv[5 * nk + j]);
+        }
+        probe_summary_num(out, "dense_loss", loss[0]);
+        probe_summary_int(out, "loss_windows", n_windows);
+        probe_summary_int(out, "loss_positions", loss_tokens);
+    }
+    probe_summary_str(out, "input", source);
     probe_summary_int(out, "n_tokens", T);
     probe_summary_int(out, "truncated", cut);
     probe_summary_int(out, "rope", m->rope_base > 0);
@@ -191,9 +267,14 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     static const char *const y[] = {"topk", "lsh", "hamming", "unrotated", "window", "random", NULL};
     probe_chart(out, "recall", "line", "k", y, "recall@k of each predictor against the true attention", 1);
     probe_chart(out, "mass", "line", "k", y, "attention mass held by the k keys each predictor picks", 1);
+    if (m->sparse_loss) {
+        static const char *const ly[] = {"dense", "topk", "lsh", "hamming", "unrotated", "window", NULL};
+        probe_chart(out, "loss", "line", "k", ly, "validation loss with each predictor's k keys per query, and dense",
+                    1);
+    }
 done:
     sparse_ws_free(ws);
-    free(q), free(k), free(w), free(vec), free(theta), free(acc), free(rnd);
+    free(q), free(k), free(w), free(vec), free(theta), free(acc), free(rnd), free(loss), free(wids);
     return st;
 }
 
@@ -201,7 +282,8 @@ const probe_kind probe_kind_sparse_attention = {
     .name = "sparse_attention",
     .title = "Sparse attention predictors (trained run)",
     .description = "k keys per query chosen by exact top-k, angular LSH, Hamming codes, unrotated cosine or a "
-                   "window: recall@k and attention mass captured, per head and overall",
+                   "window: recall@k and attention mass captured, per head and overall, and the model's loss with "
+                   "each predictor next to dense",
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .needs_model = 1,

@@ -2,7 +2,10 @@
  * ranked by the cosine of the normalised q and k (before the rotary embedding, and after it),
  * how many of the true top-k attention weights does that ranking find (recall@k), and how much
  * of the attention mass do its k picks hold? Queries with no more than k keys to choose from are
- * skipped (any choice is perfect there); a random pick's expectation is given for scale. */
+ * skipped (any choice is perfect there); a random pick's expectation is given for scale.
+ * For cosine_rope the cosine after rotation is the score itself (cos(R q^, R k^) / tau, tau > 0
+ * only sharpens it), so its "after rotation" recall is 1 by construction, not a finding: the result
+ * says so (after_rotation_is_the_score, note). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -51,10 +54,13 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", D);
     double ks_d[MAX_KS];
     int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
-    int ids[MAX_TOKENS], T = 0, cut = 0;
-    engine_status st = probe_model_tokens(m, probe_p_str(p, "text"), (int)probe_p_int(p, "max_tokens"), ids, &T,
-                                          &cut, err);
+    int ids[MAX_TOKENS + 1], T = 0, cut = 0;
+    char source[64];
+    /* text, or validation window 0 of a run without a text tokenizer (a task corpus) */
+    engine_status st = probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &T, &cut, source,
+                                         sizeof source, err);
     if (st) return st;
+    if (T > m->max_seq) T = m->max_seq;
     int L = m->n_layer, H = m->n_head;
     size_t nqk = (size_t)L * H * T * D, nw = (size_t)L * H * T * T;
     float *q = malloc(sizeof(float) * nqk), *k = malloc(sizeof(float) * nqk), *w = malloc(sizeof(float) * nw);
@@ -150,6 +156,20 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_int(out, "truncated", cut);
     probe_summary_int(out, "rope", rope);
     probe_summary_int(out, "cosine_attention", m->cosine);
+    probe_summary_str(out, "input", source);
+    /* cosine attention scores by the cosine of the rotated unit vectors: ranking by it is ranking
+     * by the score, so recall_after is 1 (up to float ties) by construction */
+    const int after_is_score = m->cosine != 0;
+    probe_summary_int(out, "after_rotation_is_the_score", after_is_score);
+    probe_summary_str(out, "note",
+                      after_is_score
+                          ? "cosine attention: the cosine after rotation IS the score (cos(R q^, R k^) / tau), so "
+                            "recall_after and mass_after are 1 and the true top-k mass by construction, not a "
+                            "prediction; recall_before (position left out) is the figure that tests a predictor"
+                          : (rope ? "rotated dot product: the score also weighs the vectors' lengths, so the cosine "
+                                    "after rotation is a genuine predictor of the score's top-k"
+                                  : "dot product: the score also weighs the vectors' lengths, so ranking by their "
+                                    "cosine is a genuine predictor of the score's top-k"));
     static const char *const y[] = {"recall_before", "recall_after", "recall_random", NULL};
     probe_chart(out, "topk", "line", "k", y, "recall@k of cosine ranking vs true attention", 1);
     static const char *const my[] = {"mass_before", "mass_after", NULL};
