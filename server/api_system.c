@@ -54,6 +54,7 @@ void api_prometheus(http_request *req, void *ctx) {
         if (status_counts[i]) fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
     fprintf(f, "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
                "attnlab_event_subscribers %zu\n", events_subscriber_count(a->events));
+    nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
     fprintf(f, "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
                "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
             (unsigned long long)metrics_writer_dropped(a->writer));

@@ -109,7 +109,10 @@ bad:
 }
 
 void api_store_failed(http_request *req) {
-    http_reply_error(req, 500, "internal", NULL, "the database failed: %s", store_last_error());
+    if (store_unavailable())
+        http_reply_error(req, 503, "unavailable", NULL, "the database cannot be reached: %s", store_last_error());
+    else
+        http_reply_error(req, 500, "internal", NULL, "the database failed: %s", store_last_error());
 }
 
 void api_reply_svc_error(http_request *req, const svc_error *err) {
@@ -120,7 +123,7 @@ void api_reply_svc_error(http_request *req, const svc_error *err) {
     case SVC_CONFLICT: status = 409; break;
     case SVC_BUSY: status = 429; break;
     case SVC_OK:
-    case SVC_FAILED: status = 500; break;
+    case SVC_FAILED: status = err->code && !strcmp(err->code, "unavailable") ? 503 : 500; break;
     }
     if (status == 429) {
         char secs[16];

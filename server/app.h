@@ -11,6 +11,8 @@
 #include "http.h"
 #include "jobs.h"
 #include "metrics_writer.h"
+#include "nodes.h"
+#include "queue.h"
 #include "store.h"
 #include "svc.h"
 
@@ -21,7 +23,10 @@ typedef struct app {
     metrics_writer *writer;
     corpora *corpora;
     jobs *jobs;
-    const char *data_dir;
+    nodes *nodes;  /* this process as a node (GET /api/nodes, /metrics) */
+    queue *queue;  /* the shared training queue (PostgreSQL); NULL with SQLite or on an api node */
+    const char *data_dir;    /* checkpoints, weights, corpora: the data or the shared artefact directory */
+    int worker_only;         /* --role worker: the API is not served, only health, metrics and nodes */
     double started_at;       /* Unix seconds */
     size_t max_model_bytes;  /* larger estimated models are refused before queueing */
     size_t max_upload_bytes; /* corpus uploads */
@@ -67,6 +72,7 @@ void api_reply_list(http_request *req, store_status s, const char *member, json_
 void api_health(http_request *req, void *app);
 void api_openapi(http_request *req, void *app);
 void api_prometheus(http_request *req, void *app);
+void api_nodes(http_request *req, void *app);
 
 void api_runs_create(http_request *req, void *app);
 void api_runs_list(http_request *req, void *app);

@@ -16,7 +16,10 @@
 #include "commands.h"
 #include "fsutil.h"
 #include "log.h"
+#include "nodes.h"
+#include "queue.h"
 #include "run_config.h"
+#include "store_nodes.h"
 
 typedef struct {
     const char *bind;
@@ -30,6 +33,10 @@ typedef struct {
     int private_reads, insecure;
     int train_workers, probe_workers, compute_threads, max_queued;
     long max_model_mb, max_upload_mb;
+    const char *db;        /* NULL: <data-dir>/attnlab.db */
+    const char *artifacts; /* NULL: the data directory */
+    const char *role, *node_id, *node_url;
+    double lease_s;
 } serve_flags;
 
 static void serve_usage(FILE *out) {
@@ -38,6 +45,16 @@ static void serve_usage(FILE *out) {
             "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
             "  --port N           TCP port, 0 picks a free one (default 8080)\n"
             "  --data-dir DIR     database, checkpoints and corpora (default ./var)\n"
+            "  --db URL           the database: postgresql://user:password@host:port/db shares it among\n"
+            "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env ATTNLAB_DB)\n"
+            "  --artifacts DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
+            "                     (default: the data directory)\n"
+            "  --role ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
+            "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"
+            "  --node-id ID       this node's name (default: kept in DATA-DIR/node-id)\n"
+            "  --node-url URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"
+            "  --lease-timeout S  seconds before another node takes over a run whose node stopped renewing\n"
+            "                     its lease (PostgreSQL; default 15)\n"
             "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
             "  --log-level LEVEL  debug, info, warn or error (default info)\n"
             "  --http-threads N   HTTP worker threads (default 4)\n"
@@ -88,6 +105,36 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
         } else if (!strcmp(a, "--data-dir")) {
             NEED_VALUE();
             f->data_dir = val;
+        } else if (!strcmp(a, "--db") || !strcmp(a, "--artifacts") || !strcmp(a, "--node-id") ||
+                   !strcmp(a, "--node-url")) {
+            NEED_VALUE();
+            if (!val[0]) {
+                fprintf(stderr, "attnlabd: %s needs a value\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--node-id") && (strlen(val) > 100 || strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                            "0123456789-_.") != strlen(val))) {
+                fprintf(stderr, "attnlabd: --node-id must be 1..100 letters, digits, '-', '_' or '.', not '%s'\n", val);
+                return 2;
+            }
+            *(!strcmp(a, "--db") ? &f->db : !strcmp(a, "--artifacts") ? &f->artifacts : !strcmp(a, "--node-id") ? &f->node_id
+                                                                                                           : &f->node_url) = val;
+        } else if (!strcmp(a, "--role")) {
+            NEED_VALUE();
+            if (!nodes_role_valid(val)) {
+                fprintf(stderr, "attnlabd: --role must be api, worker or all, not '%s'\n", val);
+                return 2;
+            }
+            f->role = val;
+        } else if (!strcmp(a, "--lease-timeout")) {
+            NEED_VALUE();
+            char *end = NULL;
+            double v = strtod(val, &end);
+            if (!end || *end || !(v >= 0.5 && v <= 3600)) {
+                fprintf(stderr, "attnlabd: --lease-timeout must be a number of seconds in 0.5..3600, not '%s'\n", val);
+                return 2;
+            }
+            f->lease_s = v;
         } else if (!strcmp(a, "--static-dir")) {
             NEED_VALUE();
             f->static_dir = val;
@@ -237,10 +284,16 @@ int cmd_serve(int argc, char **argv) {
     serve_flags f = {.bind = "127.0.0.1", .port = 8080, .data_dir = "var", .log_level = "info", .http_threads = 4,
                      .token = getenv("ATTNLAB_TOKEN"), .train_workers = 1, .probe_workers = 1,
                      .compute_threads = cores > 0 ? (int)cores : 1, .max_queued = 64, .max_model_mb = 4096,
-                     .max_upload_mb = 64};
+                     .max_upload_mb = 64, .db = getenv("ATTNLAB_DB"), .role = "all", .lease_s = 15};
     int rc = parse_flags(argc, argv, &f);
     if (rc) return rc == 1 ? 0 : 2;
     if (f.token && !f.token[0]) f.token = NULL;
+    if (f.db && !f.db[0]) f.db = NULL;
+    int pg_url = f.db && (!strncmp(f.db, "postgres://", 11) || !strncmp(f.db, "postgresql://", 13));
+    if (strcmp(f.role, "all") != 0 && !pg_url) {
+        fprintf(stderr, "attnlabd: --role %s needs a database that several nodes share (--db postgresql://...)\n", f.role);
+        return 2;
+    }
     int loopback = !strncmp(f.bind, "127.", 4) || !strcmp(f.bind, "::1");
     if (!loopback && !f.token && !f.insecure) {
         fprintf(stderr,
@@ -278,6 +331,19 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "attnlabd: %s\n", err);
         return 2;
     }
+    /* Checkpoints, weights and corpora: in the data directory, or in one all nodes mount. */
+    const char *artifacts = f.artifacts ? f.artifacts : f.data_dir;
+    if (f.artifacts && ensure_writable_dir(f.artifacts, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: artefact directory: %s\n", err);
+        return 2;
+    }
+    char node_id[128];
+    if (f.node_id)
+        snprintf(node_id, sizeof node_id, "%s", f.node_id);
+    else if (nodes_default_id(f.data_dir, node_id, sizeof node_id) < 0) {
+        fprintf(stderr, "attnlabd: cannot keep a node id in %s: %s\n", f.data_dir, strerror(errno));
+        return 2;
+    }
 
     /* A stop signal only writes its number to a pipe that the main thread waits on. A handler
      * (rather than blocking the signals and sigwait) is needed because libraries start threads
@@ -294,13 +360,19 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    app a = {.data_dir = f.data_dir,
+    app a = {.data_dir = artifacts,
+             .worker_only = !strcmp(f.role, "worker"),
              .started_at = app_now(),
              .max_model_bytes = (size_t)f.max_model_mb << 20,
              .max_upload_bytes = (size_t)f.max_upload_mb << 20};
     char db_path[PATH_MAX], upload_dir[PATH_MAX];
     snprintf(db_path, sizeof db_path, "%s/attnlab.db", f.data_dir);
-    snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
+    /* Uploads are renamed into the corpus folder when complete: they are written beside it (one
+     * folder per node, so a node cleaning up its own leaves the others' alone). */
+    if (f.artifacts)
+        snprintf(upload_dir, sizeof upload_dir, "%s/tmp/%s", artifacts, node_id);
+    else
+        snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
     /* The port next, still before recovery: a server that cannot serve must not change anything. */
     http_config hc = {.bind_addr = f.bind,
                       .port = f.port,
@@ -326,7 +398,7 @@ int cmd_serve(int argc, char **argv) {
         http_server_free(a.http);
         return 2;
     }
-    store_status ss = store_open(&a.store, db_path, err, sizeof err);
+    store_status ss = store_open(&a.store, f.db ? f.db : db_path, err, sizeof err);
     if (ss != STORE_OK) {
         fprintf(stderr, "attnlabd: database: %s\n", err);
         http_server_free(a.http);
@@ -338,17 +410,33 @@ int cmd_serve(int argc, char **argv) {
         store_close(a.store);
         return 1;
     }
+    int shared = store_shared(a.store);
+    /* With a shared database only this node's own runs of its previous life are interrupted; the
+     * others' belong to nodes that hold their leases (a run whose node died is taken over by
+     * another node when its lease runs out). */
+    store_set_node(a.store, node_id);
     int interrupted = store_runs_interrupt_running(a.store);
     if (interrupted > 0) log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
     fs_remove_tree(upload_dir); /* partial uploads of a previous life */
     fs_mkdirs(upload_dir);
 
+    int trains = strcmp(f.role, "api") != 0;
+    if (shared && trains) {
+        a.queue = queue_start(a.store, node_id, f.lease_s, 500);
+        if (!a.queue) {
+            fprintf(stderr, "attnlabd: out of memory starting the shared queue\n");
+            http_server_free(a.http);
+            store_close(a.store);
+            return 1;
+        }
+    }
     a.events = events_new(8192, 15);
     a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
-    a.corpora = a.writer ? corpora_start(a.store, f.data_dir, NULL) : NULL;
+    a.corpora = a.writer ? corpora_start(a.store, artifacts, NULL) : NULL;
     jobs_config jc = {.store = a.store, .events = a.events, .writer = a.writer, .corpora = a.corpora,
-                      .data_dir = f.data_dir, .train_workers = f.train_workers, .probe_workers = f.probe_workers,
-                      .compute_threads = f.compute_threads, .max_queued = f.max_queued};
+                      .data_dir = artifacts, .train_workers = trains ? f.train_workers : 0,
+                      .probe_workers = f.probe_workers, .compute_threads = f.compute_threads,
+                      .max_queued = f.max_queued, .queue = a.queue};
     a.jobs = a.events && a.corpora ? jobs_start(&jc) : NULL;
     if (!a.jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
@@ -357,7 +445,7 @@ int cmd_serve(int argc, char **argv) {
     }
     long long *queued = NULL;
     int n_queued = 0;
-    if (store_runs_queued(a.store, &queued, &n_queued) == STORE_OK)
+    if (!shared && store_runs_queued(a.store, &queued, &n_queued) == STORE_OK) /* shared: claimed from the store */
         for (int i = 0; i < n_queued; i++) jobs_submit_run(a.jobs, queued[i]);
     free(queued);
 
@@ -367,6 +455,23 @@ int cmd_serve(int argc, char **argv) {
         goto stop_http;
     }
     const char *shown = strchr(f.bind, ':') ? "[::1]" : (!strcmp(f.bind, "0.0.0.0") ? "127.0.0.1" : f.bind);
+    char host[256] = "", node_url[512];
+    if (gethostname(host, sizeof host) != 0) host[0] = 0;
+    host[sizeof host - 1] = 0;
+    if (f.node_url)
+        snprintf(node_url, sizeof node_url, "%s", f.node_url);
+    else
+        snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f.bind, "0.0.0.0") && host[0] ? host : shown,
+                 http_server_port(a.http));
+    nodes_config nc = {.store = a.store, .events = a.events, .queue = a.queue, .id = node_id, .host = host,
+                       .url = node_url, .role = f.role, .version = ATTNLAB_VERSION,
+                       .capacity = trains ? f.train_workers : 0, .heartbeat_s = f.lease_s / 3, .stale_s = f.lease_s};
+    a.nodes = nodes_start(&nc, err, sizeof err);
+    if (!a.nodes) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        rc = 2;
+        goto stop_http;
+    }
     printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown,
            http_server_port(a.http), f.data_dir);
     fflush(stdout);
@@ -381,11 +486,14 @@ stop_http:
     if (a.events) events_close_all(a.events);
     http_server_free(a.http);
     jobs_stop(a.jobs); /* running trainings checkpoint and become interrupted */
+    queue_stop(a.queue);
     metrics_writer_stop(a.writer);
+    nodes_stop(a.nodes);
     events_free(a.events);
     corpora_free(a.corpora);
     run_config_cleanup();
     store_close(a.store);
+    nodes_free(a.nodes); /* after the store's listener has ended */
     close(stop_pipe[0]);
     close(stop_pipe[1]);
     if (rc == 0) log_info("stopped cleanly");

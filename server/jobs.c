@@ -31,6 +31,7 @@ typedef struct {
     long step;
     double tokens_per_s, step_ms_avg, eta_s;
     double wall_start;
+    long long lease; /* the lease token of a run claimed from the shared queue; 0 for a local one */
 } live_run;
 
 typedef struct probe_task {
@@ -209,6 +210,13 @@ static void on_checkpoint(void *ctx, long step, const char *path) {
 static int should_stop(void *ctx) {
     train_ctx *t = ctx;
     if (t->failure[0] || atomic_load(&t->live->cancel)) return 1;
+    /* A claimed run stops when its lease is gone (another node continues it) or when a cancel
+     * request reached this node (from any node). */
+    int lost = 0, cancel = 0;
+    if (t->live->lease && queue_check(t->j->cfg.queue, t->run_id, &lost, &cancel)) {
+        if (cancel && !lost) atomic_store(&t->live->cancel, 1);
+        return 1;
+    }
     pthread_mutex_lock(&t->j->lock);
     int stop = t->j->stopping;
     pthread_mutex_unlock(&t->j->lock);
@@ -255,13 +263,15 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         char why[300];
         snprintf(why, sizeof why, "the run could not be read: %s", store_last_error());
         log_error("run %lld: %s", run_id, why);
-        if (store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "failed", why) == STORE_OK)
+        if (store_run_transition(j->cfg.store, run_id, live->lease ? FROM_RUNNING : FROM_QUEUED, "failed", why) ==
+            STORE_OK)
             publish_status(j, run_id);
         else
             log_error("run %lld: could not be marked failed either: %s", run_id, store_last_error());
         return;
     }
-    if (store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "running", NULL) != STORE_OK) {
+    /* A run claimed from the shared queue is running already (the claim moved it). */
+    if (!live->lease && store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "running", NULL) != STORE_OK) {
         json_decref(run); /* cancelled or deleted while queued */
         return;
     }
@@ -332,6 +342,16 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     pthread_mutex_lock(&j->lock);
     int stopping = j->stopping;
     pthread_mutex_unlock(&j->lock);
+    int lost = 0;
+    if (live->lease) queue_check(j->cfg.queue, run_id, &lost, NULL);
+    if (lost) {
+        /* Another node continues from the last checkpoint (or will, once it can claim the run):
+         * this one writes nothing more about it. */
+        log_warn("run %lld: stopped here: its lease is no longer this node's", run_id);
+        free(t);
+        json_decref(run);
+        return;
+    }
     if (s == ENGINE_OK)
         final = "succeeded";
     else if (s == ENGINE_ERR_CANCELLED)
@@ -352,6 +372,15 @@ typedef struct {
     int slot;
 } worker_arg;
 
+/* For queue_claim: the service is stopping. */
+static int jobs_stopping(void *ctx) {
+    jobs *j = ctx;
+    pthread_mutex_lock(&j->lock);
+    int stop = j->stopping;
+    pthread_mutex_unlock(&j->lock);
+    return stop;
+}
+
 static void *train_loop(void *arg) {
     worker_arg *wa = arg;
     jobs *j = wa->j;
@@ -359,19 +388,33 @@ static void *train_loop(void *arg) {
     free(wa);
     pthread_mutex_lock(&j->lock);
     for (;;) {
-        while (!j->stopping && j->q_len == 0) pthread_cond_wait(&j->train_cv, &j->lock);
-        if (j->stopping) break;
-        long long id = j->queue[j->q_head];
-        j->q_head = (j->q_head + 1) % j->q_cap;
-        j->q_len--;
+        long long id, lease = 0;
+        if (j->cfg.queue) {
+            pthread_mutex_unlock(&j->lock);
+            store_lease l;
+            int got = queue_claim(j->cfg.queue, &l, jobs_stopping, j);
+            pthread_mutex_lock(&j->lock);
+            if (!got) break;
+            id = l.run_id;
+            lease = l.token;
+        } else {
+            while (!j->stopping && j->q_len == 0) pthread_cond_wait(&j->train_cv, &j->lock);
+            if (j->stopping) break;
+            id = j->queue[j->q_head];
+            j->q_head = (j->q_head + 1) % j->q_cap;
+            j->q_len--;
+        }
         live->run_id = id;
+        live->lease = lease;
         atomic_store(&live->cancel, 0);
         live->step = 0;
         live->tokens_per_s = live->step_ms_avg = live->eta_s = 0;
         pthread_mutex_unlock(&j->lock);
         train_one(j, live, id);
+        if (lease) queue_done(j->cfg.queue, id);
         pthread_mutex_lock(&j->lock);
         live->run_id = 0;
+        live->lease = 0;
     }
     pthread_mutex_unlock(&j->lock);
     return NULL;
@@ -406,7 +449,7 @@ jobs *jobs_start(const jobs_config *cfg) {
     j->cfg = *cfg;
     snprintf(j->data_dir, sizeof j->data_dir, "%s", cfg->data_dir);
     j->cfg.data_dir = j->data_dir;
-    if (j->cfg.train_workers < 1) j->cfg.train_workers = 1;
+    if (j->cfg.train_workers < 1 && !(j->cfg.queue && j->cfg.train_workers == 0)) j->cfg.train_workers = 1;
     if (j->cfg.train_workers > MAX_TRAIN_WORKERS) j->cfg.train_workers = MAX_TRAIN_WORKERS;
     if (j->cfg.probe_workers < 1) j->cfg.probe_workers = 1;
     if (j->cfg.compute_threads < 1) j->cfg.compute_threads = 1;
@@ -449,6 +492,7 @@ void jobs_stop(jobs *j) {
     pthread_cond_broadcast(&j->train_cv);
     pthread_cond_broadcast(&j->probe_cv);
     pthread_mutex_unlock(&j->lock);
+    if (j->cfg.queue) queue_wake(j->cfg.queue); /* workers waiting for a claim */
     for (int i = 0; i < j->n_train; i++) pthread_join(j->train_threads[i], NULL);
     for (int i = 0; i < j->n_probe; i++) pthread_join(j->probe_threads[i], NULL);
     pthread_mutex_destroy(&j->lock);
@@ -460,14 +504,31 @@ void jobs_stop(jobs *j) {
     free(j);
 }
 
+/* Queued runs in a shared store (all nodes'), or -1 when they cannot be counted. */
+static int shared_queued(jobs *j) {
+    json_t *counts = NULL;
+    if (store_run_counts(j->cfg.store, &counts) != STORE_OK) return -1;
+    int n = (int)json_integer_value(json_object_get(counts, "queued"));
+    json_decref(counts);
+    return n;
+}
+
 int jobs_queue_room(jobs *j) {
+    if (j->cfg.queue) {
+        int queued = shared_queued(j);
+        int room = queued < 0 ? 0 : j->cfg.max_queued - queued;
+        return room > 0 ? room : 0;
+    }
     pthread_mutex_lock(&j->lock);
     int room = j->stopping ? 0 : j->q_cap - j->q_len;
     pthread_mutex_unlock(&j->lock);
     return room;
 }
 
-int jobs_submit_run(jobs *j, long long run_id) {
+int jobs_submit_run(jobs *j, long long run_id) { return jobs_submit_runs(j, &run_id, 1); }
+
+/* The in-process queue's jobs_submit_run. */
+static int submit_one_local(jobs *j, long long run_id) {
     pthread_mutex_lock(&j->lock);
     int ok = j->q_len < j->q_cap && !j->stopping;
     if (ok) {
@@ -480,6 +541,16 @@ int jobs_submit_run(jobs *j, long long run_id) {
 }
 
 int jobs_submit_runs(jobs *j, const long long *run_ids, int n) {
+    if (j->cfg.queue) {
+        /* The rows are queued in the shared store already (they are the queue): over the limit
+         * they are refused (the caller takes them back); otherwise idle workers here are woken
+         * (other nodes hear of them from the store). */
+        int queued = shared_queued(j);
+        if (n < 0 || queued < 0 || queued > j->cfg.max_queued || jobs_stopping(j)) return -1;
+        queue_wake(j->cfg.queue);
+        return 0;
+    }
+    if (n == 1) return submit_one_local(j, run_ids[0]);
     pthread_mutex_lock(&j->lock);
     int ok = n >= 0 && j->q_len + n <= j->q_cap && !j->stopping;
     for (int i = 0; ok && i < n; i++) {
@@ -500,6 +571,8 @@ int jobs_cancel_run(jobs *j, long long run_id) {
             found = 1;
         }
     pthread_mutex_unlock(&j->lock);
+    /* Running on another node: the request goes through the store, and that node hears it. */
+    if (!found && j->cfg.queue && store_run_request_cancel(j->cfg.store, run_id) == STORE_OK) found = 1;
     return found;
 }
 
@@ -518,8 +591,9 @@ json_t *jobs_run_live(jobs *j, long long run_id) {
 }
 
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s) {
+    int shared = j->cfg.queue ? shared_queued(j) : 0;
     pthread_mutex_lock(&j->lock);
-    *queued = j->q_len;
+    *queued = j->cfg.queue ? (shared > 0 ? shared : 0) : j->q_len;
     *running = 0;
     *tokens_per_s = 0;
     for (int i = 0; i < j->n_train; i++)

@@ -17,6 +17,7 @@
 #include "corpora.h"
 #include "events.h"
 #include "metrics_writer.h"
+#include "queue.h"
 #include "store.h"
 
 typedef struct jobs jobs;
@@ -31,6 +32,8 @@ typedef struct {
     int probe_workers;
     int compute_threads; /* shared by the running trainings */
     int max_queued;      /* queued trainings beyond this are refused (429) */
+    queue *queue;        /* a store shared by several nodes: runs are claimed from it (queue.h) rather than
+                            queued here, and train_workers may be 0 (a node that serves the API only) */
 } jobs_config;
 
 jobs *jobs_start(const jobs_config *cfg);

@@ -14,6 +14,8 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/health", api_health);
     rc |= http_route(s, "GET", "/api/openapi.json", api_openapi);
     rc |= http_route(s, "GET", "/metrics", api_prometheus);
+    rc |= http_route(s, "GET", "/api/nodes", api_nodes);
+    if (a->worker_only) return rc ? -1 : 0; /* a worker node trains; the API is served by others */
     rc |= http_route(s, "GET", "/api/presets", api_presets);
 
     rc |= http_route(s, "GET", "/api/runs", api_runs_list);

@@ -49,6 +49,9 @@ int store_schema_version(store *st);
 store_status store_ping(store *st);
 /* The message of the last STORE_ERROR on this thread (for logs and 500 answers). */
 const char *store_last_error(void);
+/* 1 when the last STORE_ERROR on this thread was the database being unreachable (a networked
+ * backend whose server is down or cut off: the API answers 503 then, 500 otherwise). */
+int store_unavailable(void);
 
 /* ---- runs ---------------------------------------------------------------------------------
  * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",

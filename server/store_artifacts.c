@@ -2,8 +2,10 @@
 #include <stdio.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 store_status store_artifact_put(store *st, const store_artifact *a) {
+    if (st->pg) return store_pg_artifact_put(st, a);
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "INSERT OR REPLACE INTO artifacts (path, kind, run_id, step, bytes, sha256, "
                                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
@@ -25,6 +27,7 @@ store_status store_artifact_put(store *st, const store_artifact *a) {
 }
 
 store_status store_artifact_get(store *st, const char *path, json_t **out) {
+    if (st->pg) return store_pg_artifact_get(st, path, out);
     *out = NULL;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT path, kind, run_id, step, bytes, sha256, created_at FROM artifacts "

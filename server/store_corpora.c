@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 static store_status corpus_write(store *st, const store_corpus *c, const char *verb) {
     char sql[512];
@@ -37,8 +38,14 @@ static store_status corpus_write(store *st, const store_corpus *c, const char *v
     return s;
 }
 
-store_status store_corpus_put(store *st, const store_corpus *c) { return corpus_write(st, c, "INSERT OR REPLACE"); }
-store_status store_corpus_create(store *st, const store_corpus *c) { return corpus_write(st, c, "INSERT"); }
+store_status store_corpus_put(store *st, const store_corpus *c) {
+    if (st->pg) return store_pg_corpus_put(st, c);
+    return corpus_write(st, c, "INSERT OR REPLACE");
+}
+store_status store_corpus_create(store *st, const store_corpus *c) {
+    if (st->pg) return store_pg_corpus_create(st, c);
+    return corpus_write(st, c, "INSERT");
+}
 
 #define CORPUS_COLUMNS                                                                        \
     "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, " \
@@ -66,6 +73,7 @@ static json_t *corpus_from_row(sqlite3_stmt *q) {
 }
 
 store_status store_corpus_get(store *st, const char *name, json_t **out) {
+    if (st->pg) return store_pg_corpus_get(st, name, out);
     *out = NULL;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " CORPUS_COLUMNS " FROM corpora c WHERE name = ?");
@@ -81,6 +89,7 @@ store_status store_corpus_get(store *st, const char *name, json_t **out) {
 }
 
 store_status store_corpus_list(store *st, json_t **out) {
+    if (st->pg) return store_pg_corpus_list(st, out);
     *out = NULL;
     json_t *list = json_array();
     db_lock(st);
@@ -103,6 +112,7 @@ store_status store_corpus_list(store *st, json_t **out) {
 }
 
 store_status store_corpus_delete(store *st, const char *name) {
+    if (st->pg) return store_pg_corpus_delete(st, name);
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "DELETE FROM corpora WHERE name = ?1 AND builtin = 0 "
                                      "AND NOT EXISTS (SELECT 1 FROM runs WHERE corpus = ?1)");
@@ -124,6 +134,7 @@ store_status store_corpus_delete(store *st, const char *name) {
 }
 
 store_status store_corpora_fail_tokenizing(store *st, const char *error, int *n) {
+    if (st->pg) return store_pg_corpora_fail_tokenizing(st, error, n);
     *n = 0;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "UPDATE corpora SET status = 'failed', error = ? WHERE status = 'tokenizing'");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 #define EXPERIMENT_COLUMNS                                              \
     "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, " \
@@ -28,6 +29,7 @@ static json_t *experiment_from_row(sqlite3_stmt *q) {
 
 store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                      long long *exp_id, long long *run_ids) {
+    if (st->pg) return store_pg_experiment_create(st, e, runs, n, exp_id, run_ids);
     *exp_id = 0;
     for (size_t i = 0; i < n; i++) run_ids[i] = 0;
     long long *ids = calloc(n ? n : 1, sizeof *ids);
@@ -65,6 +67,7 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
 }
 
 store_status store_experiment_discard(store *st, long long id) {
+    if (st->pg) return store_pg_experiment_discard(st, id);
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
@@ -96,6 +99,7 @@ store_status store_experiment_discard(store *st, long long id) {
 }
 
 store_status store_experiment_get(store *st, long long id, json_t **out) {
+    if (st->pg) return store_pg_experiment_get(st, id, out);
     *out = NULL;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = ?");
@@ -111,6 +115,7 @@ store_status store_experiment_get(store *st, long long id, json_t **out) {
 }
 
 store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total) {
+    if (st->pg) return store_pg_experiment_list(st, limit, offset, out, total);
     *out = NULL;
     *total = 0;
     json_t *list = json_array();

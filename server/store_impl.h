@@ -17,6 +17,7 @@
 #include "store.h"
 
 struct store {
+    struct store_pg *pg; /* set: the PostgreSQL backend (store_pg.h), and nothing below is used */
     sqlite3 *db;
     pthread_mutex_t lock;
     char path[4096]; /* the database file, to notice it being deleted or replaced */

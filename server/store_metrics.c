@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 store_status store_metrics_insert(store *st, const store_metric *points, size_t n) {
+    if (st->pg) return store_pg_metrics_insert(st, points, n);
     if (n == 0) return STORE_OK;
     db_lock(st);
     store_status s = db_begin(st);
@@ -54,6 +56,7 @@ static int key_matches(const char *key, const char *keys) {
 
 store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step,
                                   store_metric **points, size_t *n) {
+    if (st->pg) return store_pg_metrics_points(st, run_id, keys, since_step, points, n);
     *points = NULL;
     *n = 0;
     store_metric *got = NULL;
@@ -100,6 +103,7 @@ store_status store_metrics_points(store *st, long long run_id, const char *keys,
 }
 
 store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
+    if (st->pg) return store_pg_metrics_summary(st, run_id, out);
     *out = NULL;
     json_t *sum = json_object();
     db_lock(st);
@@ -137,6 +141,7 @@ store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
 }
 
 store_status store_run_brief(store *st, long long run_id, json_t **out) {
+    if (st->pg) return store_pg_run_brief(st, run_id, out);
     *out = NULL;
     json_t *brief = json_object();
     db_lock(st);

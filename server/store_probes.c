@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 /* Inserts the rows of a probe's tables; call inside a transaction. */
 static store_status insert_tables(store *st, long long id, const json_t *tables) {
@@ -34,6 +35,7 @@ static store_status insert_tables(store *st, long long id, const json_t *tables)
 }
 
 store_status store_probe_insert(store *st, const store_new_probe *p, long long *id_out) {
+    if (st->pg) return store_pg_probe_insert(st, p, id_out);
     *id_out = 0;
     /* The result without its tables goes into the probe row; the tables into their own rows. */
     json_t *rest = p->result ? json_deep_copy(p->result) : NULL;
@@ -86,6 +88,7 @@ store_status store_probe_insert(store *st, const store_new_probe *p, long long *
 }
 
 store_status store_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out) {
+    if (st->pg) return store_pg_probe_find(st, kind, cache_key, id_out);
     *id_out = 0;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT id FROM probes WHERE kind = ? AND cache_key = ? AND status = 'succeeded' "
@@ -154,6 +157,7 @@ static store_status attach_tables(store *st, json_t *probe, int with_rows) {
 }
 
 store_status store_probe_get(store *st, long long id, json_t **out) {
+    if (st->pg) return store_pg_probe_get(st, id, out);
     *out = NULL;
     json_t *p = NULL;
     db_lock(st);
@@ -176,6 +180,7 @@ store_status store_probe_get(store *st, long long id, json_t **out) {
 }
 
 store_status store_probe_list(store *st, const char *kind, int limit, int offset, json_t **out, long long *total) {
+    if (st->pg) return store_pg_probe_list(st, kind, limit, offset, out, total);
     *out = NULL;
     *total = 0;
     json_t *list = json_array();
@@ -222,6 +227,7 @@ store_status store_probe_list(store *st, const char *kind, int limit, int offset
 }
 
 store_status store_probe_table(store *st, long long id, const char *name, json_t **out) {
+    if (st->pg) return store_pg_probe_table(st, id, name, out);
     *out = NULL;
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT name, columns, rows FROM probe_tables WHERE probe_id = ? "

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "store_impl.h"
+#include "store_pg.h"
 
 #define RUN_COLUMNS                                                                                  \
     "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "  \
@@ -84,6 +85,7 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
 }
 
 store_status store_run_create(store *st, const store_new_run *run, long long *id_out) {
+    if (st->pg) return store_pg_run_create(st, run, id_out);
     *id_out = 0;
     long long id = 0;
     db_lock(st);
@@ -106,6 +108,7 @@ static store_status run_get_locked(store *st, long long id, json_t **out) {
 }
 
 store_status store_run_get(store *st, long long id, json_t **out) {
+    if (st->pg) return store_pg_run_get(st, id, out);
     db_lock(st);
     store_status s = run_get_locked(st, id, out);
     db_unlock(st);
@@ -123,6 +126,7 @@ static store_status run_exists_locked(store *st, long long id) {
 }
 
 store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
+    if (st->pg) return store_pg_run_list(st, f, runs, total);
     *runs = NULL;
     *total = 0;
     /* The ORDER BY column comes from a fixed list, never from the request text. */
@@ -194,6 +198,7 @@ static int is_final_status(const char *s) {
 
 store_status store_run_transition(store *st, long long id, const char *const *from, const char *to,
                                   const char *error) {
+    if (st->pg) return store_pg_run_transition(st, id, from, to, error);
     char in[256] = "";
     int n_from = 0;
     for (; from[n_from] && n_from < 16; n_from++) strncat(in, n_from ? ",?" : "?", sizeof in - strlen(in) - 1);
@@ -226,6 +231,7 @@ store_status store_run_transition(store *st, long long id, const char *const *fr
 }
 
 store_status store_run_progress(store *st, long long id, int step, int checkpoint_step) {
+    if (st->pg) return store_pg_run_progress(st, id, step, checkpoint_step);
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET step = ?, checkpoint_step = max(checkpoint_step, ?) WHERE id = ?");
     if (q) {
@@ -239,6 +245,7 @@ store_status store_run_progress(store *st, long long id, int step, int checkpoin
 }
 
 store_status store_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags) {
+    if (st->pg) return store_pg_run_update(st, id, name, note, tags);
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
@@ -258,6 +265,7 @@ store_status store_run_update(store *st, long long id, const char *name, const c
 }
 
 store_status store_run_delete(store *st, long long id) {
+    if (st->pg) return store_pg_run_delete(st, id);
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
@@ -275,6 +283,7 @@ store_status store_run_delete(store *st, long long id) {
 }
 
 int store_runs_interrupt_running(store *st) {
+    if (st->pg) return store_pg_runs_interrupt_running(st);
     db_lock(st);
     int n = -1;
     sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET status = 'interrupted', finished_at = ?, "
@@ -286,6 +295,7 @@ int store_runs_interrupt_running(store *st) {
 }
 
 store_status store_runs_queued(store *st, long long **ids, int *n) {
+    if (st->pg) return store_pg_runs_queued(st, ids, n);
     *ids = NULL;
     *n = 0;
     long long *got = NULL;
@@ -319,6 +329,7 @@ store_status store_runs_queued(store *st, long long **ids, int *n) {
 }
 
 store_status store_run_counts(store *st, json_t **out) {
+    if (st->pg) return store_pg_run_counts(st, out);
     *out = NULL;
     static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled", "interrupted"};
     json_t *counts = json_object();

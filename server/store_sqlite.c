@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "store_impl.h"
+#include "store_pg.h"
 #include "store_migrations.h"
 
 static _Thread_local char last_error[256];
@@ -229,6 +230,10 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
 }
 
 void store_close(store *st) {
+    if (st && st->pg) {
+        store_pg_close(st);
+        return;
+    }
     if (!st) return;
     if (sqlite3_close(st->db) != SQLITE_OK) log_warn("store: close: %s", sqlite3_errmsg(st->db));
     pthread_mutex_destroy(&st->lock);
@@ -236,6 +241,7 @@ void store_close(store *st) {
 }
 
 int store_schema_version(store *st) {
+    if (st->pg) return store_pg_schema_version(st);
     db_lock(st);
     int v = read_user_version(st->db);
     db_unlock(st);
@@ -243,6 +249,7 @@ int store_schema_version(store *st) {
 }
 
 store_status store_ping(store *st) {
+    if (st->pg) return store_pg_ping(st);
     db_lock(st);
     int v = read_user_version(st->db);
     store_status s = STORE_OK;

@@ -18,5 +18,7 @@ svc_status svc_fail(svc_error *err, svc_status status, const char *code, const c
 }
 
 svc_status svc_store_failed(svc_error *err) {
+    if (store_unavailable())
+        return svc_fail(err, SVC_FAILED, "unavailable", NULL, "the database cannot be reached: %s", store_last_error());
     return svc_fail(err, SVC_FAILED, "internal", NULL, "the database failed: %s", store_last_error());
 }

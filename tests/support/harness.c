@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "pg.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -47,6 +48,13 @@ int harness_start(harness_server *s, const char *data_dir, const char *const *ex
     argv[n++] = s->data_dir;
     argv[n++] = "--log-level";
     argv[n++] = "debug";
+    /* $ATTNLAB_TEST_DB (a PostgreSQL server): the server's database is one of its own there, named
+     * after its data directory, so a restart on the same directory finds the same database. */
+    char db_url[1024];
+    if (pgtest_db_for_dir(s->data_dir, db_url, sizeof db_url) == 0) {
+        argv[n++] = "--db";
+        argv[n++] = db_url;
+    }
     for (int i = 0; extra_args && extra_args[i] && n < 62; i++) argv[n++] = extra_args[i];
     argv[n] = NULL;
     pid_t pid = fork();

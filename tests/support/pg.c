@@ -10,9 +10,14 @@
 static char server_url[1024];
 static char own_cluster[512];
 
+/* The script's absolute path, found on the first call (tests change directory later). */
 static const char *pg_sh(void) {
+    static char path[4096];
+    if (path[0]) return path;
     const char *p = getenv("ATTNLAB_PG_SH");
-    return p && *p ? p : "tests/support/pg.sh";
+    if (!p || !*p) p = "tests/support/pg.sh";
+    if (!realpath(p, path)) snprintf(path, sizeof path, "%s", p);
+    return path;
 }
 
 static void stop_own_cluster(void) {
@@ -66,6 +71,33 @@ int pgtest_named_db(const char *name, char *buf, size_t len) {
     if (first_line_of(cmd, buf, len) < 0) {
         printf("# could not create the database %s\n", name);
         return -1;
+    }
+    return 0;
+}
+
+int pgtest_db_for_dir(const char *data_dir, char *buf, size_t len) {
+    const char *server = getenv("ATTNLAB_TEST_DB");
+    if (!server || !*server) return -1;
+    /* The last path component, lowered to letters, digits and _ (mkdtemp's suffix is mixed case:
+     * a hash of the whole path keeps two directories apart). */
+    unsigned long long h = 1469598103934665603ULL;
+    for (const char *p = data_dir; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    const char *base = strrchr(data_dir, '/');
+    base = base ? base + 1 : data_dir;
+    char name[64];
+    size_t n = (size_t)snprintf(name, sizeof name, "h_");
+    for (const char *p = base; *p && n < 40; p++) {
+        char ch = *p;
+        if (ch >= 'A' && ch <= 'Z') ch = (char)(ch - 'A' + 'a');
+        name[n++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ? ch : '_';
+    }
+    snprintf(name + n, sizeof name - n, "_%012llx", h & 0xffffffffffffULL);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "'%s' createdb '%s' '%s'", pg_sh(), server, name);
+    if (first_line_of(cmd, buf, len) < 0) {
+        /* Never quietly fall back to SQLite: a server pointed at nothing fails to start. */
+        printf("# could not create the database %s on $ATTNLAB_TEST_DB\n", name);
+        snprintf(buf, len, "postgresql://127.0.0.1:1/database_not_created");
     }
     return 0;
 }

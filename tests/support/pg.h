@@ -13,5 +13,10 @@ const char *pgtest_server_url(void);
 int pgtest_new_db(char *buf, size_t len);
 /* Creates (if missing) the database named name (letters, digits, _) and puts its URL into buf. */
 int pgtest_named_db(const char *name, char *buf, size_t len);
+/* With $ATTNLAB_TEST_DB set (the URL of a PostgreSQL server: tests/run.sh's second pass over the
+ * API tests), the database for a server whose data directory is data_dir (created if missing,
+ * named after the directory): 0 with its URL in buf. -1 when the variable is unset or empty (the
+ * server keeps SQLite) or the database cannot be made (the reason printed). */
+int pgtest_db_for_dir(const char *data_dir, char *buf, size_t len);
 
 #endif

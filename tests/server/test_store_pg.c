@@ -1,0 +1,555 @@
+/* The store's contract on PostgreSQL (store.h, store_nodes.h), against a throw-away server: each
+ * resource gives back what SQLite gives, the schema is refused when it is not attnlab's or newer,
+ * claims hand one run to one claimer, fencing keeps a node that lost its lease from writing, and a
+ * database that goes away answers STORE_ERROR marked unavailable, then comes back. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../support/pg.h"
+#include "../support/test.h"
+#include "pg.h"
+#include "store.h"
+#include "store_nodes.h"
+
+static store *open_fresh(char *url, size_t len) {
+    if (pgtest_new_db(url, len) < 0) return NULL;
+    store *st = NULL;
+    char err[512];
+    if (store_open(&st, url, err, sizeof err) != STORE_OK) {
+        printf("# store_open: %s\n", err);
+        return NULL;
+    }
+    return st;
+}
+
+/* Runs SQL on a connection of its own (the way another process would). */
+static int raw(const char *url, const char *sql) {
+    char err[512];
+    pg_conn *c = pg_connect(url, 5, "test", err, sizeof err);
+    if (!c) {
+        printf("# %s\n", err);
+        return -1;
+    }
+    store_status s = pg_exec_script(c, "raw", sql);
+    if (s != STORE_OK) printf("# %s: %s\n", sql, pg_error(c));
+    pg_close(c);
+    return s == STORE_OK ? 0 : -1;
+}
+
+static long long new_run(store *st, const char *name) {
+    json_t *tags = json_pack("[s,s]", "b", "a");
+    store_new_run nr = {.name = name, .config_json = "{\"steps\":5}", .seed = 7, .total_steps = 5, .corpus = "small",
+                        .variant = "rope", .tags = tags};
+    long long id = 0;
+    store_status s = store_run_create(st, &nr, &id);
+    json_decref(tags);
+    return s == STORE_OK ? id : -1;
+}
+
+TEST(runs_round_trip_like_sqlite) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    CHECK(store_ping(st) == STORE_OK);
+    long long a = new_run(st, "alpha"), b = new_run(st, "beta");
+    CHECK(a == 1 && b == 2);
+    json_t *run = NULL;
+    CHECK(store_run_get(st, a, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "queued"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "name")), "alpha"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(run, "config"), "steps")), 5);
+    CHECK_EQ_INT(json_array_size(json_object_get(run, "tags")), 2);
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(run, "tags"), 0)), "a")); /* sorted */
+    CHECK(json_is_null(json_object_get(run, "started_at")));
+    json_decref(run);
+    run = (json_t *)1;
+    CHECK(store_run_get(st, 99, &run) == STORE_NOT_FOUND);
+    CHECK(run == NULL);
+
+    static const char *const from_queued[] = {"queued", NULL}, *const from_running[] = {"running", NULL};
+    CHECK(store_run_transition(st, a, from_queued, "running", NULL) == STORE_OK);
+    CHECK(store_run_transition(st, a, from_queued, "running", NULL) == STORE_CONFLICT);
+    CHECK(store_run_transition(st, 99, from_queued, "running", NULL) == STORE_NOT_FOUND);
+    CHECK(store_run_progress(st, a, 3, 2) == STORE_OK);
+    CHECK(store_run_progress(st, a, 4, 1) == STORE_OK); /* the checkpoint step never goes back */
+    CHECK(store_run_delete(st, a) == STORE_CONFLICT);
+    CHECK(store_run_transition(st, a, from_running, "failed", "boom") == STORE_OK);
+    CHECK(store_run_get(st, a, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "failed"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "error")), "boom"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "step")), 4);
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "checkpoint_step")), 2);
+    CHECK(json_is_number(json_object_get(run, "finished_at")));
+    json_decref(run);
+
+    json_t *tags = json_pack("[s]", "z");
+    CHECK(store_run_update(st, b, "renamed", NULL, tags) == STORE_OK);
+    CHECK(store_run_update(st, 99, "x", NULL, NULL) == STORE_NOT_FOUND);
+    json_decref(tags);
+    store_run_filter f = {.sort = "name", .limit = 10};
+    json_t *list = NULL;
+    long long total = 0;
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 2);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(list, 0), "name")), "alpha"));
+    json_decref(list);
+    f = (store_run_filter){.tag = "z", .limit = 10};
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 1);
+    CHECK_EQ_INT(json_array_size(list), 1);
+    json_decref(list);
+    f = (store_run_filter){.status = "queued", .limit = 10, .offset = 5}; /* a page past the end keeps the count */
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 1);
+    CHECK_EQ_INT(json_array_size(list), 0);
+    json_decref(list);
+    json_t *counts = NULL;
+    CHECK(store_run_counts(st, &counts) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "failed")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "queued")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "interrupted")), 0);
+    json_decref(counts);
+    long long *ids = NULL;
+    int n = 0;
+    CHECK(store_runs_queued(st, &ids, &n) == STORE_OK);
+    CHECK(n == 1 && ids[0] == b);
+    free(ids);
+    CHECK(store_run_delete(st, a) == STORE_OK);
+    CHECK(store_run_delete(st, a) == STORE_NOT_FOUND);
+    CHECK(new_run(st, "gamma") == 3); /* ids are never reused */
+    store_close(st);
+}
+
+TEST(metrics_are_stored_exactly_and_summarised) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    long long id = new_run(st, "m");
+    static const double values[] = {5, 1, 3, 9, 2};
+    store_metric pts[8];
+    for (int i = 0; i < 5; i++) {
+        pts[i] = (store_metric){.run_id = id, .step = i + 1, .value = values[i] + 0.1, .wall_time = 100.25 + i};
+        snprintf(pts[i].key, sizeof pts[i].key, "loss");
+    }
+    pts[5] = (store_metric){.run_id = id, .step = 5, .value = 0.5, .wall_time = 1};
+    snprintf(pts[5].key, sizeof pts[5].key, "tau.0.0");
+    pts[6] = (store_metric){.run_id = id, .step = 5, .value = 0.75, .wall_time = 1};
+    snprintf(pts[6].key, sizeof pts[6].key, "tau.0.1");
+    pts[7] = (store_metric){.run_id = 999, .step = 1, .value = 1, .wall_time = 1}; /* no such run: skipped */
+    snprintf(pts[7].key, sizeof pts[7].key, "loss");
+    CHECK(store_metrics_insert(st, pts, 8) == STORE_OK);
+    /* A resumed run writes the same steps again: replaced, also twice in one batch (the last wins). */
+    store_metric again[2] = {pts[4], pts[4]};
+    again[0].value = 7;
+    again[1].value = 2.1;
+    CHECK(store_metrics_insert(st, again, 2) == STORE_OK);
+    store_metric *got = NULL;
+    size_t n = 0;
+    CHECK(store_metrics_points(st, id, "loss", 0, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 5);
+    for (size_t i = 0; i < n; i++) CHECK(got[i].value == values[i] + 0.1 && got[i].wall_time == 100.25 + (double)i);
+    free(got);
+    CHECK(store_metrics_points(st, id, "tau.*", 0, &got, &n) == STORE_OK);
+    CHECK(n == 2 && !strcmp(got[0].key, "tau.0.0") && !strcmp(got[1].key, "tau.0.1"));
+    free(got);
+    got = (store_metric *)1;
+    CHECK(store_metrics_points(st, id, "nothing", 0, &got, &n) == STORE_OK);
+    CHECK(got == NULL && n == 0);
+    json_t *sum = NULL;
+    CHECK(store_metrics_summary(st, id, &sum) == STORE_OK);
+    json_t *loss = json_object_get(sum, "loss");
+    CHECK_EQ_INT(json_integer_value(json_object_get(loss, "step_of_min")), 2);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "min")), 1.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "max")), 9.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "last")), 2.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "mean")), 4.1, 1e-12);
+    CHECK_EQ_INT(json_integer_value(json_object_get(loss, "count")), 5);
+    CHECK_EQ_INT(json_integer_value(json_object_get(loss, "last_step")), 5);
+    json_decref(sum);
+    json_t *brief = NULL;
+    CHECK(store_run_brief(st, id, &brief) == STORE_OK);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(brief, "loss"), "last")), 2.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(brief, "tau"), "max")), 0.75, 0);
+    CHECK(json_object_get(brief, "val_loss") == NULL);
+    json_decref(brief);
+    store_close(st);
+}
+
+TEST(experiments_corpora_probes_and_artefacts) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    store_new_run runs[2] = {{.name = "r0", .config_json = "{}", .seed = 1, .total_steps = 3, .replicate = 0},
+                             {.name = "r1", .config_json = "{}", .seed = 1, .total_steps = 3, .replicate = 1}};
+    store_new_experiment e = {.name = "exp", .base_json = "{\"a\":1}", .variants_json = "[]", .replicates = 2};
+    long long eid = 0, rids[2] = {0};
+    CHECK(store_experiment_create(st, &e, runs, 2, &eid, rids) == STORE_OK);
+    CHECK(eid == 1 && rids[0] == 1 && rids[1] == 2);
+    json_t *o = NULL;
+    CHECK(store_experiment_get(st, eid, &o) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "run_count")), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "replicates")), 2);
+    json_decref(o);
+    long long total = 0;
+    CHECK(store_experiment_list(st, 10, 0, &o, &total) == STORE_OK);
+    CHECK(total == 1 && json_array_size(o) == 1);
+    json_decref(o);
+    CHECK(store_experiment_discard(st, eid) == STORE_OK);
+    CHECK(store_experiment_get(st, eid, &o) == STORE_NOT_FOUND);
+    CHECK(store_run_get(st, rids[0], &o) == STORE_NOT_FOUND);
+
+    store_corpus c = {.name = "mine", .tokenizer = "bytes", .status = "tokenizing", .bytes = 10};
+    CHECK(store_corpus_create(st, &c) == STORE_OK);
+    CHECK(store_corpus_create(st, &c) == STORE_CONFLICT);
+    c.status = "ready";
+    c.tokens = 10;
+    CHECK(store_corpus_put(st, &c) == STORE_OK);
+    CHECK(store_corpus_get(st, "mine", &o) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(o, "status")), "ready"));
+    CHECK(json_is_false(json_object_get(o, "builtin")));
+    json_decref(o);
+    CHECK(store_corpus_list(st, &o) == STORE_OK);
+    CHECK_EQ_INT(json_array_size(o), 1);
+    json_decref(o);
+    CHECK(store_corpus_delete(st, "mine") == STORE_OK);
+    CHECK(store_corpus_delete(st, "mine") == STORE_NOT_FOUND);
+
+    json_t *result = json_pack("{s:s, s:[{s:s, s:[s,s], s:[[i,i],[i,i]]}]}", "summary", "ok", "tables", "name", "t",
+                               "columns", "a", "b", "rows", 1, 2, 3, 4);
+    store_new_probe p = {.kind = "k", .params_json = "{}", .cache_key = "ck", .status = "succeeded", .seed = 1,
+                         .duration_ms = 1.5, .result = result};
+    long long pid = 0, found = 0;
+    CHECK(store_probe_insert(st, &p, &pid) == STORE_OK);
+    json_decref(result);
+    CHECK(store_probe_find(st, "k", "ck", &found) == STORE_OK && found == pid);
+    CHECK(store_probe_find(st, "k", "other", &found) == STORE_NOT_FOUND);
+    CHECK(store_probe_get(st, pid, &o) == STORE_OK);
+    json_t *rows = json_object_get(json_array_get(json_object_get(json_object_get(o, "result"), "tables"), 0), "rows");
+    CHECK_EQ_INT(json_array_size(rows), 2);
+    json_decref(o);
+    CHECK(store_probe_list(st, NULL, 10, 0, &o, &total) == STORE_OK);
+    CHECK(total == 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(
+                     json_array_get(json_object_get(json_object_get(json_array_get(o, 0), "result"), "tables"), 0),
+                     "row_count")),
+                 2);
+    json_decref(o);
+    CHECK(store_probe_table(st, pid, "t", &o) == STORE_OK);
+    json_decref(o);
+    CHECK(store_probe_table(st, pid, "nope", &o) == STORE_NOT_FOUND);
+
+    long long rid = new_run(st, "with checkpoint");
+    store_artifact a = {.path = "runs/x/checkpoint.safetensors", .kind = "checkpoint", .run_id = rid, .step = 4,
+                        .bytes = 10, .sha256 = "ab"};
+    CHECK(store_artifact_put(st, &a) == STORE_OK);
+    a.step = 8;
+    CHECK(store_artifact_put(st, &a) == STORE_OK);
+    CHECK(store_artifact_get(st, a.path, &o) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "step")), 8);
+    json_decref(o);
+    CHECK(store_artifact_get(st, "elsewhere", &o) == STORE_NOT_FOUND);
+    store_close(st);
+}
+
+TEST(a_foreign_or_newer_database_is_refused) {
+    char url[1024], err[512];
+    CHECK(pgtest_new_db(url, sizeof url) == 0);
+    CHECK(raw(url, "CREATE TABLE customers (id int)") == 0);
+    store *st = (store *)1;
+    CHECK(store_open(&st, url, err, sizeof err) == STORE_ERROR);
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "not an attnlab database"), "%s", err);
+    CHECK(strstr(err, "***") != NULL); /* the URL is named, its password masked */
+
+    CHECK(pgtest_new_db(url, sizeof url) == 0);
+    CHECK(store_open(&st, url, err, sizeof err) == STORE_OK);
+    store_close(st);
+    CHECK(raw(url, "INSERT INTO attnlab_schema VALUES (99, 'future', 0)") == 0);
+    CHECK(store_open(&st, url, err, sizeof err) == STORE_TOO_NEW);
+    CHECK_MSG(strstr(err, "schema version 99"), "%s", err);
+}
+
+TEST(migrations_apply_once_when_nodes_start_together) {
+    char url[1024];
+    CHECK(pgtest_new_db(url, sizeof url) == 0);
+    enum { N = 4 };
+    store *st[N] = {0};
+    pid_t kids[N];
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            char err[512];
+            store *s = NULL;
+            _exit(store_open(&s, url, err, sizeof err) == STORE_OK ? 0 : 1);
+        }
+    }
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        int status;
+        waitpid(kids[i], &status, 0);
+        ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    CHECK_EQ_INT(ok, N);
+    char err[512];
+    CHECK(store_open(&st[0], url, err, sizeof err) == STORE_OK);
+    CHECK_EQ_INT(store_schema_version(st[0]), store_schema_version_supported());
+    store_close(st[0]);
+}
+
+typedef struct {
+    store *st;
+    char node[16];
+    long long got[16];
+    int n;
+} claimer;
+
+static void *claim_all(void *arg) {
+    claimer *c = arg;
+    store_lease l;
+    store_status s;
+    while ((s = store_run_claim(c->st, c->node, 30, &l)) == STORE_OK && c->n < 16) c->got[c->n++] = l.run_id;
+    return NULL;
+}
+
+TEST(claims_hand_each_run_to_one_node) {
+    char url[1024], err[512];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    CHECK(store_shared(st));
+    enum { RUNS = 12, NODES = 3 };
+    for (int i = 0; i < RUNS; i++) CHECK(new_run(st, "q") > 0);
+    claimer c[NODES];
+    pthread_t t[NODES];
+    for (int i = 0; i < NODES; i++) {
+        memset(&c[i], 0, sizeof c[i]);
+        CHECK(store_open(&c[i].st, url, err, sizeof err) == STORE_OK);
+        snprintf(c[i].node, sizeof c[i].node, "n%d", i);
+        store_set_node(c[i].st, c[i].node);
+    }
+    for (int i = 0; i < NODES; i++) pthread_create(&t[i], NULL, claim_all, &c[i]);
+    for (int i = 0; i < NODES; i++) pthread_join(t[i], NULL);
+    int seen[RUNS + 1] = {0}, total = 0;
+    for (int i = 0; i < NODES; i++)
+        for (int k = 0; k < c[i].n; k++) {
+            CHECK(c[i].got[k] >= 1 && c[i].got[k] <= RUNS);
+            seen[c[i].got[k]]++;
+            total++;
+        }
+    CHECK_EQ_INT(total, RUNS);
+    for (int i = 1; i <= RUNS; i++) CHECK_EQ_INT(seen[i], 1);
+    json_t *run = NULL;
+    CHECK(store_run_get(st, 1, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "running"));
+    CHECK(json_is_string(json_object_get(run, "node")));
+    json_decref(run);
+    for (int i = 0; i < NODES; i++) store_close(c[i].st);
+    store_close(st);
+}
+
+TEST(an_expired_lease_is_taken_over_and_the_old_holder_is_fenced) {
+    char url[1024], err[512];
+    store *a = open_fresh(url, sizeof url), *b = NULL;
+    CHECK(a);
+    CHECK(store_open(&b, url, err, sizeof err) == STORE_OK);
+    store_set_node(a, "A");
+    store_set_node(b, "B");
+    long long id = new_run(a, "fenced");
+    store_lease la, lb;
+    CHECK(store_run_claim(a, "A", 0.3, &la) == STORE_OK);
+    CHECK(la.run_id == id && la.attempt == 1 && !la.takeover);
+    store_lease_hold(a, id, la.token);
+    CHECK(store_run_claim(b, "B", 5, &lb) == STORE_NOT_FOUND); /* A's lease holds */
+    int cancel = -1;
+    CHECK(store_run_renew(a, id, la.token, 0.3, &cancel) == STORE_OK && cancel == 0);
+    store_metric m = {.run_id = id, .step = 1, .value = 1.5, .wall_time = 1};
+    snprintf(m.key, sizeof m.key, "loss");
+    CHECK(store_metrics_insert(a, &m, 1) == STORE_OK);
+    usleep(500 * 1000); /* A stops renewing: its lease runs out */
+    CHECK(store_run_claim(b, "B", 5, &lb) == STORE_OK);
+    CHECK(lb.run_id == id && lb.takeover && lb.attempt == 2 && lb.token != la.token);
+    store_lease_hold(b, id, lb.token);
+    /* A, cut off, goes on: none of its writes lands. */
+    CHECK(store_run_renew(a, id, la.token, 5, NULL) == STORE_CONFLICT);
+    m.step = 2;
+    m.value = 666;
+    CHECK(store_metrics_insert(a, &m, 1) == STORE_OK); /* skipped, like a deleted run's points */
+    CHECK(store_run_progress(a, id, 2, 2) == STORE_CONFLICT);
+    static const char *const from_running[] = {"running", NULL};
+    CHECK(store_run_transition(a, id, from_running, "succeeded", NULL) == STORE_CONFLICT);
+    store_artifact art = {.path = "runs/1/checkpoint.safetensors", .kind = "checkpoint", .run_id = id, .step = 2,
+                          .bytes = 1, .sha256 = "00"};
+    CHECK(store_artifact_put(a, &art) == STORE_CONFLICT);
+    CHECK(store_run_release(a, id, la.token, "queued", NULL) == STORE_CONFLICT);
+    store_lease_drop(a, id); /* A has learned it lost the run */
+    /* B's writes land. */
+    m.value = 2.5;
+    CHECK(store_metrics_insert(b, &m, 1) == STORE_OK);
+    CHECK(store_run_progress(b, id, 2, 2) == STORE_OK);
+    CHECK(store_artifact_put(b, &art) == STORE_OK);
+    store_metric *pts = NULL;
+    size_t n = 0;
+    CHECK(store_metrics_points(b, id, "loss", 0, &pts, &n) == STORE_OK);
+    CHECK(n == 2 && pts[0].value == 1.5 && pts[1].value == 2.5);
+    free(pts);
+    /* Cancel from anywhere reaches the holder at its next renewal. */
+    CHECK(store_run_request_cancel(a, id) == STORE_OK);
+    CHECK(store_run_renew(b, id, lb.token, 5, &cancel) == STORE_OK && cancel == 1);
+    CHECK(store_run_transition(b, id, from_running, "cancelled", NULL) == STORE_OK);
+    CHECK(store_run_request_cancel(a, id) == STORE_CONFLICT);
+    CHECK(store_run_request_cancel(a, 999) == STORE_NOT_FOUND);
+    /* Resumed, it is queued with a clean slate and goes to whoever claims it. */
+    static const char *const resumable[] = {"cancelled", NULL};
+    CHECK(store_run_transition(a, id, resumable, "queued", NULL) == STORE_OK);
+    store_lease_drop(b, id);
+    CHECK(store_run_claim(a, "A", 5, &la) == STORE_OK);
+    CHECK(store_run_renew(a, id, la.token, 5, &cancel) == STORE_OK && cancel == 0);
+    CHECK(store_run_release(a, id, la.token, "queued", NULL) == STORE_OK);
+    json_t *run = NULL;
+    CHECK(store_run_get(a, id, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "queued"));
+    json_decref(run);
+    store_close(a);
+    store_close(b);
+}
+
+TEST(nodes_are_listed_with_their_runs) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    store_set_node(st, "alpha");
+    store_node n = {.id = "alpha", .host = "h1", .url = "http://h1:8080/", .role = "all", .capacity = 2, .pid = 42,
+                    .version = "x"};
+    CHECK(store_node_register(st, &n) == STORE_OK);
+    n.id = "beta";
+    n.role = "api";
+    n.capacity = 0;
+    CHECK(store_node_register(st, &n) == STORE_OK);
+    CHECK(store_node_heartbeat(st, "alpha") == STORE_OK);
+    CHECK(store_node_heartbeat(st, "gamma") == STORE_NOT_FOUND);
+    CHECK(store_node_stopped(st, "beta") == STORE_OK);
+    long long id = new_run(st, "r");
+    store_lease l;
+    CHECK(store_run_claim(st, "alpha", 30, &l) == STORE_OK);
+    json_t *list = NULL;
+    CHECK(store_node_list(st, 10, &list) == STORE_OK);
+    CHECK_EQ_INT(json_array_size(list), 2);
+    json_t *first = json_array_get(list, 0), *second = json_array_get(list, 1);
+    CHECK(!strcmp(json_string_value(json_object_get(first, "id")), "beta")); /* the latest heard first */
+    CHECK(json_is_false(json_object_get(first, "alive")));
+    CHECK(json_is_true(json_object_get(second, "alive")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(second, "capacity")), 2);
+    CHECK_EQ_INT(json_array_size(json_object_get(second, "running")), 1);
+    CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(second, "running"), 0)), id);
+    CHECK(json_number_value(json_object_get(second, "heartbeat_age_s")) < 5);
+    json_decref(list);
+    store_close(st);
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    char seen[8][160];
+    int n;
+} heard;
+
+static void on_heard(void *ctx, const char *channel, const char *payload) {
+    heard *h = ctx;
+    pthread_mutex_lock(&h->lock);
+    if (h->n < 8) snprintf(h->seen[h->n++], sizeof h->seen[0], "%s %s", channel, payload);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static int heard_has(heard *h, const char *needle) {
+    pthread_mutex_lock(&h->lock);
+    int found = 0;
+    for (int i = 0; i < h->n; i++)
+        if (strstr(h->seen[i], needle)) found = 1;
+    pthread_mutex_unlock(&h->lock);
+    return found;
+}
+
+TEST(other_nodes_hear_queued_runs_metrics_and_status) {
+    char url[1024], err[512];
+    store *a = open_fresh(url, sizeof url), *b = NULL;
+    CHECK(a);
+    CHECK(store_open(&b, url, err, sizeof err) == STORE_OK);
+    store_set_node(a, "A");
+    store_set_node(b, "B");
+    heard h = {.n = 0};
+    pthread_mutex_init(&h.lock, NULL);
+    CHECK(store_listen(b, on_heard, &h) == STORE_OK);
+    usleep(300 * 1000); /* the listener connects */
+    long long id = new_run(a, "heard");
+    store_metric m = {.run_id = id, .step = 3, .value = 1, .wall_time = 1};
+    snprintf(m.key, sizeof m.key, "loss");
+    CHECK(store_metrics_insert(a, &m, 1) == STORE_OK);
+    static const char *const from_queued[] = {"queued", NULL};
+    CHECK(store_run_transition(a, id, from_queued, "cancelled", NULL) == STORE_OK);
+    CHECK(new_run(b, "own") > 0); /* B's own notifications are not delivered to B */
+    for (int i = 0; i < 50 && !heard_has(&h, "\"t\":\"s\""); i++) usleep(100 * 1000);
+    char want[64];
+    snprintf(want, sizeof want, "attnlab_jobs %lld", id);
+    CHECK(heard_has(&h, want));
+    CHECK(heard_has(&h, "\"t\":\"m\",\"run\":1,\"from\":3,\"to\":3"));
+    CHECK(heard_has(&h, "\"t\":\"s\""));
+    CHECK(!heard_has(&h, "attnlab_jobs 2"));
+    store_close(b);
+    store_close(a);
+    pthread_mutex_destroy(&h.lock);
+}
+
+TEST(a_lost_database_is_an_unavailable_error_until_it_returns) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    long long id = new_run(st, "x");
+    /* Every connection to this database is cut, and new ones are refused for a while. */
+    char dbname[128];
+    snprintf(dbname, sizeof dbname, "%s", strrchr(url, '/') + 1);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE datname = '%s' AND pid <> pg_backend_pid()",
+             dbname, dbname);
+    char admin[1024];
+    snprintf(admin, sizeof admin, "%s", pgtest_server_url());
+    CHECK(raw(admin, sql) == 0);
+    json_t *run = (json_t *)1;
+    store_status s = store_run_get(st, id, &run);
+    CHECK(s == STORE_ERROR);
+    CHECK(run == NULL);
+    CHECK_MSG(store_unavailable(), "%s", store_last_error());
+    CHECK(strstr(store_last_error(), "unreachable") || strstr(store_last_error(), "connection"));
+    CHECK(store_ping(st) == STORE_ERROR);
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS true", dbname);
+    CHECK(raw(admin, sql) == 0);
+    usleep(1200 * 1000); /* past the back-off */
+    CHECK(store_run_get(st, id, &run) == STORE_OK);
+    json_decref(run);
+    CHECK(store_ping(st) == STORE_OK);
+    store_close(st);
+}
+
+int main(void) {
+    if (!pgtest_server_url()) {
+        printf("FAIL test_store_pg: no PostgreSQL server for the tests\n");
+        return 1;
+    }
+    RUN(runs_round_trip_like_sqlite);
+    RUN(metrics_are_stored_exactly_and_summarised);
+    RUN(experiments_corpora_probes_and_artefacts);
+    RUN(a_foreign_or_newer_database_is_refused);
+    RUN(migrations_apply_once_when_nodes_start_together);
+    RUN(claims_hand_each_run_to_one_node);
+    RUN(an_expired_lease_is_taken_over_and_the_old_holder_is_fenced);
+    RUN(nodes_are_listed_with_their_runs);
+    RUN(other_nodes_hear_queued_runs_metrics_and_status);
+    RUN(a_lost_database_is_an_unavailable_error_until_it_returns);
+    return test_summary();
+}
