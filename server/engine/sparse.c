@@ -256,6 +256,7 @@ static int select_top(sparse_ws *ws, const real *sc, int n, int kk, int *out) {
 /* select_top for candidates in any order: the kk largest of sc over positions pos (ties: the
  * lower position), into out ascending. Returns the count. */
 static int select_top_unordered(sparse_ws *ws, const real *sc, const int *pos, int n, int kk, int *out) {
+    if (n <= 0) return 0; /* (callers pass n > kk >= 1; the guard also tells the compiler n is positive) */
     memcpy(ws->scratch, sc, sizeof(real) * (size_t)n);
     real thr = kth_largest(ws->scratch, n, kk - 1);
     int m = 0, nt = 0;
