@@ -9,6 +9,10 @@ const FIXED = {
   rope: '#0072B2',
   rotary: '#0072B2',
   cosine_rope: '#D55E00',
+  // the attention-scale preset's variants and the learned-scale row
+  cosine_rope_no_wd: '#E69F00',
+  cosine_log_scale_10: '#CC79A7',
+  cosine_rope_scale: '#CC79A7',
   dot: '#009E73',
   additive: '#CC79A7',
   untouched: '#555555',

@@ -168,7 +168,8 @@ export function mount(root) {
     return h('tr', { dataset: { runId: r.id, status: r.status } },
       h('td.select', {}, box),
       h('td', {}, r.id),
-      h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`)) : null),
+      h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`),
+        r.replicate > 0 || experiments.find((e) => e.id === r.experiment_id)?.replicates > 1 ? h('span.muted.replicate', {}, ` · replicate ${r.replicate}`) : null) : null),
       h('td', {}, variantTag(r.variant)),
       h('td.cell-status', {}, progressCell(r)),
       h('td.small.cell-config', {}, configSummary(r.config, diffKeys)),
@@ -205,7 +206,8 @@ export function mount(root) {
         h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name),
           rs.length > 1 ? h('div.small', {}, h('a', { href: compareHref(rs.map((r) => r.id)), 'aria-label': `compare the runs of experiment ${e.id}` }, 'compare')) : null),
         h('td', {}, e.preset || '–'),
-        h('td', {}, rs.map((r) => h('div.small', {}, variantTag(r.variant), ' ', h('span.pill.status-' + r.status, {}, r.status),
+        h('td', {}, e.replicates > 1 ? h('div.small.muted', {}, `${e.replicates} replicates per variant`) : null,
+          rs.map((r) => h('div.small', {}, variantTag(r.variant), e.replicates > 1 ? ` r${r.replicate}` : '', ' ', h('span.pill.status-' + r.status, {}, r.status),
           ` ${r.step}/${r.total_steps}`, r.last?.loss ? ` · loss ${fmt(r.last.loss.last)}` : ''))),
         h('td.small', {}, fmtTime(e.created_at)));
     }) : h('tr.empty', {}, h('td', { colspan: 5 }, 'No experiments yet.')));
@@ -279,38 +281,61 @@ export function mount(root) {
   return () => { alive = false; unsub(); };
 }
 
+// The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,
+// the attention scale), each startable full-size or classroom-sized (the preset's own `tiny`
+// overrides; TINY_OVERRIDES when a server gives none), with its replicate count.
 function presetCard() {
   const tiny = h('input#preset-tiny', { type: 'checkbox', checked: true });
-  const desc = h('p.muted', {}, 'Loading the preset…');
-  const detail = h('div.small.muted');
+  const choice = h('select#preset-name', { 'aria-label': 'preset' });
+  const reps = h('input#preset-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1, 'aria-describedby': 'preset-replicates-help' });
+  const desc = h('p.muted', {}, 'Loading the presets…');
+  const detail = h('div.small.muted#preset-detail');
   const err = h('div.field-error', { role: 'alert' });
   const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
-  let presetObj = null;
+  let presets = [], presetObj = null;
+  const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
   const describe = () => {
     if (!presetObj) return;
-    const cfg = { ...presetObj.base, ...(tiny.checked ? TINY_OVERRIDES : {}) };
+    desc.textContent = presetObj.description;
+    const cfg = { ...presetObj.base, ...(tiny.checked ? overridesOf(presetObj) : {}) };
+    const n = Number(reps.value) || 1;
     detail.textContent = `${presetObj.variants.map((v) => v.name).join(' vs ')} · ` +
-      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · seed ${cfg.seed}`;
+      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
+      (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * presetObj.variants.length} runs` : `seed ${cfg.seed}`);
+    btn.textContent = presetObj.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${presetObj.name}”`;
+  };
+  const pick = () => {
+    presetObj = presets.find((x) => x.name === choice.value) || presets[0];
+    reps.value = String(presetObj?.replicates || 1);
+    describe();
   };
   tiny.addEventListener('change', describe);
+  reps.addEventListener('input', describe);
+  choice.addEventListener('change', pick);
   Promise.all([api('/api/presets'), api('/api/corpora').catch(() => ({ corpora: [] }))]).then(([p, c]) => {
-    presetObj = p.presets.find((x) => x.name === 'seed-blog');
-    if (!presetObj) { desc.textContent = 'This server has no seed-blog preset.'; btn.disabled = true; return; }
-    desc.textContent = presetObj.description;
-    const hasDefault = c.corpora.some((x) => x.name === (presetObj.base.corpus || 'default') && x.status === 'ready');
+    presets = p.presets || [];
+    if (!presets.length) { desc.textContent = 'This server has no presets.'; btn.disabled = true; return; }
+    clear(choice, presets.map((x) => h('option', { value: x.name }, x.name)));
+    choice.value = presets.some((x) => x.name === 'seed-blog') ? 'seed-blog' : presets[0].name;
+    pick();
+    const base = presets[0].base || {};
+    const hasDefault = c.corpora.some((x) => x.name === (base.corpus || 'default') && x.status === 'ready');
     if (!hasDefault) {
       tiny.checked = true;
       err.textContent = '';
-      desc.append(h('span.small', {}, ` The full-size preset needs the “${presetObj.base.corpus}” corpus (run “make corpus”); the tiny version uses the built-in one.`));
+      desc.after(h('p.small.muted', {}, `The full-size presets need the “${base.corpus}” corpus (run “make corpus”); the tiny versions use the built-in one.`));
     }
     describe();
   }).catch((e) => { desc.textContent = `Could not load presets: ${e.message}`; });
   btn.addEventListener('click', async () => {
+    if (!presetObj) return;
+    const n = Number(reps.value);
+    if (!Number.isInteger(n) || n < 1 || n > 32) { err.textContent = 'Replicates must be a whole number from 1 to 32.'; reps.focus(); return; }
     btn.disabled = true;
     err.textContent = '';
     try {
-      const body = { preset: 'seed-blog' };
-      if (tiny.checked) { body.overrides = { ...TINY_OVERRIDES }; body.name = 'seed-blog (tiny)'; body.tags = ['tiny']; }
+      const body = { preset: presetObj.name, replicates: n };
+      if (tiny.checked) { body.overrides = { ...overridesOf(presetObj) }; body.name = `${presetObj.name} (tiny)`; body.tags = ['tiny']; }
       const res = await post('/api/experiments', body);
       location.hash = `#/experiment/${res.experiment.id}`;
     } catch (e) {
@@ -320,7 +345,11 @@ function presetCard() {
     }
   });
   return h('section.card.preset', { 'aria-labelledby': 'preset-title' },
-    h('h3#preset-title', {}, 'The blog experiment'), desc, detail,
+    h('h3#preset-title', {}, 'The blog experiment and its questions'),
+    h('div.toolbar', {}, h('label', { for: 'preset-name' }, 'preset'), choice,
+      h('label', { for: 'preset-replicates' }, 'replicates'), reps,
+      h('span.small.muted#preset-replicates-help', {}, 'runs per variant, seeds seed, seed+1, …; 3 or more give error bars')),
+    desc, detail,
     h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny (classroom speed: built-in corpus, small model, 200 steps)')), err);
 }
 
@@ -341,8 +370,11 @@ function startForm(onCreated) {
     const modeExp = h('input', { type: 'radio', name: 'mode', value: 'experiment' });
     const variantBoxes = (schema.properties.attention?.enum || []).map((v) =>
       h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: v !== 'dot', dataset: { variant: v } }), ' ', variantTag(v)));
+    const expReps = h('input#exp-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1 });
     const variantsRow = h('fieldset.variants', { disabled: true },
-      h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes);
+      h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes,
+      h('label.check', { for: 'exp-replicates' }, 'replicates per variant '), expReps,
+      h('span.small.muted', {}, 'seeds seed, seed+1, …, shared by the variants'));
     const formErr = h('div.field-error#start-error', { role: 'alert' });
     const submit = h('button.primary#start-submit', { type: 'submit' }, 'Start');
     const syncMode = () => {
@@ -377,7 +409,7 @@ function startForm(onCreated) {
           if (chosen.length < 1) { formErr.textContent = 'Pick at least one variant.'; return; }
           delete config.attention;
           const res = await post('/api/experiments', { name: name.value.trim() || undefined, tags: tagList, base: config,
-            variants: chosen.map((v) => ({ name: v, config: { attention: v } })) });
+            replicates: Number(expReps.value) || 1, variants: chosen.map((v) => ({ name: v, config: { attention: v } })) });
           location.hash = `#/experiment/${res.experiment.id}`;
         } else {
           const res = await post('/api/runs', { name: name.value.trim() || undefined, tags: tagList, note: note.value, config });

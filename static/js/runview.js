@@ -1,13 +1,15 @@
 // One run, or every run of an experiment, overlaid: loss (train and validation), τ per layer and head
 // with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
-// run's series downsampled once, then appends the points that arrive over the live stream.
+// run's series downsampled once, then appends the points that arrive over the live stream. An
+// experiment with replicates also gets its bands and statistics (replicates.js) above the curves.
 import { api } from './api.js';
 import { h, clear, fmt, frameThrottle, throttle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable, chartExport } from './charts.js';
 import { cssVar, onTheme } from './theme.js';
 import { differingKeys } from './configdiff.js';
-import { emaDebiased, adamTauBound, appendAfter, runLatest, foldLive } from './smooth.js';
+import { emaDebiased, adamTauBound, initialTau, appendAfter, runLatest, foldLive } from './smooth.js';
+import { replicatesSection } from './replicates.js';
 import { subscribe } from './live.js';
 import { progressCell, runActions, variantTag, runName, fmtConfig } from './runs.js';
 
@@ -28,6 +30,7 @@ export function mount(root, params) {
   const id = Number(params.id);
   let runs = [];
   let title = '';
+  let replicates = 1;               // runs per variant (an experiment's)
   const series = new Map();        // run id -> {key: {steps, values, wall_times}}
   const state = { smooth: Number(localStorage.getItem('attnlab.smooth') ?? 0.6), logY: false, xAxis: 'step' };
   let alive = true;
@@ -61,8 +64,10 @@ export function mount(root, params) {
   };
   const tauHint = h('div.small.muted#tau-hint');
   const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)', 'loss');
-  const tauBox = box('tau', 'τ per layer and head, with the initial √d and the Adam bound τ₀ ± Σ lr', 'τ');
+  const tauBox = box('tau', 'τ per layer and head, with the initial √d and AdamW’s reach at unit steps (τ₀ ± Σ lr, pulled in by weight decay)', 'τ');
   tauBox.append(tauHint);
+  const repl = isExp && chartsAvailable()
+    ? replicatesSection({ expId: id, runs: () => runs, series: (rid) => series.get(rid), state }) : null;
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
     titleEl, note, headerBox,
@@ -70,6 +75,7 @@ export function mount(root, params) {
       h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
       h('label.check', {}, logIn, ' log-scale loss'),
       h('label', { for: 'x-axis' }, 'x axis'), xSel),
+    repl ? repl.el : null,
     h('div.chart-grid', {}, lossBox, tauBox,
       box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
       box('tokens', 'Tokens per second', 'tokens per second'),
@@ -87,6 +93,7 @@ export function mount(root, params) {
 
   function runLabel(r) {
     const same = runs.filter((x) => x.variant === r.variant).length > 1;
+    if (runs.length > 1 && same && replicates > 1) return `${r.variant} r${r.replicate}`;
     return runs.length === 1 ? runName(r) : same ? `${r.variant} #${r.id}` : r.variant;
   }
 
@@ -139,15 +146,16 @@ export function mount(root, params) {
       if (tk.length) {
         const steps = s[tk[0]].steps;
         const xs = xsOf(r, s[tk[0]]);
-        const tau0 = c.tau_init || sqrtD;
+        const tau0 = initialTau(c);
         const bound = adamTauBound(c, tau0, steps);
         const refCol = cssVar('--ref', '#777');
         const ref = { borderColor: refCol, backgroundColor: refCol, borderWidth: 1, pointRadius: 0, runId: r.id };
         const first = runs.filter((x) => headKeys(series.get(x.id) || {}, 'tau').length).indexOf(r) === 0;
         ds.tau.push({ ...ref, label: `√d = ${fmt(sqrtD, 3)}`, data: [{ x: xs[0], y: sqrtD }, { x: xs[xs.length - 1], y: sqrtD }],
           borderDash: [2, 3], borderWidth: 2, hideInLegend: !first });
-        ds.tau.push({ ...ref, label: `τ₀ ± Σlr (${label})`, data: points(xs, bound.map((b) => b.hi)), borderDash: [8, 4], hideInLegend: !first });
-        ds.tau.push({ ...ref, label: `τ₀ − Σlr (${label})`, data: points(xs, bound.map((b) => b.lo)), borderDash: [8, 4], hideInLegend: true });
+        const finite = (v) => (Number.isFinite(v) ? v : null);
+        ds.tau.push({ ...ref, label: `AdamW reach (${label})`, data: points(xs, bound.map((b) => finite(b.hi))), borderDash: [8, 4], hideInLegend: !first });
+        ds.tau.push({ ...ref, label: `AdamW reach, lower (${label})`, data: points(xs, bound.map((b) => finite(b.lo))), borderDash: [8, 4], hideInLegend: true });
         const last = tk.map((k) => s[k].values[s[k].values.length - 1]);
         tauNotes.push(`${label}: τ now ${fmt(Math.min(...last), 3)} – ${fmt(Math.max(...last), 3)} (τ₀ ${fmt(tau0, 3)}, √d ${fmt(sqrtD, 3)})`);
       } else if (s.loss) {
@@ -170,6 +178,7 @@ export function mount(root, params) {
     tauBox.hidden = false;
     tauHint.textContent = anyTau ? tauNotes.join(' · ') : tauNotes.join(' · ') || 'No τ recorded yet.';
     canvases.tau.parentElement.hidden = !anyTau;
+    if (repl && replicates > 1) repl.redraw();
   }
   const redraw = frameThrottle(() => { if (alive) build(); });
   // Live steps can arrive dozens of times a second; rebuilding every chart four times a second
@@ -197,7 +206,8 @@ export function mount(root, params) {
   function headerLive(r) {
     return [progressCell(r), differs(r),
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
-        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed} · corpus ${r.config.corpus}` +
+        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
+        (r.experiment_id && replicates > 1 ? ` · replicate ${r.replicate}` : '') + ` · corpus ${r.config.corpus}` +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
       h('div.small', {}, latest(r))];
   }
@@ -256,12 +266,14 @@ export function mount(root, params) {
   }
 
   const headersSoon = frameThrottle(() => { if (alive) updateHeaders(); });
+  // The bands and statistics are the server's: asked again every few seconds while runs train.
+  const replicatesSoon = throttle(() => { if (alive && repl && replicates > 1) repl.refresh(); }, 3000);
   const refetchSoon = debounce(() => reload(), 1000);
 
   const unsub = subscribe({
     metrics(d) {
       if (!loaded) { pending.push(['metrics', d]); return; }
-      if (applyMetrics(d)) { liveRedraw(); headersSoon(); }
+      if (applyMetrics(d)) { liveRedraw(); headersSoon(); replicatesSoon(); }
     },
     status(d) {
       if (!loaded) { pending.push(['status', d]); return; }
@@ -278,6 +290,7 @@ export function mount(root, params) {
     if (isExp) {
       const d = await api(`/api/experiments/${id}`);
       title = d.experiment.name;
+      replicates = d.experiment.replicates || 1;
       runs = d.runs;
     } else {
       const d = await api(`/api/runs/${id}`);
@@ -287,7 +300,7 @@ export function mount(root, params) {
   // Run objects (status, last/min loss, checkpoint) without refetching the series.
   const refreshRunsSoon = debounce(async () => {
     if (!alive) return; // a timer set before the view closed
-    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); } } catch { /* the next event retries */ }
+    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); replicatesSoon(); } } catch { /* the next event retries */ }
   }, 400);
 
   async function reload() {
@@ -304,6 +317,7 @@ export function mount(root, params) {
       }
       renderHeaders();
       build();
+      if (repl && replicates > 1) repl.refresh();
     } catch (e) {
       loaded = true;
       note.textContent = `Could not load: ${e.message}`;
@@ -311,6 +325,6 @@ export function mount(root, params) {
   }
   const unTheme = onTheme(() => redraw());
   reload();
-  return () => { alive = false; unsub(); unTheme(); for (const c of Object.values(charts)) c.destroy(); };
+  return () => { alive = false; unsub(); unTheme(); if (repl) repl.destroy(); for (const c of Object.values(charts)) c.destroy(); };
 }
 

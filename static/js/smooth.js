@@ -29,18 +29,65 @@ export function lrAt(cfg, step) {
   return lo + 0.5 * (cfg.lr - lo) * (1 + Math.cos(Math.PI * p));
 }
 
-// Adam moves a parameter by at most about lr per step (its update is m/sqrt(v) <= 1 in size), so after
-// t steps tau lies within tau0 ± sum(lr). With the log parameterisation the bound is on log tau.
-// Returns [{step, lo, hi}] at the given steps (sorted ascending).
+// The temperature a run starts with: tau_init for cos/τ, 1/min(scale_init, scale_clamp) for the
+// cosine times a learned scale s (the engine records τ = 1/s for it), √d otherwise.
+export function initialTau(cfg) {
+  const sqrtD = Math.sqrt(cfg.d_model / cfg.n_head);
+  if (cfg.attention === 'cosine_rope_scale') {
+    const s0 = cfg.scale_init || sqrtD, clamp = cfg.scale_clamp || 0;
+    return 1 / (clamp > 0 ? Math.min(s0, clamp) : s0);
+  }
+  return cfg.tau_init || sqrtD;
+}
+
+// Adam moves a parameter by about lr per step (its update m/sqrt(v) is about 1 in size while the
+// gradient keeps its sign and magnitude; it exceeds 1 when the gradient grows, since v lags m), and
+// AdamW's decoupled weight decay first shrinks it by (1 - lr·wd): θ_t = θ_{t-1}(1 - lr_t·wd) - lr_t·u_t
+// with |u_t| <= 1. Since the shrink keeps the order of θ, the bound follows the same recursion:
+// hi_t = hi_{t-1}(1 - lr_t·wd) + lr_t, lo_t = lo_{t-1}(1 - lr_t·wd) - lr_t, from θ_0. Here lr_t is the
+// schedule times scale_lr_mult (the learned scale's multiplier, decay included), wd is weight_decay
+// when tau_weight_decay is on (the server always says; a config without weight_decay gets none).
+// θ is τ (tau_param linear) or log τ (log); for cosine_rope_scale it is s or log s (scale_param) from
+// scale_init, and τ = 1/min(s, scale_clamp) (the bound on τ is then [1/min(hi, clamp), 1/lo]; lo <= 0
+// leaves τ unbounded above: Infinity). tau0 is used for the τ forms only.
+// Returns [{step, lo, hi}] (bounds on τ) at the given steps (sorted ascending).
 export function adamTauBound(cfg, tau0, steps) {
+  const scaleForm = cfg.attention === 'cosine_rope_scale';
+  const log = (scaleForm ? cfg.scale_param : cfg.tau_param) === 'log';
+  const mult = cfg.scale_lr_mult || 1;
+  const wd = cfg.tau_weight_decay === false ? 0 : cfg.weight_decay || 0;
+  const x0 = scaleForm ? cfg.scale_init || Math.sqrt(cfg.d_model / cfg.n_head) : tau0;
+  const clamp = scaleForm && cfg.scale_clamp > 0 ? cfg.scale_clamp : Infinity;
   const out = [];
-  let sum = 0, s = 0;
+  let hi = log ? Math.log(x0) : x0, lo = hi, s = 0;
   for (const target of steps) {
-    while (s < target) { s++; sum += lrAt(cfg, s); }
-    if (cfg.tau_param === 'log') out.push({ step: target, lo: tau0 * Math.exp(-sum), hi: tau0 * Math.exp(sum) });
-    else out.push({ step: target, lo: tau0 - sum, hi: tau0 + sum });
+    while (s < target) {
+      s++;
+      const lr = lrAt(cfg, s) * mult, keep = 1 - lr * wd;
+      hi = hi * keep + lr;
+      lo = lo * keep - lr;
+    }
+    let a = log ? Math.exp(lo) : lo, b = log ? Math.exp(hi) : hi; // the parameter's own range
+    if (scaleForm) [a, b] = [1 / Math.min(b, clamp), a > 0 ? 1 / Math.min(a, clamp) : Infinity];
+    out.push({ step: target, lo: a, hi: b });
   }
   return out;
+}
+
+// A band from GET /api/experiments/{id}/series (one variant: steps, mean, std, min, max, n) as the
+// points a chart draws: [{x, mean, lo, hi}] with lo/hi = mean ∓ std (the mean alone where std is
+// null: one replicate), leaving out steps with no value. smooth: EMA weight applied to the mean and
+// to both edges alike.
+export function bandPoints(band, smooth = 0) {
+  const xs = [], m = [], lo = [], hi = [];
+  for (let i = 0; i < band.steps.length; i++) {
+    const mean = band.mean[i];
+    if (typeof mean !== 'number') continue;
+    const sd = typeof band.std[i] === 'number' ? band.std[i] : 0;
+    xs.push(band.steps[i]); m.push(mean); lo.push(mean - sd); hi.push(mean + sd);
+  }
+  const [sm, slo, shi] = [m, lo, hi].map((v) => emaDebiased(v, smooth));
+  return xs.map((x, i) => ({ x, mean: sm[i], lo: slo[i], hi: shi[i] }));
 }
 
 // Merges live points into a fetched series: points at or before the last known step are dropped

@@ -1,7 +1,8 @@
 // The dashboard's series arithmetic (static/js/smooth.js), run by node without a browser:
-// debiased EMA smoothing, the engine's learning-rate schedule, the Adam bound on τ, and the merge
-// of live points into a fetched series. Prints PASS/FAIL per case; exits non-zero on failure.
-import { emaDebiased, lrAt, adamTauBound, appendAfter, runLatest, foldLive } from '../../static/js/smooth.js';
+// debiased EMA smoothing, the engine's learning-rate schedule, the Adam bound on τ (with AdamW's
+// weight decay and the learned-scale form), replicate bands, and the merge of live points into a
+// fetched series. Prints PASS/FAIL per case; exits non-zero on failure.
+import { emaDebiased, lrAt, adamTauBound, initialTau, bandPoints, appendAfter, runLatest, foldLive } from '../../static/js/smooth.js';
 
 let failures = 0;
 function test(name, fn) {
@@ -72,6 +73,56 @@ test('Adam bound on tau: tau0 ± lr·t (linear), tau0·exp(±lr·t) (log)', () =
   let sum = 0;
   for (let s = 1; s <= 100; s++) sum += lrAt(cos, s);
   assert(close(adamTauBound(cos, 2, [100])[0].hi, 2 + sum), 'cosine bound is the sum of the schedule');
+});
+
+test('the bound includes weight decay: the closed form for a constant lr', () => {
+  // θ_t = θ_{t-1}·k ± lr with k = 1 - lr·wd: hi_t = τ0·k^t + lr·(1 - k^t)/(1 - k), lo likewise with -lr.
+  const lr = 0.01, wd = 0.5, tau0 = 5.657;
+  const cfg = { lr, lr_schedule: 'constant', steps: 400, tau_param: 'linear', weight_decay: wd, tau_weight_decay: true };
+  const k = 1 - lr * wd;
+  for (const b of adamTauBound(cfg, tau0, [1, 50, 400])) {
+    const kt = k ** b.step, drift = lr * (1 - kt) / (1 - k);
+    assert(close(b.hi, tau0 * kt + drift, 1e-10) && close(b.lo, tau0 * kt - drift, 1e-10), JSON.stringify(b));
+  }
+  // decay pulls both edges towards 0: below the decay-free bound
+  const free = adamTauBound({ ...cfg, weight_decay: 0 }, tau0, [400])[0], wdb = adamTauBound(cfg, tau0, [400])[0];
+  assert(wdb.hi < free.hi && wdb.lo < free.lo, `${JSON.stringify(wdb)} vs ${JSON.stringify(free)}`);
+  // excluded from decay (tau_weight_decay false): the decay-free bound
+  const off = adamTauBound({ ...cfg, tau_weight_decay: false }, tau0, [400])[0];
+  assert(close(off.hi, free.hi) && close(off.lo, free.lo), JSON.stringify(off));
+  // the learned scale's lr multiplier scales the step and the decay
+  const m = adamTauBound({ ...cfg, scale_lr_mult: 2 }, tau0, [10])[0], k2 = 1 - 2 * lr * wd;
+  assert(close(m.hi, tau0 * k2 ** 10 + 2 * lr * (1 - k2 ** 10) / (1 - k2), 1e-10), JSON.stringify(m));
+  // the seed config (wd 0.01, lr 3e-4, 2000 steps, Σlr = 0.6): decay lowers the upper edge by about
+  // (τ0 + Σlr/2)·Σlr·wd = 0.036 and the lower by (τ0 - Σlr/2)·Σlr·wd = 0.032: far less than Σlr
+  const seed = { lr: 3e-4, lr_schedule: 'constant', steps: 2000, tau_param: 'linear', weight_decay: 0.01 };
+  const sb = adamTauBound(seed, 5.657, [2000])[0];
+  assert(Math.abs(5.657 + 0.6 - sb.hi - (5.657 + 0.3) * 0.6 * 0.01) < 2e-4, JSON.stringify(sb));
+  assert(Math.abs(5.657 - 0.6 - sb.lo - (5.657 - 0.3) * 0.6 * 0.01) < 2e-4, JSON.stringify(sb));
+});
+
+test('the bound of a learned scale s (cos·s): τ = 1/min(s, clamp)', () => {
+  const cfg = { attention: 'cosine_rope_scale', lr: 0.01, lr_schedule: 'constant', steps: 100, d_model: 64, n_head: 2,
+    scale_param: 'log', scale_init: 10, scale_clamp: 100, weight_decay: 0.1, tau_weight_decay: false };
+  assert(close(initialTau(cfg), 0.1), `initial ${initialTau(cfg)}`);
+  const b = adamTauBound(cfg, 123, [50])[0]; // tau0 is not used for this form
+  assert(close(b.lo, 1 / (10 * Math.exp(0.5))) && close(b.hi, 1 / (10 * Math.exp(-0.5))), JSON.stringify(b));
+  // the clamp holds s at 100: τ never below 1/100
+  const c = adamTauBound({ ...cfg, scale_clamp: 12 }, 0, [50])[0];
+  assert(close(c.lo, 1 / 12), JSON.stringify(c));
+  // linear s that may reach 0: τ unbounded above
+  const lin = adamTauBound({ ...cfg, scale_param: 'linear', scale_init: 0.2, scale_clamp: 0 }, 0, [50])[0];
+  assert(lin.hi === Infinity && close(lin.lo, 1 / 0.7), JSON.stringify(lin));
+  assert(close(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope' }), Math.sqrt(32)), 'sqrt(d)');
+  assert(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope', tau_init: 3 }) === 3, 'tau_init');
+});
+
+test('bands: mean ∓ std per step, the mean alone for one replicate, gaps left out', () => {
+  const band = { steps: [1, 2, 3, 4], n: [3, 3, 1, 0], mean: [5, 4, 3, null], std: [1, 0.5, null, null], min: [], max: [] };
+  const p = bandPoints(band);
+  assert(p.length === 3 && p[0].lo === 4 && p[0].hi === 6 && p[1].lo === 3.5 && p[2].lo === 3 && p[2].hi === 3, JSON.stringify(p));
+  const sm = bandPoints(band, 0.5);
+  assert(sm[0].mean === 5 && sm[0].hi === 6 && sm[1].mean < 4.5 && sm[1].mean > 4, JSON.stringify(sm));
 });
 
 test('live points append only after the last fetched step', () => {
