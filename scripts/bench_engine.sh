@@ -18,8 +18,10 @@ echo "targets: MFU >= 60% of the measured FMA peak, peak RSS <= 400 MB (first st
 for a in dot rope cosine_rope; do
   "$BIN" --attention "$a" --steps "$STEPS" --threads "$THREADS"
 done
-echo "precision: $("$BIN" --default-precision) by default on this CPU; the same in fp32:"
-"$BIN" --attention rope --steps "$STEPS" --threads "$THREADS" --precision fp32
+def=$("$BIN" --default-precision)
+other=$([ "$def" = bf16 ] && echo fp32 || echo bf16)
+echo "precision: $def by default on this CPU (above); rope in $other, for comparison:"
+"$BIN" --attention rope --steps "$STEPS" --threads "$THREADS" --precision "$other"
 echo "the output layer alone, fp32 kernels and bf16 kernels (target: bf16 >= 70% of the measured bf16 dot-product peak):"
 "$OUT/bench/bench_lmhead" --threads "$THREADS" --rounds 2
 echo "the output layer through OpenBLAS instead of the engine's own kernels, for comparison:"
