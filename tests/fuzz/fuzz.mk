@@ -8,12 +8,12 @@ FUZZ_BIN  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/fuzzers/%,$(FUZZ_SRC))
 FUZZ_TIME ?= 60
 
 ifeq ($(MODE),fuzz)
-  # clang also warns about unused static functions that gcc lets pass; the rest of WARN holds.
-  CC      := clang
-  OPT     := -O1 -g -march=native -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
-             -fno-sanitize-recover=undefined
-  CFLAGS  := $(WARN) -Wno-unknown-warning-option -Wno-unused-function $(DEFS) $(OPT) -pthread -MMD -MP -Iserver -Iserver/engine $(BLAS_CFLAGS) $(EXTRA_CFLAGS)
-  LDFLAGS := $(OPT) -pthread $(EXTRA_LDFLAGS)
+  # The Makefile's flags (MODE=fuzz gets its release ones) plus libFuzzer's coverage and the
+  # sanitizers; clang also warns about unused static functions that gcc lets pass.
+  CC       := clang
+  FUZZ_OPT := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  CFLAGS   := $(CFLAGS) $(FUZZ_OPT) -Wno-unknown-warning-option -Wno-unused-function
+  LDFLAGS  := $(LDFLAGS) $(FUZZ_OPT)
 
 $(BUILD)/fuzz/fuzzers/%: $(OUT)/obj/tests/fuzz/%.o $(SERVER_OBJ) $(OUT)/libengine.a
 	@mkdir -p $(dir $@)
