@@ -99,7 +99,7 @@ struct model {
     int lmhead_blas;
     precision_kind precision;
     lmhead_bf16 *lm_bf; /* bf16 copies of lm_head (bf16 precision) */
-    int bf_stale;       /* parameters may have changed since lm_bf was refreshed */
+    atomic_int bf_stale; /* parameters may have changed since lm_bf was refreshed (set from any thread) */
     int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
@@ -436,7 +436,7 @@ void model_free(model *m) {
 const model_config *model_get_config(const model *m) { return &m->cfg; }
 size_t model_param_count(const model *m) { return m->n_params; }
 real *model_params(model *m) {
-    m->bf_stale = 1; /* the caller may write them */
+    atomic_store_explicit(&m->bf_stale, 1, memory_order_relaxed); /* the caller may write them */
     return m->params;
 }
 real *model_grads(model *m) { return m->grads; }
@@ -451,7 +451,7 @@ const model_tensor *model_tensor_find(const model *m, const char *name) {
 }
 
 void model_init_params(model *m, uint64_t seed) {
-    m->bf_stale = 1;
+    atomic_store(&m->bf_stale, 1);
     rng_state r;
     rng_seed(&r, seed);
     double theta0 = attention_scale_theta0(&m->scale);
@@ -781,9 +781,9 @@ static int forward_passes(model *m, int B, int T, const int32_t *inputs, const i
         if (interrupted(m)) return 1;
     }
     run_phase(m, PH_FINAL, -1);
-    if (targets && m->lm_bf && m->bf_stale) {
+    if (targets && m->lm_bf && atomic_load(&m->bf_stale)) {
         lmhead_bf16_refresh(m->lm_bf, P(m->lm_head), m->pool);
-        m->bf_stale = 0;
+        atomic_store(&m->bf_stale, 0);
     }
     if (targets) run_phase(m, PH_LMHEAD, -1);
     return 0;
@@ -873,7 +873,7 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
     engine_status rc = lmhead_bf16_new(&m->lm_bf, m->V, m->C, err);
     if (rc) return rc;
     m->precision = p;
-    m->bf_stale = 1;
+    atomic_store(&m->bf_stale, 1);
     return ENGINE_OK;
 }
 
@@ -1018,7 +1018,7 @@ engine_status model_config_from_file(const char *path, model_config *cfg, engine
 }
 
 engine_status model_load_params(model *m, const char *path, engine_error *err) {
-    m->bf_stale = 1;
+    atomic_store(&m->bf_stale, 1);
     safetensors *st;
     engine_status rc = safetensors_open(&st, path, err);
     if (rc) return rc;
