@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_questions.h"
 #include "cmd_runs.h"
 #include "httpc.h"
 #include "table.h"
@@ -13,6 +14,8 @@ const char cmd_experiments_help[] =
     "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--replicates N] [--set ...]\n"
     "       attnlab experiments list\n"
     "       attnlab experiments show ID [--k K] [--csv]\n"
+    "       attnlab experiments head-spread ID [--at STEP] [--csv]\n"
+    "       attnlab experiments accuracy ID [--csv]\n"
     "\n"
     "start    creates an experiment: one run per variant and replicate, with the same data order and\n"
     "         hyper-parameters. --replicates N (1-32) runs every variant N times with seeds seed,\n"
@@ -33,6 +36,11 @@ const char cmd_experiments_help[] =
     "         difference, its t interval, the paired t-test's p (and Holm's adjustment) and a\n"
     "         bootstrap interval. --k K: the final training loss averages the last K steps\n"
     "         (default 10); --csv prints the statistics as CSV instead\n"
+    "head-spread  the blog's question 1 (preset tau-long): per variant the spread of tau across heads\n"
+    "         (max/min, std) and of attention entropy and distance, at step STEP (default 2000) and at\n"
+    "         the end, mean and 95% t interval over replicates, the paired change and its p\n"
+    "accuracy the blog's question 2 (preset positional-precision): per variant exact-match accuracy\n"
+    "         on the task answers, overall (acc) and per offset or distance bucket (acc.k4, acc.d8)\n"
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (message and field\n"
     "printed), 5 server error.\n";
@@ -503,5 +511,7 @@ int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {
     if (!strcmp(sub, "start")) return exp_start(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "list")) return exp_list(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "show")) return exp_show(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "head-spread")) return cmd_questions_head_spread(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "accuracy")) return cmd_questions_accuracy(ctx, argc - 1, argv + 1);
     return cli_usage(ctx, "experiments ", "unknown experiments command '%s'", sub);
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "cmd_questions.h"
 #include "httpc.h"
 #include "progress.h"
 #include "table.h"
@@ -14,9 +15,17 @@ const char cmd_health_help[] =
 
 const char cmd_corpora_help[] =
     "usage: attnlab corpora list\n"
+    "       attnlab corpora task-kinds\n"
+    "       attnlab corpora create-task NAME --kind KIND [--set KEY=VALUE ...] [--offsets 1,2,4,8]\n"
     "\n"
-    "The training corpora on the server: name, status, tokenizer, documents, tokens, the number of\n"
-    "runs that use it, and where its text comes from.\n"
+    "list         the training corpora on the server: name, status, tokenizer, documents, tokens, the\n"
+    "             number of runs that use it, and where its text comes from\n"
+    "task-kinds   the synthetic task kinds (copy_offset, induction, associative_recall,\n"
+    "             relative_order) with their parameters, defaults and bounds\n"
+    "create-task  generates a task corpus (milliseconds; the same config again is a no-op):\n"
+    "             --set vocab=128 --set seq_len=64 --set windows=4096 --set seed=1 or a kind's\n"
+    "             parameter (--set len_min=8); --offsets for copy_offset. Runs on it log exact-match\n"
+    "             accuracy on the answers at every evaluation (acc, acc.k4, acc.d8 ...)\n"
     "Exit status: 0 ok, 3 server unreachable or timeout, 4 refused, 5 server error.\n";
 
 int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
@@ -60,6 +69,8 @@ int cmd_corpora(const cli_ctx *ctx, int argc, char **argv) {
         fputs(cmd_corpora_help, argc < 1 ? ctx->err : ctx->out);
         return argc < 1 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     }
+    if (!strcmp(argv[0], "task-kinds") || !strcmp(argv[0], "create-task"))
+        return cmd_questions_corpora(ctx, argv[0], argc - 1, argv + 1);
     if (strcmp(argv[0], "list")) return cli_usage(ctx, "corpora ", "unknown corpora command '%s'", argv[0]);
     if (argc > 1) return cli_usage(ctx, "corpora ", "corpora list takes no arguments");
     json_t *answer;

@@ -97,11 +97,20 @@ void api_experiments_stats(http_request *req, void *app);
 void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
 
+/* The seed blog's open questions over an experiment (api_questions.c): head spread and accuracy. */
+void api_experiments_head_spread(http_request *req, void *app);
+void api_experiments_head_spread_csv(http_request *req, void *app);
+void api_experiments_accuracy(http_request *req, void *app);
+void api_experiments_accuracy_csv(http_request *req, void *app);
+
 void api_corpora_list(http_request *req, void *app);
 void api_corpora_get(http_request *req, void *app);
 void api_corpora_upload(http_request *req, void *app);
 void api_corpora_delete(http_request *req, void *app);
 void api_tokenize(http_request *req, void *app);
+/* Task corpora (api_tasks.c): the kinds, and generating one. */
+void api_task_kinds(http_request *req, void *app);
+void api_task_corpora_create(http_request *req, void *app);
 
 void api_probe_kinds(http_request *req, void *app);
 void api_probes_create(http_request *req, void *app);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -170,6 +171,10 @@ int corpora_vocab(corpora *c, const char *name) {
     int ready = !strcmp(json_string_value(json_object_get(row, "status")), "ready");
     const char *tok = json_string_value(json_object_get(row, "tokenizer"));
     int vocab = !ready ? -1 : !strcmp(tok, "bytes") ? 256 : 50257;
+    if (ready && !strcmp(tok, "task")) {
+        json_int_t v = json_integer_value(json_object_get(json_object_get(row, "task"), "vocab"));
+        vocab = v >= 2 ? (int)v : -1;
+    }
     json_decref(row);
     return vocab;
 }
@@ -216,4 +221,211 @@ void corpora_remove_files(corpora *c, const char *name) {
     char dir[PATH_MAX];
     corpora_dir(c, name, dir, sizeof dir);
     fs_remove_tree(dir);
+}
+
+/* ---- task corpora ---------------------------------------------------------------------------- */
+
+static int task_fail(char *field, size_t flen, char *msg, size_t mlen, const char *f, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int task_fail(char *field, size_t flen, char *msg, size_t mlen, const char *f, const char *fmt, ...) {
+    snprintf(field, flen, "%s", f);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, mlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field, size_t field_len, char *msg,
+                              size_t msg_len) {
+    if (!json_is_object(spec)) return task_fail(field, field_len, msg, msg_len, "", "a task corpus config is an object");
+    const char *kind = json_string_value(json_object_get(spec, "kind"));
+    int ki = tasks_kind_index(kind);
+    if (ki < 0) {
+        char known[160] = "";
+        for (int i = 0; i < tasks_kind_count(); i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", tasks_kind_at(i)->name);
+        return task_fail(field, field_len, msg, msg_len, "kind", "kind must be one of %s", known);
+    }
+    const tasks_kind *k = tasks_kind_at(ki);
+    tasks_config_defaults(out, ki);
+    engine_error err = {0};
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)spec, key, v) {
+        if (!strcmp(key, "kind")) continue;
+        if (!strcmp(key, "params")) {
+            if (!json_is_object(v)) return task_fail(field, field_len, msg, msg_len, "params", "params must be an object");
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(v, pk, pv) {
+                char f[64];
+                snprintf(f, sizeof f, "params.%s", pk);
+                int known = 0;
+                for (int i = 0; i < k->n_params; i++) known |= !strcmp(k->params[i].name, pk);
+                if (!known) return task_fail(field, field_len, msg, msg_len, f, "%s has no parameter '%s'", k->name, pk);
+                if (!json_is_integer(pv)) return task_fail(field, field_len, msg, msg_len, f, "%s must be an integer", pk);
+                if (tasks_config_set(out, pk, (long)json_integer_value(pv), &err) != ENGINE_OK)
+                    return task_fail(field, field_len, msg, msg_len, f, "%s", err.message);
+            }
+        } else if (!strcmp(key, "offsets")) {
+            if (!k->has_offsets) return task_fail(field, field_len, msg, msg_len, "offsets", "%s takes no offsets", k->name);
+            int offs[TASKS_MAX_OFFSETS], n = 0;
+            size_t i;
+            json_t *o;
+            if (!json_is_array(v) || json_array_size(v) > TASKS_MAX_OFFSETS)
+                return task_fail(field, field_len, msg, msg_len, "offsets", "offsets must be an array of 1 to %d integers",
+                                 TASKS_MAX_OFFSETS);
+            json_array_foreach(v, i, o) {
+                if (!json_is_integer(o))
+                    return task_fail(field, field_len, msg, msg_len, "offsets", "offsets[%zu] must be an integer", i);
+                offs[n++] = (int)json_integer_value(o);
+            }
+            if (tasks_config_set_offsets(out, offs, n, &err) != ENGINE_OK)
+                return task_fail(field, field_len, msg, msg_len, "offsets", "%s", err.message);
+        } else if (!strcmp(key, "vocab") || !strcmp(key, "seq_len") || !strcmp(key, "windows") || !strcmp(key, "seed")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0)
+                return task_fail(field, field_len, msg, msg_len, key, "%s must be a non-negative integer", key);
+            if (tasks_config_set(out, key, (long)json_integer_value(v), &err) != ENGINE_OK)
+                return task_fail(field, field_len, msg, msg_len, key, "%s", err.message);
+        } else {
+            return task_fail(field, field_len, msg, msg_len, key, "unknown member '%s'", key);
+        }
+    }
+    if ((long long)out->windows * out->seq_len > CORPORA_TASK_MAX_TOKENS)
+        return task_fail(field, field_len, msg, msg_len, "windows",
+                         "windows x seq_len = %lld tokens is more than a task corpus may hold (%d)",
+                         (long long)out->windows * out->seq_len, CORPORA_TASK_MAX_TOKENS);
+    if (tasks_config_validate(out, &err) != ENGINE_OK) {
+        /* the engine's message names the field it is about */
+        const char *f = "";
+        static const char *const names[] = {"vocab", "seq_len", "windows", "offsets", NULL};
+        for (int i = 0; names[i]; i++)
+            if (strstr(err.message, names[i])) f = names[i];
+        for (int i = 0; i < k->n_params; i++)
+            if (strstr(err.message, k->params[i].name)) {
+                char tmp[64];
+                snprintf(tmp, sizeof tmp, "params.%s", k->params[i].name);
+                return task_fail(field, field_len, msg, msg_len, tmp, "%s", err.message);
+            }
+        return task_fail(field, field_len, msg, msg_len, f, "%s", err.message);
+    }
+    return 0;
+}
+
+json_t *corpora_task_config_json(const tasks_config *cfg) {
+    const tasks_kind *k = tasks_kind_at(cfg->kind);
+    if (!k) return NULL;
+    json_t *params = json_object();
+    for (int i = 0; params && i < k->n_params; i++)
+        if (json_object_set_new(params, k->params[i].name, json_integer(cfg->p[i])) < 0) {
+            json_decref(params);
+            params = NULL;
+        }
+    json_t *o = params ? json_pack("{s:s, s:i, s:i, s:I, s:I, s:o}", "kind", k->name, "vocab", cfg->vocab, "seq_len",
+                                   cfg->seq_len, "windows", (json_int_t)cfg->windows, "seed", (json_int_t)cfg->seed,
+                                   "params", params)
+                       : NULL;
+    if (o && k->has_offsets) {
+        json_t *offs = json_array();
+        for (int i = 0; offs && i < cfg->n_offsets; i++)
+            if (json_array_append_new(offs, json_integer(cfg->offsets[i])) < 0) {
+                json_decref(offs);
+                offs = NULL;
+            }
+        if (!offs || json_object_set_new(o, "offsets", offs) < 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+corpora_task_result corpora_create_task(corpora *c, const char *name, const tasks_config *cfg, char *msg,
+                                        size_t msg_len) {
+    json_t *want = corpora_task_config_json(cfg), *old = NULL;
+    char *text = want ? json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    corpora_task_result res = CORPORA_TASK_FAILED;
+    if (!text) {
+        snprintf(msg, msg_len, "out of memory");
+        goto done;
+    }
+    store_status gs = store_corpus_get(c->st, name, &old);
+    if (gs == STORE_OK) {
+        json_t *t = json_object_get(old, "task");
+        const char *status = json_string_value(json_object_get(old, "status"));
+        res = t && json_equal(t, want) && status && !strcmp(status, "ready") ? CORPORA_TASK_EXISTS
+                                                                             : CORPORA_TASK_CONFLICT;
+        if (res == CORPORA_TASK_CONFLICT)
+            snprintf(msg, msg_len, "a corpus named '%s' exists already with other contents", name);
+        goto done;
+    }
+    if (gs != STORE_NOT_FOUND) {
+        snprintf(msg, msg_len, "the corpus catalogue cannot be read: %s", store_last_error());
+        goto done;
+    }
+    engine_error err = {0};
+    tasks_corpus *tc = NULL;
+    char dir[PATH_MAX], tokens[PATH_MAX + 16], labels[PATH_MAX + 16];
+    corpora_dir(c, name, dir, sizeof dir);
+    snprintf(tokens, sizeof tokens, "%s/tokens.u16", dir);
+    snprintf(labels, sizeof labels, "%s/labels.u8", dir);
+    if (tasks_generate(&tc, cfg, &err) != ENGINE_OK || fs_mkdirs(dir) < 0 ||
+        tasks_write(tc, tokens, labels, &err) != ENGINE_OK) {
+        snprintf(msg, msg_len, "the task corpus could not be written: %s", err.message[0] ? err.message : strerror(errno));
+        tasks_corpus_free(tc);
+        goto done;
+    }
+    char source[200];
+    snprintf(source, sizeof source, "task %s: %ld instances, %ld answers, vocab %d (generated, seed %llu)",
+             tasks_kind_at(cfg->kind)->name, tc->n_instances, tc->n_answers, cfg->vocab,
+             (unsigned long long)cfg->seed);
+    store_corpus row = {.name = name,
+                        .source = source,
+                        .tokenizer = "task",
+                        .status = "ready",
+                        .documents = tc->n_instances,
+                        .bytes = (long long)(tc->n_tokens * 2),
+                        .tokens = (long long)tc->n_tokens,
+                        .task_json = text};
+    tasks_corpus_free(tc);
+    store_status s = store_corpus_create(c->st, &row);
+    if (s == STORE_OK) {
+        res = CORPORA_TASK_CREATED;
+        log_info("corpus %s: generated (%s)", name, source);
+    } else if (s == STORE_CONFLICT) {
+        /* someone else made it meanwhile: same config is as good as ours */
+        json_t *now = NULL;
+        res = store_corpus_get(c->st, name, &now) == STORE_OK && json_equal(json_object_get(now, "task"), want)
+                  ? CORPORA_TASK_EXISTS
+                  : CORPORA_TASK_CONFLICT;
+        if (res == CORPORA_TASK_CONFLICT) snprintf(msg, msg_len, "a corpus named '%s' exists already", name);
+        json_decref(now);
+    } else {
+        snprintf(msg, msg_len, "the corpus could not be recorded: %s", store_last_error());
+    }
+done:
+    json_decref(old);
+    json_decref(want);
+    free(text);
+    return res;
+}
+
+engine_status corpora_open_tasks(corpora *c, const char *name, tasks_corpus **out, engine_error *err) {
+    *out = NULL;
+    json_t *row = NULL;
+    if (store_corpus_get(c->st, name, &row) != STORE_OK)
+        return engine_fail(err, ENGINE_ERR_INVALID, "corpus '%s' is not available", name);
+    const json_t *task = json_object_get(row, "task");
+    engine_status s = ENGINE_OK;
+    if (task) {
+        tasks_config cfg;
+        char field[64], msg[256];
+        if (corpora_task_config_parse(task, &cfg, field, sizeof field, msg, sizeof msg) < 0)
+            s = engine_fail(err, ENGINE_ERR_INVALID, "corpus '%s' has a bad task config (%s): %s", name, field, msg);
+        else
+            s = tasks_generate(out, &cfg, err);
+    }
+    json_decref(row);
+    return s;
 }

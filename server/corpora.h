@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "engine/corpus.h"
+#include "engine/tasks.h"
 #include "engine/tokenizer.h"
 #include "store.h"
 
@@ -25,7 +26,8 @@ void corpora_free(corpora *c);
 int corpora_name_reserved(const char *name);
 /* The shared tokenizers (NULL when its files are missing; gpt2 then reports why in the log). */
 const tokenizer *corpora_tokenizer(corpora *c, const char *encoding);
-/* Vocabulary size of a corpus's tokenizer, or -1 if the corpus is unknown or not ready. */
+/* Vocabulary size of a corpus's tokenizer (a task corpus: its config's vocab), or -1 if the corpus
+ * is unknown or not ready. */
 int corpora_vocab(corpora *c, const char *name);
 /* Loads a ready corpus's tokens. */
 engine_status corpora_open(corpora *c, const char *name, corpus **out, engine_error *err);
@@ -36,5 +38,34 @@ void corpora_dir(corpora *c, const char *name, char *buf, size_t len);
 void corpora_tokenize_upload(corpora *c, const char *name, const char *encoding);
 /* Removes a corpus's folder after its row was deleted. */
 void corpora_remove_files(corpora *c, const char *name);
+
+/* ---- task corpora (engine/tasks.h): generated from a config, not uploaded ------------------
+ * The row records the config as JSON ({"kind","vocab","seq_len","windows","seed","params":{…}}
+ * plus "offsets":[…] for copy_offset) with tokenizer "task"; the files are tokens.u16 and the
+ * answer labels labels.u8. Generation is deterministic and takes milliseconds, so the labels are
+ * regenerated from the config whenever they are needed. */
+
+/* The most tokens (windows x seq_len) a task corpus may hold: 32 MiB of uint16. */
+#define CORPORA_TASK_MAX_TOKENS (16 * 1024 * 1024)
+/* Reads a request or stored config (an object with "kind" and optional "vocab", "seq_len",
+ * "windows", "seed", "params", "offsets") into a validated tasks_config, at most
+ * CORPORA_TASK_MAX_TOKENS tokens. 0, or -1 with the
+ * offending member in field ("kind", "params.len_min", …; "" for a rule that spans fields) and a
+ * message. */
+int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field, size_t field_len, char *msg,
+                              size_t msg_len);
+/* The config as the JSON that is stored (every parameter explicit); NULL on allocation failure. */
+json_t *corpora_task_config_json(const tasks_config *cfg);
+
+typedef enum { CORPORA_TASK_CREATED, CORPORA_TASK_EXISTS, CORPORA_TASK_CONFLICT, CORPORA_TASK_FAILED } corpora_task_result;
+/* Generates and records task corpus `name` (a valid, unreserved name): CREATED; EXISTS when a
+ * ready corpus of that name with the same config is there already (nothing done); CONFLICT when
+ * the name holds something else; FAILED (message in msg) when it cannot be written or stored. */
+corpora_task_result corpora_create_task(corpora *c, const char *name, const tasks_config *cfg, char *msg,
+                                        size_t msg_len);
+/* The task corpus behind a corpus, regenerated from its recorded config: *out NULL (and ENGINE_OK)
+ * when the corpus is not a task corpus. ENGINE_ERR_INVALID (unknown corpus, bad config),
+ * ENGINE_ERR_NOMEM. */
+engine_status corpora_open_tasks(corpora *c, const char *name, tasks_corpus **out, engine_error *err);
 
 #endif

@@ -19,7 +19,9 @@
 
 #define MAX_TRAIN_WORKERS 16
 #define MAX_PROBE_QUEUE 256
-#define MAX_POINTS_PER_STEP (8 + 2 * 64 * 24)
+/* per head: tau, entropy, entropy_frac, distance; per layer and overall: tau_std, tau_ratio; overall:
+ * entropy_frac_std, distance_std */
+#define MAX_POINTS_PER_STEP (8 + 4 * 64 * 24 + 2 * 24 + 4)
 /* How long metrics may fail to be stored (kept and retried meanwhile) before a run stops. */
 #define METRICS_GRACE_S 10.0
 
@@ -163,7 +165,34 @@ static void on_step(void *ctx, const train_step_metrics *m) {
             snprintf(key, sizeof key, "entropy.%d.%d", l2, h);
             add_point(t, &n, m->step, wall, key, m->entropy[i]);
         }
+            if (m->entropy_frac) {
+                snprintf(key, sizeof key, "entropy_frac.%d.%d", l2, h);
+                add_point(t, &n, m->step, wall, key, m->entropy_frac[i]);
+            }
+            if (m->distance) {
+                snprintf(key, sizeof key, "distance.%d.%d", l2, h);
+                add_point(t, &n, m->step, wall, key, m->distance[i]);
+            }
+        }
+    /* how differently the heads attend: the spread of entropy_frac and distance over every head */
+    if (m->entropy_frac && m->distance && m->n_layer * m->n_head > 0) {
+        double sd, ratio;
+        train_head_spread(m->entropy_frac, m->n_layer * m->n_head, &sd, &ratio);
+        add_point(t, &n, m->step, wall, "entropy_frac_std", sd);
+        train_head_spread(m->distance, m->n_layer * m->n_head, &sd, &ratio);
+        add_point(t, &n, m->step, wall, "distance_std", sd);
+    }
+    /* how far the heads' temperatures have spread apart (the blog's first open question) */
+    if (t->learned_scale && m->tau_std && m->tau_ratio) {
+        for (int l2 = 0; l2 < m->n_layer; l2++) {
+            snprintf(key, sizeof key, "tau_std.%d", l2);
+            add_point(t, &n, m->step, wall, key, m->tau_std[l2]);
+            snprintf(key, sizeof key, "tau_ratio.%d", l2);
+            add_point(t, &n, m->step, wall, key, m->tau_ratio[l2]);
     publish_points(t, n, m->step);
+        add_point(t, &n, m->step, wall, "tau_std", m->tau_std_all);
+        add_point(t, &n, m->step, wall, "tau_ratio", m->tau_ratio_all);
+    }
     metrics_writer_progress(j->cfg.writer, t->run_id, (int)m->step, 0);
     /* Points that cannot be stored stay queued and are retried; a run does not go on for long
      * producing curves nobody can keep. */
@@ -181,6 +210,16 @@ static void on_eval(void *ctx, long step, double val_loss) {
 }
 
 /* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
+/* A task corpus's exact-match accuracy at this evaluation: acc and acc.<bucket>. */
+static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
+    train_ctx *t = ctx;
+    if (m->n_acc < 1) return;
+    int n = 0;
+    double wall = wall_now();
+    for (int i = 0; i < m->n_acc; i++) add_point(t, &n, m->step, wall, m->acc_keys[i], m->acc[i]);
+    publish_points(t, n, m->step);
+}
+
  * store before the checkpoint takes its name: the engine wrote it at the staging name, and it is
  * sealed (recorded, then renamed; checkpoints.h) only once everything before it is stored. A kill
  * at any moment leaves either the previous checkpoint or this one, never one ahead of its metrics.
@@ -311,16 +350,21 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     else
         s = corpora_open(j->cfg.corpora, corpus_name, &data, &err);
 
+    /* a task corpus: its answer labels, for accuracy at every evaluation */
+    tasks_corpus *tasks = NULL;
+    if (s == ENGINE_OK) s = corpora_open_tasks(j->cfg.corpora, corpus_name, &tasks, &err);
     if (s == ENGINE_OK) {
         train_config tc;
         run_config_to_train(cfg, vocab, &tc);
         tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
         t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
         pthread_mutex_lock(&j->lock);
+        tc.tasks = tasks;
         live->total_steps = tc.steps;
         live->wall_start = wall_now();
         pthread_mutex_unlock(&j->lock);
-        train_callbacks cb = {.ctx = t, .on_step = on_step, .on_eval = on_eval, .should_stop = should_stop,
+        train_callbacks cb = {.ctx = t, .on_step = on_step, .on_eval = on_eval, .on_eval_metrics = on_eval_metrics,
+                              .should_stop = should_stop,
                               .on_checkpoint = on_checkpoint};
         log_info("run %lld: training %s on '%s' with %d threads%s", run_id,
                  json_string_value(json_object_get(cfg, "attention")), corpus_name, threads,
@@ -329,6 +373,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     }
     corpus_free(data);
     /* Everything the run reported is stored before anyone is told it ended; what cannot be
+    tasks_corpus_free(tasks);
      * stored fails the run rather than leaving a curve with a silent hole. */
     if (metrics_writer_flush(j->cfg.writer) < 0 && t) {
         char why[256];

@@ -39,11 +39,18 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
     rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
 
+    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread", api_experiments_head_spread);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread.csv", api_experiments_head_spread_csv);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy", api_experiments_accuracy);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy.csv", api_experiments_accuracy_csv);
+
     rc |= http_route(s, "GET", "/api/corpora", api_corpora_list);
     rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, a->max_upload_bytes);
     rc |= http_route(s, "GET", "/api/corpora/{name}", api_corpora_get);
     rc |= http_route(s, "DELETE", "/api/corpora/{name}", api_corpora_delete);
     rc |= http_route(s, "POST", "/api/tokenize", api_tokenize);
+    rc |= http_route(s, "GET", "/api/task-kinds", api_task_kinds);
+    rc |= http_route(s, "POST", "/api/task-corpora", api_task_corpora_create);
 
     rc |= http_route(s, "GET", "/api/probe-kinds", api_probe_kinds);
     rc |= http_route(s, "GET", "/api/probes", api_probes_list);

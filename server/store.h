@@ -150,13 +150,14 @@ typedef struct {
     const char *name, *source, *tokenizer, *status, *error;
     long long documents, bytes, tokens;
     int builtin;
+    const char *task_json; /* a task corpus (tokenizer "task"): its generator config as JSON; else NULL */
 } store_corpus;
 /* Inserts or replaces the catalogue row of a corpus. */
 store_status store_corpus_put(store *st, const store_corpus *c);
 /* Inserts only if no corpus has that name (STORE_CONFLICT otherwise). */
 store_status store_corpus_create(store *st, const store_corpus *c);
 /* {"name","source","tokenizer","documents","bytes","tokens","status","error","builtin",
- * "created_at","runs"} */
+ * "created_at","runs"}, and "task" (the config object) for a task corpus */
 store_status store_corpus_get(store *st, const char *name, json_t **out);
 /* Every corpus, built-in ones first. */
 store_status store_corpus_list(store *st, json_t **out);

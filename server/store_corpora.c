@@ -8,8 +8,8 @@
 static store_status corpus_write(store *st, const store_corpus *c, const char *verb) {
     char sql[512];
     snprintf(sql, sizeof sql,
-             "%s INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             "%s INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "
+             "task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
              verb);
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, sql);
@@ -25,6 +25,7 @@ static store_status corpus_write(store *st, const store_corpus *c, const char *v
         db_bind_text(q, 8, c->error);
         sqlite3_bind_int(q, 9, c->builtin);
         sqlite3_bind_double(q, 10, db_now());
+        db_bind_text(q, 11, c->task_json);
         int rc = sqlite3_step(q);
         if (rc == SQLITE_DONE)
             s = STORE_OK;
@@ -49,7 +50,7 @@ store_status store_corpus_create(store *st, const store_corpus *c) {
 
 #define CORPUS_COLUMNS                                                                        \
     "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, " \
-    "(SELECT count(*) FROM runs r WHERE r.corpus = c.name)"
+    "(SELECT count(*) FROM runs r WHERE r.corpus = c.name), task"
 
 static json_t *corpus_from_row(sqlite3_stmt *q) {
     json_t *o = json_object();
@@ -65,6 +66,11 @@ static json_t *corpus_from_row(sqlite3_stmt *q) {
     bad |= json_object_set_new(o, "builtin", json_boolean(sqlite3_column_int(q, 8)));
     bad |= json_object_set_new(o, "created_at", db_col_real(q, 9));
     bad |= json_object_set_new(o, "runs", json_integer(sqlite3_column_int64(q, 10)));
+    const unsigned char *task = sqlite3_column_text(q, 11);
+    if (task) {
+        json_t *t = json_loads((const char *)task, 0, NULL);
+        bad |= !t || json_object_set_new(o, "task", t);
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -16,6 +16,13 @@ static json_t *seed_blog_base(void) {
                      "seq_len", 128, "lr", 3e-4, "steps", 2000, "batch", 32, "corpus", "default", "seed", 1337);
 }
 
+/* positional-precision's schedule (see pp_base). */
+#define PP_BATCH 32
+#define PP_STEPS 2000
+#define PP_LR 1e-3
+#define PP_EVAL_EVERY 100
+#define PP_TINY_STEPS 600
+
 /* A classroom-sized version: the built-in corpus and a model that trains in seconds. */
 static json_t *tiny_overrides(void) {
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "corpus", "small", "steps", 200, "n_layer", 2,
@@ -42,30 +49,133 @@ static json_t *scale_variants(void) {
                      "tau_weight_decay", 0);
 }
 
+/* The blog's first open question: does tau specialise across heads with longer training? The seed
+ * config for 10,000 steps, a checkpoint every 500; the per-step head spread (tau_ratio, tau_std,
+ * entropy_frac_std, distance_std) is compared at step 2000 and at the end by
+ * GET /api/experiments/{id}/head-spread. */
+static json_t *tau_long_base(void) {
+    json_t *b = seed_blog_base();
+    if (b && (json_object_set_new(b, "steps", json_integer(10000)) < 0 ||
+              json_object_set_new(b, "checkpoint_every", json_integer(500)) < 0 ||
+              json_object_set_new(b, "eval_every", json_integer(250)) < 0)) {
+        json_decref(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* tau-long in a classroom: the built-in corpus, a small model, 1500 steps (head-spread ?at=300). */
+static json_t *tau_long_tiny(void) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f}", "corpus", "small", "steps", 1500, "n_layer", 2,
+                     "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 250, "checkpoint_every", 500,
+                     "lr", 1e-3);
+}
+
+/* The blog's second open question: does angular geometry help where positions must be exact? Four
+ * synthetic tasks (engine/tasks.h), each a corpus made from its config when the preset is planned
+ * (deterministic, milliseconds), on a model small enough to train in a few minutes. Exact-match
+ * accuracy on the answers is logged at every evaluation (acc, acc.<offset or distance bucket>) and
+ * summarised by GET /api/experiments/{id}/accuracy. */
+static const struct {
+    const char *corpus, *task; /* the corpus name and its tasks config (JSON) */
+} pp_tasks[] = {
+    {"pp-copy_offset", "{\"kind\":\"copy_offset\",\"seq_len\":64,\"windows\":4096,\"params\":{\"len_min\":8,"
+                       "\"len_max\":16},\"offsets\":[1,2,4]}"},
+    {"pp-induction", "{\"kind\":\"induction\",\"seq_len\":64,\"windows\":4096,\"params\":{\"len_min\":4,"
+                     "\"len_max\":8}}"},
+    {"pp-associative_recall", "{\"kind\":\"associative_recall\",\"seq_len\":64,\"windows\":4096,\"params\":"
+                              "{\"pairs_min\":2,\"pairs_max\":6}}"},
+    {"pp-relative_order", "{\"kind\":\"relative_order\",\"seq_len\":64,\"windows\":4096,\"params\":"
+                          "{\"len_min\":8,\"len_max\":24,\"dist_min\":1,\"dist_max\":16}}"},
+};
+#define N_PP_TASKS (sizeof pp_tasks / sizeof pp_tasks[0])
+static const char *const pp_attention[] = {"dot", "rope", "cosine_rope"};
+
+static json_t *pp_base(void) {
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:i, s:i, s:i, s:s}", "n_layer", 2, "n_head", 4,
+                     "d_model", 64, "seq_len", 64, "batch", PP_BATCH, "steps", PP_STEPS, "lr", PP_LR, "eval_every",
+                     PP_EVAL_EVERY, "val_fraction", 0.05, "eval_batches", 4, "checkpoint_every", PP_STEPS, "seed",
+                     1337, "corpus", pp_tasks[0].corpus);
+}
+
+/* One variant per task and attention: "<task>.<attention>", corpus and attention set. */
+static json_t *pp_variants(void) {
+    json_t *v = json_array();
+    for (size_t t = 0; v && t < N_PP_TASKS; t++)
+        for (size_t k = 0; k < sizeof pp_attention / sizeof pp_attention[0]; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s.%s", pp_tasks[t].corpus + 3, pp_attention[k]);
+            if (json_array_append_new(v, json_pack("{s:s, s:{s:s, s:s}}", "name", name, "config", "corpus",
+                                                   pp_tasks[t].corpus, "attention", pp_attention[k])) < 0) {
+                json_decref(v);
+                return NULL;
+            }
+        }
+    return v;
+}
+
+/* The same in a classroom: fewer steps. */
+static json_t *pp_tiny(void) {
+    return json_pack("{s:i, s:i, s:i}", "steps", PP_TINY_STEPS, "checkpoint_every", PP_TINY_STEPS, "eval_every",
+                     PP_EVAL_EVERY);
+}
+
+/* Makes the task corpora the preset trains on (nothing when they exist with the same config). */
+static svc_status pp_prepare(app *a, svc_error *err) {
+    for (size_t t = 0; t < N_PP_TASKS; t++) {
+        json_t *spec = json_loads(pp_tasks[t].task, 0, NULL);
+        tasks_config cfg;
+        char field[64], msg[512];
+        int bad = !spec || corpora_task_config_parse(spec, &cfg, field, sizeof field, msg, sizeof msg) < 0;
+        json_decref(spec);
+        if (bad) return svc_fail(err, SVC_FAILED, "internal", NULL, "the preset's task %s is malformed", pp_tasks[t].corpus);
+        corpora_task_result r = corpora_create_task(a->corpora, pp_tasks[t].corpus, &cfg, msg, sizeof msg);
+        if (r == CORPORA_TASK_CONFLICT)
+            return svc_fail(err, SVC_CONFLICT, "conflict", "preset", "the preset's corpus %s: %s", pp_tasks[t].corpus,
+                            msg);
+        if (r == CORPORA_TASK_FAILED) return svc_fail(err, SVC_FAILED, "internal", NULL, "%s", msg);
+    }
+    return SVC_OK;
+}
+
 typedef struct {
     const char *name, *description;
     int replicates;
     json_t *(*variants)(void);
+    json_t *(*base)(void);                     /* NULL: the seed blog's config */
+    json_t *(*tiny)(void);                     /* NULL: tiny_overrides */
+    svc_status (*prepare)(app *a, svc_error *err); /* NULL, or what must exist before its runs (corpora) */
 } preset_def;
 
 static const preset_def presets[] = {
-    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants},
+    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants, NULL, NULL,
+     NULL},
     {"seed-blog-replicated",
      "The blog experiment with error bars: rope vs cosine_rope, 5 replicates (seeds 1337..1341), replicate i of both "
      "variants sharing its seed and data order",
-     5, blog_variants},
+     5, blog_variants, NULL, NULL, NULL},
     {"attention-scale",
      "Is the cosine arm held back by its scale? rope; cosine_rope as in the blog (cos/tau, tau from sqrt(d), weight "
      "decay on tau); the same without weight decay on tau; cos times a learned log-parameterised scale initialised "
      "to 10 and clamped at 100 without weight decay (Swin V2); 5 replicates each",
-     5, scale_variants},
+     5, scale_variants, NULL, NULL, NULL},
+    {"tau-long",
+     "The blog's open question 1: does tau specialise across heads with longer training? The seed config for 10,000 "
+     "steps, rope vs cosine_rope, a checkpoint every 500, 3 replicates; GET /api/experiments/{id}/head-spread compares "
+     "the spread of tau (and of entropy and distance) across heads at step 2000 with the end",
+     3, blog_variants, tau_long_base, tau_long_tiny, NULL},
+    {"positional-precision",
+     "The blog's open question 2: positional precision. dot, rope and cosine_rope on four synthetic tasks (copy at an "
+     "offset, induction, associative recall, relative order; corpora made by the preset), 2 replicates; exact-match "
+     "accuracy per offset or distance bucket at every evaluation, GET /api/experiments/{id}/accuracy",
+     2, pp_variants, pp_base, pp_tiny, pp_prepare},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 static json_t *preset_json(const preset_def *d) {
     return json_pack("{s:s, s:s, s:o, s:o, s:i, s:o}", "name", d->name, "description", d->description, "base",
-                     seed_blog_base(), "variants", d->variants(), "replicates", d->replicates, "tiny",
-                     tiny_overrides());
+                     d->base ? d->base() : seed_blog_base(), "variants", d->variants(), "replicates", d->replicates,
+                     "tiny", d->tiny ? d->tiny() : tiny_overrides());
 }
 
 json_t *svc_experiments_presets(void) {
@@ -102,7 +212,7 @@ void svc_experiments_plan_free(svc_experiment_plan *plan) {
 }
 
 /* The base config and variants of a request, before any variant is looked at. */
-static svc_status plan_base(const svc_experiment_request *r, svc_experiment_plan *p, svc_error *err) {
+static svc_status plan_base(app *a, const svc_experiment_request *r, svc_experiment_plan *p, svc_error *err) {
     if (r->overrides && !json_is_object(r->overrides))
         return svc_fail(err, SVC_INVALID, "invalid_field", "overrides", "overrides must be an object of config fields");
     p->replicates = 1;
@@ -114,6 +224,10 @@ static svc_status plan_base(const svc_experiment_request *r, svc_experiment_plan
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", presets[i].name);
             return svc_fail(err, SVC_INVALID, "invalid_field", "preset", "unknown preset '%s' (known: %s)", r->preset,
                             known);
+        }
+        if (d->prepare) {
+            svc_status ps = d->prepare(a, err);
+            if (ps != SVC_OK) return ps;
         }
         json_t *preset = preset_json(d);
         if (preset) {
@@ -182,7 +296,7 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     memset(plan, 0, sizeof *plan);
     plan->name = r->name;
     plan->tags = r->tags;
-    svc_status v = plan_base(r, plan, err);
+    svc_status v = plan_base(a, r, plan, err);
     if (v == SVC_OK && !(plan->configs = json_array())) v = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     /* Every variant is checked before any run is made: an experiment is created whole or not at all. */
     for (size_t i = 0; v == SVC_OK && i < json_array_size(plan->variants); i++) v = plan_variant(a, plan, i, err);

@@ -15,6 +15,7 @@
 #include "engine/probes/probe_engine_model.h"
 #include "hash.h"
 #include "log.h"
+#include "run_config.h"
 
 /* ---- checkpoint content hashes, computed once per file ------------------------------------ */
 
@@ -109,16 +110,25 @@ static engine_status run_refused(probe_error *perr, const char *fmt, ...) {
     return ENGINE_ERR_INVALID;
 }
 
-/* Loads the run's latest checkpoint and its corpus's tokenizer. */
-static engine_status load_run_model(app *a, long long run_id, model **m, const tokenizer **tok, probe_error *perr) {
+/* Loads the run's latest checkpoint at the run's precision, its corpus's tokenizer (NULL for a task
+ * corpus, which has none) and, when it can be read, the corpus itself with the run's loader
+ * settings (for probes on its validation windows; *data stays NULL otherwise). */
+static engine_status load_run_model(app *a, long long run_id, model **m, const tokenizer **tok, corpus **data,
+                                    corpus_loader_config *lc, probe_error *perr) {
     json_t *row = NULL;
     store_status s = store_run_get(a->store, run_id, &row);
     if (s == STORE_NOT_FOUND) return run_refused(perr, "no run %lld", run_id);
     if (s != STORE_OK) return run_refused(perr, "run %lld cannot be read: %s", run_id, store_last_error());
     /* Copied out of the rows before they go: the names are used in messages below. */
     char corpus_name[64], encoding[16] = "gpt2";
-    const char *c = json_string_value(json_object_get(json_object_get(row, "config"), "corpus"));
+    const json_t *cfg = json_object_get(row, "config");
+    const char *c = json_string_value(json_object_get(cfg, "corpus"));
     snprintf(corpus_name, sizeof corpus_name, "%s", c ? c : "");
+    train_config tc;
+    run_config_to_train(cfg, 2, &tc); /* the loader settings and the precision; the vocab is the file's */
+    *lc = (corpus_loader_config){.seq_len = tc.model.seq_len, .batch = 1, .order = tc.order, .seed = tc.seed,
+                                 .val_fraction = tc.val_fraction};
+    precision_kind precision = tc.precision;
     json_decref(row);
     json_t *corpus_row = NULL;
     if (store_corpus_get(a->store, corpus_name, &corpus_row) == STORE_OK) {
@@ -126,13 +136,26 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
         if (t) snprintf(encoding, sizeof encoding, "%s", t);
         json_decref(corpus_row);
     }
-    *tok = corpora_tokenizer(a->corpora, encoding);
-    if (!*tok) return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id, encoding);
+    *tok = strcmp(encoding, "task") ? corpora_tokenizer(a->corpora, encoding) : NULL;
+    if (!*tok && strcmp(encoding, "task"))
+        return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id, encoding);
     char path[PATH_MAX];
     jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
     engine_error err = {0};
     if (model_load(m, path, 1, 1, 0, &err) != ENGINE_OK)
         return run_refused(perr, "run %lld has no usable weights yet: %s", run_id, err.message);
+    /* A loaded model is fp32: evaluate as the run trained (its output layer in bf16 where it did). */
+    if (model_set_precision(*m, precision, &err) != ENGINE_OK) {
+        model_free(*m);
+        *m = NULL;
+        return run_refused(perr, "run %lld trained in %s, which this machine cannot evaluate: %s", run_id,
+                           precision_name(precision), err.message);
+    }
+    /* The run's corpus for its validation windows; a probe without them still runs on text. */
+    if (corpora_open(a->corpora, corpus_name, data, &err) != ENGINE_OK) {
+        log_warn("run %lld: corpus '%s' cannot be read for probes: %s", run_id, corpus_name, err.message);
+        *data = NULL;
+    }
     return ENGINE_OK;
 }
 
@@ -141,6 +164,8 @@ static void run_probe(void *arg) {
     double t0 = mono_ms();
     model *m = NULL;
     const tokenizer *tok = NULL;
+    corpus *data = NULL;
+    corpus_loader_config lc;
     probe_engine_model pm;
     probe_context pctx = {NULL};
     c->status = ENGINE_OK;
@@ -150,17 +175,20 @@ static void run_probe(void *arg) {
             snprintf(c->err.message, sizeof c->err.message, "probe %s needs a run_id with trained weights", c->kind->name);
             c->status = ENGINE_ERR_INVALID;
         } else {
-            c->status = load_run_model(c->a, c->run_id, &m, &tok, &c->err);
+            c->status = load_run_model(c->a, c->run_id, &m, &tok, &data, &lc, &c->err);
             engine_error e = {0};
             if (c->status == ENGINE_OK && probe_engine_model_init(&pm, m, tok, &e) != ENGINE_OK) {
                 c->status = ENGINE_ERR_INVALID;
                 snprintf(c->err.message, sizeof c->err.message, "%s", e.message);
             }
+            if (c->status == ENGINE_OK && data && probe_engine_model_set_corpus(&pm, data, &lc, &e) != ENGINE_OK)
+                log_warn("run %lld: no validation windows for probes: %s", c->run_id, e.message);
             pctx.model = &pm.view;
         }
     }
     if (c->status == ENGINE_OK) c->status = probe_run(c->kind->name, c->params, &pctx, &c->result, &c->err);
     model_free(m);
+    corpus_free(data);
     c->ms = mono_ms() - t0;
 }
 

@@ -1,0 +1,339 @@
+/* Issue 15 through the service: task corpora (kinds, generation, conflicts), runs on them logging
+ * accuracy at every evaluation, the per-step head metrics, the experiment summaries (head spread
+ * and accuracy, JSON and CSV, every figure recomputed from the runs' own series), the presets, and
+ * the sparse_attention probe on a task run (validation window, loss per predictor). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/api.h"
+#include "../support/test.h"
+
+static harness_server srv;
+
+#define TASK_RUN                                                                                                  \
+    "\"corpus\":\"q-copy\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":32,\"batch\":4,\"steps\":12,"  \
+    "\"eval_every\":4,\"eval_batches\":2,\"val_fraction\":0.1,\"threads\":1,\"lr\":0.003"
+
+static json_t *get(const char *path, long *code) { return api_call(&srv, "GET", path, NULL, code); }
+
+TEST(task_kinds_and_task_corpora) {
+    long code;
+    json_t *k = get("/api/task-kinds", &code);
+    CHECK_EQ_INT(code, 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(k, "kinds")), 4);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(k, "kinds"), 0), "name")),
+                  "copy_offset"));
+    CHECK_EQ_INT(json_array_size(json_object_get(k, "fields")), 4);
+    json_decref(k);
+    const char *spec = "{\"name\":\"q-copy\",\"kind\":\"copy_offset\",\"vocab\":64,\"seq_len\":32,\"windows\":300,"
+                       "\"params\":{\"len_min\":6,\"len_max\":10},\"offsets\":[1,2,4]}";
+    json_t *c = api_call(&srv, "POST", "/api/task-corpora", spec, &code);
+    CHECK_EQ_INT(code, 201);
+    json_t *row = json_object_get(c, "corpus");
+    CHECK(!strcmp(json_string_value(json_object_get(row, "tokenizer")), "task"));
+    CHECK(!strcmp(json_string_value(json_object_get(row, "status")), "ready"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(row, "tokens")), 300 * 32 + 1);
+    json_t *task = json_object_get(row, "task");
+    CHECK_EQ_INT(json_integer_value(json_object_get(task, "vocab")), 64);
+    CHECK_EQ_INT(json_array_size(json_object_get(task, "offsets")), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(task, "params"), "len_min")), 6);
+    json_decref(c);
+    /* the same config again: nothing to do; another under the name: refused */
+    c = api_call(&srv, "POST", "/api/task-corpora", spec, &code);
+    CHECK_EQ_INT(code, 200);
+    json_decref(c);
+    c = api_call(&srv, "POST", "/api/task-corpora", "{\"name\":\"q-copy\",\"kind\":\"induction\",\"seq_len\":32,\"params\":{\"len_max\":8}}", &code);
+    CHECK_EQ_INT(code, 409);
+    json_decref(c);
+    static const struct {
+        const char *body, *field;
+        long code;
+    } bad[] = {
+        {"{\"name\":\"q-x\",\"kind\":\"nope\"}", "kind", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"params\":{\"len_min\":0}}", "params.len_min", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"params\":{\"pairs_min\":2}}", "params.pairs_min", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"vocab\":2000}", "vocab", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"windows\":1000000,\"seq_len\":4096}", "windows", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"offsets\":[1]}", "offsets", 422},
+        {"{\"name\":\"q-x\",\"kind\":\"induction\",\"colour\":1}", "colour", 422},
+        {"{\"name\":\"Bad Name\",\"kind\":\"induction\"}", "name", 422},
+        {"{\"name\":\"small\",\"kind\":\"induction\"}", "name", 409},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = api_call(&srv, "POST", "/api/task-corpora", bad[i].body, &code);
+        CHECK_MSG(code == bad[i].code, "%s: %ld", bad[i].body, code);
+        CHECK_MSG(!strcmp(api_error_field(c), bad[i].field), "%s: field %s", bad[i].body, api_error_field(c));
+        json_decref(c);
+    }
+    c = get("/api/corpora/q-copy", &code);
+    CHECK_EQ_INT(code, 200);
+    json_decref(c);
+}
+
+/* The last value of a run's series `key` and its step (-1: none). */
+static double last_of(long long id, const char *key, int *step) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=%s", id, key);
+    json_t *j = get(path, NULL);
+    json_t *s = json_object_get(json_object_get(j, "series"), key);
+    size_t n = json_array_size(json_object_get(s, "values"));
+    double v = n ? json_number_value(json_array_get(json_object_get(s, "values"), n - 1)) : NAN;
+    if (step) *step = n ? (int)json_integer_value(json_array_get(json_object_get(s, "steps"), n - 1)) : -1;
+    json_decref(j);
+    return v;
+}
+
+TEST(a_task_run_logs_accuracy_and_head_metrics) {
+    long code;
+    json_t *r = api_call(&srv, "POST", "/api/runs", "{\"name\":\"acc\",\"config\":{" TASK_RUN ",\"attention\":\"cosine_rope\"}}",
+                         &code);
+    CHECK_EQ_INT(code, 201);
+    long long id = json_integer_value(json_object_get(json_object_get(r, "run"), "id"));
+    json_decref(r);
+    char *st = api_wait_status(&srv, id, "succeeded", 60000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "run ended %s", st ? st : "(timeout)");
+    free(st);
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=acc,acc.*", id);
+    json_t *m = get(path, &code);
+    json_t *series = json_object_get(m, "series");
+    json_t *acc = json_object_get(series, "acc");
+    CHECK_EQ_INT(json_array_size(json_object_get(acc, "steps")), 3); /* steps 4, 8, 12 */
+    CHECK(json_object_get(series, "acc.k1") && json_object_get(series, "acc.k2") && json_object_get(series, "acc.k4"));
+    double a = json_number_value(json_array_get(json_object_get(acc, "values"), 2));
+    CHECK(a >= 0 && a <= 1);
+    json_decref(m);
+    /* per head and per layer, every step */
+    int step;
+    double f = last_of(id, "entropy_frac.0.1", &step);
+    CHECK(step == 12 && f > 0 && f <= 1.0001);
+    double d = last_of(id, "distance.0.0", &step);
+    CHECK(step == 12 && d >= 0 && d <= 31);
+    double t0 = last_of(id, "tau.0.0", NULL), t1 = last_of(id, "tau.0.1", NULL);
+    double ratio = last_of(id, "tau_ratio", &step);
+    CHECK(step == 12);
+    CHECK_NEAR(ratio, fmax(t0, t1) / fmin(t0, t1), 1e-6);
+    CHECK_NEAR(last_of(id, "tau_ratio.0", NULL), ratio, 1e-9);
+    CHECK_NEAR(last_of(id, "tau_std", NULL), fabs(t0 - t1) / 2, 1e-6);
+    CHECK(isfinite(last_of(id, "entropy_frac_std", NULL)) && isfinite(last_of(id, "distance_std", NULL)));
+    /* in the CSV too */
+    harness_response csv;
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics.csv", id);
+    CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
+    CHECK(strstr(csv.body, "acc.k4") && strstr(csv.body, "tau_ratio") && strstr(csv.body, "distance.0.1"));
+    harness_response_free(&csv);
+
+    /* the sparse_attention probe on it: no text tokenizer, so validation window 0, and the loss */
+    char body[256];
+    snprintf(body, sizeof body, "{\"kind\":\"sparse_attention\",\"run_id\":%lld,\"params\":{\"ks\":[1,4,32],"
+                                "\"max_tokens\":33}}", id);
+    json_t *p = api_call(&srv, "POST", "/api/probes", body, &code);
+    CHECK_MSG(code == 201, "probe answered %ld", code);
+    json_t *res = json_object_get(json_object_get(p, "probe"), "result");
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(res, "summary"), "input")), "validation window 0"));
+    json_t *loss = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(res, "tables"), i, t) if (!strcmp(json_string_value(json_object_get(t, "name")), "loss")) loss = t;
+    CHECK(loss != NULL);
+    json_t *rows = json_object_get(loss, "rows");
+    CHECK_EQ_INT(json_array_size(rows), 3);
+    /* k = 32 keeps every key of the 32 scored positions: every predictor is dense */
+    json_t *last = json_array_get(rows, 2);
+    double dense = json_number_value(json_array_get(last, 1));
+    for (size_t c = 2; c < json_array_size(last); c++) CHECK(json_number_value(json_array_get(last, c)) == dense);
+    long long pid = json_integer_value(json_object_get(json_object_get(p, "probe"), "id"));
+    json_decref(p);
+    snprintf(path, sizeof path, "/api/probes/%lld/csv?table=loss", pid);
+    CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
+    CHECK(!strncmp(csv.body, "k,dense,topk,lsh,hamming,unrotated,window", 41));
+    harness_response_free(&csv);
+    /* text cannot be read on a task run */
+    snprintf(body, sizeof body, "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"abc\"}}", id);
+    p = api_call(&srv, "POST", "/api/probes", body, &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(p), "params.text"));
+    json_decref(p);
+}
+
+/* Mean of a small array. */
+static double mean(const double *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    return s / n;
+}
+
+TEST(experiment_summaries_recompute_from_the_runs) {
+    long code;
+    json_t *e = api_call(&srv, "POST", "/api/experiments",
+                         "{\"name\":\"q\",\"replicates\":3,\"base\":{" TASK_RUN "},\"variants\":[{\"name\":\"rope\","
+                         "\"config\":{\"attention\":\"rope\"}},{\"name\":\"cosine_rope\",\"config\":{\"attention\":"
+                         "\"cosine_rope\"}}]}",
+                         &code);
+    CHECK_EQ_INT(code, 201);
+    long long exp = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
+    json_t *runs = json_object_get(e, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 6);
+    long long ids[6];
+    for (int i = 0; i < 6; i++) {
+        ids[i] = json_integer_value(json_object_get(json_array_get(runs, (size_t)i), "id"));
+        char *st = api_wait_status(&srv, ids[i], "succeeded", 120000);
+        CHECK_MSG(st && !strcmp(st, "succeeded"), "run %lld ended %s", ids[i], st ? st : "(timeout)");
+        free(st);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/api/experiments/%lld/head-spread?at=4", exp);
+    json_t *hs = get(path, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *a = json_object_get(hs, "head_spread");
+    CHECK_EQ_INT(json_integer_value(json_object_get(a, "at_step")), 4);
+    json_t *vs = json_object_get(a, "variants");
+    CHECK_EQ_INT(json_array_size(vs), 2);
+    json_t *rope = json_array_get(vs, 0), *cos = json_array_get(vs, 1);
+    CHECK(!json_is_true(json_object_get(rope, "learned_scale")) && json_is_true(json_object_get(cos, "learned_scale")));
+    CHECK(!json_object_get(json_object_get(rope, "metrics"), "tau_ratio")); /* rope has no tau */
+    CHECK(json_object_get(json_object_get(rope, "metrics"), "entropy_frac_std"));
+    /* the cosine_rope runs' tau_ratio at the end and at step 4, recomputed from their series */
+    double end[3], at[3];
+    json_t *cruns = json_object_get(cos, "runs");
+    CHECK_EQ_INT(json_array_size(cruns), 3);
+    for (int i = 0; i < 3; i++) {
+        long long id = json_integer_value(json_object_get(json_array_get(cruns, (size_t)i), "id"));
+        end[i] = last_of(id, "tau_ratio", NULL);
+        snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=tau_ratio", id);
+        json_t *m = get(path, NULL);
+        json_t *s = json_object_get(json_object_get(m, "series"), "tau_ratio");
+        at[i] = NAN;
+        for (size_t k = 0; k < json_array_size(json_object_get(s, "steps")); k++)
+            if (json_integer_value(json_array_get(json_object_get(s, "steps"), k)) == 4)
+                at[i] = json_number_value(json_array_get(json_object_get(s, "values"), k));
+        json_decref(m);
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(cruns, (size_t)i), "replicate")), i);
+    }
+    json_t *tr = json_object_get(json_object_get(cos, "metrics"), "tau_ratio");
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(tr, "end"), "mean")), mean(end, 3), 1e-9);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(tr, "at"), "mean")), mean(at, 3), 1e-9);
+    double diff[3] = {end[0] - at[0], end[1] - at[1], end[2] - at[2]};
+    json_t *chg = json_object_get(tr, "change");
+    CHECK_NEAR(json_number_value(json_object_get(chg, "mean")), mean(diff, 3), 1e-9);
+    CHECK_EQ_INT(json_integer_value(json_object_get(chg, "n")), 3);
+    /* a 3-value t interval: mean -+ t(0.975, 2) sd / sqrt 3, t = 4.302652729911275 */
+    double m = mean(end, 3), ss = 0;
+    for (int i = 0; i < 3; i++) ss += (end[i] - m) * (end[i] - m);
+    double half = 4.302652729911275 * sqrt(ss / 2) / sqrt(3.0);
+    json_t *ci = json_object_get(json_object_get(tr, "end"), "ci");
+    CHECK_NEAR(json_number_value(json_array_get(ci, 0)), m - half, 1e-7);
+    CHECK_NEAR(json_number_value(json_array_get(ci, 1)), m + half, 1e-7);
+    CHECK_EQ_INT(json_array_size(json_object_get(a, "answer")), 2);
+    CHECK(strstr(json_string_value(json_array_get(json_object_get(a, "answer"), 1)), "tau_ratio") != NULL);
+    json_decref(hs);
+    /* CSV: variant,attention,metric,point,... with the same mean */
+    harness_response csv;
+    snprintf(path, sizeof path, "/api/experiments/%lld/head-spread.csv?at=4", exp);
+    CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
+    CHECK(!strncmp(csv.body, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p\n", 55));
+    char want[160];
+    snprintf(want, sizeof want, "cosine_rope,cosine_rope,tau_ratio,end,3,%.10g,", mean(end, 3));
+    CHECK_MSG(strstr(csv.body, want) != NULL, "no '%s' in\n%s", want, csv.body);
+    harness_response_free(&csv);
+
+    /* accuracy: each run's last evaluation, summarised per variant */
+    snprintf(path, sizeof path, "/api/experiments/%lld/accuracy", exp);
+    json_t *ac = get(path, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *v0 = json_array_get(json_object_get(json_object_get(ac, "accuracy"), "variants"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(v0, "task"), "kind")), "copy_offset"));
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(v0, "keys"), 0)), "acc"));
+    double accs[3];
+    for (int i = 0; i < 3; i++) {
+        json_t *run = json_array_get(json_object_get(v0, "runs"), (size_t)i);
+        int step;
+        accs[i] = last_of(json_integer_value(json_object_get(run, "id")), "acc", &step);
+        CHECK_EQ_INT(json_integer_value(json_object_get(run, "eval_step")), step);
+    }
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(json_object_get(v0, "acc"), "acc"), "mean")),
+               mean(accs, 3), 1e-12);
+    json_decref(ac);
+    snprintf(path, sizeof path, "/api/experiments/%lld/accuracy.csv", exp);
+    CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
+    CHECK(!strncmp(csv.body, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi\n", 57));
+    CHECK(strstr(csv.body, "rope,rope,q-copy,copy_offset,acc.k4,3,") != NULL);
+    harness_response_free(&csv);
+    json_decref(e);
+    /* unknown experiment, bad at */
+    json_t *x = get("/api/experiments/999/head-spread", &code);
+    CHECK_EQ_INT(code, 404);
+    json_decref(x);
+    snprintf(path, sizeof path, "/api/experiments/%lld/head-spread?at=0", exp);
+    x = get(path, &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(x), "at"));
+    json_decref(x);
+}
+
+TEST(presets_for_the_open_questions) {
+    long code;
+    json_t *p = get("/api/presets", &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *tl = NULL, *pp = NULL;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(p, "presets"), i, x) {
+        const char *n = json_string_value(json_object_get(x, "name"));
+        if (!strcmp(n, "tau-long")) tl = x;
+        if (!strcmp(n, "positional-precision")) pp = x;
+    }
+    CHECK(tl && pp);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(tl, "base"), "steps")), 10000);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(tl, "base"), "checkpoint_every")), 500);
+    CHECK(json_integer_value(json_object_get(tl, "replicates")) >= 3);
+    CHECK_EQ_INT(json_array_size(json_object_get(pp, "variants")), 12);
+    CHECK(json_integer_value(json_object_get(pp, "replicates")) >= 2);
+    json_decref(p);
+    /* positional-precision makes its corpora and queues one run per task, attention and replicate */
+    json_t *e = api_call(&srv, "POST", "/api/experiments",
+                         "{\"preset\":\"positional-precision\",\"replicates\":1,\"overrides\":{\"steps\":2,"
+                         "\"eval_every\":2,\"n_layer\":1,\"d_model\":16,\"batch\":2,\"threads\":1}}",
+                         &code);
+    CHECK_MSG(code == 201, "preset answered %ld", code);
+    CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), 12);
+    static const char *const corpora[] = {"pp-copy_offset", "pp-induction", "pp-associative_recall", "pp-relative_order"};
+    for (int c = 0; c < 4; c++) {
+        char path[96];
+        snprintf(path, sizeof path, "/api/corpora/%s", corpora[c]);
+        json_t *row = get(path, &code);
+        CHECK_MSG(code == 200, "%s: %ld", corpora[c], code);
+        CHECK(!strcmp(json_string_value(json_object_get(json_object_get(row, "corpus"), "tokenizer")), "task"));
+        json_decref(row);
+    }
+    long long last = json_integer_value(json_object_get(json_array_get(json_object_get(e, "runs"), 11), "id"));
+    char *st = api_wait_status(&srv, last, "succeeded", 180000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "last run ended %s", st ? st : "(timeout)");
+    free(st);
+    /* a second time: the corpora exist with the same config, nothing is regenerated */
+    json_t *e2 = api_call(&srv, "POST", "/api/experiments",
+                          "{\"preset\":\"positional-precision\",\"replicates\":1,\"overrides\":{\"steps\":1,"
+                          "\"n_layer\":1,\"d_model\":16,\"batch\":2,\"threads\":1}}",
+                          &code);
+    CHECK_EQ_INT(code, 201);
+    json_decref(e2);
+    json_decref(e);
+}
+
+int main(void) {
+    const char *args[] = {"--compute-threads", "2", "--train-workers", "2", NULL};
+    if (harness_start(&srv, NULL, args) != 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(&srv);
+        return 1;
+    }
+    RUN(task_kinds_and_task_corpora);
+    RUN(a_task_run_logs_accuracy_and_head_metrics);
+    RUN(experiment_summaries_recompute_from_the_runs);
+    RUN(presets_for_the_open_questions);
+    if (test_fail_count) harness_dump_log(&srv);
+    harness_stop(&srv);
+    return test_summary();
+}
