@@ -16,6 +16,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "run_config.h"
+#include "store_nodes.h"
 
 #define MAX_TRAIN_WORKERS 16
 #define MAX_PROBE_QUEUE 256
@@ -164,7 +165,6 @@ static void on_step(void *ctx, const train_step_metrics *m) {
             }
             snprintf(key, sizeof key, "entropy.%d.%d", l2, h);
             add_point(t, &n, m->step, wall, key, m->entropy[i]);
-        }
             if (m->entropy_frac) {
                 snprintf(key, sizeof key, "entropy_frac.%d.%d", l2, h);
                 add_point(t, &n, m->step, wall, key, m->entropy_frac[i]);
@@ -189,10 +189,11 @@ static void on_step(void *ctx, const train_step_metrics *m) {
             add_point(t, &n, m->step, wall, key, m->tau_std[l2]);
             snprintf(key, sizeof key, "tau_ratio.%d", l2);
             add_point(t, &n, m->step, wall, key, m->tau_ratio[l2]);
-    publish_points(t, n, m->step);
+        }
         add_point(t, &n, m->step, wall, "tau_std", m->tau_std_all);
         add_point(t, &n, m->step, wall, "tau_ratio", m->tau_ratio_all);
     }
+    publish_points(t, n, m->step);
     metrics_writer_progress(j->cfg.writer, t->run_id, (int)m->step, 0);
     /* Points that cannot be stored stay queued and are retried; a run does not go on for long
      * producing curves nobody can keep. */
@@ -209,7 +210,6 @@ static void on_eval(void *ctx, long step, double val_loss) {
     publish_points(t, n, step);
 }
 
-/* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
 /* A task corpus's exact-match accuracy at this evaluation: acc and acc.<bucket>. */
 static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
     train_ctx *t = ctx;
@@ -220,6 +220,7 @@ static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
     publish_points(t, n, m->step);
 }
 
+/* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
  * store before the checkpoint takes its name: the engine wrote it at the staging name, and it is
  * sealed (recorded, then renamed; checkpoints.h) only once everything before it is stored. A kill
  * at any moment leaves either the previous checkpoint or this one, never one ahead of its metrics.
@@ -349,17 +350,17 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         s = ENGINE_ERR_INVALID;
     else
         s = corpora_open(j->cfg.corpora, corpus_name, &data, &err);
-
     /* a task corpus: its answer labels, for accuracy at every evaluation */
     tasks_corpus *tasks = NULL;
     if (s == ENGINE_OK) s = corpora_open_tasks(j->cfg.corpora, corpus_name, &tasks, &err);
+
     if (s == ENGINE_OK) {
         train_config tc;
         run_config_to_train(cfg, vocab, &tc);
         tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
         t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
-        pthread_mutex_lock(&j->lock);
         tc.tasks = tasks;
+        pthread_mutex_lock(&j->lock);
         live->total_steps = tc.steps;
         live->wall_start = wall_now();
         pthread_mutex_unlock(&j->lock);
@@ -372,8 +373,8 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         s = train_run(&tc, data, threads, resume, &cb, &err);
     }
     corpus_free(data);
-    /* Everything the run reported is stored before anyone is told it ended; what cannot be
     tasks_corpus_free(tasks);
+    /* Everything the run reported is stored before anyone is told it ended; what cannot be
      * stored fails the run rather than leaving a curve with a silent hole. */
     if (metrics_writer_flush(j->cfg.writer) < 0 && t) {
         char why[256];
@@ -494,7 +495,7 @@ jobs *jobs_start(const jobs_config *cfg) {
     j->cfg = *cfg;
     snprintf(j->data_dir, sizeof j->data_dir, "%s", cfg->data_dir);
     j->cfg.data_dir = j->data_dir;
-    if (j->cfg.train_workers < 1 && !(j->cfg.queue && j->cfg.train_workers == 0)) j->cfg.train_workers = 1;
+    if (j->cfg.train_workers < 1 && !(store_shared(j->cfg.store) && j->cfg.train_workers == 0)) j->cfg.train_workers = 1;
     if (j->cfg.train_workers > MAX_TRAIN_WORKERS) j->cfg.train_workers = MAX_TRAIN_WORKERS;
     if (j->cfg.probe_workers < 1) j->cfg.probe_workers = 1;
     if (j->cfg.compute_threads < 1) j->cfg.compute_threads = 1;
@@ -559,7 +560,7 @@ static int shared_queued(jobs *j) {
 }
 
 int jobs_queue_room(jobs *j) {
-    if (j->cfg.queue) {
+    if (store_shared(j->cfg.store)) {
         int queued = shared_queued(j);
         int room = queued < 0 ? 0 : j->cfg.max_queued - queued;
         return room > 0 ? room : 0;
@@ -586,13 +587,13 @@ static int submit_one_local(jobs *j, long long run_id) {
 }
 
 int jobs_submit_runs(jobs *j, const long long *run_ids, int n) {
-    if (j->cfg.queue) {
+    if (store_shared(j->cfg.store)) {
         /* The rows are queued in the shared store already (they are the queue): over the limit
          * they are refused (the caller takes them back); otherwise idle workers here are woken
          * (other nodes hear of them from the store). */
         int queued = shared_queued(j);
         if (n < 0 || queued < 0 || queued > j->cfg.max_queued || jobs_stopping(j)) return -1;
-        queue_wake(j->cfg.queue);
+        if (j->cfg.queue) queue_wake(j->cfg.queue);
         return 0;
     }
     if (n == 1) return submit_one_local(j, run_ids[0]);
@@ -617,7 +618,7 @@ int jobs_cancel_run(jobs *j, long long run_id) {
         }
     pthread_mutex_unlock(&j->lock);
     /* Running on another node: the request goes through the store, and that node hears it. */
-    if (!found && j->cfg.queue && store_run_request_cancel(j->cfg.store, run_id) == STORE_OK) found = 1;
+    if (!found && store_shared(j->cfg.store) && store_run_request_cancel(j->cfg.store, run_id) == STORE_OK) found = 1;
     return found;
 }
 
@@ -636,9 +637,9 @@ json_t *jobs_run_live(jobs *j, long long run_id) {
 }
 
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s) {
-    int shared = j->cfg.queue ? shared_queued(j) : 0;
+    int shared = store_shared(j->cfg.store) ? shared_queued(j) : 0;
     pthread_mutex_lock(&j->lock);
-    *queued = j->cfg.queue ? (shared > 0 ? shared : 0) : j->q_len;
+    *queued = store_shared(j->cfg.store) ? (shared > 0 ? shared : 0) : j->q_len;
     *running = 0;
     *tokens_per_s = 0;
     for (int i = 0; i < j->n_train; i++)

@@ -32,8 +32,9 @@ typedef struct {
     int probe_workers;
     int compute_threads; /* shared by the running trainings */
     int max_queued;      /* queued trainings beyond this are refused (429) */
-    queue *queue;        /* a store shared by several nodes: runs are claimed from it (queue.h) rather than
-                            queued here, and train_workers may be 0 (a node that serves the API only) */
+    queue *queue;        /* a store shared by several nodes (store_shared): runs are claimed from it
+                            (queue.h) rather than queued here; NULL on a node that trains nothing
+                            (train_workers 0: it serves the API only, its runs queue in the store) */
 } jobs_config;
 
 jobs *jobs_start(const jobs_config *cfg);

@@ -77,9 +77,10 @@ int nodes_default_id(const char *data_dir, char *buf, size_t len) {
 
 /* ---- what the other nodes say ------------------------------------------------------------------- */
 
-/* Publishes another node's stored points of run_id, steps from..to, as this node's metrics events
- * (one per step, in order, shaped like the training job's own). */
-static void relay_metrics(nodes *n, long long run_id, int from, int to) {
+/* Publishes another node's stored points of run_id, steps from..to with wall times in w0..w1 (the
+ * batch that was stored: a step's evaluation point may come a batch after its other points), as
+ * this node's metrics events (one per step, in order, shaped like the training job's own). */
+static void relay_metrics(nodes *n, long long run_id, int from, int to, double w0, double w1) {
     store_metric *pts = NULL;
     size_t np = 0;
     if (store_metrics_points(n->cfg.store, run_id, NULL, from, &pts, &np) != STORE_OK || np == 0) return;
@@ -93,7 +94,7 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to) {
         double wall = 0, tps = 0;
         int any = 0;
         for (size_t i = 0; i < np; i++) {
-            if (pts[i].step != step) continue;
+            if (pts[i].step != step || pts[i].wall_time < w0 || pts[i].wall_time > w1) continue;
             json_object_set_new(values, pts[i].key, json_real(pts[i].value));
             if (!strcmp(pts[i].key, "tokens_per_s")) tps = pts[i].value;
             wall = pts[i].wall_time;
@@ -106,12 +107,12 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to) {
         /* The ETA from the pace of the points just stored (the training node knows it better). */
         double eta = 0;
         if (to > from) {
-            double w0 = 0, w1 = 0;
+            double t0 = 0, t1 = 0;
             for (size_t i = 0; i < np; i++) {
-                if (pts[i].step == from && !w0) w0 = pts[i].wall_time;
-                if (pts[i].step == to) w1 = pts[i].wall_time;
+                if (pts[i].step == from && !t0) t0 = pts[i].wall_time;
+                if (pts[i].step == to) t1 = pts[i].wall_time;
             }
-            if (w1 > w0) eta = (double)(total - step) * (w1 - w0) / (to - from);
+            if (t1 > t0) eta = (double)(total - step) * (t1 - t0) / (to - from);
         }
         json_t *ev = json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)run_id, "step", step,
                                "total_steps", (json_int_t)total, "wall_time", wall, "eta_s", eta > 0 ? eta : 0.0,
@@ -157,7 +158,8 @@ static void on_notify(void *ctx, const char *channel, const char *payload) {
         const char *t = json_string_value(json_object_get(o, "t"));
         if (t && !strcmp(t, "m"))
             relay_metrics(n, run_id, (int)json_integer_value(json_object_get(o, "from")),
-                          (int)json_integer_value(json_object_get(o, "to")));
+                          (int)json_integer_value(json_object_get(o, "to")), json_number_value(json_object_get(o, "w0")),
+                          json_number_value(json_object_get(o, "w1")));
         else if (t && !strcmp(t, "s"))
             relay_status(n, run_id);
     }

@@ -91,6 +91,7 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
     typedef struct {
         long long run, token;
         int from, to, allowed;
+        double w0, w1; /* the points' wall times: a batch's window (the next batch's are later) */
     } run_span;
     size_t n_runs = 0;
     for (size_t i = 0; i < u; i++)
@@ -107,12 +108,15 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
             runs[k].run = p->run_id;
             runs[k].token = spg_held_token(st, p->run_id);
             runs[k].from = runs[k].to = p->step;
+            runs[k].w0 = runs[k].w1 = p->wall_time;
             runs[k].allowed = 1;
             k++;
         }
         run_span *r = &runs[k - 1];
         if (p->step < r->from) r->from = p->step;
         if (p->step > r->to) r->to = p->step;
+        if (p->wall_time < r->w0) r->w0 = p->wall_time;
+        if (p->wall_time > r->w1) r->w1 = p->wall_time;
     }
 
     pg_conn *c = spg_get(st);
@@ -227,8 +231,9 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
         for (size_t i = 0; i < n_runs; i++) {
             if (!runs[i].allowed) continue;
             char note[256];
-            snprintf(note, sizeof note, "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"node\":", runs[i].run,
-                     runs[i].from, runs[i].to);
+            snprintf(note, sizeof note,
+                     "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":",
+                     runs[i].run, runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
             json_t *node = json_string(spg_node(st));
             char *node_text = node ? json_dumps(node, JSON_ENCODE_ANY) : NULL;
             json_decref(node);
