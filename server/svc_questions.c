@@ -153,11 +153,22 @@ static svc_status run_spread(app *a, long long id, long at, double *v_at, double
 
 svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double conf, json_t **out, svc_error *err) {
     *out = NULL;
-    if (at < 1) return svc_fail(err, SVC_INVALID, "invalid_field", "at", "at must be a step >= 1");
+    if (at < 0) return svc_fail(err, SVC_INVALID, "invalid_field", "at", "at must be a step >= 1");
     if (!(conf > 0 && conf < 1)) return svc_fail(err, SVC_INVALID, "invalid_field", "conf", "conf must be in (0, 1)");
     exp_runs e;
     svc_status st = exp_runs_load(a, exp_id, &e, err);
     if (st != SVC_OK) return st;
+    if (at == 0) {
+        /* step 2000, or a fifth of the way for runs that do not get that far */
+        long most = 0;
+        size_t i;
+        json_t *r;
+        json_array_foreach(e.runs, i, r) {
+            long n = (long)json_integer_value(json_object_get(json_object_get(r, "config"), "steps"));
+            if (n > most) most = n;
+        }
+        at = most > SVC_QUESTIONS_DEFAULT_AT || most < 5 ? SVC_QUESTIONS_DEFAULT_AT : most / 5;
+    }
     json_t *variants = json_array(), *answer = json_array(), *metrics = json_array();
     double *xa = calloc(MAX_RUNS, sizeof(double)), *xe = calloc(MAX_RUNS, sizeof(double)),
            *va = calloc((size_t)MAX_RUNS * N_SPREAD, sizeof(double)),

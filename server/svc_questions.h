@@ -37,7 +37,8 @@ struct app;
  *                   "runs":[{"id","replicate","seed","status","last_step","at_step","at":{metric:v},"end":{…}}],
  *                   "metrics":{"<metric>":{"at":{summary},"end":{summary},"change":{summary + "p"}}}}],
  *      "answer":[sentences]}; a summary is {"n","mean","std","ci":[lo,hi],"reason"}.
- * SVC_NOT_FOUND (field "id"), SVC_INVALID (at < 1, conf outside (0,1)), SVC_FAILED; *out NULL then. */
+ * at 0: SVC_QUESTIONS_DEFAULT_AT, or a fifth of the longest run's steps when no run has more.
+ * SVC_NOT_FOUND (field "id"), SVC_INVALID (at < 0, conf outside (0,1)), SVC_FAILED; *out NULL then. */
 svc_status svc_questions_head_spread(struct app *a, long long exp_id, long at, double conf, json_t **out,
                                      svc_error *err);
 

@@ -44,6 +44,9 @@ function hash(s) {
 export function variantColor(name) {
   if (!name) return themed(CYCLE[7]);
   if (FIXED[name]) return themed(FIXED[name]);
+  // "<task>.<attention>" (the positional-precision preset): the attention's colour
+  const tail = String(name).split('.').pop();
+  if (FIXED[tail]) return themed(FIXED[tail]);
   return themed(CYCLE[hash(name) % CYCLE.length]);
 }
 

@@ -11,6 +11,7 @@ import { differingKeys } from './configdiff.js';
 import { emaDebiased, adamTauBound, initialTau, appendAfter, runLatest, foldLive } from './smooth.js';
 import { replicatesSection } from './replicates.js';
 import { subscribe } from './live.js';
+import { questionDatasets, fittedRange, accuracyTable, experimentSummaries, headColor, layerDash } from './questions.js';
 import { progressCell, runActions, variantTag, runName, fmtConfig } from './runs.js';
 
 const MAX_POINTS = 1000;     // asked of the API per series; min and max per bucket are kept
@@ -63,6 +64,18 @@ export function mount(root, params) {
       h('div.chart-canvas' + (key === 'loss' ? '.tall' : ''), {}, canvases[key]));
   };
   const tauHint = h('div.small.muted#tau-hint');
+  // The blog's open questions: spread of τ across heads, per-head entropy and distance, accuracy.
+  const logSpreadIn = h('input#log-spread', { type: 'checkbox', checked: true });
+  const headSel = h('select#head-run', { 'aria-label': 'run whose heads are drawn' });
+  const spreadBox = box('spread', 'Spread of τ across heads: max/min per layer (dashed) and over the model (bold)', 'τ spread');
+  spreadBox.append(h('div.toolbar.small', {}, h('label.check', {}, logSpreadIn, ' log scale'),
+    isExp ? h('label', { for: 'head-run' }, 'per-head charts of') : null, isExp ? headSel : null));
+  const accBox = box('acc', 'Exact-match accuracy on the task answers: overall (bold) and per offset or distance bucket (dashed)', 'accuracy');
+  const accTableBox = h('div#acc-table-box');
+  accBox.append(accTableBox);
+  const questions = isExp ? experimentSummaries(id) : { el: null, load: () => {} };
+  logSpreadIn.addEventListener('change', () => { setAxisTypes(charts.spread, { logY: logSpreadIn.checked }); redraw(); });
+  headSel.addEventListener('change', () => redraw());
   const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)', 'loss');
   const tauBox = box('tau', 'τ per layer and head, with the initial √d and AdamW’s reach at unit steps (τ₀ ± Σ lr, pulled in by weight decay)', 'τ');
   tauBox.append(tauHint);
@@ -79,7 +92,11 @@ export function mount(root, params) {
     h('div.chart-grid', {}, lossBox, tauBox,
       box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
       box('tokens', 'Tokens per second', 'tokens per second'),
-      box('grad', 'Gradient norm (before clipping)', 'gradient norm')));
+      box('grad', 'Gradient norm (before clipping)', 'gradient norm'),
+      spreadBox, box('efrac', 'Attention entropy ÷ uniform entropy ln(keys), per head (colour) and layer (dash)', 'entropy fraction'),
+      box('dist', 'Mean attended distance per head (tokens), head = colour, layer = dash', 'attended distance'),
+      accBox),
+    questions.el);
 
   let charts = null;
   if (!chartsAvailable()) { note.textContent = 'Chart.js did not load (static/vendor is built by make).'; return () => {}; }
@@ -89,6 +106,10 @@ export function mount(root, params) {
     entropy: lineChart(canvases.entropy, { xTitle: 'step', yTitle: 'nats' }),
     tokens: lineChart(canvases.tokens, { xTitle: 'step', yTitle: 'tokens/s' }),
     grad: lineChart(canvases.grad, { xTitle: 'step', yTitle: '‖g‖' }),
+    spread: lineChart(canvases.spread, { xTitle: 'step', yTitle: 'τ max / min', logY: true }),
+    efrac: lineChart(canvases.efrac, { xTitle: 'step', yTitle: 'entropy / ln(keys)' }),
+    dist: lineChart(canvases.dist, { xTitle: 'step', yTitle: 'tokens' }),
+    acc: lineChart(canvases.acc, { xTitle: 'step', yTitle: 'accuracy' }),
   };
 
   function runLabel(r) {
@@ -115,7 +136,7 @@ export function mount(root, params) {
   function positive(pts) { return state.logY ? pts.filter((p) => p.y > 0) : pts; }
 
   function build() {
-    const ds = { loss: [], tau: [], entropy: [], tokens: [], grad: [] };
+    const ds = { loss: [], tau: [], entropy: [], tokens: [], grad: [], spread: [], efrac: [], dist: [], acc: [] };
     let anyTau = false;
     const tauNotes = [];
     for (const r of runs) {
@@ -138,8 +159,10 @@ export function mount(root, params) {
       tk.forEach((k, i) => {
         anyTau = true;
         const [, L, H] = k.split('.');
+        // one run: each head its own colour, each layer its own dash; several: the run's colour, shaded per head
+        const hc = runs.length === 1 ? headColor(Number(H)) : headShade(col, i, tk.length);
         ds.tau.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
-          borderColor: headShade(col, i, tk.length), backgroundColor: headShade(col, i, tk.length), borderWidth: 1.5, runId: r.id });
+          borderColor: hc, backgroundColor: hc, borderDash: runs.length === 1 ? layerDash(Number(L)) : undefined, borderWidth: 1.5, runId: r.id });
       });
       const c = r.config;
       const sqrtD = Math.sqrt(c.d_model / c.n_head);
@@ -149,7 +172,7 @@ export function mount(root, params) {
         const tau0 = initialTau(c);
         const bound = adamTauBound(c, tau0, steps);
         const refCol = cssVar('--ref', '#777');
-        const ref = { borderColor: refCol, backgroundColor: refCol, borderWidth: 1, pointRadius: 0, runId: r.id };
+        const ref = { borderColor: refCol, backgroundColor: refCol, borderWidth: 1, pointRadius: 0, runId: r.id, ref: true };
         const first = runs.filter((x) => headKeys(series.get(x.id) || {}, 'tau').length).indexOf(r) === 0;
         ds.tau.push({ ...ref, label: `√d = ${fmt(sqrtD, 3)}`, data: [{ x: xs[0], y: sqrtD }, { x: xs[xs.length - 1], y: sqrtD }],
           borderDash: [2, 3], borderWidth: 2, hideInLegend: !first });
@@ -174,7 +197,27 @@ export function mount(root, params) {
         ds[chart].push({ label, data: points(xs, emaDebiased(s[key].values, state.smooth)), borderColor: col, backgroundColor: col, borderWidth: 2, runId: r.id });
       }
     }
+    // the questions' charts: per-head ones for one run (the one chosen in an experiment)
+    const withHeads = runs.filter((r) => Object.keys(series.get(r.id) || {}).some((k) => k.startsWith('entropy_frac.') || k.startsWith('acc.')));
+    if (isExp && withHeads.length) {
+      const keep = headSel.value;
+      if (headSel.options.length !== withHeads.length) {
+        clear(headSel, withHeads.map((r) => h('option', { value: String(r.id) }, `#${r.id} ${runLabel(r)}`)));
+        headSel.value = withHeads.some((r) => String(r.id) === keep) ? keep : String(withHeads[0].id);
+      }
+    }
+    const headRuns = new Set(isExp ? [Number(headSel.value)] : runs.map((r) => r.id));
+    Object.assign(ds, questionDatasets({ runs, series, xsOf, label: runLabel, headRuns, logSpread: logSpreadIn.checked }));
     for (const [k, chart] of Object.entries(charts)) { chart.data.datasets = ds[k]; chart.update('none'); }
+    // τ's axis follows the heads' values, not the reference band around them
+    const tauRange = fittedRange(ds.tau);
+    charts.tau.options.scales.y.min = tauRange ? tauRange.min : undefined;
+    charts.tau.options.scales.y.max = tauRange ? tauRange.max : undefined;
+    charts.tau.update('none');
+    spreadBox.hidden = !ds.spread.length;
+    for (const k of ['efrac', 'dist']) document.getElementById(`box-${k}`).hidden = !ds[k].length;
+    accBox.hidden = !ds.acc.length;
+    clear(accTableBox, accuracyTable(runs, series, runLabel));
     tauBox.hidden = false;
     tauHint.textContent = anyTau ? tauNotes.join(' · ') : tauNotes.join(' · ') || 'No τ recorded yet.';
     canvases.tau.parentElement.hidden = !anyTau;
@@ -317,6 +360,7 @@ export function mount(root, params) {
       }
       renderHeaders();
       build();
+      questions.load();
       if (repl && replicates > 1) repl.refresh();
     } catch (e) {
       loaded = true;

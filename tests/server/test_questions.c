@@ -262,6 +262,12 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     CHECK(strstr(csv.body, "rope,rope,q-copy,copy_offset,acc.k4,3,") != NULL);
     harness_response_free(&csv);
     json_decref(e);
+    /* without at: step 2000, or a fifth of runs that stop short of it (12 steps: 2) */
+    snprintf(path, sizeof path, "/api/experiments/%lld/head-spread", exp);
+    hs = get(path, &code);
+    CHECK_EQ_INT(code, 200);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(hs, "head_spread"), "at_step")), 2);
+    json_decref(hs);
     /* unknown experiment, bad at */
     json_t *x = get("/api/experiments/999/head-spread", &code);
     CHECK_EQ_INT(code, 404);
