@@ -18,14 +18,15 @@ static store_status corpus_write(store *st, const store_corpus *c, int replace) 
     pg_p_text(&p, c->error);
     pg_p_int(&p, c->builtin);
     pg_p_double(&p, spg_now());
-    char sql[900];
+    pg_p_text(&p, c->task_json);
+    char sql[1000];
     snprintf(sql, sizeof sql,
-             "INSERT INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at) "
-             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)%s",
+             "INSERT INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "
+             "task) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)%s",
              replace ? " ON CONFLICT (name) DO UPDATE SET source = EXCLUDED.source, tokenizer = EXCLUDED.tokenizer, "
                        "documents = EXCLUDED.documents, bytes = EXCLUDED.bytes, tokens = EXCLUDED.tokens, "
                        "status = EXCLUDED.status, error = EXCLUDED.error, builtin = EXCLUDED.builtin, "
-                       "created_at = EXCLUDED.created_at"
+                       "created_at = EXCLUDED.created_at, task = EXCLUDED.task"
                      : "");
     pg_conn *k = spg_get(st);
     if (!k) return STORE_ERROR;
@@ -39,7 +40,7 @@ store_status store_pg_corpus_create(store *st, const store_corpus *c) { return c
 
 #define CORPUS_COLUMNS                                                                        \
     "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, " \
-    "(SELECT count(*) FROM runs r WHERE r.corpus = c.name)"
+    "(SELECT count(*) FROM runs r WHERE r.corpus = c.name), task"
 
 static json_t *corpus_from_row(const pg_res *q, int i) {
     json_t *o = json_object();
@@ -55,6 +56,11 @@ static json_t *corpus_from_row(const pg_res *q, int i) {
     bad |= json_object_set_new(o, "builtin", json_boolean(pg_get_int(q, i, 8)));
     bad |= json_object_set_new(o, "created_at", spg_real(q, i, 9));
     bad |= json_object_set_new(o, "runs", json_integer(pg_get_i64(q, i, 10)));
+    const char *task = pg_get_text(q, i, 11);
+    if (task) {
+        json_t *t = json_loads(task, 0, NULL);
+        bad |= !t || json_object_set_new(o, "task", t);
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -220,6 +220,11 @@ TEST(experiments_corpora_probes_and_artefacts) {
     json_decref(o);
     CHECK(store_corpus_delete(st, "mine") == STORE_OK);
     CHECK(store_corpus_delete(st, "mine") == STORE_NOT_FOUND);
+    store_corpus task = {.name = "copy", .tokenizer = "task", .status = "ready", .task_json = "{\"kind\":\"copy_offset\"}"};
+    CHECK(store_corpus_create(st, &task) == STORE_OK);
+    CHECK(store_corpus_get(st, "copy", &o) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(o, "task"), "kind")), "copy_offset"));
+    json_decref(o);
 
     json_t *result = json_pack("{s:s, s:[{s:s, s:[s,s], s:[[i,i],[i,i]]}]}", "summary", "ok", "tables", "name", "t",
                                "columns", "a", "b", "rows", 1, 2, 3, 4);
