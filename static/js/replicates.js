@@ -64,11 +64,13 @@ export function replicatesSection(opts) {
   const charts = {}, canvases = {};
   let bands = {}, stats = null, alive = true, busy = false, again = false;
   const note = h('p.muted.small#replicates-note', { 'aria-live': 'polite' }, 'Loading the replicates…');
+  const empty = {};
   const boxes = BANDS.map((b) => {
     canvases[b.id] = h('canvas', { id: `band-${b.id}`, role: 'img', 'aria-label': b.label });
+    empty[b.id] = h('p.small.muted', { hidden: true }, b.id === 'tau' ? 'No variant of this experiment learns τ.' : 'No points yet.');
     return h('figure.chart-box', { id: `band-box-${b.id}` },
       h('figcaption', {}, h('span', {}, b.label), chartExport(() => charts[b.id], `experiment-${opts.expId}-${b.id}-band`, b.short)),
-      h('div.chart-canvas' + (b.id === 'loss' ? '.tall' : ''), {}, canvases[b.id]));
+      h('div.chart-canvas' + (b.id === 'loss' ? '.tall' : ''), {}, canvases[b.id]), empty[b.id]);
   });
   const statsBox = h('div#stats-tables');
   const el = h('section.card#replicates', { 'aria-labelledby': 'replicates-title', hidden: true },
@@ -111,7 +113,9 @@ export function replicatesSection(opts) {
       }
       charts[b.id].data.datasets = ds;
       charts[b.id].update('none');
-      canvases[b.id].closest('figure').hidden = !ds.length;
+      // an empty chart keeps its place in the grid (stacked layouts stay aligned) and says why
+      canvases[b.id].parentElement.hidden = !ds.length;
+      empty[b.id].hidden = !!ds.length;
     }
   }
 

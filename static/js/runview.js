@@ -81,6 +81,7 @@ export function mount(root, params) {
   tauBox.append(tauHint);
   const repl = isExp && chartsAvailable()
     ? replicatesSection({ expId: id, runs: () => runs, series: (rid) => series.get(rid), state }) : null;
+  const replSlot = h('div#replicates-slot'); // holds the panel once the experiment is known to have replicates
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
     titleEl, note, headerBox,
@@ -88,7 +89,7 @@ export function mount(root, params) {
       h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
       h('label.check', {}, logIn, ' log-scale loss'),
       h('label', { for: 'x-axis' }, 'x axis'), xSel),
-    repl ? repl.el : null,
+    replSlot,
     h('div.chart-grid', {}, lossBox, tauBox,
       box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
       box('tokens', 'Tokens per second', 'tokens per second'),
@@ -361,7 +362,10 @@ export function mount(root, params) {
       renderHeaders();
       build();
       questions.load();
-      if (repl && replicates > 1) repl.refresh();
+      if (repl && replicates > 1) {
+        if (!repl.el.isConnected) replSlot.append(repl.el);
+        repl.refresh();
+      }
     } catch (e) {
       loaded = true;
       note.textContent = `Could not load: ${e.message}`;
