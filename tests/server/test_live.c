@@ -208,34 +208,45 @@ typedef struct {
 
 static void *end_thread(void *arg) {
     end_job *e = arg;
-    e->ended = read_to_end(e->path, e->r, 60000);
+    e->ended = read_to_end(e->path, e->r, 180000);
     return NULL;
 }
 
+static sse_reader ending; /* static: nothing to free when a check fails */
+
 TEST(a_runs_stream_ends_after_its_final_status) {
-    long long id = api_start_tiny_run(&srv, "\"steps\":300", "stream-end");
+    long long id = api_start_tiny_run(&srv, "\"steps\":1000000", "stream-end");
     CHECK(id > 0);
     char path[64];
     snprintf(path, sizeof path, "/api/runs/%lld/events", id);
-    sse_reader *r = calloc(1, sizeof *r); /* want_run 0: the reader never hangs up itself */
-    CHECK(r);
-    end_job job = {path, r, 0};
+    memset(&ending, 0, sizeof ending); /* want_run 0: the reader never hangs up itself */
+    end_job job = {path, &ending, 0};
     pthread_t t;
     pthread_create(&t, NULL, end_thread, &job);
+    /* Once the stream carries the run's steps, the run ends (cancelled) while it is being read. */
+    for (int i = 0; i < 6000 && ending.n < 2; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    char cancel[96];
+    long code;
+    snprintf(cancel, sizeof cancel, "/api/runs/%lld/cancel", id);
+    json_decref(api_call(&srv, "POST", cancel, NULL, &code));
     pthread_join(t, NULL);
-    CHECK_MSG(job.ended, "the stream of run %lld was still open a minute later (%d events)", id, r->n);
-    CHECK(r->n >= 1);
-    sse_event *last = &r->ev[r->n - 1];
-    CHECK_MSG(!strcmp(last->type, "status") && !strcmp(last->status, "succeeded"),
-              "the last event was %s %s", last->type, last->status);
+    CHECK_EQ_INT(code, 202);
+    CHECK_MSG(job.ended, "the stream of run %lld was still open long after it ended (%d events)", id, ending.n);
+    CHECK(ending.n >= 2);
+    sse_event *last = &ending.ev[ending.n - 1];
+    CHECK_MSG(!strcmp(last->type, "status") && !strcmp(last->status, "cancelled"), "the last event was %s %s",
+              last->type, last->status);
+    int step = last->step;
     /* Connecting to a run that has already ended: its status, then the end. */
-    memset(r, 0, sizeof *r);
-    CHECK_MSG(read_to_end(path, r, 10000), "the stream of a finished run did not end (%d events)", r->n);
-    CHECK_EQ_INT(r->n, 1);
-    CHECK(!strcmp(r->ev[0].type, "status") && !strcmp(r->ev[0].status, "succeeded"));
-    CHECK_EQ_INT(r->ev[0].run_id, id);
-    CHECK_EQ_INT(r->ev[0].step, 300);
-    free(r);
+    memset(&ending, 0, sizeof ending);
+    CHECK_MSG(read_to_end(path, &ending, 30000), "the stream of a finished run did not end (%d events)", ending.n);
+    CHECK_EQ_INT(ending.n, 1);
+    CHECK(!strcmp(ending.ev[0].type, "status") && !strcmp(ending.ev[0].status, "cancelled"));
+    CHECK_EQ_INT(ending.ev[0].run_id, id);
+    CHECK_EQ_INT(ending.ev[0].step, step);
 }
 
 TEST(experiment_makes_one_run_per_variant_with_one_seed) {
