@@ -22,7 +22,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
         libmicrohttpd12 libjansson4 libsqlite3-0 libcurl4 libopenblas0-pthread libutf8proc2 libpq5 curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home-dir /data --shell /usr/sbin/nologin attnlab \
-    && mkdir -p /data && chown attnlab:attnlab /data
+    && mkdir -p /data /artifacts && chown attnlab:attnlab /data /artifacts
 COPY --from=build /out/attnlabd /out/attnlab /usr/local/bin/
 COPY --from=build /out/share/attnlab /usr/local/share/attnlab
 COPY static /usr/local/share/attnlab/static
@@ -31,7 +31,8 @@ COPY db /usr/local/share/attnlab/db
 COPY corpora /usr/local/share/attnlab/corpora
 ENV ATTNLAB_ASSETS=/usr/local/share/attnlab/assets
 USER attnlab
-VOLUME ["/data"]
+# /artifacts: the directory several nodes share (--artifacts /artifacts; see compose.yaml).
+VOLUME ["/data", "/artifacts"]
 EXPOSE 8080
 # Binding beyond loopback needs a token: pass ATTNLAB_TOKEN at `docker run -e ATTNLAB_TOKEN=...`.
 ENTRYPOINT ["attnlabd", "--bind", "0.0.0.0", "--port", "8080", "--data-dir", "/data", \

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "hash.h"
 #include "log.h"
 
 struct corpora {
@@ -55,15 +56,31 @@ static const char *find_source_dir(const char *given, char *buf, size_t len) {
     return NULL;
 }
 
-/* Writes a tokenized corpus as the little-endian uint16 file that corpus_open_u16 reads. */
-static engine_status write_tokens(const corpus *cp, const char *path, engine_error *err) {
+/* Writes a tokenized corpus as the little-endian uint16 file that corpus_open_u16 reads: under a
+ * name of its own first, then renamed, so a reader (another node sharing the directory) sees the old
+ * file or the new one, never half of one; then records its size and SHA-256 (corpora_open checks
+ * them). */
+static engine_status write_tokens(corpora *c, const char *name, const corpus *cp, const char *path, engine_error *err) {
     size_t n = corpus_token_count(cp);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
     const uint16_t *t = corpus_tokens(cp);
     for (size_t i = 0; i < n; i++) ids[i] = t[i];
-    engine_status s = corpus_write_u16(path, ids, n, err);
+    char tmp[PATH_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%p", path, (long)getpid(), (void *)ids);
+    engine_status s = corpus_write_u16(tmp, ids, n, err);
     free(ids);
+    if (s == ENGINE_OK && rename(tmp, path) != 0) {
+        s = engine_fail(err, ENGINE_ERR_IO, "cannot rename %s: %s", tmp, strerror(errno));
+        unlink(tmp);
+    }
+    char hex[65], rel[PATH_MAX];
+    uint64_t bytes = 0;
+    snprintf(rel, sizeof rel, "corpora/%s/tokens.u16", name);
+    if (s == ENGINE_OK && hash_file_sha256(path, hex, &bytes) == 0) {
+        store_artifact a = {.path = rel, .kind = "corpus", .bytes = (long long)bytes, .sha256 = hex};
+        if (store_artifact_put(c->st, &a) != STORE_OK) log_warn("corpus %s: its checksum could not be recorded", name);
+    }
     return s;
 }
 
@@ -81,7 +98,7 @@ static void register_small(corpora *c, const char *source_dir) {
         return;
     }
     size_t n = corpus_token_count(cp);
-    engine_status s = write_tokens(cp, tokens, &err);
+    engine_status s = write_tokens(c, "small", cp, tokens, &err);
     corpus_free(cp);
     struct stat stt;
     stat(text, &stt);
@@ -183,6 +200,24 @@ engine_status corpora_open(corpora *c, const char *name, corpus **out, engine_er
     char dir[PATH_MAX], tokens[PATH_MAX + 16];
     corpora_dir(c, name, dir, sizeof dir);
     snprintf(tokens, sizeof tokens, "%s/tokens.u16", dir);
+    /* A token file written by a node is recorded with its checksum: one that no longer matches (cut
+     * short, replaced by another's) is refused rather than trained on. */
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "corpora/%s/tokens.u16", name);
+    json_t *rec = NULL;
+    if (store_artifact_get(c->st, rel, &rec) == STORE_OK) {
+        char hex[65];
+        uint64_t bytes = 0;
+        const char *want = json_string_value(json_object_get(rec, "sha256"));
+        int ok = hash_file_sha256(tokens, hex, &bytes) == 0 && want && !strcmp(hex, want) &&
+                 (long long)bytes == json_integer_value(json_object_get(rec, "bytes"));
+        json_decref(rec);
+        if (!ok) {
+            *out = NULL;
+            return engine_fail(err, ENGINE_ERR_FORMAT, "the token file of corpus '%s' does not match its recorded checksum",
+                               name);
+        }
+    }
     return corpus_open_u16(out, tokens, err);
 }
 
@@ -199,7 +234,7 @@ void corpora_tokenize_upload(corpora *c, const char *name, const char *encoding)
     size_t n = 0;
     if (s == ENGINE_OK) {
         n = corpus_token_count(cp);
-        s = write_tokens(cp, tokens, &err);
+        s = write_tokens(c, name, cp, tokens, &err);
         corpus_free(cp);
     }
     if (s == ENGINE_OK && n < 2) s = engine_fail(&err, ENGINE_ERR_INVALID, "the text holds fewer than 2 tokens");

@@ -20,11 +20,12 @@ trap 'tests/support/pg.sh stop "$PG_CLUSTER"; rm -rf "$TMPDIR"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-run_one() { # mode label command...
+run_one() { # mode label command...   (BINMODE: the build whose binaries run, default mode)
   local mode=$1 label=$2; shift 2
+  local bin=${BINMODE:-$mode}
   local log="$LOGDIR/$mode-$(echo "$label" | tr '/' '_').log"
   local t0=$(date +%s.%N)
-  ATTNLAB_TEST_MODE=$mode ATTNLABD="$ROOT/$BUILD/$mode/attnlabd" ATTNLAB="$ROOT/$BUILD/$mode/attnlab" \
+  ATTNLAB_TEST_MODE=$bin ATTNLABD="$ROOT/$BUILD/$bin/attnlabd" ATTNLAB="$ROOT/$BUILD/$bin/attnlab" \
     timeout 900 "$@" >"$log" 2>&1
   local rc=$?
   local p f
@@ -49,5 +50,13 @@ for mode in release asan tsan; do
     esac
   done
 done
+# The API tests once more with every server on PostgreSQL (release build): the harness gives each
+# server a database of its own on the suite's cluster. Cases about the SQLite file itself say SKIP.
+if [ -n "$ATTNLAB_TEST_PG" ]; then
+  for src in $(grep -l 'harness_start' tests/server/test_*.c | grep -v test_nodes.c | sort); do # test_nodes: PostgreSQL already
+    bin=$BUILD/release/tests/server/$(basename "$src" .c)
+    [ -x "$bin" ] && BINMODE=release ATTNLAB_TEST_DB=$ATTNLAB_TEST_PG run_one pg "${bin#$BUILD/release/tests/}" "$bin"
+  done
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -6,6 +6,7 @@ import { variantColor } from './colors.js';
 import { schemaFields, fieldFromPath } from './schemaform.js';
 import { subscribe } from './live.js';
 import { differingKeys } from './configdiff.js';
+import { nodesCard } from './nodes.js';
 
 // A classroom-speed version of the preset: the built-in corpus and a model that trains in about a
 // minute on a laptop, same two variants, same seed and data order.
@@ -259,6 +260,7 @@ export function mount(root) {
 
   const form = startForm(refresh);
   const preset = presetCard();
+  const nodes = nodesCard();
   clear(root,
     h('h2', {}, 'Runs'),
     h('div.cards', {}, preset),
@@ -275,10 +277,11 @@ export function mount(root) {
       h('h3#exp-list-title', {}, 'Experiments'),
       h('div.table-scroll', {}, h('table.table#experiments-table', {},
         h('thead', {}, h('tr', {}, ['id', 'name', 'preset', 'runs', 'created'].map((c) => h('th', { scope: 'col' }, c)))), expBody))),
+    nodes.el,
     form);
   renderHead();
   refresh();
-  return () => { alive = false; unsub(); };
+  return () => { alive = false; unsub(); nodes.stop(); };
 }
 
 // The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,

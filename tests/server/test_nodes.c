@@ -512,6 +512,38 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     harness_stop(&a);
 }
 
+TEST(a_corpus_file_that_no_longer_matches_its_checksum_is_not_trained_on) {
+    cluster c;
+    CHECK(cluster_new(&c) == 0);
+    harness_server a;
+    CHECK(node_start(&a, &c, "alone", NULL, NULL) == 0);
+    long long ok = start_run(&a, "\"steps\":5", "before");
+    CHECK(ok > 0);
+    char *st = api_wait_status(&a, ok, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    /* Another writer changes the shared token file behind the database's back. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/corpora/small/tokens.u16", c.artifacts);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    unsigned char b[2];
+    CHECK(fread(b, 1, 2, f) == 2);
+    b[0] ^= 1;
+    CHECK(fseek(f, 0, SEEK_SET) == 0 && fwrite(b, 1, 2, f) == 2);
+    fclose(f);
+    long long bad = start_run(&a, "\"steps\":5", "after");
+    CHECK(bad > 0);
+    st = api_wait_status(&a, bad, "failed", 60000);
+    CHECK_MSG(st && !strcmp(st, "failed"), "the run on a changed corpus ended %s", st ? st : "?");
+    free(st);
+    json_t *run = get_run(&a, bad);
+    const char *err = json_string_value(json_object_get(run, "error"));
+    CHECK_MSG(err && strstr(err, "does not match its recorded checksum"), "error: %s", err ? err : "(none)");
+    json_decref(run);
+    harness_stop(&a);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!pgtest_server_url()) {
@@ -526,6 +558,7 @@ int main(void) {
     RUN(nodes_racing_for_one_run_never_both_run_it);
     RUN(cancel_on_one_node_stops_the_run_on_another);
     RUN(a_database_lost_for_a_moment_answers_503_and_loses_no_metric);
+    RUN(a_corpus_file_that_no_longer_matches_its_checksum_is_not_trained_on);
     curl_global_cleanup();
     return test_summary();
 }

@@ -44,6 +44,7 @@ static int run_step(harness_server *s, long long id) {
 }
 
 TEST(sigkill_during_training_then_restart_and_resume) {
+    SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
     harness_server s;
     CHECK(harness_start(&s, NULL, ARGS) == 0);
     long long id = api_start_tiny_run(&s, CFG, "killed");

@@ -14,6 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+int harness_sqlite(void) {
+    const char *db = getenv("ATTNLAB_TEST_DB");
+    return !db || !*db;
+}
+
 const char *harness_attnlabd(void) {
     const char *p = getenv("ATTNLABD");
     return p ? p : "build/release/attnlabd";

@@ -22,6 +22,9 @@ typedef struct {
     char *headers;
 } harness_response;
 
+/* 1 when the servers the harness starts keep their data in SQLite (the default), 0 when they use
+ * PostgreSQL ($ATTNLAB_TEST_DB: tests/run.sh's second pass over the API tests). */
+int harness_sqlite(void);
 /* Path of the attnlabd under test. */
 const char *harness_attnlabd(void);
 /* Makes a fresh temporary directory (mkdtemp) in buf. */

@@ -13,9 +13,21 @@ extern int test_pass_count, test_fail_count;
 void test_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void test_run(const char *name, void (*fn)(void));
+/* Ends nothing by itself: marks the running case skipped, so it prints "SKIP name: reason" instead
+ * of PASS (counted neither way). For a case that cannot apply to the configuration under test (a
+ * case about the SQLite file when the server under test keeps its data in PostgreSQL). */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int test_summary(void); /* prints nothing extra; returns the exit status (0 iff all passed) */
 
 #define TEST(name) static void name(void)
+/* Skips the rest of the running case when cond holds (see test_skip). */
+#define SKIP_IF(cond, ...)                                                  \
+    do {                                                                    \
+        if (cond) {                                                         \
+            test_skip(__VA_ARGS__);                                         \
+            return;                                                         \
+        }                                                                   \
+    } while (0)
 #define RUN(name) test_run(#name, name)
 
 #define CHECK(cond)                                                         \
