@@ -541,6 +541,72 @@ TEST(a_lost_database_is_an_unavailable_error_until_it_returns) {
     store_close(st);
 }
 
+static double mono(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Two node processes drain a queue of RUNS runs, each claim followed by the run's final status (a
+ * job that takes no time): every run ends once, claimed once; the rate is printed as a figure. */
+TEST(two_node_processes_drain_a_queue_each_run_once) {
+    enum { RUNS = 1000, NODES = 2 };
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO runs (id, config, seed, status, created_at) SELECT g, '{}', 1, 'queued', 0 FROM "
+             "generate_series(1, %d) g; UPDATE id_counters SET last = %d WHERE name = 'runs'",
+             RUNS, RUNS);
+    CHECK(raw(url, sql) == 0);
+    int pipes[NODES][2];
+    pid_t kids[NODES];
+    double t0 = mono();
+    for (int i = 0; i < NODES; i++) {
+        CHECK(pipe(pipes[i]) == 0);
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            char err[512], node[16];
+            store *s = NULL;
+            if (store_open(&s, url, err, sizeof err) != STORE_OK) _exit(1);
+            snprintf(node, sizeof node, "n%d", i);
+            store_set_node(s, node);
+            int done = 0;
+            store_lease l;
+            static const char *const from_running[] = {"running", NULL};
+            while (store_run_claim(s, node, 30, &l) == STORE_OK) {
+                store_lease_hold(s, l.run_id, l.token);
+                if (store_run_transition(s, l.run_id, from_running, "succeeded", NULL) == STORE_OK) done++;
+                store_lease_drop(s, l.run_id);
+            }
+            store_close(s);
+            if (write(pipes[i][1], &done, sizeof done) != (ssize_t)sizeof done) _exit(1);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    int total = 0, per[NODES];
+    for (int i = 0; i < NODES; i++) {
+        per[i] = 0;
+        CHECK(read(pipes[i][0], &per[i], sizeof per[i]) == (ssize_t)sizeof per[i]);
+        close(pipes[i][0]);
+        int status;
+        waitpid(kids[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        total += per[i];
+    }
+    double dt = mono() - t0;
+    CHECK_EQ_INT(total, RUNS);
+    json_t *counts = NULL;
+    CHECK(store_run_counts(st, &counts) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "succeeded")), RUNS);
+    json_decref(counts);
+    printf("# figure: %d runs claimed and finished by %d node processes in %.2f s: %.0f claims/s (%d and %d)\n", RUNS,
+           NODES, dt, RUNS / dt, per[0], per[1]);
+    store_close(st);
+}
+
 int main(void) {
     if (!pgtest_server_url()) {
         printf("FAIL test_store_pg: no PostgreSQL server for the tests\n");
@@ -556,5 +622,6 @@ int main(void) {
     RUN(nodes_are_listed_with_their_runs);
     RUN(other_nodes_hear_queued_runs_metrics_and_status);
     RUN(a_lost_database_is_an_unavailable_error_until_it_returns);
+    RUN(two_node_processes_drain_a_queue_each_run_once);
     return test_summary();
 }
