@@ -17,6 +17,10 @@ void hash_sha256_update(hash_sha256 *c, const void *data, size_t len);
 /* Writes the digest as 64 lowercase hex digits and a NUL into hex. */
 void hash_sha256_hex(hash_sha256 *c, char hex[65]);
 
+/* Uses only the portable code even where the CPU has the SHA extensions (for tests: both paths
+ * must give the same digests). Not thread-safe: call before hashing starts. */
+void hash_sha256_force_portable(int on);
+
 /* The SHA-256 of a whole file as hex, and its size (may be NULL). 0, or -1 with errno set when
  * it cannot be read. */
 int hash_file_sha256(const char *path, char hex[65], uint64_t *size);

@@ -47,5 +47,9 @@ TEST(a_file_is_hashed_whole) {
 int main(void) {
     RUN(known_digests);
     RUN(a_file_is_hashed_whole);
+    printf("# again with the portable code only\n");
+    hash_sha256_force_portable(1);
+    RUN(known_digests);
+    RUN(a_file_is_hashed_whole);
     return test_summary();
 }
