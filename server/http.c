@@ -1168,7 +1168,10 @@ static void *front_main(void *arg) {
         for (unsigned i = 0; i < s->n_slots; i++) {
             http_conn *c = &s->conns[i];
             if (c->state == CONN_FREE) continue;
-            if (c->deadline < next && (c->state != CONN_IDLE || !c->killed)) next = c->deadline;
+            /* Only waiting states have a deadline (a busy or streaming slot keeps a stale one). */
+            int timed = c->state == CONN_PENDING || c->state == CONN_CLOSING || c->state == CONN_HANDOFF ||
+                        (c->state == CONN_IDLE && !c->killed);
+            if (timed && c->deadline < next) next = c->deadline;
             if (c->state != CONN_PENDING && c->state != CONN_CLOSING) continue;
             slot_of[n - 2] = i;
             pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};

@@ -524,6 +524,38 @@ TEST(live_streams_have_their_own_limit_and_leave_the_api_alone) {
     CHECK_EQ_INT(api_ok, 8);
 }
 
+/* CPU seconds the server process has used so far (user + system). */
+static double server_cpu_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* fields after the command name */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+TEST(an_idle_server_with_a_stream_and_a_busy_request_open_uses_no_cpu) {
+    /* The front door once took a streaming or busy connection's old deadline for a due one and
+     * polled without sleeping for as long as it stayed open: a whole core, next to training. */
+    int stream = tcp_open(srv.port, NULL, 1);
+    int busy = open_busy(srv.port, NULL);
+    if (stream >= 0) send_str(stream, "GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n");
+    sleep_ms(2500); /* past the 2 s head deadline their slots once carried */
+    double c0 = server_cpu_s(srv.pid);
+    sleep_ms(2000);
+    double c1 = server_cpu_s(srv.pid);
+    if (stream >= 0) close(stream);
+    if (busy >= 0) close(busy);
+    CHECK(stream >= 0 && busy >= 0);
+    CHECK(c0 >= 0 && c1 >= 0);
+    CHECK_MSG(c1 - c0 < 0.2, "the server used %.2f s of CPU in 2 s with nothing to do", c1 - c0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--header-timeout", "2", NULL};
@@ -546,6 +578,7 @@ int main(void) {
     RUN(busy_connections_past_the_per_address_limit_get_json_429);
     RUN(busy_connections_past_the_total_limit_get_json_503);
     RUN(live_streams_have_their_own_limit_and_leave_the_api_alone);
+    RUN(an_idle_server_with_a_stream_and_a_busy_request_open_uses_no_cpu);
     int rc = harness_stop(&srv), rc2 = harness_stop(&small);
     if (rc != 0 || rc2 != 0) {
         printf("FAIL shutdown: attnlabd exited with %d / %d\n", rc, rc2);
