@@ -20,8 +20,29 @@
 
 #define LEASE "2"
 /* Slow enough to be caught mid-run, with checkpoints to resume from. */
-#define LONG_CFG "\"steps\":250,\"checkpoint_every\":25,\"seed\":5,\"attention\":\"cosine_rope\""
-#define LONG_STEPS 250
+/* Sanitizer builds train about ten times slower: their runs are shorter (the same cases, fewer steps). */
+static int sanitized;
+static int LONG_STEPS = 120, LONG_KILL_AT = 40, SPREAD_STEPS = 30, WATCH_STEPS = 60, RACE_STEPS = 10, OUTAGE_STEPS = 200;
+static char LONG_CFG[160], SPREAD_CFG[96], WATCH_CFG[96], RACE_CFG[96], OUTAGE_CFG[128];
+
+static void size_runs(void) {
+    const char *mode = getenv("ATTNLAB_TEST_MODE");
+    sanitized = mode && (!strcmp(mode, "asan") || !strcmp(mode, "tsan"));
+    if (sanitized) {
+        LONG_STEPS = 40;
+        LONG_KILL_AT = 12;
+        SPREAD_STEPS = 8;
+        WATCH_STEPS = 20;
+        RACE_STEPS = 3;
+        OUTAGE_STEPS = 60;
+    }
+    snprintf(LONG_CFG, sizeof LONG_CFG, "\"steps\":%d,\"checkpoint_every\":%d,\"seed\":5,\"attention\":\"cosine_rope\"",
+             LONG_STEPS, LONG_STEPS / 10);
+    snprintf(SPREAD_CFG, sizeof SPREAD_CFG, "\"steps\":%d,\"seed\":3", SPREAD_STEPS);
+    snprintf(WATCH_CFG, sizeof WATCH_CFG, "\"steps\":%d,\"seed\":9", WATCH_STEPS);
+    snprintf(RACE_CFG, sizeof RACE_CFG, "\"steps\":%d", RACE_STEPS);
+    snprintf(OUTAGE_CFG, sizeof OUTAGE_CFG, "\"steps\":%d,\"checkpoint_every\":100,\"seed\":2", OUTAGE_STEPS);
+}
 
 static double now_s(void) {
     struct timespec t;
@@ -157,7 +178,7 @@ TEST(six_queued_runs_spread_over_two_nodes) {
     CHECK(wait_nodes_alive(&a, 2, 10000) == 0);
     long long ids[6];
     for (int i = 0; i < 6; i++) {
-        ids[i] = start_run(i % 2 ? &b : &a, "\"steps\":60,\"seed\":3", "spread");
+        ids[i] = start_run(i % 2 ? &b : &a, SPREAD_CFG, "spread");
         CHECK(ids[i] > 0);
     }
     int on_a = 0, on_b = 0;
@@ -187,7 +208,7 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     CHECK(wait_nodes_alive(&a, 2, 10000) == 0);
     long long id = start_run(&a, LONG_CFG, "killed");
     CHECK(id > 0);
-    CHECK_MSG(api_wait_step(&a, id, 60, 120000) == 0, "never reached step 60");
+    CHECK_MSG(api_wait_step(&a, id, LONG_KILL_AT, 300000) == 0, "never reached step %d", LONG_KILL_AT);
     char first[64];
     run_node(&a, id, first, sizeof first);
     CHECK(first[0]);
@@ -227,7 +248,7 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     CHECK(l1 && l2);
     CHECK_EQ_INT(json_array_size(l1), LONG_STEPS);
     CHECK_EQ_INT(json_array_size(l2), LONG_STEPS);
-    for (size_t i = 0; i < LONG_STEPS; i++) {
+    for (size_t i = 0; i < (size_t)LONG_STEPS; i++) {
         double x = json_number_value(json_array_get(l1, i)), y = json_number_value(json_array_get(l2, i));
         CHECK_MSG(memcmp(&x, &y, sizeof x) == 0, "step %zu: %.17g after the takeover vs %.17g uninterrupted", i + 1, x, y);
     }
@@ -330,7 +351,7 @@ TEST(a_viewer_on_one_node_sees_the_metrics_of_a_run_trained_on_another) {
     CHECK(node_start(&b, &c, "viewer", "api", NULL) == 0); /* trains nothing */
     CHECK(wait_nodes_alive(&b, 2, 10000) == 0);
     /* The run is made on the api node; only the trainer can train it. */
-    long long id = start_run(&b, "\"steps\":120,\"seed\":9", "watched");
+    long long id = start_run(&b, WATCH_CFG, "watched");
     CHECK(id > 0);
     stream *r = calloc(1, sizeof *r);
     r->run = id;
@@ -346,9 +367,9 @@ TEST(a_viewer_on_one_node_sees_the_metrics_of_a_run_trained_on_another) {
     printf("# the viewer on the api node got %d metrics events of a run trained on the other node\n", r->metrics);
     /* Steps that were stored before the viewer subscribed are in the REST API; the stream has
      * every later step, in order. */
-    CHECK_MSG(r->metrics >= 60, "only %d metrics events", r->metrics);
+    CHECK_MSG(r->metrics >= WATCH_STEPS / 2, "only %d metrics events", r->metrics);
     CHECK_EQ_INT(r->out_of_order, 0);
-    CHECK_EQ_INT(r->last_step, 120);
+    CHECK_EQ_INT(r->last_step, WATCH_STEPS);
     /* Last-Event-ID resumes on the viewer's node as it does for local runs: after the 10th metrics
      * event, every later one and the final status, nothing twice. */
     char last[32];
@@ -377,7 +398,7 @@ TEST(nodes_racing_for_one_run_never_both_run_it) {
     enum { ROUNDS = 5 };
     for (int round = 0; round < ROUNDS; round++) {
         /* Every node idle; one run appears; all of them hear of it at once. */
-        long long id = start_run(&n[round % 3], "\"steps\":20", "raced");
+        long long id = start_run(&n[round % 3], RACE_CFG, "raced");
         CHECK(id > 0);
         char *st = api_wait_status(&n[0], id, "succeeded", 60000);
         CHECK_MSG(st && !strcmp(st, "succeeded"), "round %d: %s", round, st ? st : "?");
@@ -409,7 +430,7 @@ TEST(cancel_on_one_node_stops_the_run_on_another) {
     CHECK(wait_nodes_alive(&b, 2, 10000) == 0);
     long long id = start_run(&b, LONG_CFG, "cancelled");
     CHECK(id > 0);
-    CHECK(api_wait_step(&b, id, 30, 60000) == 0);
+    CHECK(api_wait_step(&b, id, LONG_KILL_AT / 2, 300000) == 0);
     char path[64];
     snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
     long code;
@@ -485,7 +506,7 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     const char *args[] = {"--db", c.db, "--artifacts", c.artifacts, "--node-id", "alone", "--lease-timeout", "12",
                           "--compute-threads", "1", NULL};
     CHECK(harness_start(&a, NULL, args) == 0);
-    long long id = start_run(&a, "\"steps\":400,\"checkpoint_every\":100,\"seed\":2", "through an outage");
+    long long id = start_run(&a, OUTAGE_CFG, "through an outage");
     CHECK(id > 0);
     CHECK(api_wait_step(&a, id, 20, 60000) == 0);
     CHECK(database_gate(&c, 0) == 0);
@@ -507,7 +528,7 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     CHECK_MSG(st && !strcmp(st, "succeeded"), "the run ended %s", st ? st : "?");
     free(st);
     json_t *loss = api_series(&a, id, "loss");
-    CHECK_EQ_INT(json_array_size(loss), 400); /* every step's metrics were kept and written */
+    CHECK_EQ_INT(json_array_size(loss), OUTAGE_STEPS); /* every step's metrics were kept and written */
     json_decref(loss);
     harness_stop(&a);
 }
@@ -546,6 +567,7 @@ TEST(a_corpus_file_that_no_longer_matches_its_checksum_is_not_trained_on) {
 
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    size_runs();
     if (!pgtest_server_url()) {
         printf("FAIL test_nodes: no PostgreSQL server for the tests\n");
         return 1;
