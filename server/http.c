@@ -30,12 +30,14 @@
 /* A refused connection is read (and the bytes dropped) this long before close, so that the
  * client reads the answer instead of a reset. */
 #define LINGER_S 2.0
-/* libmicrohttpd's per-connection memory: large enough that any head the front door accepts
- * (HTTP_MAX_HEAD bytes, HTTP_MAX_QUERY_ARGS arguments, HTTP_MAX_HEADERS headers and
- * HTTP_MAX_COOKIES cookies, each parsed into a record of this pool) fits, so libmicrohttpd never
- * reaches its own limits, whose answers are HTML, on a request the front door let through. */
-#define MHD_POOL_BYTES (128 * 1024)
-#define HTTP_MAX_COOKIES 128
+/* libmicrohttpd's per-connection memory. Half of it is the first read buffer (16 KiB, twice
+ * HTTP_MAX_HEAD); each query argument, header and cookie becomes a 56-byte record in the other
+ * half, and the Cookie header a copy: with the limits of http.h that is at most
+ * (64 + 48 + 32) * 56 + 4096 = 12.2 KiB, which leaves room for the reply's header, so
+ * libmicrohttpd never reaches its own limits, whose answers are HTML, on a request the front door
+ * let through. Not larger: above 32 KiB libmicrohttpd maps each connection's memory with mmap(),
+ * which made a new connection three times dearer. */
+#define MHD_POOL_BYTES (32 * 1024)
 
 /* Where a connection is. PENDING: accepted by the front door, its head not yet complete;
  * HANDOFF: given to libmicrohttpd, not yet seen there; IDLE: libmicrohttpd's, waiting for a
@@ -315,7 +317,7 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
         if (c < 0x21 || c == 0x7f) return head_fail(res, 400, "bad_request", "control character in the request target");
     }
     if (j == t0) return head_fail(res, 400, "bad_request", "malformed request line");
-    if (j - t0 > HTTP_MAX_TARGET) return head_fail(res, 414, "uri_too_long", "the request target is longer than 8192 bytes");
+    if (j - t0 > HTTP_MAX_TARGET) return head_fail(res, 414, "uri_too_long", "the request target is longer than 4096 bytes");
     if (j >= ll) return head_fail(res, 400, "bad_request", "the request line has no HTTP version");
     const char *v = line + j + 1;
     size_t vl = ll - j - 1;
@@ -328,14 +330,15 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
         size_t args = 1;
         for (const char *c = q + 1; c < line + j; c++) args += *c == '&';
         if (args > HTTP_MAX_QUERY_ARGS)
-            return head_fail(res, 431, "too_many_query_arguments", "more than 256 query arguments");
+            return head_fail(res, 431, "too_many_query_arguments", "more than 64 query arguments");
     }
     int headers = 0, cookies = 0, has_cl = 0, has_te = 0;
+    size_t cookie_bytes = 0;
     for (pos = next;; pos = next) {
         k = head_line(buf, n, pos, &ll, &next);
         if (k < 0) return head_fail(res, 400, "bad_request", "bare CR in the request head");
         if (k == 0) {
-            if (more) return head_fail(res, 431, "header_fields_too_large", "the request head is larger than 16384 bytes");
+            if (more) return head_fail(res, 431, "header_fields_too_large", "the request head is larger than 8192 bytes");
             if (eof) return head_fail(res, 400, "bad_request", "incomplete request");
             return 0;
         }
@@ -353,7 +356,7 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
             if ((c < 0x20 && c != '\t') || c == 0x7f)
                 return head_fail(res, 400, "bad_request", "control character in a header value");
         }
-        if (++headers > HTTP_MAX_HEADERS) return head_fail(res, 431, "header_fields_too_large", "more than 64 header lines");
+        if (++headers > HTTP_MAX_HEADERS) return head_fail(res, 431, "header_fields_too_large", "more than 48 header lines");
         if (name_len == 14 && !strncasecmp(line, "Content-Length", 14)) {
             if (has_cl++) return head_fail(res, 400, "bad_request", "repeated Content-Length");
             size_t a = 0, b = val_len;
@@ -373,9 +376,15 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
             if (!value_is(val, val_len, "chunked"))
                 return head_fail(res, 501, "not_implemented", "the only transfer coding served is chunked");
         } else if (name_len == 6 && !strncasecmp(line, "Cookie", 6)) {
+            size_t a = 0, b = val_len;
+            while (a < b && (val[a] == ' ' || val[a] == '\t')) a++;
+            while (b > a && (val[b - 1] == ' ' || val[b - 1] == '\t')) b--;
+            cookie_bytes += b - a;
+            if (cookie_bytes > HTTP_MAX_COOKIE_BYTES)
+                return head_fail(res, 431, "header_fields_too_large", "Cookie headers longer than 4096 bytes");
             cookies++;
             for (size_t m = 0; m < val_len; m++) cookies += val[m] == ';' || val[m] == ',';
-            if (cookies > HTTP_MAX_COOKIES) return head_fail(res, 431, "header_fields_too_large", "more than 128 cookies");
+            if (cookies > HTTP_MAX_COOKIES) return head_fail(res, 431, "header_fields_too_large", "more than 32 cookies");
         }
     }
     if (has_cl && has_te) return head_fail(res, 400, "bad_request", "both Content-Length and Transfer-Encoding");
@@ -993,8 +1002,11 @@ static void conn_refuse(http_server *s, http_conn *c, int status, const char *co
     pthread_mutex_unlock(&s->conns_lock);
 }
 
-/* Accepts what is waiting; returns -1 when out of descriptors (the caller pauses accepting). */
-static int front_accept(http_server *s) {
+static void front_readable(http_server *s, http_conn *c, short revents, char *buf);
+
+/* Accepts what is waiting; returns -1 when out of descriptors (the caller pauses accepting). A
+ * request that came with its connection is looked at at once (buf: HTTP_MAX_HEAD + 1 bytes). */
+static int front_accept(http_server *s, char *buf) {
     for (int round = 0; round < 64; round++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -1051,6 +1063,8 @@ static int front_accept(http_server *s) {
             conn_refuse(s, slot, 429, "too_many_connections", "too many connections from this address", 0);
         else if (refuse == 503)
             conn_refuse(s, slot, 503, "too_many_connections", "the server has too many connections", 0);
+        else
+            front_readable(s, slot, 0, buf);
     }
     return 0;
 }
@@ -1160,7 +1174,7 @@ static void *front_main(void *arg) {
     double accept_paused_until = 0;
     while (!atomic_load(&s->stopping)) {
         nfds_t n = 0;
-        double now = mono_now(), next = now + 0.25;
+        double now = mono_now(), next = now + 0.25, due = now + 3600;
         pfd[n++] = (struct pollfd){.fd = s->wake_pipe[0], .events = POLLIN};
         /* Out of descriptors, the listening socket would stay readable: leave it a moment. */
         pfd[n++] = (struct pollfd){.fd = now < accept_paused_until ? -1 : s->listen_fd, .events = POLLIN};
@@ -1171,12 +1185,13 @@ static void *front_main(void *arg) {
             /* Only waiting states have a deadline (a busy or streaming slot keeps a stale one). */
             int timed = c->state == CONN_PENDING || c->state == CONN_CLOSING || c->state == CONN_HANDOFF ||
                         (c->state == CONN_IDLE && !c->killed);
-            if (timed && c->deadline < next) next = c->deadline;
+            if (timed && c->deadline < due) due = c->deadline;
             if (c->state != CONN_PENDING && c->state != CONN_CLOSING) continue;
             slot_of[n - 2] = i;
             pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN | POLLRDHUP};
         }
         pthread_mutex_unlock(&s->conns_lock);
+        if (due < next) next = due;
         double wait_ms = (next - now) * 1e3 + 1;
         int rc = poll(pfd, n, wait_ms < 0 ? 0 : wait_ms > 250 ? 250 : (int)wait_ms);
         if (rc < 0 && errno != EINTR) {
@@ -1195,8 +1210,8 @@ static void *front_main(void *arg) {
             if (c->state == CONN_PENDING) front_readable(s, c, pfd[k].revents, buf);
             else if (c->state == CONN_CLOSING) front_drain(s, c, buf);
         }
-        if ((pfd[1].revents & POLLIN) && front_accept(s) < 0) accept_paused_until = mono_now() + 0.1;
-        front_expire(s);
+        if ((pfd[1].revents & POLLIN) && front_accept(s, buf) < 0) accept_paused_until = mono_now() + 0.1;
+        if (mono_now() >= due) front_expire(s);
     }
     free(pfd);
     free(slot_of);
@@ -1344,7 +1359,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *connectio
     if (args > HTTP_MAX_QUERY_ARGS) {
         req->refuse_status = 431;
         req->refuse_code = "too_many_query_arguments";
-        req->refuse_message = "more than 256 query arguments";
+        req->refuse_message = "more than 64 query arguments";
         /* libmicrohttpd 0.9.75 parses each argument into a record of the connection's memory and,
          * when that runs out, neither answers nor closes. The target is its own buffer (passed as
          * const only); ending it right after the '?' leaves it nothing to parse. */
@@ -1352,7 +1367,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *connectio
     } else if (strlen(uri) > HTTP_MAX_TARGET) {
         req->refuse_status = 414;
         req->refuse_code = "uri_too_long";
-        req->refuse_message = "the request target is longer than 8192 bytes";
+        req->refuse_message = "the request target is longer than 4096 bytes";
     }
     return req;
 }
@@ -1387,8 +1402,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         const union MHD_ConnectionInfo *hs = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
         if ((hs && hs->header_size > HTTP_MAX_HEAD) ||
             MHD_get_connection_values(connection, MHD_HEADER_KIND, NULL, NULL) > HTTP_MAX_HEADERS) {
-            reply_and_close(req, 431, "header_fields_too_large", "the request head is larger than 16384 bytes "
-                                                               "or has more than 64 header lines");
+            reply_and_close(req, 431, "header_fields_too_large", "the request head is larger than 8192 bytes "
+                                                               "or has more than 48 header lines");
             return MHD_YES;
         }
         if (!http_path_canonical(req->path)) {

@@ -117,15 +117,17 @@ void http_stream_wake(http_stream *st);
 /* Limits on a request head, enforced before libmicrohttpd parses it, each answered as JSON:
  * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request
  * line alone does not fit), the request target at most HTTP_MAX_TARGET bytes (414), at most
- * HTTP_MAX_QUERY_ARGS '&'-separated query arguments (431) and HTTP_MAX_HEADERS header lines
- * (431); versions other than HTTP/1.0 and 1.1 get 505; malformed lines, control bytes, a bare
+ * HTTP_MAX_QUERY_ARGS '&'-separated query arguments (431), HTTP_MAX_HEADERS header lines (431)
+ * and HTTP_MAX_COOKIES cookies in at most HTTP_MAX_COOKIE_BYTES of Cookie headers (431); versions other than HTTP/1.0 and 1.1 get 505; malformed lines, control bytes, a bare
  * CR, folded headers, a bad or repeated Content-Length, or Content-Length with
  * Transfer-Encoding get 400; a Content-Length too large to represent gets 413; a
  * Transfer-Encoding other than chunked gets 501. */
-#define HTTP_MAX_HEAD 16384
-#define HTTP_MAX_TARGET 8192
-#define HTTP_MAX_QUERY_ARGS 256
-#define HTTP_MAX_HEADERS 64
+#define HTTP_MAX_HEAD 8192
+#define HTTP_MAX_TARGET 4096
+#define HTTP_MAX_QUERY_ARGS 64
+#define HTTP_MAX_HEADERS 48
+#define HTTP_MAX_COOKIES 32
+#define HTTP_MAX_COOKIE_BYTES 4096
 
 typedef struct {
     int status;          /* with a -1 result: the status to answer */

@@ -306,11 +306,53 @@ TEST(six_hundred_query_arguments_get_json_431_and_the_connection_is_closed) {
     CHECK(is_json_error(&r, "too_many_query_arguments"));
     CHECK_MSG(r.closed, "the kept-alive connection was held open");
     /* At the limit the request is served. */
-    req = many_args_request(256);
+    req = many_args_request(64);
     CHECK(req);
     exchange(srv.port, NULL, req, strlen(req), &r);
     free(req);
-    CHECK_MSG(r.status == 200, "256 arguments: status %d", r.status);
+    CHECK_MSG(r.status == 200, "64 arguments: status %d", r.status);
+}
+
+/* A head at every limit at once: 64 query arguments, 48 header lines, 32 cookies in 4 KB of Cookie,
+ * 8 KB in all. The front door lets it through, so libmicrohttpd must be able to hold it (its
+ * memory for a connection is sized for exactly this); first request and next one alike. */
+static size_t head_at_every_limit(char *buf, size_t cap) {
+    size_t o = (size_t)snprintf(buf, cap, "GET /api/health?");
+    for (int i = 0; i < 64; i++) o += (size_t)snprintf(buf + o, cap - o, "%sa%d=%d", i ? "&" : "", i, i);
+    o += (size_t)snprintf(buf + o, cap - o, " HTTP/1.1\r\nHost: x\r\nCookie: ");
+    size_t c0 = o;
+    for (int i = 0; i < 32; i++) o += (size_t)snprintf(buf + o, cap - o, "%sc%d=", i ? "; " : "", i);
+    while (o - c0 < 4096) buf[o++] = 'v';
+    o += (size_t)snprintf(buf + o, cap - o, "\r\n");
+    for (int i = 0; i < 45; i++) o += (size_t)snprintf(buf + o, cap - o, "X-H%d: 1\r\n", i);
+    o += (size_t)snprintf(buf + o, cap - o, "X-Pad: ");
+    while (o < 8192 - 4) buf[o++] = 'p';
+    o += (size_t)snprintf(buf + o, cap - o, "\r\n\r\n");
+    return o;
+}
+
+TEST(a_head_at_every_limit_at_once_is_served) {
+    static char head[8300];
+    size_t len = head_at_every_limit(head, sizeof head);
+    CHECK_EQ_INT(len, 8192);
+    reply r;
+    exchange(srv.port, NULL, head, len, &r);
+    CHECK_MSG(r.status == 200, "first request: status %d: %.100s", r.status, r.body);
+    int fd = tcp_open(srv.port, NULL, 1);
+    CHECK(fd >= 0);
+    send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    read_reply(fd, 2000, 0, &r);
+    int first = r.status;
+    send_some(fd, head, len, 2000);
+    read_reply(fd, 3000, 0, &r);
+    close(fd);
+    CHECK_EQ_INT(first, 200);
+    CHECK_MSG(r.status == 200, "second request: status %d: %.100s", r.status, r.body);
+    /* One byte more and it is a JSON 431. */
+    head[len - 4] = 'p';
+    memcpy(head + len - 3, "p\r\n\r\n", 5);
+    exchange(srv.port, NULL, head, len + 1, &r);
+    CHECK_MSG(r.status == 431 && is_json_error(&r, "header_fields_too_large"), "8193 bytes: status %d", r.status);
 }
 
 typedef struct {
@@ -332,7 +374,7 @@ static char *padded(const char *prefix, size_t n, char fill, const char *suffix,
 }
 
 TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
-    bad_case cases[12];
+    bad_case cases[16];
     int n = 0;
     size_t len = 0;
     char *many_headers = malloc(100 * 16 + 64);
@@ -350,6 +392,7 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
     ADD("40 KB header", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ", 40000, 'b', "\r\n\r\n", &len), 431);
     len = strlen(many_headers);
     ADD("100 header lines", many_headers, 431);
+    ADD("5 KB of cookies", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nCookie: a=", 5000, 'c', "\r\n\r\n", &len), 431);
     const char *plain[][2] = {
         {"HTTP/2.0", "GET /api/health HTTP/2.0\r\nHost: x\r\n\r\n"},
         {"Content-Length overflow", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
@@ -379,9 +422,11 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
         }
     }
     /* The same heads as the second request of a kept-alive connection (the limits are checked there
-     * as well, before the router). */
+     * as well, before the router), for those that fit libmicrohttpd's own memory for a connection:
+     * a next head larger than that (the 40 KB header) gets its HTML 431, like a malformed next
+     * request line or header does. */
     for (int i = 0; i < n && !failed; i++) {
-        if (i != 0 && i != 2 && i != 3) continue;
+        if (i != 0 && i != 3) continue;
         int fd = tcp_open(srv.port, NULL, 1);
         reply r;
         send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -572,6 +617,7 @@ int main(void) {
     RUN(a_connection_that_sends_nothing_is_closed_at_the_deadline);
     RUN(a_slow_next_request_on_a_kept_alive_connection_is_closed_too);
     RUN(six_hundred_query_arguments_get_json_431_and_the_connection_is_closed);
+    RUN(a_head_at_every_limit_at_once_is_served);
     RUN(what_libmicrohttpd_would_answer_in_html_comes_back_as_json);
     RUN(invalid_utf8_echoed_in_a_path_is_a_json_404_with_the_bytes_escaped);
     RUN(error_messages_carry_no_server_paths);
