@@ -51,7 +51,7 @@ create_run() { # create_run NAME CONFIG-JSON -> id
     { echo "loadtest: could not create run $1" >&2; exit 1; }
   field id "$r"
 }
-run_json() { curl -sf "$URL/api/runs/$1"; }
+run_json() { curl -sf --max-time 30 "$URL/api/runs/$1"; }
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 is_true() { awk "BEGIN { exit !($1) }"; }
@@ -75,9 +75,18 @@ printf 'loadtest: 10,000-step run ready after %.0f s\n' "$(calc "$(now) - $t0")"
 
 # The training that stays active during the measurements.
 active=$(create_run active '{"corpus":"small","steps":10000000,"n_layer":2,"n_head":4,"d_model":128,"seq_len":64,"batch":8,"eval_every":1000000,"checkpoint_every":1000000}')
-until [ "$(field status "$(run_json "$active")")" = running ] && [ "$(field step "$(run_json "$active")")" -ge 5 ]; do sleep 1; done
+until [ "$(field status "$(run_json "$active")")" = running ] && [ "$(field step "$(run_json "$active")")" -ge 5 ] 2>/dev/null; do sleep 1; done
 
-steps_now() { field step "$(run_json "$active")"; }
+steps_now() { # the active run's step; asked again when the answer is slow to come under load
+  local n=""
+  for _ in $(seq 20); do
+    n=$(field step "$(run_json "$active" || true)")
+    [ -n "$n" ] && { echo "$n"; return; }
+    sleep 0.5
+  done
+  echo "loadtest: the active run's step could not be read" >&2
+  exit 1
+}
 window_start() { W0_STEP=$(steps_now); W0_T=$(now); }
 window_rate() { calc "($(steps_now) - $W0_STEP) / ($(now) - $W0_T)"; }
 
