@@ -37,7 +37,7 @@ static void size_runs(void) {
         OUTAGE_STEPS = 60;
     }
     snprintf(LONG_CFG, sizeof LONG_CFG, "\"steps\":%d,\"checkpoint_every\":%d,\"seed\":5,\"attention\":\"cosine_rope\"",
-             LONG_STEPS, LONG_STEPS / 10);
+             LONG_STEPS, LONG_STEPS / 4); /* a checkpoint writes and hashes ~19 MB (the GPT-2 vocabulary) */
     snprintf(SPREAD_CFG, sizeof SPREAD_CFG, "\"steps\":%d,\"seed\":3", SPREAD_STEPS);
     snprintf(WATCH_CFG, sizeof WATCH_CFG, "\"steps\":%d,\"seed\":9", WATCH_STEPS);
     snprintf(RACE_CFG, sizeof RACE_CFG, "\"steps\":%d", RACE_STEPS);
@@ -160,13 +160,25 @@ TEST(nodes_are_listed_with_their_roles) {
     CHECK(harness_get(&b, "/metrics", &r) == 0);
     CHECK(strstr(r.body, "attnlab_node_info{node=\"node-b\",role=\"api\",shared=\"true\"} 1"));
     harness_response_free(&r);
+    /* A worker node trains and answers health, metrics and nodes only. */
+    harness_server w;
+    CHECK(node_start(&w, &c, "node-w", "worker", NULL) == 0);
+    long code;
+    json_t *k = api_call(&w, "GET", "/api/runs", NULL, &code);
+    json_decref(k);
+    CHECK_MSG(code == 404, "a worker answered GET /api/runs with %ld", code);
+    k = api_call(&w, "GET", "/api/nodes", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "self")), "node-w"));
+    json_decref(k);
+    CHECK_EQ_INT(harness_stop(&w), 0);
     /* A stopped node shows as not alive. */
     CHECK_EQ_INT(harness_stop(&a), 0);
     j = api_call(&b, "GET", "/api/nodes", NULL, NULL);
     json_array_foreach(json_object_get(j, "nodes"), i, n) if (!strcmp(json_string_value(json_object_get(n, "id")), "node-a"))
         CHECK(json_is_false(json_object_get(n, "alive")));
     json_decref(j);
-    harness_stop(&b);
+    CHECK_EQ_INT(harness_stop(&b), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 TEST(six_queued_runs_spread_over_two_nodes) {
@@ -195,8 +207,8 @@ TEST(six_queued_runs_spread_over_two_nodes) {
     CHECK_EQ_INT(on_a + on_b, 6);
     CHECK_MSG(on_a >= 1 && on_b >= 1, "one node trained them all (a %d, b %d)", on_a, on_b);
     CHECK_EQ_INT(metric_value(&a, "attnlab_node_claims_total") + metric_value(&b, "attnlab_node_claims_total"), 6);
-    harness_stop(&a);
-    harness_stop(&b);
+    CHECK_EQ_INT(harness_stop(&a), 0); /* a clean exit: no leak, no sanitizer report */
+    CHECK_EQ_INT(harness_stop(&b), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
@@ -209,6 +221,15 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     long long id = start_run(&a, LONG_CFG, "killed");
     CHECK(id > 0);
     CHECK_MSG(api_wait_step(&a, id, LONG_KILL_AT, 300000) == 0, "never reached step %d", LONG_KILL_AT);
+    /* ... with a checkpoint stored, so the takeover resumes from it rather than from the start */
+    int ckpt = 0;
+    for (int waited = 0; waited < 300000 && ckpt <= 0; waited += 20) {
+        json_t *r0 = get_run(&a, id);
+        ckpt = (int)json_integer_value(json_object_get(r0, "checkpoint_step"));
+        json_decref(r0);
+        if (ckpt <= 0) sleep_ms(20);
+    }
+    CHECK_MSG(ckpt > 0, "no checkpoint was ever recorded");
     char first[64];
     run_node(&a, id, first, sizeof first);
     CHECK(first[0]);
@@ -238,6 +259,16 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     char *st = api_wait_status(survivor, id, "succeeded", 180000);
     CHECK_MSG(st && !strcmp(st, "succeeded"), "the run ended %s", st ? st : "?");
     free(st);
+    /* the survivor resumed it from the checkpoint (its log says so) */
+    char want[96], line[1024];
+    snprintf(want, sizeof want, "run %lld: training", id);
+    int resumed = 0;
+    FILE *lf = fopen(survivor->log_path, "r");
+    CHECK(lf);
+    while (fgets(line, sizeof line, lf))
+        if (strstr(line, want) && strstr(line, "resuming from its checkpoint")) resumed = 1;
+    fclose(lf);
+    CHECK_MSG(resumed, "the survivor trained run %lld from the start", id);
     /* Its twin, never interrupted, on the survivor. */
     long long twin = start_run(survivor, LONG_CFG, "twin");
     CHECK(twin > 0);
@@ -254,7 +285,7 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     }
     json_decref(l1);
     json_decref(l2);
-    harness_stop(survivor);
+    CHECK_EQ_INT(harness_stop(survivor), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 /* ---- a small live-stream reader ---------------------------------------------------------------- */
@@ -383,8 +414,8 @@ TEST(a_viewer_on_one_node_sees_the_metrics_of_a_run_trained_on_another) {
     CHECK_EQ_INT(again->out_of_order, 0);
     free(again);
     free(r);
-    harness_stop(&a);
-    harness_stop(&b);
+    CHECK_EQ_INT(harness_stop(&a), 0); /* a clean exit: no leak, no sanitizer report */
+    CHECK_EQ_INT(harness_stop(&b), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 TEST(nodes_racing_for_one_run_never_both_run_it) {
@@ -418,7 +449,7 @@ TEST(nodes_racing_for_one_run_never_both_run_it) {
         fclose(f);
     }
     CHECK_EQ_INT(trained, ROUNDS);
-    for (int i = 0; i < 3; i++) harness_stop(&n[i]);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(harness_stop(&n[i]), 0);
 }
 
 TEST(cancel_on_one_node_stops_the_run_on_another) {
@@ -442,8 +473,8 @@ TEST(cancel_on_one_node_stops_the_run_on_another) {
     CHECK_MSG(st && !strcmp(st, "cancelled"), "the run is %s", st ? st : "?");
     free(st);
     printf("# cancel on the api node stopped the run on the trainer in %.2f s\n", now_s() - t0);
-    harness_stop(&a);
-    harness_stop(&b);
+    CHECK_EQ_INT(harness_stop(&a), 0); /* a clean exit: no leak, no sanitizer report */
+    CHECK_EQ_INT(harness_stop(&b), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 TEST(a_bad_database_at_start_exits_2_with_one_line) {
@@ -530,7 +561,7 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     json_t *loss = api_series(&a, id, "loss");
     CHECK_EQ_INT(json_array_size(loss), OUTAGE_STEPS); /* every step's metrics were kept and written */
     json_decref(loss);
-    harness_stop(&a);
+    CHECK_EQ_INT(harness_stop(&a), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 TEST(a_corpus_file_that_no_longer_matches_its_checksum_is_not_trained_on) {
@@ -562,7 +593,7 @@ TEST(a_corpus_file_that_no_longer_matches_its_checksum_is_not_trained_on) {
     const char *err = json_string_value(json_object_get(run, "error"));
     CHECK_MSG(err && strstr(err, "does not match its recorded checksum"), "error: %s", err ? err : "(none)");
     json_decref(run);
-    harness_stop(&a);
+    CHECK_EQ_INT(harness_stop(&a), 0); /* a clean exit: no leak, no sanitizer report */
 }
 
 int main(void) {
