@@ -62,11 +62,16 @@ int main(int argc, char **argv) {
     long N = 4096;
     int V = 50257, C = 128, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), rounds = 3;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--rows") && i + 1 < argc) N = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) V = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dim") && i + 1 < argc) C = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            N = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc)
+            V = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dim") && i + 1 < argc)
+            C = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R]\n");
             return 2;
@@ -77,7 +82,8 @@ int main(int argc, char **argv) {
     lmhead_bf16 *b = NULL;
     if (threads_create(&pool, threads, &err)) return 1;
     float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * (size_t)V * C);
-    float *dx = malloc(sizeof(float) * N * C), *dw = calloc((size_t)V * C, sizeof(float)), *loss = malloc(sizeof(float) * N);
+    float *dx = malloc(sizeof(float) * N * C), *dw = calloc((size_t)V * C, sizeof(float)),
+          *loss = malloc(sizeof(float) * N);
     int32_t *tg = malloc(sizeof(int32_t) * N);
     size_t per = lmhead_scratch_per_thread(C, V);
     float *buf = calloc(per * (size_t)threads, sizeof(float));
@@ -107,9 +113,21 @@ int main(int argc, char **argv) {
             R = (R + 15) / 16 * 16;
             if (R > LMHEAD_MAX_ROWS) R = LMHEAD_MAX_ROWS;
             run_ctx rc = {.pool = pool,
-                          .a = {.x = x, .w = w, .targets = tg, .N = N, .C = C, .V = V, .losses = loss, .dx = dx,
-                                .dw = dw, .grad_scale = (float)(1.0 / N), .buf = buf, .buf_stride = per,
-                                .chunk_rows = (int)R, .tickets = tickets, .bf = mode ? b : NULL}};
+                          .a = {.x = x,
+                                .w = w,
+                                .targets = tg,
+                                .N = N,
+                                .C = C,
+                                .V = V,
+                                .losses = loss,
+                                .dx = dx,
+                                .dw = dw,
+                                .grad_scale = (float)(1.0 / N),
+                                .buf = buf,
+                                .buf_stride = per,
+                                .chunk_rows = (int)R,
+                                .tickets = tickets,
+                                .bf = mode ? b : NULL}};
             double t0 = now_s();
             threads_run(pool, run_fn, &rc);
             double dt = now_s() - t0;
@@ -129,6 +147,12 @@ int main(int argc, char **argv) {
     printf("\n");
     lmhead_bf16_free(b);
     threads_free(pool);
-    free(x); free(w); free(dx); free(dw); free(loss); free(tg); free(buf);
+    free(x);
+    free(w);
+    free(dx);
+    free(dw);
+    free(loss);
+    free(tg);
+    free(buf);
     return 0;
 }

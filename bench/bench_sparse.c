@@ -11,7 +11,8 @@
  *                scalar) up to N = 4096
  * The crossover is the smallest N from which a sparse mode stays faster than dense for every
  * larger N measured. Times are this thread's CPU time (the machine may be shared: waiting for a
- * CPU is not counted, though other load still costs caches), the best of three timed rounds. Usage: bench_sparse [--max-n N] [--min-ms MS] */
+ * CPU is not counted, though other load still costs caches), the best of three timed rounds. Usage: bench_sparse
+ * [--max-n N] [--min-ms MS] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,10 +97,19 @@ static void run_once(job *j) {
         double ent = 0;
         attention_forward_unit(j->q, j->k_, D, j->v, D, j->att, j->y, D, j->N, D, j->scale, &ent);
     } else {
-        sparse_input in = {.T = j->N, .d = D, .q = j->q, .k = j->k_, .v = j->v, .q_stride = D, .k_stride = D,
-                           .v_stride = D, .scale = j->scale};
-        if (j->select_only) sparse_select(j->ws, &in, NULL);
-        else sparse_attention(j->ws, &in, j->y, D, NULL);
+        sparse_input in = {.T = j->N,
+                           .d = D,
+                           .q = j->q,
+                           .k = j->k_,
+                           .v = j->v,
+                           .q_stride = D,
+                           .k_stride = D,
+                           .v_stride = D,
+                           .scale = j->scale};
+        if (j->select_only)
+            sparse_select(j->ws, &in, NULL);
+        else
+            sparse_attention(j->ws, &in, j->y, D, NULL);
     }
 }
 
@@ -124,8 +134,10 @@ int main(int argc, char **argv) {
     int max_n = 16384;
     double min_ms = 20;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
+        if (!strcmp(argv[i], "--max-n") && i + 1 < argc)
+            max_n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc)
+            min_ms = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_sparse [--max-n N] [--min-ms MS]\n");
             return 2;
@@ -219,12 +231,15 @@ int main(int argc, char **argv) {
             int from = -1;
             for (int rr = nn - 1; rr >= 0; rr--) {
                 double s = sp_us[((size_t)rr * NK + kk) * NMODES + m];
-                if (s < 0) continue;          /* not measured at this N */
-                if (s < dense_us[rr]) from = rr;
-                else break;
+                if (s < 0) continue; /* not measured at this N */
+                if (s < dense_us[rr])
+                    from = rr;
+                else
+                    break;
             }
             printf("  %-9s k=%-3d ", sparse_predictor_name(modes[m]), ks[kk]);
-            if (from < 0) printf("none up to N = %d\n", modes[m] == SPARSE_TOPK && max_n > 4096 ? 4096 : max_n);
+            if (from < 0)
+                printf("none up to N = %d\n", modes[m] == SPARSE_TOPK && max_n > 4096 ? 4096 : max_n);
             else
                 printf("N = %d (%.1fx faster at N = %d)\n", 128 << from,
                        dense_us[modes[m] == SPARSE_TOPK && nn > 6 ? 5 : nn - 1] /

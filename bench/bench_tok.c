@@ -25,9 +25,15 @@ static char *read_all(const char *path, size_t *len) {
     long n = ftell(f);
     rewind(f);
     char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
+    if (b) {
+        b[n] = 0;
+        *len = (size_t)n;
+    }
     return b;
 }
 
@@ -38,7 +44,10 @@ int main(int argc, char **argv) {
     }
     size_t len;
     char *text = read_all(argv[1], &len);
-    if (!text) { perror(argv[1]); return 1; }
+    if (!text) {
+        perror(argv[1]);
+        return 1;
+    }
     tokenizer *tok;
     engine_error err = {0};
     double t0 = now();
@@ -74,8 +83,8 @@ int main(int argc, char **argv) {
         double dt = now() - t0;
         tokenizer_cache_free(c);
         if (dt < best) best = dt;
-        printf("one thread, run %d: %zu documents, %.1f MB, %zu tokens in %.3f s = %.2fM tokens/s\n", run + 1,
-               n_docs, len / 1e6, ids.n, dt, ids.n / dt / 1e6);
+        printf("one thread, run %d: %zu documents, %.1f MB, %zu tokens in %.3f s = %.2fM tokens/s\n", run + 1, n_docs,
+               len / 1e6, ids.n, dt, ids.n / dt / 1e6);
     }
     printf("RESULT tokens_per_s_1thread %.0f\n", ids.n / best);
     if (corpus_write_u16(argv[2], ids.ids, ids.n, &err) != ENGINE_OK) {

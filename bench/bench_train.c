@@ -195,8 +195,6 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-
-
 int main(int argc, char **argv) {
     train_config c;
     train_config_defaults(&c);
@@ -235,9 +233,11 @@ int main(int argc, char **argv) {
             printf("%s\n", precision_name(precision_default()));
             return 0;
         } else {
-            fprintf(stderr, "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
-                            "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json]\n"
-                            "                   [--blas] [--default-precision] [--blas-core]\n");
+            fprintf(stderr,
+                    "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
+                    "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] "
+                    "[--json]\n"
+                    "                   [--blas] [--default-precision] [--blas-core]\n");
             return 2;
         }
     }
@@ -274,7 +274,10 @@ int main(int argc, char **argv) {
     double peak_before = no_peaks ? 0 : fma_peak(threads, 0.5, &per_cpu_before);
     if (!no_peaks) dp_before = dot_peak(threads, 0.4);
     train_source src = {.ctx = &rs, .batch = rand_batch, .has_val = 0};
-    stats st = {.warmup = 1, .threads = threads, .no_peaks = no_peaks, .last_peak = peak_before,
+    stats st = {.warmup = 1,
+                .threads = threads,
+                .no_peaks = no_peaks,
+                .last_peak = peak_before,
                 .step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len,
                 .last_cpu = cpu_s(CLOCK_PROCESS_CPUTIME_ID)};
     train_callbacks cb = {.ctx = &st, .on_step = on_step};
@@ -309,10 +312,13 @@ int main(int argc, char **argv) {
            "FMA peak %6.1f GFLOP/s (before %.1f, after %.1f)  MFU %5.1f%% (median of per-step ratios)  "
            "CPU-time MFU %5.1f%% (%.2f CPU-s/step, peak %.1f GFLOP per CPU-s)  peak RSS %5.0f MB (est. %zu MB)  "
            "loss %.3f -> %.3f\n",
-           attention_kind_name(c.model.attention), precision_name(c.precision), c.lmhead_blas ? " (BLAS output layer)" : "", threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
-           peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * mfu, 100 * step_flops / (cpu * per_cpu),
-           cpu, per_cpu / 1e9, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
+           attention_kind_name(c.model.attention), precision_name(c.precision),
+           c.lmhead_blas ? " (BLAS output layer)" : "", threads, c.batch, c.model.seq_len, ms, st.n, tps, flops / 1e9,
+           peak / 1e9, peak_before / 1e9, peak_after / 1e9, 100 * mfu, 100 * step_flops / (cpu * per_cpu), cpu,
+           per_cpu / 1e9, ru.ru_maxrss / 1024.0, train_config_memory_bytes(&c, threads) >> 20, st.loss_first,
            st.loss_last);
-    if (dpeak > 0) printf("             bf16 dot-product peak %.1f GFLOP/s: MFU against it %.1f%%\n", dpeak / 1e9, 100 * flops / dpeak);
+    if (dpeak > 0)
+        printf("             bf16 dot-product peak %.1f GFLOP/s: MFU against it %.1f%%\n", dpeak / 1e9,
+               100 * flops / dpeak);
     return 0;
 }

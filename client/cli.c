@@ -99,8 +99,7 @@ static const json_t *run_config_props(void) {
     if (!doc) {
         doc = json_loads(openapi_json, 0, NULL);
         props = json_object_get(
-            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"),
-            "properties");
+            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"), "properties");
     }
     return json_is_object(props) ? props : NULL;
 }
@@ -122,8 +121,10 @@ int cli_config_set(json_t *config, const char *key_in, const char *text, char *m
     if (type && !strcmp(type, "string")) {
         v = json_string(text);
     } else if (type && !strcmp(type, "boolean")) {
-        if (!strcmp(text, "true") || !strcmp(text, "1")) v = json_true();
-        else if (!strcmp(text, "false") || !strcmp(text, "0")) v = json_false();
+        if (!strcmp(text, "true") || !strcmp(text, "1"))
+            v = json_true();
+        else if (!strcmp(text, "false") || !strcmp(text, "0"))
+            v = json_false();
         else {
             snprintf(msg, msglen, "%s wants true or false, not '%s'", key, text);
             return -1;
@@ -172,8 +173,10 @@ const char *cli_cell(const json_t *v, char *buf, size_t len) {
     case JSON_REAL: {
         /* Bounds like 2147483647.0 read better whole than as 2.14748e+09. */
         double d = json_real_value(v);
-        if (d == (double)(long long)d && fabs(d) < 1e15) snprintf(buf, len, "%lld", (long long)d);
-        else snprintf(buf, len, "%.6g", d);
+        if (d == (double)(long long)d && fabs(d) < 1e15)
+            snprintf(buf, len, "%lld", (long long)d);
+        else
+            snprintf(buf, len, "%.6g", d);
         break;
     }
     case JSON_TRUE: snprintf(buf, len, "true"); break;

@@ -25,10 +25,10 @@ enum {
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:8080"
 
 typedef struct {
-    const char *server;  /* base URL without a trailing '/' */
-    const char *token;   /* bearer token or NULL */
-    int json;            /* --json: machine-readable output */
-    double timeout_s;    /* per request (watch streams use it for connecting only) */
+    const char *server; /* base URL without a trailing '/' */
+    const char *token;  /* bearer token or NULL */
+    int json;           /* --json: machine-readable output */
+    double timeout_s;   /* per request (watch streams use it for connecting only) */
     FILE *out, *err;
 } cli_ctx;
 

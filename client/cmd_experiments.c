@@ -103,7 +103,8 @@ static int preset_tiny(const cli_ctx *ctx, const char *preset, json_t *overrides
     json_t *tiny = NULL, *p;
     size_t i;
     json_array_foreach(json_object_get(list, "presets"), i, p) {
-        if (json_is_string(json_object_get(p, "name")) && !strcmp(json_string_value(json_object_get(p, "name")), preset))
+        if (json_is_string(json_object_get(p, "name")) &&
+            !strcmp(json_string_value(json_object_get(p, "name")), preset))
             tiny = json_object_get(p, "tiny");
     }
     if (!json_is_object(tiny)) {
@@ -141,16 +142,20 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "--base wants a file");
             base_file = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--vary", &v)) != 0) {
-            if (r < 0) code = cli_usage(ctx, "experiments ", "--vary wants KEY=V1,V2,...");
-            else if (variants) code = cli_usage(ctx, "experiments ", "one --vary per experiment");
+            if (r < 0)
+                code = cli_usage(ctx, "experiments ", "--vary wants KEY=V1,V2,...");
+            else if (variants)
+                code = cli_usage(ctx, "experiments ", "one --vary per experiment");
             else if (!(variants = cmd_experiments_vary(v, msg, sizeof msg)))
                 code = cli_usage(ctx, "experiments ", "%s", msg);
         } else if ((r = cli_opt_value(argc, argv, &i, "--name", &v)) != 0) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "--name wants a value");
             name = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--tag", &v)) != 0) {
-            if (r < 0) code = cli_usage(ctx, "experiments ", "--tag wants a value");
-            else json_array_append_new(tags, json_string(v));
+            if (r < 0)
+                code = cli_usage(ctx, "experiments ", "--tag wants a value");
+            else
+                json_array_append_new(tags, json_string(v));
         } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
             quiet = 1;
         } else {
@@ -259,7 +264,9 @@ static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
             if (!*runs) cli_cell(json_object_get(e, "run_count"), runs, sizeof runs);
             const char *cells[6] = {cli_cell(json_object_get(e, "id"), id, sizeof id),
                                     json_string_value(json_object_get(e, "name")),
-                                    json_string_value(json_object_get(e, "preset")), variants, runs,
+                                    json_string_value(json_object_get(e, "preset")),
+                                    variants,
+                                    runs,
                                     cli_time(json_object_get(e, "created_at"), created, sizeof created)};
             if (t) table_add_row(t, cells);
         }
@@ -330,13 +337,15 @@ static void print_comparison(const cli_ctx *ctx, json_t *runs, int per_run_tau) 
             char vals[65][32];
             snprintf(vals[0], sizeof vals[0], "%zu", l);
             cells[0] = vals[0];
-            for (size_t h = 0; h < nh; h++) cells[h + 1] = fmt_num(json_array_get(row, h), vals[h + 1], sizeof vals[h + 1]);
+            for (size_t h = 0; h < nh; h++)
+                cells[h + 1] = fmt_num(json_array_get(row, h), vals[h + 1], sizeof vals[h + 1]);
             table_add_row(tt, cells);
         }
         char init[32];
         const char *var = json_string_value(json_object_get(r, "variant"));
-        fprintf(ctx->out, "\nfinal τ of run %lld (%s), initial %s\n", (long long)json_integer_value(json_object_get(r, "id")),
-                var ? var : "?", fmt_num(json_object_get(json_object_get(r, "tau"), "initial"), init, sizeof init));
+        fprintf(ctx->out, "\nfinal τ of run %lld (%s), initial %s\n",
+                (long long)json_integer_value(json_object_get(r, "id")), var ? var : "?",
+                fmt_num(json_object_get(json_object_get(r, "tau"), "initial"), init, sizeof init));
         table_print(tt, ctx->out);
         table_free(tt);
     }
@@ -367,8 +376,9 @@ static const char *p_text(const json_t *v, char *buf, size_t len) {
 /* The statistics of GET /api/experiments/{id}/stats: per variant and metric, then per pair. */
 static void print_stats(const cli_ctx *ctx, const json_t *stats) {
     json_t *exp = json_object_get(stats, "experiment");
-    fprintf(ctx->out, "\nstatistics over %lld replicates (succeeded runs; final train loss = mean of the last %lld steps; "
-                      "%.0f%% intervals)\n",
+    fprintf(ctx->out,
+            "\nstatistics over %lld replicates (succeeded runs; final train loss = mean of the last %lld steps; "
+            "%.0f%% intervals)\n",
             (long long)json_integer_value(json_object_get(exp, "replicates")),
             (long long)json_integer_value(json_object_get(stats, "k")),
             100 * json_number_value(json_object_get(stats, "conf")));
@@ -386,11 +396,13 @@ static void print_stats(const cli_ctx *ctx, const json_t *stats) {
             if (json_is_number(json_object_get(m, "p")))
                 snprintf(note, sizeof note, "vs 0: p %s", p_text(json_object_get(m, "p"), ci, sizeof ci));
             if (reason) snprintf(note, sizeof note, "%s", reason);
-            const char *cells[7] = {json_string_value(json_object_get(v, "name")), metric,
+            const char *cells[7] = {json_string_value(json_object_get(v, "name")),
+                                    metric,
                                     cli_cell(json_object_get(m, "n"), n, sizeof n),
                                     fig(json_object_get(m, "mean"), mean, sizeof mean),
                                     fig(json_object_get(m, "std"), sd, sizeof sd),
-                                    interval_text(json_object_get(m, "ci"), ci, sizeof ci), note};
+                                    interval_text(json_object_get(m, "ci"), ci, sizeof ci),
+                                    note};
             if (t) table_add_row(t, cells);
         }
     }
@@ -399,8 +411,8 @@ static void print_stats(const cli_ctx *ctx, const json_t *stats) {
     json_t *comps = json_object_get(stats, "comparisons");
     if (!json_array_size(comps)) return;
     fputs("\npaired differences a − b (pairs share a replicate's seed and data order)\n", ctx->out);
-    static const char *const chead[] = {"METRIC", "A", "B", "N", "MEAN DIFF", "95% CI (t)", "P", "P (HOLM)",
-                                        "95% CI (BOOTSTRAP)", "NOTE"};
+    static const char *const chead[] = {
+        "METRIC", "A", "B", "N", "MEAN DIFF", "95% CI (t)", "P", "P (HOLM)", "95% CI (BOOTSTRAP)", "NOTE"};
     table *c = table_new(10, chead);
     json_array_foreach(comps, i, v) {
         char n[16], d[32], ci[80], p[32], ph[32], bci[80];
@@ -444,7 +456,8 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
         return cli_usage(ctx, "experiments ", "--k wants a whole number of steps, not '%s'", k);
     char path[64], spath[96];
     snprintf(path, sizeof path, "/api/experiments/%lld", id);
-    snprintf(spath, sizeof spath, "/api/experiments/%lld/stats%s%s%s", id, csv ? ".csv" : "", k ? "?k=" : "", k ? k : "");
+    snprintf(spath, sizeof spath, "/api/experiments/%lld/stats%s%s%s", id, csv ? ".csv" : "", k ? "?k=" : "",
+             k ? k : "");
     if (csv) {
         char msg[1024];
         httpc_response r;
@@ -488,9 +501,11 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
             cmd_runs_print_table(ctx, runs);
             print_comparison(ctx, runs, reps <= 1);
         }
-        if (st) print_stats(ctx, cli_unwrap(st, "stats"));
-        else fputs("\none replicate per variant: no intervals (start it with --replicates N, N >= 3, for error bars)\n",
-                   ctx->out);
+        if (st)
+            print_stats(ctx, cli_unwrap(st, "stats"));
+        else
+            fputs("\none replicate per variant: no intervals (start it with --replicates N, N >= 3, for error bars)\n",
+                  ctx->out);
     }
     json_decref(st);
     json_decref(e);

@@ -31,7 +31,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static int point_of(const json_t *p, double *step, double *value) {
     json_t *s = NULL, *v = NULL;
-    if (json_is_array(p) && json_array_size(p) >= 2) s = json_array_get(p, 0), v = json_array_get(p, 1);
+    if (json_is_array(p) && json_array_size(p) >= 2)
+        s = json_array_get(p, 0), v = json_array_get(p, 1);
     else if (json_is_object(p)) {
         s = json_object_get(p, "step");
         v = json_object_get(p, "value");
@@ -105,15 +106,19 @@ table *cmd_metrics_table(const json_t *answer, char *msg, size_t msglen) {
         json_array_foreach(c, i, e) {
             const char *k = json_string_value(json_object_get(e, "key"));
             if (!k) k = json_string_value(json_object_get(e, "name"));
-            if (k && read_series(k, e, &ss[ns]) == 0) total += ss[ns++].n;
-            else if (k) free(ss[ns].steps), free(ss[ns].values);
+            if (k && read_series(k, e, &ss[ns]) == 0)
+                total += ss[ns++].n;
+            else if (k)
+                free(ss[ns].steps), free(ss[ns].values);
         }
     } else if (json_is_object(c)) {
         const char *k;
         json_t *e;
         json_object_foreach((json_t *)c, k, e) {
-            if (read_series(k, e, &ss[ns]) == 0) total += ss[ns++].n;
-            else free(ss[ns].steps), free(ss[ns].values);
+            if (read_series(k, e, &ss[ns]) == 0)
+                total += ss[ns++].n;
+            else
+                free(ss[ns].steps), free(ss[ns].values);
         }
     }
     if (!ns) {
@@ -167,8 +172,10 @@ table *cmd_metrics_table(const json_t *answer, char *msg, size_t msglen) {
             if (!found)
                 for (size_t k = 0; k < s->n; k++)
                     if (s->steps[k] == steps[r]) v = s->values[k], found = 1;
-            if (found && isfinite(v)) snprintf(cell, 32, "%.6g", v);
-            else if (found) snprintf(cell, 32, "%s", isnan(v) ? "" : v > 0 ? "inf" : "-inf");
+            if (found && isfinite(v))
+                snprintf(cell, 32, "%.6g", v);
+            else if (found)
+                snprintf(cell, 32, "%s", isnan(v) ? "" : v > 0 ? "inf" : "-inf");
             cells[i + 1] = cell;
         }
         if (table_add_row(t, cells) < 0) {
@@ -204,7 +211,8 @@ int cmd_metrics(const cli_ctx *ctx, int argc, char **argv) {
             format = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--max-points", &v)) != 0) {
             long long n;
-            if (r < 0 || cli_parse_id(v, &n) < 0) return cli_usage(ctx, "metrics ", "--max-points wants a positive integer");
+            if (r < 0 || cli_parse_id(v, &n) < 0)
+                return cli_usage(ctx, "metrics ", "--max-points wants a positive integer");
             max_points = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--since-step", &v)) != 0) {
             long long n;
@@ -232,7 +240,8 @@ int cmd_metrics(const cli_ctx *ctx, int argc, char **argv) {
         free(e);
         sep = '&';
     }
-    if (max_points && n < (int)sizeof path) n += snprintf(path + n, sizeof path - (size_t)n, "%cmax_points=%s", sep, max_points), sep = '&';
+    if (max_points && n < (int)sizeof path)
+        n += snprintf(path + n, sizeof path - (size_t)n, "%cmax_points=%s", sep, max_points), sep = '&';
     if (since && n < (int)sizeof path) n += snprintf(path + n, sizeof path - (size_t)n, "%csince_step=%s", sep, since);
     json_t *answer;
     int code = httpc_json(ctx, "GET", path, NULL, &answer);
@@ -242,9 +251,12 @@ int cmd_metrics(const cli_ctx *ctx, int argc, char **argv) {
     } else {
         char msg[256];
         table *t = cmd_metrics_table(answer, msg, sizeof msg);
-        if (!t) code = cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: %s", path, msg);
-        else if (!strcmp(format, "csv")) table_print_csv(t, ctx->out);
-        else table_print(t, ctx->out);
+        if (!t)
+            code = cli_fail(ctx, CLI_EXIT_SERVER, "GET %s: %s", path, msg);
+        else if (!strcmp(format, "csv"))
+            table_print_csv(t, ctx->out);
+        else
+            table_print(t, ctx->out);
         table_free(t);
     }
     json_decref(answer);

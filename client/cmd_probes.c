@@ -44,8 +44,10 @@ static const json_t *unwrap(const json_t *r) {
 }
 
 static void cell_text(const json_t *v, char *buf, size_t len) {
-    if (json_is_real(v)) snprintf(buf, len, "%.6g", json_real_value(v));
-    else cli_cell(v, buf, len);
+    if (json_is_real(v))
+        snprintf(buf, len, "%.6g", json_real_value(v));
+    else
+        cli_cell(v, buf, len);
 }
 
 static table *build_table(const json_t *tj) {
@@ -129,7 +131,8 @@ int cmd_probes_print_result(const cli_ctx *ctx, const json_t *result, const char
         table *t = build_table(tj);
         if (!t) continue;
         if (csv) {
-            if (!only && json_array_size(tables) > 1) fprintf(ctx->out, "%s# %s\n", shown ? "\n" : "", name ? name : "");
+            if (!only && json_array_size(tables) > 1)
+                fprintf(ctx->out, "%s# %s\n", shown ? "\n" : "", name ? name : "");
             table_print_csv(t, ctx->out);
         } else {
             if (!only || shown) fputc('\n', ctx->out);
@@ -142,14 +145,11 @@ int cmd_probes_print_result(const cli_ctx *ctx, const json_t *result, const char
     return CLI_EXIT_OK;
 }
 
-static int is_list_type(const char *t) {
-    return t && (strstr(t, "list") || strstr(t, "array") || strstr(t, "vector"));
-}
+static int is_list_type(const char *t) { return t && (strstr(t, "list") || strstr(t, "array") || strstr(t, "vector")); }
 
 json_t *cmd_probes_param_value(const json_t *schema, const char *text, char *msg, size_t msglen) {
     const char *type = json_string_value(json_object_get(schema, "type"));
-    if (type && (!strcmp(type, "text") || !strcmp(type, "choice") || !strcmp(type, "string")))
-        return json_string(text);
+    if (type && (!strcmp(type, "text") || !strcmp(type, "choice") || !strcmp(type, "string"))) return json_string(text);
     if (*text == '[' || !strcmp(text, "null")) {
         json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
         if (j) return j;
@@ -248,7 +248,8 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
         }
     for (int i = 0; i < argc && !code; i++) {
         int r;
-        if ((r = cli_opt_value(argc, argv, &i, "--param", &v)) != 0 || (r = cli_opt_value(argc, argv, &i, "-p", &v)) != 0) {
+        if ((r = cli_opt_value(argc, argv, &i, "--param", &v)) != 0 ||
+            (r = cli_opt_value(argc, argv, &i, "-p", &v)) != 0) {
             char key[64], msg[256];
             const char *val;
             if (r < 0 || cli_split_kv(v, key, sizeof key, &val) < 0) {
@@ -273,8 +274,10 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
             }
             json_t *schema = find_param(find_kind(kinds, kind), key);
             json_t *jv = cmd_probes_param_value(schema, val, msg, sizeof msg);
-            if (!jv) code = cli_usage(ctx, "probe ", "--param %s: %s", key, msg);
-            else json_object_set_new(params, key, jv);
+            if (!jv)
+                code = cli_usage(ctx, "probe ", "--param %s: %s", key, msg);
+            else
+                json_object_set_new(params, key, jv);
         } else if ((r = cli_opt_value(argc, argv, &i, "--format", &v)) != 0) {
             code = r < 0 ? cli_usage(ctx, "probe ", "--format wants a value") : parse_format(ctx, "probe ", v, &format);
         } else if ((r = cli_opt_value(argc, argv, &i, "--table", &v)) != 0) {
@@ -294,10 +297,13 @@ int cmd_probe(const cli_ctx *ctx, int argc, char **argv) {
     if (!code) {
         json_t *body = json_pack("{s:s, s:O}", "kind", kind, "params", params), *result = NULL;
         if (body && run_id) json_object_set_new(body, "run_id", json_integer(run_id));
-        if (!body) code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+        if (!body)
+            code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
         else if ((code = httpc_json(ctx, "POST", "/api/probes", body, &result)) == CLI_EXIT_OK) {
-            if (ctx->json || !strcmp(format, "json")) cli_print_json(ctx, result);
-            else code = cmd_probes_print_result(ctx, result, format, only);
+            if (ctx->json || !strcmp(format, "json"))
+                cli_print_json(ctx, result);
+            else
+                code = cmd_probes_print_result(ctx, result, format, only);
         }
         json_decref(body);
         json_decref(result);
@@ -326,7 +332,8 @@ static int probes_list(const cli_ctx *ctx, int argc, char **argv) {
             json_object_foreach(pj, k, v) {
                 char b[200];
                 cli_cell(v, b, sizeof b);
-                if (o < sizeof params) o += (size_t)snprintf(params + o, sizeof params - o, "%s%s=%s", o ? " " : "", k, b);
+                if (o < sizeof params)
+                    o += (size_t)snprintf(params + o, sizeof params - o, "%s%s=%s", o ? " " : "", k, b);
             }
             const char *cells[4] = {cli_cell(json_object_get(p, "id"), id, sizeof id),
                                     json_string_value(json_object_get(p, "kind")), params,
@@ -365,8 +372,10 @@ static int probes_show(const cli_ctx *ctx, int argc, char **argv) {
     json_t *result;
     int code = httpc_json(ctx, "GET", path, NULL, &result);
     if (code) return code;
-    if (ctx->json || !strcmp(format, "json")) cli_print_json(ctx, result);
-    else code = cmd_probes_print_result(ctx, result, format, only);
+    if (ctx->json || !strcmp(format, "json"))
+        cli_print_json(ctx, result);
+    else
+        code = cmd_probes_print_result(ctx, result, format, only);
     json_decref(result);
     return code;
 }
@@ -413,7 +422,8 @@ static int probes_kinds(const cli_ctx *ctx, int argc, char **argv) {
             if (json_is_object(params)) {
                 json_object_foreach(params, pname, p) {
                     char b[4][256];
-                    const char *cells[6] = {pname, json_string_value(json_object_get(p, "type")),
+                    const char *cells[6] = {pname,
+                                            json_string_value(json_object_get(p, "type")),
                                             cli_cell(json_object_get(p, "default"), b[0], sizeof b[0]),
                                             cli_cell(json_object_get(p, "min"), b[1], sizeof b[1]),
                                             cli_cell(json_object_get(p, "max"), b[2], sizeof b[2]),
@@ -428,7 +438,8 @@ static int probes_kinds(const cli_ctx *ctx, int argc, char **argv) {
                                             json_string_value(json_object_get(p, "type")),
                                             cli_cell(json_object_get(p, "default"), b[0], sizeof b[0]),
                                             cli_cell(json_object_get(p, "min"), b[1], sizeof b[1]),
-                                            ch ? cli_cell(ch, b[2], sizeof b[2]) : cli_cell(json_object_get(p, "max"), b[2], sizeof b[2]),
+                                            ch ? cli_cell(ch, b[2], sizeof b[2])
+                                               : cli_cell(json_object_get(p, "max"), b[2], sizeof b[2]),
                                             json_string_value(json_object_get(p, "help"))};
                     if (t) table_add_row(t, cells);
                 }

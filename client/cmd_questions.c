@@ -80,8 +80,9 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     long long at_step = json_integer_value(json_object_get(hs, "at_step"));
-    fprintf(ctx->out, "experiment %lld: spread across heads at step %lld and at the end, mean [95%% t interval] over "
-                      "replicates\n",
+    fprintf(ctx->out,
+            "experiment %lld: spread across heads at step %lld and at the end, mean [95%% t interval] over "
+            "replicates\n",
             id, at_step);
     static const char *const head[] = {"VARIANT", "METRIC", "N", "AT STEP", "END", "CHANGE", "P"};
     table *t = table_new(7, head);
@@ -95,11 +96,13 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
             const json_t *pv = json_object_get(json_object_get(m, "change"), "p");
             p[0] = 0;
             if (json_is_number(pv)) snprintf(p, sizeof p, "%.3g", json_number_value(pv));
-            const char *cells[7] = {json_string_value(json_object_get(v, "name")), mk,
+            const char *cells[7] = {json_string_value(json_object_get(v, "name")),
+                                    mk,
                                     cli_cell(json_object_get(json_object_get(m, "end"), "n"), n, sizeof n),
                                     summary_text(json_object_get(m, "at"), a, sizeof a),
                                     summary_text(json_object_get(m, "end"), e, sizeof e),
-                                    summary_text(json_object_get(m, "change"), c, sizeof c), p};
+                                    summary_text(json_object_get(m, "change"), c, sizeof c),
+                                    p};
             if (t) table_add_row(t, cells);
         }
     }
@@ -128,8 +131,9 @@ int cmd_questions_accuracy(const cli_ctx *ctx, int argc, char **argv) {
         json_decref(ans);
         return CLI_EXIT_OK;
     }
-    fprintf(ctx->out, "experiment %lld: exact-match accuracy on the answers at each run's last evaluation, mean [95%% "
-                      "t interval] over replicates\n",
+    fprintf(ctx->out,
+            "experiment %lld: exact-match accuracy on the answers at each run's last evaluation, mean [95%% "
+            "t interval] over replicates\n",
             id);
     static const char *const head[] = {"VARIANT", "ATTENTION", "TASK", "KEY", "N", "ACCURACY"};
     table *t = table_new(6, head);
@@ -144,7 +148,8 @@ int cmd_questions_accuracy(const cli_ctx *ctx, int argc, char **argv) {
             const char *cells[6] = {json_string_value(json_object_get(v, "name")),
                                     json_string_value(json_object_get(v, "attention")),
                                     json_string_value(json_object_get(json_object_get(v, "task"), "kind")),
-                                    json_string_value(key), cli_cell(json_object_get(s, "n"), n, sizeof n),
+                                    json_string_value(key),
+                                    cli_cell(json_object_get(s, "n"), n, sizeof n),
                                     summary_text(s, a, sizeof a)};
             if (t) table_add_row(t, cells);
         }
@@ -170,7 +175,8 @@ static int task_kinds(const cli_ctx *ctx) {
     json_t *k, *p;
     json_array_foreach(json_object_get(ans, "fields"), j, p) {
         char d[32], lo[32], hi[32];
-        const char *cells[6] = {"(all)", json_string_value(json_object_get(p, "name")),
+        const char *cells[6] = {"(all)",
+                                json_string_value(json_object_get(p, "name")),
                                 cli_cell(json_object_get(p, "default"), d, sizeof d),
                                 cli_cell(json_object_get(p, "min"), lo, sizeof lo),
                                 cli_cell(json_object_get(p, "max"), hi, sizeof hi),
@@ -181,7 +187,8 @@ static int task_kinds(const cli_ctx *ctx) {
         const char *name = json_string_value(json_object_get(k, "name"));
         json_array_foreach(json_object_get(k, "params"), j, p) {
             char d[32], lo[32], hi[32];
-            const char *cells[6] = {name, json_string_value(json_object_get(p, "name")),
+            const char *cells[6] = {name,
+                                    json_string_value(json_object_get(p, "name")),
                                     cli_cell(json_object_get(p, "default"), d, sizeof d),
                                     cli_cell(json_object_get(p, "min"), lo, sizeof lo),
                                     cli_cell(json_object_get(p, "max"), hi, sizeof hi),
@@ -194,7 +201,8 @@ static int task_kinds(const cli_ctx *ctx) {
             json_t *x;
             json_array_foreach(json_object_get(k, "default_offsets"), o, x)
                 snprintf(d + strlen(d), sizeof d - strlen(d), "%s%lld", o ? "," : "", (long long)json_integer_value(x));
-            const char *cells[6] = {name, "--offsets", d, "1", "1024", "the offsets k (1-16 distinct, each <= len_min)"};
+            const char *cells[6] = {name, "--offsets", d,
+                                    "1",  "1024",      "the offsets k (1-16 distinct, each <= len_min)"};
             if (t) table_add_row(t, cells);
         }
     }
@@ -212,8 +220,10 @@ static int create_task(const cli_ctx *ctx, int argc, char **argv) {
         const char *v;
         int r;
         if ((r = cli_opt_value(argc, argv, &i, "--kind", &v)) != 0) {
-            if (r < 0) code = cli_usage(ctx, "corpora ", "--kind wants a task kind ('attnlab corpora task-kinds')");
-            else json_object_set_new(body, "kind", json_string(v));
+            if (r < 0)
+                code = cli_usage(ctx, "corpora ", "--kind wants a task kind ('attnlab corpora task-kinds')");
+            else
+                json_object_set_new(body, "kind", json_string(v));
         } else if ((r = cli_opt_value(argc, argv, &i, "--set", &v)) != 0) {
             char key[64];
             const char *val;
@@ -222,8 +232,8 @@ static int create_task(const cli_ctx *ctx, int argc, char **argv) {
                 code = cli_usage(ctx, "corpora ", "--set wants KEY=INTEGER, not '%s'", r < 0 ? "" : v);
             } else {
                 /* the common fields at the top, the kind's own under params */
-                int common = !strcmp(key, "vocab") || !strcmp(key, "seq_len") || !strcmp(key, "windows") ||
-                             !strcmp(key, "seed");
+                int common =
+                    !strcmp(key, "vocab") || !strcmp(key, "seq_len") || !strcmp(key, "windows") || !strcmp(key, "seed");
                 json_object_set_new(common ? body : params, key, json_integer(atoll(val)));
             }
         } else if ((r = cli_opt_value(argc, argv, &i, "--offsets", &v)) != 0) {
@@ -268,7 +278,8 @@ static int create_task(const cli_ctx *ctx, int argc, char **argv) {
     } else {
         json_t *c = cli_unwrap(ans, "corpus");
         fprintf(ctx->out, "corpus %s: %s (%lld tokens)\n", json_string_value(json_object_get(c, "name")),
-                json_string_value(json_object_get(c, "source")), (long long)json_integer_value(json_object_get(c, "tokens")));
+                json_string_value(json_object_get(c, "source")),
+                (long long)json_integer_value(json_object_get(c, "tokens")));
     }
     json_decref(ans);
     return CLI_EXIT_OK;

@@ -44,8 +44,8 @@ static const char *num(const json_t *v, const char *fmt, char *buf, size_t len) 
 }
 
 void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
-    static const char *const head[] = {"ID", "NAME", "STATUS", "STEP", "ATTENTION", "LOSS", "EXP", "VARIANT",
-                                       "REP", "TAGS", "CREATED"};
+    static const char *const head[] = {"ID",  "NAME",    "STATUS", "STEP", "ATTENTION", "LOSS",
+                                       "EXP", "VARIANT", "REP",    "TAGS", "CREATED"};
     table *t = table_new(11, head);
     if (!t) return;
     size_t i;
@@ -58,7 +58,8 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
         if (!*tot) cli_cell(json_object_get(cfg, "steps"), tot, sizeof tot);
         snprintf(step, sizeof step, "%s/%s", *st ? st : "0", *tot ? tot : "?");
         /* The replicate only means something inside an experiment. */
-        if (json_is_integer(json_object_get(r, "experiment_id"))) cli_cell(json_object_get(r, "replicate"), rep, sizeof rep);
+        if (json_is_integer(json_object_get(r, "experiment_id")))
+            cli_cell(json_object_get(r, "replicate"), rep, sizeof rep);
         const char *cells[11] = {
             cli_cell(json_object_get(r, "id"), id, sizeof id),
             json_string_value(json_object_get(r, "name")),
@@ -79,8 +80,8 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
 }
 
 static int runs_list(const cli_ctx *ctx, int argc, char **argv) {
-    static const char *const opts[] = {"--status", "--tag", "--experiment", "--variant", "--sort", "--limit",
-                                       "--offset", NULL};
+    static const char *const opts[] = {"--status", "--tag",   "--experiment", "--variant",
+                                       "--sort",   "--limit", "--offset",     NULL};
     static const char *const keys[] = {"runs", "items", "data", NULL};
     json_t *body, *runs;
     int code = cli_list_fetch(ctx, "runs list", argc, argv, opts, "/api/runs", keys, &body, &runs);
@@ -207,7 +208,8 @@ static int runs_show(const cli_ctx *ctx, int argc, char **argv) {
                     char one[48];
                     if (o < sizeof b[11])
                         o += (size_t)snprintf(b[11] + o, sizeof b[11] - o, "%s%s %s", o ? ", " : "", sk,
-                                              json_is_real(sv) ? num(sv, "%.6g", one, sizeof one) : cli_cell(sv, one, sizeof one));
+                                              json_is_real(sv) ? num(sv, "%.6g", one, sizeof one)
+                                                               : cli_cell(sv, one, sizeof one));
                 }
                 kv_row(t, k, b[11]);
             } else {
@@ -261,8 +263,10 @@ static int runs_start(const cli_ctx *ctx, int argc, char **argv) {
             if (r < 0) code = cli_usage(ctx, "runs ", "--note wants a value");
             note = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--tag", &v)) != 0) {
-            if (r < 0) code = cli_usage(ctx, "runs ", "--tag wants a value");
-            else json_array_append_new(tags, json_string(v));
+            if (r < 0)
+                code = cli_usage(ctx, "runs ", "--tag wants a value");
+            else
+                json_array_append_new(tags, json_string(v));
         } else if (!strcmp(argv[i], "--watch")) {
             do_watch = 1;
         } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
@@ -291,8 +295,10 @@ static int runs_start(const cli_ctx *ctx, int argc, char **argv) {
     json_t *run = cli_unwrap(answer, "run");
     json_t *idv = json_object_get(run, "id");
     long long id = json_is_integer(idv) ? json_integer_value(idv) : 0;
-    if (quiet) fprintf(ctx->out, "%lld\n", id);
-    else if (ctx->json && !do_watch) cli_print_json(ctx, answer);
+    if (quiet)
+        fprintf(ctx->out, "%lld\n", id);
+    else if (ctx->json && !do_watch)
+        cli_print_json(ctx, answer);
     else if (!ctx->json) {
         char a[32];
         cli_cell(json_object_get(json_object_get(run, "config"), "attention"), a, sizeof a);
@@ -301,7 +307,8 @@ static int runs_start(const cli_ctx *ctx, int argc, char **argv) {
     }
     json_decref(answer);
     if (do_watch) {
-        if (id <= 0) code = cli_fail(ctx, CLI_EXIT_SERVER, "POST /api/runs: the answer has no run id");
+        if (id <= 0)
+            code = cli_fail(ctx, CLI_EXIT_SERVER, "POST /api/runs: the answer has no run id");
         else {
             fflush(ctx->out);
             code = cmd_watch_run(ctx, id, -1, 0);
@@ -338,9 +345,12 @@ static int runs_action(const cli_ctx *ctx, const char *sub, int argc, char **arg
         cli_print_json(ctx, resp);
     } else {
         const char *st = json_string_value(json_object_get(cli_unwrap(resp, "run"), "status"));
-        if (!strcmp(sub, "delete")) fprintf(ctx->out, "run %lld deleted\n", id);
-        else if (!strcmp(sub, "cancel")) fprintf(ctx->out, "run %lld: cancel requested%s%s\n", id, st ? ", now " : "", st ? st : "");
-        else fprintf(ctx->out, "run %lld resumed%s%s\n", id, st ? ", now " : "", st ? st : "");
+        if (!strcmp(sub, "delete"))
+            fprintf(ctx->out, "run %lld deleted\n", id);
+        else if (!strcmp(sub, "cancel"))
+            fprintf(ctx->out, "run %lld: cancel requested%s%s\n", id, st ? ", now " : "", st ? st : "");
+        else
+            fprintf(ctx->out, "run %lld resumed%s%s\n", id, st ? ", now " : "", st ? st : "");
     }
     json_decref(resp);
     return CLI_EXIT_OK;

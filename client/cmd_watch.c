@@ -50,9 +50,9 @@ typedef struct {
     sse_parser parser;
     int tty, json;
     double every_s, last_draw;
-    int drawn;         /* a bar is on screen (tty) */
-    int final;         /* a final status was seen */
-    int fatal;         /* an exit code that ends the watch early (resync fetch refused) */
+    int drawn; /* a bar is on screen (tty) */
+    int final; /* a final status was seen */
+    int fatal; /* an exit code that ends the watch early (resync fetch refused) */
     char path[64];
     char last_line[1024]; /* the last plain line printed */
     int synced;           /* the run was refetched after this connection's first bytes */
@@ -137,8 +137,10 @@ static int on_event(const sse_event *ev, void *user) {
     if (!strcmp(ev->event, "metrics")) {
         if (progress_apply_metrics(&w->st, data) == 0) draw(w, 0);
     } else if (!strcmp(ev->event, "status")) {
-        if (progress_apply_status(&w->st, data) == 0 && progress_is_final(w->st.status)) w->final = 1;
-        else draw(w, 1);
+        if (progress_apply_status(&w->st, data) == 0 && progress_is_final(w->st.status))
+            w->final = 1;
+        else
+            draw(w, 1);
     } else if (!strcmp(ev->event, "resync")) {
         if (w->json) print_event_json(w, ev->event, ev->id, data);
         if (refetch(w) == CLI_EXIT_OK && !w->final) draw(w, 1);

@@ -153,7 +153,8 @@ void httpc_error_line(long status, const char *body, char *msg, size_t msglen) {
         char head[120] = "";
         if (body) {
             size_t k = 0;
-            for (const char *p = body; *p && k < sizeof head - 1; p++) head[k++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
+            for (const char *p = body; *p && k < sizeof head - 1; p++)
+                head[k++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
             head[k] = 0;
         }
         snprintf(msg, msglen, "HTTP %ld%s%s", status, *head ? ": " : "", head);
@@ -272,7 +273,8 @@ int httpc_stream(const cli_ctx *ctx, const char *path, const char *const *extra_
         code = CLI_EXIT_UNREACHABLE;
     } else if (*status >= 200 && *status < 300) {
         if (rc != CURLE_OK) {
-            snprintf(msg, msglen, "stream from %s broke off: %s", ctx->server, *errbuf ? errbuf : curl_easy_strerror(rc));
+            snprintf(msg, msglen, "stream from %s broke off: %s", ctx->server,
+                     *errbuf ? errbuf : curl_easy_strerror(rc));
             code = CLI_EXIT_UNREACHABLE;
         }
     } else {

@@ -11,8 +11,8 @@
 #include "cli.h"
 
 typedef struct {
-    long status;   /* HTTP status, 0 when no response arrived */
-    char *body;    /* NUL-terminated, owned; may be NULL when empty */
+    long status; /* HTTP status, 0 when no response arrived */
+    char *body;  /* NUL-terminated, owned; may be NULL when empty */
     size_t len;
 } httpc_response;
 

@@ -69,8 +69,11 @@ static const command *find_command(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    cli_ctx ctx = {.server = getenv("ATTNLAB_SERVER"), .token = getenv("ATTNLAB_TOKEN"), .timeout_s = 30,
-                   .out = stdout, .err = stderr};
+    cli_ctx ctx = {.server = getenv("ATTNLAB_SERVER"),
+                   .token = getenv("ATTNLAB_TOKEN"),
+                   .timeout_s = 30,
+                   .out = stdout,
+                   .err = stderr};
     if (!ctx.server || !*ctx.server) ctx.server = CLI_DEFAULT_SERVER;
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (!rest) return cli_fail(&ctx, CLI_EXIT_USAGE, "out of memory");

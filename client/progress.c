@@ -18,9 +18,12 @@ void progress_init(progress_state *s, long long run_id) {
 
 static int get_ll(const json_t *o, const char *k, long long *v) {
     json_t *j = json_object_get(o, k);
-    if (json_is_integer(j)) *v = json_integer_value(j);
-    else if (json_is_real(j)) *v = (long long)json_real_value(j);
-    else return 0;
+    if (json_is_integer(j))
+        *v = json_integer_value(j);
+    else if (json_is_real(j))
+        *v = (long long)json_real_value(j);
+    else
+        return 0;
     return 1;
 }
 
@@ -106,17 +109,24 @@ const char *progress_duration(double s, char *buf, size_t len) {
         return buf;
     }
     long long t = (long long)(s + 0.5);
-    if (t < 60) snprintf(buf, len, "%llds", t);
-    else if (t < 3600) snprintf(buf, len, "%lldm%02llds", t / 60, t % 60);
-    else snprintf(buf, len, "%lldh%02lldm", t / 3600, (t % 3600) / 60);
+    if (t < 60)
+        snprintf(buf, len, "%llds", t);
+    else if (t < 3600)
+        snprintf(buf, len, "%lldm%02llds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%lldh%02lldm", t / 3600, (t % 3600) / 60);
     return buf;
 }
 
 static const char *rate(double r, char *buf, size_t len) {
-    if (!(r >= 0)) snprintf(buf, len, "?");
-    else if (r >= 1e6) snprintf(buf, len, "%.1fM", r / 1e6);
-    else if (r >= 1e4) snprintf(buf, len, "%.1fk", r / 1e3);
-    else snprintf(buf, len, "%.0f", r);
+    if (!(r >= 0))
+        snprintf(buf, len, "?");
+    else if (r >= 1e6)
+        snprintf(buf, len, "%.1fM", r / 1e6);
+    else if (r >= 1e4)
+        snprintf(buf, len, "%.1fk", r / 1e3);
+    else
+        snprintf(buf, len, "%.0f", r);
     return buf;
 }
 
@@ -125,12 +135,13 @@ static int tail_fields(const progress_state *s, int utf8, char f[5][96]) {
     char d[32], r[32];
     int n = 0;
     double pct = s->total > 0 ? 100.0 * (double)s->step / (double)s->total : 0;
-    if (s->total > 0) snprintf(f[n++], 96, "%lld/%lld %3.0f%%", s->step, s->total, pct);
-    else snprintf(f[n++], 96, "step %lld", s->step);
+    if (s->total > 0)
+        snprintf(f[n++], 96, "%lld/%lld %3.0f%%", s->step, s->total, pct);
+    else
+        snprintf(f[n++], 96, "step %lld", s->step);
     snprintf(f[n++], 96, "ETA %s", progress_duration(s->eta_s, d, sizeof d));
     if (isfinite(s->loss)) snprintf(f[n++], 96, "loss %.4f", s->loss);
-    if (isfinite(s->tau_min))
-        snprintf(f[n++], 96, utf8 ? "τ %.4f–%.4f" : "tau %.4f..%.4f", s->tau_min, s->tau_max);
+    if (isfinite(s->tau_min)) snprintf(f[n++], 96, utf8 ? "τ %.4f–%.4f" : "tau %.4f..%.4f", s->tau_min, s->tau_max);
     snprintf(f[n++], 96, "%s tok/s", rate(s->tokens_per_s, r, sizeof r));
     return n;
 }

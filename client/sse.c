@@ -93,8 +93,10 @@ int sse_feed(sse_parser *p, const char *buf, size_t len, sse_event_fn fn, void *
             int rc = process_line(p, p->line ? p->line : "", p->line_len, fn, user);
             p->line_len = 0;
             p->line_cut = 0;
-            if (rc < 0) oom = 1;
-            else if (rc) return rc;
+            if (rc < 0)
+                oom = 1;
+            else if (rc)
+                return rc;
             continue;
         }
         if (p->line_len >= SSE_MAX_LINE) {

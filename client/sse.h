@@ -15,7 +15,7 @@ typedef struct {
     const char *event; /* "message" when the stream named none */
     const char *data;  /* NUL-terminated */
     size_t data_len;
-    const char *id;    /* the last event id so far ("" if none) */
+    const char *id; /* the last event id so far ("" if none) */
 } sse_event;
 
 /* Returns 0 to go on, a positive value to stop: sse_feed then returns that value at once. */
@@ -25,13 +25,13 @@ typedef struct {
     char *line;
     size_t line_len, line_cap;
     int line_cut;
-    int after_cr;       /* the previous byte was CR: an LF right after it ends nothing */
+    int after_cr; /* the previous byte was CR: an LF right after it ends nothing */
     char *data;
     size_t data_len, data_cap;
     int has_data;
     char event[64];
     char id[128];
-    long comments;      /* comment lines seen (keep-alive pings) */
+    long comments; /* comment lines seen (keep-alive pings) */
 } sse_parser;
 
 void sse_init(sse_parser *p);

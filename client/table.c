@@ -91,10 +91,14 @@ size_t table_display_width(const char *s) {
     while (*p) {
         uint32_t c;
         int n;
-        if (*p < 0x80) c = *p, n = 1;
-        else if ((*p & 0xE0) == 0xC0) c = *p & 0x1F, n = 2;
-        else if ((*p & 0xF0) == 0xE0) c = *p & 0x0F, n = 3;
-        else if ((*p & 0xF8) == 0xF0) c = *p & 0x07, n = 4;
+        if (*p < 0x80)
+            c = *p, n = 1;
+        else if ((*p & 0xE0) == 0xC0)
+            c = *p & 0x1F, n = 2;
+        else if ((*p & 0xF0) == 0xE0)
+            c = *p & 0x0F, n = 3;
+        else if ((*p & 0xF8) == 0xF0)
+            c = *p & 0x07, n = 4;
         else {
             w++, p++;
             continue;

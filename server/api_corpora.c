@@ -86,7 +86,10 @@ void api_corpora_upload(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "body", "send the corpus as a non-empty text/plain body");
         return;
     }
-    store_corpus row = {.name = name, .source = "uploaded text", .tokenizer = encoding, .status = "tokenizing",
+    store_corpus row = {.name = name,
+                        .source = "uploaded text",
+                        .tokenizer = encoding,
+                        .status = "tokenizing",
                         .bytes = (long long)size};
     store_status s = store_corpus_create(a->store, &row);
     if (s == STORE_CONFLICT) {

@@ -108,7 +108,8 @@ void api_experiments_get(http_request *req, void *ctx) {
     json_array_foreach(runs, i, r) {
         api_run_view(a, r);
         json_t *summary = NULL;
-        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK) continue;
+        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
+            continue;
         json_object_set_new(r, "summary", summary);
         json_t *tau = final_tau(r, summary);
         if (tau) json_object_set_new(r, "tau", tau);
@@ -189,5 +190,6 @@ void api_experiments_series(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    http_reply_json(req, 200, json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
+    http_reply_json(req, 200,
+                    json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
 }

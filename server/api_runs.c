@@ -75,9 +75,10 @@ done:
 
 void api_runs_list(http_request *req, void *ctx) {
     app *a = ctx;
-    static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled", "interrupted", NULL};
-    static const char *const sorts[] = {"id", "-id", "created_at", "-created_at", "name", "-name", "status", "-status",
-                                        NULL};
+    static const char *const statuses[] = {"queued",    "running",     "succeeded", "failed",
+                                           "cancelled", "interrupted", NULL};
+    static const char *const sorts[] = {"id",    "-id",    "created_at", "-created_at", "name",
+                                        "-name", "status", "-status",    NULL};
     store_run_filter f = {0};
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", statuses, &f.status) < 0 || api_query_enum(req, "sort", sorts, &f.sort) < 0 ||
@@ -98,8 +99,9 @@ void api_runs_list(http_request *req, void *ctx) {
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) api_run_view(a, r);
-    http_reply_json(req, 200, json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
-                                        (json_int_t)limit, "offset", (json_int_t)offset));
+    http_reply_json(req, 200,
+                    json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
+                              (json_int_t)limit, "offset", (json_int_t)offset));
 }
 
 void api_runs_get(http_request *req, void *ctx) {

@@ -199,8 +199,10 @@ json_t *api_band_json(const stats_band_point *p, size_t n, int max_points) {
         }
     }
     for (int c = 0; c < 6; c++) {
-        if (bad) json_decref(arr[c]);
-        else bad |= json_object_set_new(o, names[c], arr[c]) < 0; /* takes arr[c] either way */
+        if (bad)
+            json_decref(arr[c]);
+        else
+            bad |= json_object_set_new(o, names[c], arr[c]) < 0; /* takes arr[c] either way */
     }
     if (bad || json_object_set_new(o, "count", json_integer((json_int_t)n)) < 0) {
         json_decref(o);
@@ -212,8 +214,10 @@ json_t *api_band_json(const stats_band_point *p, size_t n, int max_points) {
 /* One CSV cell: a number (empty when null or absent), or text quoted when it needs it. */
 static void csv_num(text_buf *t, const json_t *v) {
     text_add(t, ",", 1);
-    if (json_is_integer(v)) text_printf(t, "%lld", (long long)json_integer_value(v));
-    else if (json_is_number(v)) text_printf(t, "%.10g", json_number_value(v));
+    if (json_is_integer(v))
+        text_printf(t, "%lld", (long long)json_integer_value(v));
+    else if (json_is_number(v))
+        text_printf(t, "%.10g", json_number_value(v));
 }
 
 static void csv_text(text_buf *t, const char *s, int lead_comma) {
@@ -251,8 +255,8 @@ int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
     *csv = NULL;
     *len = 0;
     text_buf t = {0};
-    static const char header[] =
-        "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason\n";
+    static const char header[] = "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_"
+                                 "holm,boot_lo,boot_hi,reason\n";
     text_add(&t, header, sizeof header - 1);
     size_t i, k;
     json_t *v, *val;

@@ -36,33 +36,46 @@ void api_prometheus(http_request *req, void *ctx) {
     if (store_run_counts(a->store, &counts) == STORE_OK) {
         const char *k;
         json_t *v;
-        json_object_foreach(counts, k, v) fprintf(f, "attnlab_runs{status=\"%s\"} %lld\n", k, (long long)json_integer_value(v));
+        json_object_foreach(counts, k, v)
+            fprintf(f, "attnlab_runs{status=\"%s\"} %lld\n", k, (long long)json_integer_value(v));
     }
     json_decref(counts);
     int queued, running;
     double tps;
     jobs_stats(a->jobs, &queued, &running, &tps);
-    fprintf(f, "# HELP attnlab_training_jobs Training jobs in this process by state.\n# TYPE attnlab_training_jobs gauge\n");
-    fprintf(f, "attnlab_training_jobs{state=\"queued\"} %d\nattnlab_training_jobs{state=\"running\"} %d\n", queued, running);
-    fprintf(f, "# HELP attnlab_training_tokens_per_second Tokens per second over all running trainings.\n"
-               "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n", tps);
+    fprintf(
+        f,
+        "# HELP attnlab_training_jobs Training jobs in this process by state.\n# TYPE attnlab_training_jobs gauge\n");
+    fprintf(f, "attnlab_training_jobs{state=\"queued\"} %d\nattnlab_training_jobs{state=\"running\"} %d\n", queued,
+            running);
+    fprintf(f,
+            "# HELP attnlab_training_tokens_per_second Tokens per second over all running trainings.\n"
+            "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n",
+            tps);
     uint64_t status_counts[600];
     http_server_status_counts(a->http, status_counts);
     fprintf(f, "# HELP attnlab_http_requests_total HTTP requests answered, by status code.\n"
                "# TYPE attnlab_http_requests_total counter\n");
     for (int i = 100; i < 600; i++)
-        if (status_counts[i]) fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
-    fprintf(f, "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
-               "attnlab_event_subscribers %zu\n", events_subscriber_count(a->events));
+        if (status_counts[i])
+            fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
+    fprintf(f,
+            "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
+            "attnlab_event_subscribers %zu\n",
+            events_subscriber_count(a->events));
     nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
-    fprintf(f, "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
-               "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
+    fprintf(f,
+            "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
+            "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
             (unsigned long long)metrics_writer_dropped(a->writer));
-    fprintf(f, "# HELP attnlab_metric_write_failures_total Metric writes that failed (their points kept and retried).\n"
-               "# TYPE attnlab_metric_write_failures_total counter\nattnlab_metric_write_failures_total %llu\n",
+    fprintf(f,
+            "# HELP attnlab_metric_write_failures_total Metric writes that failed (their points kept and retried).\n"
+            "# TYPE attnlab_metric_write_failures_total counter\nattnlab_metric_write_failures_total %llu\n",
             (unsigned long long)metrics_writer_failures(a->writer));
-    fprintf(f, "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
-               "attnlab_uptime_seconds %.0f\n", app_now() - a->started_at);
+    fprintf(f,
+            "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
+            "attnlab_uptime_seconds %.0f\n",
+            app_now() - a->started_at);
     fclose(f);
     http_reply_bytes(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     free(buf);

@@ -34,8 +34,9 @@ void api_task_kinds(http_request *req, void *ctx) {
             bad |= json_array_append_new(params, json_pack("{s:s, s:s, s:i, s:i, s:i}", "name", k->params[p].name,
                                                            "help", k->params[p].help, "default", k->params[p].def,
                                                            "min", k->params[p].min, "max", k->params[p].max));
-        json_t *o = bad ? NULL : json_pack("{s:s, s:s, s:o, s:b}", "name", k->name, "summary", k->summary, "params",
-                                           params, "has_offsets", k->has_offsets);
+        json_t *o = bad ? NULL
+                        : json_pack("{s:s, s:s, s:o, s:b}", "name", k->name, "summary", k->summary, "params", params,
+                                    "has_offsets", k->has_offsets);
         if (!o) json_decref(params);
         if (o && k->has_offsets) {
             json_t *offs = json_array();

@@ -73,7 +73,8 @@ int api_opt_string(http_request *req, const json_t *obj, const char *field, size
     json_t *v = json_object_get(obj, field);
     *out = NULL;
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_string(v) || json_string_length(v) > max_len || memchr(json_string_value(v), 0, json_string_length(v))) {
+    if (!json_is_string(v) || json_string_length(v) > max_len ||
+        memchr(json_string_value(v), 0, json_string_length(v))) {
         http_reply_error(req, 422, "invalid_field", field, "%s must be a string of at most %zu bytes", field, max_len);
         return -1;
     }

@@ -23,8 +23,8 @@ typedef struct app {
     metrics_writer *writer;
     corpora *corpora;
     jobs *jobs;
-    nodes *nodes;  /* this process as a node (GET /api/nodes, /metrics) */
-    queue *queue;  /* the shared training queue (PostgreSQL); NULL with SQLite or on an api node */
+    nodes *nodes;            /* this process as a node (GET /api/nodes, /metrics) */
+    queue *queue;            /* the shared training queue (PostgreSQL); NULL with SQLite or on an api node */
     const char *data_dir;    /* checkpoints, weights, corpora: the data or the shared artefact directory */
     int worker_only;         /* --role worker: the API is not served, only health, metrics and nodes */
     double started_at;       /* Unix seconds */

@@ -38,8 +38,12 @@ int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step
         return -1;
     }
     record_path(run_id, rel, sizeof rel);
-    store_artifact a = {.path = rel, .kind = "checkpoint", .run_id = run_id, .step = (int)step,
-                        .bytes = (long long)bytes, .sha256 = hex};
+    store_artifact a = {.path = rel,
+                        .kind = "checkpoint",
+                        .run_id = run_id,
+                        .step = (int)step,
+                        .bytes = (long long)bytes,
+                        .sha256 = hex};
     if (store_artifact_put(st, &a) != STORE_OK) {
         snprintf(err, errlen, "cannot record the checkpoint at step %ld: %s", step, store_last_error());
         return -1;

@@ -40,38 +40,39 @@ typedef struct {
 } serve_flags;
 
 static void serve_usage(FILE *out) {
-    fprintf(out,
-            "usage: attnlabd [serve] [flags]\n"
-            "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
-            "  --port N           TCP port, 0 picks a free one (default 8080)\n"
-            "  --data-dir DIR     database, checkpoints and corpora (default ./var)\n"
-            "  --db URL           the database: postgresql://user:password@host:port/db shares it among\n"
-            "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env ATTNLAB_DB)\n"
-            "  --artifacts DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
-            "                     (default: the data directory)\n"
-            "  --role ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
-            "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"
-            "  --node-id ID       this node's name (default: kept in DATA-DIR/node-id)\n"
-            "  --node-url URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"
-            "  --lease-timeout S  seconds before another node takes over a run whose node stopped renewing\n"
-            "                     its lease (PostgreSQL; default 15)\n"
-            "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
-            "  --log-level LEVEL  debug, info, warn or error (default info)\n"
-            "  --http-threads N   HTTP worker threads (default 4)\n"
-            "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
-            "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
-            "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
-            "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
-            "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
-            "  --private          with a token, require it for reads too (except /api/health)\n"
-            "  --insecure         allow a non-loopback --bind without a token\n"
-            "  --train-workers N  trainings that run at once (default 1)\n"
-            "  --probe-workers N  probe workers (default 1)\n"
-            "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
-            "  --max-queued N     queued trainings before 429 (default 64)\n"
-            "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
-            "  --max-upload-mb N  corpus upload size cap (default 64)\n"
-            "  --help             this text\n");
+    fprintf(
+        out,
+        "usage: attnlabd [serve] [flags]\n"
+        "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
+        "  --port N           TCP port, 0 picks a free one (default 8080)\n"
+        "  --data-dir DIR     database, checkpoints and corpora (default ./var)\n"
+        "  --db URL           the database: postgresql://user:password@host:port/db shares it among\n"
+        "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env ATTNLAB_DB)\n"
+        "  --artifacts DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
+        "                     (default: the data directory)\n"
+        "  --role ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
+        "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"
+        "  --node-id ID       this node's name (default: kept in DATA-DIR/node-id)\n"
+        "  --node-url URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"
+        "  --lease-timeout S  seconds before another node takes over a run whose node stopped renewing\n"
+        "                     its lease (PostgreSQL; default 15)\n"
+        "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
+        "  --log-level LEVEL  debug, info, warn or error (default info)\n"
+        "  --http-threads N   HTTP worker threads (default 4)\n"
+        "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
+        "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
+        "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
+        "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
+        "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
+        "  --private          with a token, require it for reads too (except /api/health)\n"
+        "  --insecure         allow a non-loopback --bind without a token\n"
+        "  --train-workers N  trainings that run at once (default 1)\n"
+        "  --probe-workers N  probe workers (default 1)\n"
+        "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
+        "  --max-queued N     queued trainings before 429 (default 64)\n"
+        "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
+        "  --max-upload-mb N  corpus upload size cap (default 64)\n"
+        "  --help             this text\n");
 }
 
 /* Returns 0 and fills flags, 1 after --help, 2 on a bad flag (message already printed). */
@@ -84,13 +85,13 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
             serve_usage(stdout);
             return 1;
         }
-#define NEED_VALUE()                                                       \
-    do {                                                                   \
-        if (!val) {                                                        \
-            fprintf(stderr, "attnlabd: %s needs a value\n", a);            \
-            return 2;                                                      \
-        }                                                                  \
-        i++;                                                               \
+#define NEED_VALUE()                                                                                                   \
+    do {                                                                                                               \
+        if (!val) {                                                                                                    \
+            fprintf(stderr, "attnlabd: %s needs a value\n", a);                                                        \
+            return 2;                                                                                                  \
+        }                                                                                                              \
+        i++;                                                                                                           \
     } while (0)
         if (!strcmp(a, "--bind")) {
             NEED_VALUE();
@@ -112,13 +113,16 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                 fprintf(stderr, "attnlabd: %s needs a value\n", a);
                 return 2;
             }
-            if (!strcmp(a, "--node-id") && (strlen(val) > 100 || strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                            "0123456789-_.") != strlen(val))) {
+            if (!strcmp(a, "--node-id") &&
+                (strlen(val) > 100 || strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                  "0123456789-_.") != strlen(val))) {
                 fprintf(stderr, "attnlabd: --node-id must be 1..100 letters, digits, '-', '_' or '.', not '%s'\n", val);
                 return 2;
             }
-            *(!strcmp(a, "--db") ? &f->db : !strcmp(a, "--artifacts") ? &f->artifacts : !strcmp(a, "--node-id") ? &f->node_id
-                                                                                                           : &f->node_url) = val;
+            *(!strcmp(a, "--db")          ? &f->db
+              : !strcmp(a, "--artifacts") ? &f->artifacts
+              : !strcmp(a, "--node-id")   ? &f->node_id
+                                          : &f->node_url) = val;
         } else if (!strcmp(a, "--role")) {
             NEED_VALUE();
             if (!nodes_role_valid(val)) {
@@ -160,10 +164,10 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                 fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
                 return 2;
             }
-            int *dst = !strcmp(a, "--train-workers") ? &f->train_workers
-                       : !strcmp(a, "--probe-workers") ? &f->probe_workers
+            int *dst = !strcmp(a, "--train-workers")     ? &f->train_workers
+                       : !strcmp(a, "--probe-workers")   ? &f->probe_workers
                        : !strcmp(a, "--compute-threads") ? &f->compute_threads
-                                                          : &f->max_queued;
+                                                         : &f->max_queued;
             *dst = (int)n;
         } else if (!strcmp(a, "--max-model-mb") || !strcmp(a, "--max-upload-mb")) {
             NEED_VALUE();
@@ -255,8 +259,8 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen) {
         pid[n > 0 ? n : 0] = 0;
         pid[strcspn(pid, "\n")] = 0;
         if (e == EWOULDBLOCK)
-            snprintf(err, errlen, "the data directory %s is in use by another attnlabd%s%s", dir, pid[0] ? " (pid " : "",
-                     pid[0] ? pid : "");
+            snprintf(err, errlen, "the data directory %s is in use by another attnlabd%s%s", dir,
+                     pid[0] ? " (pid " : "", pid[0] ? pid : "");
         else
             snprintf(err, errlen, "cannot lock the data directory: %s", strerror(e));
         if (e == EWOULDBLOCK && pid[0]) strncat(err, ")", errlen - strlen(err) - 1);
@@ -265,7 +269,8 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen) {
     }
     char pid[32];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) log_warn("could not write the pid into the lock file");
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        log_warn("could not write the pid into the lock file");
     return fd;
 }
 
@@ -281,17 +286,29 @@ static void on_stop_signal(int sig) {
 
 int cmd_serve(int argc, char **argv) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    serve_flags f = {.bind = "127.0.0.1", .port = 8080, .data_dir = "var", .log_level = "info", .http_threads = 4,
-                     .token = getenv("ATTNLAB_TOKEN"), .train_workers = 1, .probe_workers = 1,
-                     .compute_threads = cores > 0 ? (int)cores : 1, .max_queued = 64, .max_model_mb = 4096,
-                     .max_upload_mb = 64, .db = getenv("ATTNLAB_DB"), .role = "all", .lease_s = 15};
+    serve_flags f = {.bind = "127.0.0.1",
+                     .port = 8080,
+                     .data_dir = "var",
+                     .log_level = "info",
+                     .http_threads = 4,
+                     .token = getenv("ATTNLAB_TOKEN"),
+                     .train_workers = 1,
+                     .probe_workers = 1,
+                     .compute_threads = cores > 0 ? (int)cores : 1,
+                     .max_queued = 64,
+                     .max_model_mb = 4096,
+                     .max_upload_mb = 64,
+                     .db = getenv("ATTNLAB_DB"),
+                     .role = "all",
+                     .lease_s = 15};
     int rc = parse_flags(argc, argv, &f);
     if (rc) return rc == 1 ? 0 : 2;
     if (f.token && !f.token[0]) f.token = NULL;
     if (f.db && !f.db[0]) f.db = NULL;
     int pg_url = f.db && (!strncmp(f.db, "postgres://", 11) || !strncmp(f.db, "postgresql://", 13));
     if (strcmp(f.role, "all") != 0 && !pg_url) {
-        fprintf(stderr, "attnlabd: --role %s needs a database that several nodes share (--db postgresql://...)\n", f.role);
+        fprintf(stderr, "attnlabd: --role %s needs a database that several nodes share (--db postgresql://...)\n",
+                f.role);
         return 2;
     }
     int loopback = !strncmp(f.bind, "127.", 4) || !strcmp(f.bind, "::1");
@@ -416,7 +433,8 @@ int cmd_serve(int argc, char **argv) {
      * another node when its lease runs out). */
     store_set_node(a.store, node_id);
     int interrupted = store_runs_interrupt_running(a.store);
-    if (interrupted > 0) log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
+    if (interrupted > 0)
+        log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
     fs_remove_tree(upload_dir); /* partial uploads of a previous life */
     fs_mkdirs(upload_dir);
 
@@ -433,10 +451,16 @@ int cmd_serve(int argc, char **argv) {
     a.events = events_new(8192, 15);
     a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
     a.corpora = a.writer ? corpora_start(a.store, artifacts, NULL) : NULL;
-    jobs_config jc = {.store = a.store, .events = a.events, .writer = a.writer, .corpora = a.corpora,
-                      .data_dir = artifacts, .train_workers = trains ? f.train_workers : 0,
-                      .probe_workers = f.probe_workers, .compute_threads = f.compute_threads,
-                      .max_queued = f.max_queued, .queue = a.queue};
+    jobs_config jc = {.store = a.store,
+                      .events = a.events,
+                      .writer = a.writer,
+                      .corpora = a.corpora,
+                      .data_dir = artifacts,
+                      .train_workers = trains ? f.train_workers : 0,
+                      .probe_workers = f.probe_workers,
+                      .compute_threads = f.compute_threads,
+                      .max_queued = f.max_queued,
+                      .queue = a.queue};
     a.jobs = a.events && a.corpora ? jobs_start(&jc) : NULL;
     if (!a.jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
@@ -463,23 +487,30 @@ int cmd_serve(int argc, char **argv) {
     else
         snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f.bind, "0.0.0.0") && host[0] ? host : shown,
                  http_server_port(a.http));
-    nodes_config nc = {.store = a.store, .events = a.events, .queue = a.queue, .id = node_id, .host = host,
-                       .url = node_url, .role = f.role, .version = ATTNLAB_VERSION,
-                       .capacity = trains ? f.train_workers : 0, .heartbeat_s = f.lease_s / 3, .stale_s = f.lease_s};
+    nodes_config nc = {.store = a.store,
+                       .events = a.events,
+                       .queue = a.queue,
+                       .id = node_id,
+                       .host = host,
+                       .url = node_url,
+                       .role = f.role,
+                       .version = ATTNLAB_VERSION,
+                       .capacity = trains ? f.train_workers : 0,
+                       .heartbeat_s = f.lease_s / 3,
+                       .stale_s = f.lease_s};
     a.nodes = nodes_start(&nc, err, sizeof err);
     if (!a.nodes) {
         fprintf(stderr, "attnlabd: %s\n", err);
         rc = 2;
         goto stop_http;
     }
-    printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown,
-           http_server_port(a.http), f.data_dir);
+    printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown, http_server_port(a.http),
+           f.data_dir);
     fflush(stdout);
     log_info("serving static files from %s", static_dir ? static_dir : "(none)");
 
     unsigned char sig = 0;
-    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
     log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 stop_http:

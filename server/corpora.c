@@ -160,8 +160,10 @@ corpora *corpora_start(store *st, const char *data_dir, const char *source_dir) 
     if (tokenizer_new_bytes(&c->bytes, &err) != ENGINE_OK) c->bytes = NULL;
     /* Uploads cut off by the death of the last process will never finish: say so. */
     int stale = 0;
-    if (store_corpora_fail_tokenizing(st, "the service stopped while this corpus was being tokenized: delete it and "
-                                          "upload it again", &stale) != STORE_OK)
+    if (store_corpora_fail_tokenizing(st,
+                                      "the service stopped while this corpus was being tokenized: delete it and "
+                                      "upload it again",
+                                      &stale) != STORE_OK)
         log_error("corpora: could not recover uploads left tokenizing: %s", store_last_error());
     else if (stale > 0)
         log_warn("%d corpus upload(s) were being tokenized when the service last stopped: now failed", stale);
@@ -214,8 +216,8 @@ engine_status corpora_open(corpora *c, const char *name, corpus **out, engine_er
         json_decref(rec);
         if (!ok) {
             *out = NULL;
-            return engine_fail(err, ENGINE_ERR_FORMAT, "the token file of corpus '%s' does not match its recorded checksum",
-                               name);
+            return engine_fail(err, ENGINE_ERR_FORMAT,
+                               "the token file of corpus '%s' does not match its recorded checksum", name);
         }
     }
     return corpus_open_u16(out, tokens, err);
@@ -273,13 +275,15 @@ static int task_fail(char *field, size_t flen, char *msg, size_t mlen, const cha
 
 int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field, size_t field_len, char *msg,
                               size_t msg_len) {
-    if (!json_is_object(spec)) return task_fail(field, field_len, msg, msg_len, "", "a task corpus config is an object");
+    if (!json_is_object(spec))
+        return task_fail(field, field_len, msg, msg_len, "", "a task corpus config is an object");
     const char *kind = json_string_value(json_object_get(spec, "kind"));
     int ki = tasks_kind_index(kind);
     if (ki < 0) {
         char known[160] = "";
         for (int i = 0; i < tasks_kind_count(); i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", tasks_kind_at(i)->name);
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                     tasks_kind_at(i)->name);
         return task_fail(field, field_len, msg, msg_len, "kind", "kind must be one of %s", known);
     }
     const tasks_kind *k = tasks_kind_at(ki);
@@ -290,7 +294,8 @@ int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field
     json_object_foreach((json_t *)spec, key, v) {
         if (!strcmp(key, "kind")) continue;
         if (!strcmp(key, "params")) {
-            if (!json_is_object(v)) return task_fail(field, field_len, msg, msg_len, "params", "params must be an object");
+            if (!json_is_object(v))
+                return task_fail(field, field_len, msg, msg_len, "params", "params must be an object");
             const char *pk;
             json_t *pv;
             json_object_foreach(v, pk, pv) {
@@ -298,19 +303,22 @@ int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field
                 snprintf(f, sizeof f, "params.%s", pk);
                 int known = 0;
                 for (int i = 0; i < k->n_params; i++) known |= !strcmp(k->params[i].name, pk);
-                if (!known) return task_fail(field, field_len, msg, msg_len, f, "%s has no parameter '%s'", k->name, pk);
-                if (!json_is_integer(pv)) return task_fail(field, field_len, msg, msg_len, f, "%s must be an integer", pk);
+                if (!known)
+                    return task_fail(field, field_len, msg, msg_len, f, "%s has no parameter '%s'", k->name, pk);
+                if (!json_is_integer(pv))
+                    return task_fail(field, field_len, msg, msg_len, f, "%s must be an integer", pk);
                 if (tasks_config_set(out, pk, (long)json_integer_value(pv), &err) != ENGINE_OK)
                     return task_fail(field, field_len, msg, msg_len, f, "%s", err.message);
             }
         } else if (!strcmp(key, "offsets")) {
-            if (!k->has_offsets) return task_fail(field, field_len, msg, msg_len, "offsets", "%s takes no offsets", k->name);
+            if (!k->has_offsets)
+                return task_fail(field, field_len, msg, msg_len, "offsets", "%s takes no offsets", k->name);
             int offs[TASKS_MAX_OFFSETS], n = 0;
             size_t i;
             json_t *o;
             if (!json_is_array(v) || json_array_size(v) > TASKS_MAX_OFFSETS)
-                return task_fail(field, field_len, msg, msg_len, "offsets", "offsets must be an array of 1 to %d integers",
-                                 TASKS_MAX_OFFSETS);
+                return task_fail(field, field_len, msg, msg_len, "offsets",
+                                 "offsets must be an array of 1 to %d integers", TASKS_MAX_OFFSETS);
             json_array_foreach(v, i, o) {
                 if (!json_is_integer(o))
                     return task_fail(field, field_len, msg, msg_len, "offsets", "offsets[%zu] must be an integer", i);
@@ -318,7 +326,8 @@ int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field
             }
             if (tasks_config_set_offsets(out, offs, n, &err) != ENGINE_OK)
                 return task_fail(field, field_len, msg, msg_len, "offsets", "%s", err.message);
-        } else if (!strcmp(key, "vocab") || !strcmp(key, "seq_len") || !strcmp(key, "windows") || !strcmp(key, "seed")) {
+        } else if (!strcmp(key, "vocab") || !strcmp(key, "seq_len") || !strcmp(key, "windows") ||
+                   !strcmp(key, "seed")) {
             if (!json_is_integer(v) || json_integer_value(v) < 0)
                 return task_fail(field, field_len, msg, msg_len, key, "%s must be a non-negative integer", key);
             if (tasks_config_set(out, key, (long)json_integer_value(v), &err) != ENGINE_OK)
@@ -407,14 +416,14 @@ corpora_task_result corpora_create_task(corpora *c, const char *name, const task
     snprintf(labels, sizeof labels, "%s/labels.u8", dir);
     if (tasks_generate(&tc, cfg, &err) != ENGINE_OK || fs_mkdirs(dir) < 0 ||
         tasks_write(tc, tokens, labels, &err) != ENGINE_OK) {
-        snprintf(msg, msg_len, "the task corpus could not be written: %s", err.message[0] ? err.message : strerror(errno));
+        snprintf(msg, msg_len, "the task corpus could not be written: %s",
+                 err.message[0] ? err.message : strerror(errno));
         tasks_corpus_free(tc);
         goto done;
     }
     char source[200];
     snprintf(source, sizeof source, "task %s: %ld instances, %ld answers, vocab %d (generated, seed %llu)",
-             tasks_kind_at(cfg->kind)->name, tc->n_instances, tc->n_answers, cfg->vocab,
-             (unsigned long long)cfg->seed);
+             tasks_kind_at(cfg->kind)->name, tc->n_instances, tc->n_answers, cfg->vocab, (unsigned long long)cfg->seed);
     store_corpus row = {.name = name,
                         .source = source,
                         .tokenizer = "task",

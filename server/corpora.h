@@ -57,7 +57,12 @@ int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field
 /* The config as the JSON that is stored (every parameter explicit); NULL on allocation failure. */
 json_t *corpora_task_config_json(const tasks_config *cfg);
 
-typedef enum { CORPORA_TASK_CREATED, CORPORA_TASK_EXISTS, CORPORA_TASK_CONFLICT, CORPORA_TASK_FAILED } corpora_task_result;
+typedef enum {
+    CORPORA_TASK_CREATED,
+    CORPORA_TASK_EXISTS,
+    CORPORA_TASK_CONFLICT,
+    CORPORA_TASK_FAILED
+} corpora_task_result;
 /* Generates and records task corpus `name` (a valid, unreserved name): CREATED; EXISTS when a
  * ready corpus of that name with the same config is there already (nothing done); CONFLICT when
  * the name holds something else; FAILED (message in msg) when it cannot be written or stored. */

@@ -23,7 +23,7 @@ struct events_sub {
     int ping_due, hello_sent, resync_due, drop_after_resync, dropped;
     int ended;      /* the run's last event has been read: the stream ends */
     char *epilogue; /* events_sub_end: the text to end with once caught up */
-    char *pending; /* an event that did not fit the last buffer */
+    char *pending;  /* an event that did not fit the last buffer */
     size_t pending_len, pending_off;
     events_sub *next, *prev;
 };
@@ -33,7 +33,7 @@ struct events {
     pthread_cond_t cond;
     event *ring;
     size_t capacity;
-    uint64_t next_id; /* id of the next event */
+    uint64_t next_id;  /* id of the next event */
     uint64_t first_id; /* the first id ever published in this process */
     events_sub *subs;
     size_t n_subs;
@@ -173,7 +173,10 @@ void events_unsubscribe(events_sub *s) {
     if (!s) return;
     events *ev = s->ev;
     pthread_mutex_lock(&ev->lock);
-    if (s->prev) s->prev->next = s->next; else ev->subs = s->next;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        ev->subs = s->next;
     if (s->next) s->next->prev = s->prev;
     ev->n_subs--;
     pthread_mutex_unlock(&ev->lock);

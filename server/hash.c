@@ -62,7 +62,7 @@ __attribute__((no_sanitize("address", "undefined"))) static void compress(uint32
 #define HASH_HOT __attribute__((no_sanitize("address", "undefined")))
 
 HASH_HOT __attribute__((target("sha,sse4.1,ssse3"))) static void compress_shani(uint32_t h[8], const unsigned char *p,
-                                                                          size_t blocks) {
+                                                                                size_t blocks) {
 #ifdef __AVX__
     /* sha256rnds2 and its kin have only legacy SSE encodings: with the upper halves of the vector
      * registers dirty (AVX code before), each of them pays a transition penalty, 50x in all. */
@@ -90,8 +90,8 @@ HASH_HOT __attribute__((target("sha,sse4.1,ssse3"))) static void compress_shani(
         s0 = _mm_add_epi32(s0, abef);
         s1 = _mm_add_epi32(s1, cdgh);
     }
-    tmp = _mm_shuffle_epi32(s0, 0x1B);  /* FEBA */
-    s1 = _mm_shuffle_epi32(s1, 0xB1);   /* DCHG */
+    tmp = _mm_shuffle_epi32(s0, 0x1B);   /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);    /* DCHG */
     s0 = _mm_blend_epi16(tmp, s1, 0xF0); /* DCBA */
     s1 = _mm_alignr_epi8(s1, tmp, 8);    /* HGFE */
     _mm_storeu_si128((__m128i *)&h[0], s0);

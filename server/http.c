@@ -54,9 +54,9 @@ typedef struct {
     double since;         /* monotonic seconds when it entered its state */
     double deadline;      /* PENDING, IDLE: the head deadline; CLOSING: end of draining; HANDOFF: expiry */
     double accepted;
-    int partial;          /* IDLE: the request line of a next request has arrived */
-    int served;           /* requests completed on this connection */
-    int killed;           /* IDLE: shut down by the front door, libmicrohttpd closes it next */
+    int partial; /* IDLE: the request line of a next request has arrived */
+    int served;  /* requests completed on this connection */
+    int killed;  /* IDLE: shut down by the front door, libmicrohttpd closes it next */
 } http_conn;
 
 static void conn_enter(http_conn *c, conn_state st, double now);
@@ -78,8 +78,8 @@ struct http_stream {
     http_stream_read_fn read;
     http_stream_close_fn close;
     void *ctx;
-    int suspended;    /* the connection sleeps until a wake */
-    int pending_wake; /* a wake arrived while the reader was running */
+    int suspended;            /* the connection sleeps until a wake */
+    int pending_wake;         /* a wake arrived while the reader was running */
     http_stream *next, *prev; /* the server's list of live streams */
 };
 
@@ -128,9 +128,9 @@ struct http_request {
     int n_reply_headers;
     char **scratch; /* decoded query values, freed with the request */
     int n_scratch;
-    http_conn *conn;         /* the connection's slot (NULL if untracked) */
-    int seen;                /* the access handler has been called for it */
-    int refuse_status;       /* set from the request line (on_uri): answer this and close */
+    http_conn *conn;   /* the connection's slot (NULL if untracked) */
+    int seen;          /* the access handler has been called for it */
+    int refuse_status; /* set from the request line (on_uri): answer this and close */
     const char *refuse_code, *refuse_message;
 };
 
@@ -225,8 +225,10 @@ char *http_utf8_clean(const char *src, char *dst, size_t cap) {
 static const char *log_safe(const char *src, char *dst, size_t cap) {
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p && o + 5 < cap; p++) {
-        if (*p >= 0x20 && *p < 0x7f && *p != '\\') dst[o++] = (char)*p;
-        else o += (size_t)snprintf(dst + o, 5, "\\x%02X", *p);
+        if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+            dst[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(dst + o, 5, "\\x%02X", *p);
     }
     dst[o] = 0;
     return dst;
@@ -292,7 +294,7 @@ static int value_is(const char *v, size_t n, const char *word) {
 int http_head_check(const char *buf, size_t len, int eof, http_head_check_result *res) {
     memset(res, 0, sizeof *res);
     size_t n = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD; /* the head must end within the limit */
-    int more = len > HTTP_MAX_HEAD;                     /* bytes beyond the window exist */
+    int more = len > HTTP_MAX_HEAD;                       /* bytes beyond the window exist */
     size_t pos = 0, ll = 0, next = 0;
     int k;
     /* Blank lines before a request line are skipped, as libmicrohttpd does. */
@@ -317,7 +319,8 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
         if (c < 0x21 || c == 0x7f) return head_fail(res, 400, "bad_request", "control character in the request target");
     }
     if (j == t0) return head_fail(res, 400, "bad_request", "malformed request line");
-    if (j - t0 > HTTP_MAX_TARGET) return head_fail(res, 414, "uri_too_long", "the request target is longer than 4096 bytes");
+    if (j - t0 > HTTP_MAX_TARGET)
+        return head_fail(res, 414, "uri_too_long", "the request target is longer than 4096 bytes");
     if (j >= ll) return head_fail(res, 400, "bad_request", "the request line has no HTTP version");
     const char *v = line + j + 1;
     size_t vl = ll - j - 1;
@@ -338,15 +341,15 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
         k = head_line(buf, n, pos, &ll, &next);
         if (k < 0) return head_fail(res, 400, "bad_request", "bare CR in the request head");
         if (k == 0) {
-            if (more) return head_fail(res, 431, "header_fields_too_large", "the request head is larger than 8192 bytes");
+            if (more)
+                return head_fail(res, 431, "header_fields_too_large", "the request head is larger than 8192 bytes");
             if (eof) return head_fail(res, 400, "bad_request", "incomplete request");
             return 0;
         }
         if (ll == 0) break;
         line = buf + pos;
         if (line[0] == ' ' || line[0] == '\t') return head_fail(res, 400, "bad_request", "folded header line");
-        for (i = 0; i < ll && is_tchar((unsigned char)line[i]); i++) {
-        }
+        for (i = 0; i < ll && is_tchar((unsigned char)line[i]); i++) {}
         if (i == 0 || i >= ll || line[i] != ':') return head_fail(res, 400, "bad_request", "malformed header line");
         size_t name_len = i;
         const char *val = line + i + 1;
@@ -356,7 +359,8 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
             if ((c < 0x20 && c != '\t') || c == 0x7f)
                 return head_fail(res, 400, "bad_request", "control character in a header value");
         }
-        if (++headers > HTTP_MAX_HEADERS) return head_fail(res, 431, "header_fields_too_large", "more than 48 header lines");
+        if (++headers > HTTP_MAX_HEADERS)
+            return head_fail(res, 431, "header_fields_too_large", "more than 48 header lines");
         if (name_len == 14 && !strncasecmp(line, "Content-Length", 14)) {
             if (has_cl++) return head_fail(res, 400, "bad_request", "repeated Content-Length");
             size_t a = 0, b = val_len;
@@ -384,7 +388,8 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
                 return head_fail(res, 431, "header_fields_too_large", "Cookie headers longer than 4096 bytes");
             cookies++;
             for (size_t m = 0; m < val_len; m++) cookies += val[m] == ';' || val[m] == ',';
-            if (cookies > HTTP_MAX_COOKIES) return head_fail(res, 431, "header_fields_too_large", "more than 32 cookies");
+            if (cookies > HTTP_MAX_COOKIES)
+                return head_fail(res, 431, "header_fields_too_large", "more than 32 cookies");
         }
     }
     if (has_cl && has_te) return head_fail(res, 400, "bad_request", "both Content-Length and Transfer-Encoding");
@@ -447,9 +452,17 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
     /* Segments are kept as pointers into `copy`, which lives as long as the server. */
     int n = 0;
     char *save = NULL;
-    if (copy[0] != '/') { free(r->pattern); free(copy); return -1; }
+    if (copy[0] != '/') {
+        free(r->pattern);
+        free(copy);
+        return -1;
+    }
     for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-        if (n == MAX_SEGMENTS) { free(r->pattern); free(copy); return -1; }
+        if (n == MAX_SEGMENTS) {
+            free(r->pattern);
+            free(copy);
+            return -1;
+        }
         r->segments[n++] = tok;
     }
     r->segment_store = copy;
@@ -523,8 +536,16 @@ static int route_match(const route *r, const char *path, http_request *req) {
         size_t sl = strlen(segs[i]);
         char *value = malloc(sl + 1);
         char *name = malloc(strlen(pat));
-        if (!value || !name) { free(value); free(name); return -1; }
-        if (http_url_decode(segs[i], sl, value, 0) < 0 || strchr(value, '/')) { free(value); free(name); return -1; }
+        if (!value || !name) {
+            free(value);
+            free(name);
+            return -1;
+        }
+        if (http_url_decode(segs[i], sl, value, 0) < 0 || strchr(value, '/')) {
+            free(value);
+            free(name);
+            return -1;
+        }
         memcpy(name, pat + 1, strlen(pat) - 2);
         name[strlen(pat) - 2] = 0;
         req->param_names[req->n_params] = name;
@@ -553,7 +574,10 @@ const char *http_request_param(const http_request *req, const char *name) {
 
 static const char *keep_scratch(http_request *req, char *s) {
     char **grown = realloc(req->scratch, (size_t)(req->n_scratch + 1) * sizeof *grown);
-    if (!grown) { free(s); return NULL; }
+    if (!grown) {
+        free(s);
+        return NULL;
+    }
     req->scratch = grown;
     req->scratch[req->n_scratch++] = s;
     return s;
@@ -567,7 +591,10 @@ const char *http_request_query(http_request *req, const char *name) {
     size_t len = strlen(raw);
     char *out = malloc(len + 1);
     if (!out) return NULL;
-    if (http_url_decode(raw, len, out, 1) < 0) { free(out); return NULL; }
+    if (http_url_decode(raw, len, out, 1) < 0) {
+        free(out);
+        return NULL;
+    }
     return keep_scratch(req, out);
 }
 
@@ -585,7 +612,11 @@ static enum MHD_Result query_visit(void *cls, enum MHD_ValueKind kind, const cha
     size_t len = strlen(raw);
     char *out = malloc(len + 1);
     if (!out) return MHD_NO;
-    if (http_url_decode(raw, len, out, 1) < 0) { free(out); out = dup_str(""); if (!out) return MHD_NO; }
+    if (http_url_decode(raw, len, out, 1) < 0) {
+        free(out);
+        out = dup_str("");
+        if (!out) return MHD_NO;
+    }
     const char *v = keep_scratch(w->req, out);
     if (!v) return MHD_NO;
     w->stop = w->fn(key, v, w->ctx);
@@ -615,8 +646,8 @@ json_t *http_request_json_object(http_request *req) {
     }
     json_t *v = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!v) {
-        http_reply_error(req, 400, "bad_json", NULL, "invalid JSON at line %d column %d: %s", jerr.line,
-                         jerr.column, jerr.text);
+        http_reply_error(req, 400, "bad_json", NULL, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                         jerr.text);
         return NULL;
     }
     if (!json_is_object(v)) {
@@ -632,7 +663,11 @@ json_t *http_request_json_object(http_request *req) {
 void http_reply_header(http_request *req, const char *name, const char *value) {
     if (req->n_reply_headers == MAX_REPLY_HEADERS) return;
     char *n = dup_str(name), *v = dup_str(value);
-    if (!n || !v) { free(n); free(v); return; }
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return;
+    }
     req->reply_headers[req->n_reply_headers][0] = n;
     req->reply_headers[req->n_reply_headers][1] = v;
     req->n_reply_headers++;
@@ -694,7 +729,8 @@ void http_reply_error(http_request *req, int status, const char *code, const cha
     /* Messages echo request bytes (paths, names), which need not be UTF-8: JSON strings must be. */
     http_utf8_clean(raw, message, sizeof message);
     json_t *err = json_pack("{s:s, s:s}", "code", code, "message", message);
-    if (err && field) json_object_set_new(err, "field", json_string(http_utf8_clean(field, clean_field, sizeof clean_field)));
+    if (err && field)
+        json_object_set_new(err, "field", json_string(http_utf8_clean(field, clean_field, sizeof clean_field)));
     http_reply_json(req, status, err ? json_pack("{s:o}", "error", err) : NULL);
 }
 
@@ -732,7 +768,10 @@ static void stream_free(void *cls) {
     http_stream *st = cls;
     http_server *s = st->server;
     pthread_mutex_lock(&s->streams_lock);
-    if (st->prev) st->prev->next = st->next; else s->streams = st->next;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->streams = st->next;
     if (st->next) st->next->prev = st->prev;
     pthread_mutex_unlock(&s->streams_lock);
     /* close() must guarantee no further http_stream_wake() on st once it returns. */
@@ -772,8 +811,8 @@ http_stream *http_reply_stream(http_request *req, const char *content_type, http
     st->read = read;
     st->close = close;
     st->ctx = ctx;
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, st,
-                                                                  stream_free);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, st, stream_free);
     if (!resp) {
         pthread_mutex_destroy(&st->lock);
         free(st);
@@ -806,12 +845,22 @@ void http_stream_wake(http_stream *st) {
 /* ---- static files ----------------------------------------------------------------------- */
 
 static const char *content_type_for(const char *path) {
-    static const struct { const char *ext, *type; } types[] = {
-        {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
-        {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
-        {".json", "application/json"}, {".svg", "image/svg+xml"}, {".png", "image/png"},
-        {".ico", "image/x-icon"}, {".txt", "text/plain; charset=utf-8"}, {".map", "application/json"},
-        {".woff2", "font/woff2"}, {".csv", "text/csv; charset=utf-8"}, {".md", "text/markdown; charset=utf-8"},
+    static const struct {
+        const char *ext, *type;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript; charset=utf-8"},
+        {".mjs", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".map", "application/json"},
+        {".woff2", "font/woff2"},
+        {".csv", "text/csv; charset=utf-8"},
+        {".md", "text/markdown; charset=utf-8"},
     };
     const char *dot = strrchr(path, '.');
     if (dot)
@@ -836,8 +885,7 @@ static int static_resolve(http_server *s, const char *raw, char *out, size_t out
         char seg[NAME_MAX + 1];
         if (len == 0 || len > NAME_MAX) return -1;
         long dl = http_url_decode(p, len, seg, 0);
-        if (dl <= 0 || strchr(seg, '/') || strchr(seg, '\\') || !strcmp(seg, ".") || !strcmp(seg, ".."))
-            return -1;
+        if (dl <= 0 || strchr(seg, '/') || strchr(seg, '\\') || !strcmp(seg, ".") || !strcmp(seg, "..")) return -1;
         if (o + (size_t)dl + 2 >= sizeof rel) return -1;
         if (o) rel[o++] = '/';
         memcpy(rel + o, seg, (size_t)dl);
@@ -952,7 +1000,8 @@ static int conn_counts(const http_conn *c) {
 static void conn_end_waiting(http_server *s, http_conn *c, int answer) {
     if (answer) {
         char msg[1024];
-        size_t n = format_refusal(msg, sizeof msg, 408, "request_timeout", "the request head did not arrive in time", 0);
+        size_t n =
+            format_refusal(msg, sizeof msg, 408, "request_timeout", "the request head did not arrive in time", 0);
         if (n && send(c->fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) atomic_fetch_add(&s->status_counts[408], 1);
     }
     if (c->state == CONN_PENDING) {
@@ -988,7 +1037,8 @@ static int conn_evict_oldest(http_server *s, const unsigned char *ip) {
 }
 
 /* Answers a connection the front door owns with an error and starts draining it. */
-static void conn_refuse(http_server *s, http_conn *c, int status, const char *code, const char *message, int head_only) {
+static void conn_refuse(http_server *s, http_conn *c, int status, const char *code, const char *message,
+                        int head_only) {
     char msg[1024];
     size_t n = format_refusal(msg, sizeof msg, status, code, message, head_only);
     if (n) send(c->fd, msg, n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -1146,8 +1196,9 @@ static void front_expire(http_server *s) {
                 ll = c->partial;
             }
             char a[INET6_ADDRSTRLEN];
-            if (ll) log_info("closing a connection from %s: its request head did not arrive within %.1f s",
-                             addr_text(c, a, sizeof a), s->header_timeout_s);
+            if (ll)
+                log_info("closing a connection from %s: its request head did not arrive within %.1f s",
+                         addr_text(c, a, sizeof a), s->header_timeout_s);
             conn_end_waiting(s, c, ll);
         } else if (c->state == CONN_CLOSING) {
             close(c->fd);
@@ -1200,15 +1251,16 @@ static void *front_main(void *arg) {
         }
         if (pfd[0].revents) {
             char drain[64];
-            while (read(s->wake_pipe[0], drain, sizeof drain) > 0) {
-            }
+            while (read(s->wake_pipe[0], drain, sizeof drain) > 0) {}
         }
         if (atomic_load(&s->stopping)) break;
         for (nfds_t k = 2; rc > 0 && k < n; k++) {
             if (!pfd[k].revents) continue;
             http_conn *c = &s->conns[slot_of[k - 2]];
-            if (c->state == CONN_PENDING) front_readable(s, c, pfd[k].revents, buf);
-            else if (c->state == CONN_CLOSING) front_drain(s, c, buf);
+            if (c->state == CONN_PENDING)
+                front_readable(s, c, pfd[k].revents, buf);
+            else if (c->state == CONN_CLOSING)
+                front_drain(s, c, buf);
         }
         if ((pfd[1].revents & POLLIN) && front_accept(s, buf) < 0) accept_paused_until = mono_now() + 0.1;
         if (mono_now() >= due) front_expire(s);
@@ -1399,23 +1451,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             reply_and_close(req, req->refuse_status, req->refuse_code, req->refuse_message);
             return MHD_YES;
         }
-        const union MHD_ConnectionInfo *hs = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        const union MHD_ConnectionInfo *hs =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
         if ((hs && hs->header_size > HTTP_MAX_HEAD) ||
             MHD_get_connection_values(connection, MHD_HEADER_KIND, NULL, NULL) > HTTP_MAX_HEADERS) {
-            reply_and_close(req, 431, "header_fields_too_large", "the request head is larger than 8192 bytes "
-                                                               "or has more than 48 header lines");
+            reply_and_close(req, 431, "header_fields_too_large",
+                            "the request head is larger than 8192 bytes "
+                            "or has more than 48 header lines");
             return MHD_YES;
         }
         if (!http_path_canonical(req->path)) {
-            http_reply_error(req, 404, "not_found", NULL, "no such path (paths must be canonical: no empty, '.' "
-                                                          "or '..' segments, no encoded '/', '\\' or NUL)");
+            http_reply_error(req, 404, "not_found", NULL,
+                             "no such path (paths must be canonical: no empty, '.' "
+                             "or '..' segments, no encoded '/', '\\' or NUL)");
             return MHD_YES;
         }
         const char *m = !strcmp(method, "HEAD") ? "GET" : method;
         for (int i = 0; i < s->n_routes; i++) {
             if (strcmp(s->routes[i].method, m) != 0) continue;
             int r = route_match(&s->routes[i], req->path, req);
-            if (r == 1) { req->route = &s->routes[i]; break; }
+            if (r == 1) {
+                req->route = &s->routes[i];
+                break;
+            }
             if (r < 0) {
                 http_reply_error(req, 404, "not_found", NULL, "malformed path");
                 return MHD_YES;
@@ -1519,8 +1577,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     int status = req->replied ? req->status : 0;
     if (status >= 100 && status < 600) atomic_fetch_add(&s->status_counts[status], 1);
     char shown[600];
-    log_info("%s %s %d %.1fms", req->method ? req->method : "?", req->path ? log_safe(req->path, shown, sizeof shown) : "?",
-             status, elapsed_ms(&req->started));
+    log_info("%s %s %d %.1fms", req->method ? req->method : "?",
+             req->path ? log_safe(req->path, shown, sizeof shown) : "?", status, elapsed_ms(&req->started));
     for (int i = 0; i < req->n_params; i++) {
         free(req->param_names[i]);
         free(req->param_values[i]);
@@ -1597,8 +1655,8 @@ static int open_listen_socket(const char *addr, int port, int *bound_port, char 
         return -1;
     }
     getsockname(fd, (struct sockaddr *)&ss, &slen);
-    *bound_port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    *bound_port =
+        ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
 }
 
@@ -1625,14 +1683,14 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
     /* poll(), not epoll: libmicrohttpd 0.9.75's epoll mode treats a short read as "nothing more to
      * read", so a client's end of input that arrived with its request (as it does when the front
      * door hands a connection over) would go unseen until a timeout. */
-    s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-            MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
-        0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+                                 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                 MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                 (size_t)MHD_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, identity_unescape, NULL, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "libmicrohttpd could not start on %s:%d", s->bind_addr, s->port);
         close(s->listen_fd);

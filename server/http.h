@@ -72,7 +72,8 @@ void http_server_free(http_server *s);
 /* Counts of answered requests by status code (index 100..599), for /metrics. */
 void http_server_status_counts(const http_server *s, uint64_t counts[600]);
 /* Visits each route: used by the OpenAPI consistency test and documentation. */
-void http_server_each_route(const http_server *s, void (*fn)(const char *method, const char *pattern, void *ctx), void *ctx);
+void http_server_each_route(const http_server *s, void (*fn)(const char *method, const char *pattern, void *ctx),
+                            void *ctx);
 
 const char *http_request_method(const http_request *req);
 const char *http_request_path(const http_request *req);
@@ -118,10 +119,10 @@ void http_stream_wake(http_stream *st);
  * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request
  * line alone does not fit), the request target at most HTTP_MAX_TARGET bytes (414), at most
  * HTTP_MAX_QUERY_ARGS '&'-separated query arguments (431), HTTP_MAX_HEADERS header lines (431)
- * and HTTP_MAX_COOKIES cookies in at most HTTP_MAX_COOKIE_BYTES of Cookie headers (431); versions other than HTTP/1.0 and 1.1 get 505; malformed lines, control bytes, a bare
- * CR, folded headers, a bad or repeated Content-Length, or Content-Length with
- * Transfer-Encoding get 400; a Content-Length too large to represent gets 413; a
- * Transfer-Encoding other than chunked gets 501. */
+ * and HTTP_MAX_COOKIES cookies in at most HTTP_MAX_COOKIE_BYTES of Cookie headers (431); versions other than HTTP/1.0
+ * and 1.1 get 505; malformed lines, control bytes, a bare CR, folded headers, a bad or repeated Content-Length, or
+ * Content-Length with Transfer-Encoding get 400; a Content-Length too large to represent gets 413; a Transfer-Encoding
+ * other than chunked gets 501. */
 #define HTTP_MAX_HEAD 8192
 #define HTTP_MAX_TARGET 4096
 #define HTTP_MAX_QUERY_ARGS 64

@@ -87,7 +87,7 @@ typedef struct {
     jobs *j;
     live_run *live;
     long long run_id;
-    int learned_scale; /* the variant learns its score scale: tau.L.H is recorded */
+    int learned_scale;                                 /* the variant learns its score scale: tau.L.H is recorded */
     char staging[PATH_MAX + 48], final[PATH_MAX + 48]; /* its checkpoint (checkpoints.h) */
     char failure[512]; /* set when what it reports cannot be kept: the run stops and fails */
     store_metric points[MAX_POINTS_PER_STEP];
@@ -127,10 +127,10 @@ static void publish_points(train_ctx *t, int n, long step) {
     double eta = t->live->eta_s, tps = t->live->tokens_per_s;
     long total = t->live->total_steps;
     pthread_mutex_unlock(&j->lock);
-    json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)t->run_id, "step",
-                           (json_int_t)step, "total_steps", (json_int_t)total, "wall_time",
-                           n ? t->points[0].wall_time : wall_now(), "eta_s", eta, "tokens_per_s", tps, "values",
-                           values);
+    json_t *ev =
+        json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)t->run_id, "step", (json_int_t)step,
+                  "total_steps", (json_int_t)total, "wall_time", n ? t->points[0].wall_time : wall_now(), "eta_s", eta,
+                  "tokens_per_s", tps, "values", values);
     char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     if (text) events_publish(j->cfg.events, t->run_id, "metrics", text);
     free(text);
@@ -364,7 +364,10 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         live->total_steps = tc.steps;
         live->wall_start = wall_now();
         pthread_mutex_unlock(&j->lock);
-        train_callbacks cb = {.ctx = t, .on_step = on_step, .on_eval = on_eval, .on_eval_metrics = on_eval_metrics,
+        train_callbacks cb = {.ctx = t,
+                              .on_step = on_step,
+                              .on_eval = on_eval,
+                              .on_eval_metrics = on_eval_metrics,
                               .should_stop = should_stop,
                               .on_checkpoint = on_checkpoint};
         log_info("run %lld: training %s on '%s' with %d threads%s", run_id,
@@ -495,7 +498,8 @@ jobs *jobs_start(const jobs_config *cfg) {
     j->cfg = *cfg;
     snprintf(j->data_dir, sizeof j->data_dir, "%s", cfg->data_dir);
     j->cfg.data_dir = j->data_dir;
-    if (j->cfg.train_workers < 1 && !(store_shared(j->cfg.store) && j->cfg.train_workers == 0)) j->cfg.train_workers = 1;
+    if (j->cfg.train_workers < 1 && !(store_shared(j->cfg.store) && j->cfg.train_workers == 0))
+        j->cfg.train_workers = 1;
     if (j->cfg.train_workers > MAX_TRAIN_WORKERS) j->cfg.train_workers = MAX_TRAIN_WORKERS;
     if (j->cfg.probe_workers < 1) j->cfg.probe_workers = 1;
     if (j->cfg.compute_threads < 1) j->cfg.compute_threads = 1;

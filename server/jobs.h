@@ -28,7 +28,7 @@ typedef struct {
     metrics_writer *writer;
     corpora *corpora;
     const char *data_dir;
-    int train_workers;   /* concurrent trainings */
+    int train_workers; /* concurrent trainings */
     int probe_workers;
     int compute_threads; /* shared by the running trainings */
     int max_queued;      /* queued trainings beyond this are refused (429) */

@@ -31,6 +31,9 @@ void log_msg(log_level level, const char *fmt, ...) {
     va_end(ap);
     /* One fputs per line keeps lines from different threads whole. */
     size_t len = strlen(line);
-    if (len + 1 < sizeof line) { line[len] = '\n'; line[len + 1] = 0; }
+    if (len + 1 < sizeof line) {
+        line[len] = '\n';
+        line[len + 1] = 0;
+    }
     fputs(line, stderr);
 }

@@ -5,11 +5,10 @@
 #include "commands.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: attnlabd [serve] [--bind ADDR] [--port N] [--data-dir DIR] ...  run the service\n"
-            "       attnlabd train [flags]       train one model in the foreground (JSON per step)\n"
-            "       attnlabd tokenize [flags]    text on stdin -> token ids (or --decode)\n"
-            "       attnlabd COMMAND --help      the flags of one command\n");
+    fprintf(out, "usage: attnlabd [serve] [--bind ADDR] [--port N] [--data-dir DIR] ...  run the service\n"
+                 "       attnlabd train [flags]       train one model in the foreground (JSON per step)\n"
+                 "       attnlabd tokenize [flags]    text on stdin -> token ids (or --decode)\n"
+                 "       attnlabd COMMAND --help      the flags of one command\n");
 }
 
 int main(int argc, char **argv) {
@@ -22,7 +21,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
-    if (!strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
     fprintf(stderr, "attnlabd: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

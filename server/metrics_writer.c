@@ -162,7 +162,8 @@ void metrics_writer_stop(metrics_writer *w) {
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
     pthread_join(w->thread, NULL);
-    if (w->dropped) log_warn("metrics writer refused %llu points in all (its queue was full)", (unsigned long long)w->dropped);
+    if (w->dropped)
+        log_warn("metrics writer refused %llu points in all (its queue was full)", (unsigned long long)w->dropped);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->wake);
     pthread_cond_destroy(&w->done);

@@ -52,7 +52,8 @@ int nodes_default_id(const char *data_dir, char *buf, size_t len) {
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "node");
     host[sizeof host - 1] = 0;
     for (char *p = host; *p; p++)
-        if (!(*p == '-' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+        if (!(*p == '-' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= 'A' && *p <= 'Z')))
             *p = '-';
     unsigned char r[3] = {0};
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -86,7 +87,8 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to, double w
     if (store_metrics_points(n->cfg.store, run_id, NULL, from, &pts, &np) != STORE_OK || np == 0) return;
     json_t *run = NULL;
     long long total = 0;
-    if (store_run_get(n->cfg.store, run_id, &run) == STORE_OK) total = json_integer_value(json_object_get(run, "total_steps"));
+    if (store_run_get(n->cfg.store, run_id, &run) == STORE_OK)
+        total = json_integer_value(json_object_get(run, "total_steps"));
     json_decref(run);
     /* pts is ordered by key, then step: walk the steps in order and pick each key's point. */
     for (int step = from; step <= to; step++) {
@@ -158,8 +160,8 @@ static void on_notify(void *ctx, const char *channel, const char *payload) {
         const char *t = json_string_value(json_object_get(o, "t"));
         if (t && !strcmp(t, "m"))
             relay_metrics(n, run_id, (int)json_integer_value(json_object_get(o, "from")),
-                          (int)json_integer_value(json_object_get(o, "to")), json_number_value(json_object_get(o, "w0")),
-                          json_number_value(json_object_get(o, "w1")));
+                          (int)json_integer_value(json_object_get(o, "to")),
+                          json_number_value(json_object_get(o, "w0")), json_number_value(json_object_get(o, "w1")));
         else if (t && !strcmp(t, "s"))
             relay_status(n, run_id);
     }
@@ -169,8 +171,13 @@ static void on_notify(void *ctx, const char *channel, const char *payload) {
 /* ---- presence ------------------------------------------------------------------------------------ */
 
 static store_status register_self(nodes *n) {
-    store_node row = {.id = n->id, .host = n->host, .url = n->url, .role = n->role, .version = n->version,
-                      .capacity = n->cfg.capacity, .pid = (long)getpid()};
+    store_node row = {.id = n->id,
+                      .host = n->host,
+                      .url = n->url,
+                      .role = n->role,
+                      .version = n->version,
+                      .capacity = n->cfg.capacity,
+                      .pid = (long)getpid()};
     return store_node_register(n->cfg.store, &row);
 }
 
@@ -188,8 +195,7 @@ static void *beat_loop(void *arg) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        while (!n->stopping && pthread_cond_timedwait(&n->cv, &n->lock, &ts) != ETIMEDOUT) {
-        }
+        while (!n->stopping && pthread_cond_timedwait(&n->cv, &n->lock, &ts) != ETIMEDOUT) {}
         if (n->stopping) break;
         pthread_mutex_unlock(&n->lock);
         store_status s = store_node_heartbeat(n->cfg.store, n->id);
@@ -265,8 +271,9 @@ void nodes_prometheus(nodes *n, FILE *out) {
             "# HELP attnlab_node_info This node: its id and role.\n# TYPE attnlab_node_info gauge\n"
             "attnlab_node_info{node=\"%s\",role=\"%s\",shared=\"%s\"} 1\n",
             n->id, n->role, store_shared(n->cfg.store) ? "true" : "false");
-    fprintf(out, "# HELP attnlab_node_capacity Trainings this node runs at once.\n# TYPE attnlab_node_capacity gauge\n"
-                 "attnlab_node_capacity %d\n",
+    fprintf(out,
+            "# HELP attnlab_node_capacity Trainings this node runs at once.\n# TYPE attnlab_node_capacity gauge\n"
+            "attnlab_node_capacity %d\n",
             n->cfg.capacity);
     if (n->cfg.queue)
         fprintf(out,
@@ -278,7 +285,8 @@ void nodes_prometheus(nodes *n, FILE *out) {
     fprintf(out,
             "# HELP attnlab_node_relayed_events_total Other nodes' events published here, by type.\n"
             "# TYPE attnlab_node_relayed_events_total counter\n"
-            "attnlab_node_relayed_events_total{type=\"metrics\"} %llu\nattnlab_node_relayed_events_total{type=\"status\"} %llu\n"
+            "attnlab_node_relayed_events_total{type=\"metrics\"} "
+            "%llu\nattnlab_node_relayed_events_total{type=\"status\"} %llu\n"
             "# HELP attnlab_node_heartbeats_failed_total Heartbeats the database did not take.\n"
             "# TYPE attnlab_node_heartbeats_failed_total counter\nattnlab_node_heartbeats_failed_total %llu\n",
             rm, rs, hf);

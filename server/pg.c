@@ -85,8 +85,9 @@ static PGconn *open_conn(const char *url, int timeout_s, const char *app_name) {
     snprintf(timeout, sizeof timeout, "%d", timeout_s > 0 ? timeout_s : 5);
     snprintf(user_timeout, sizeof user_timeout, "%d", (timeout_s > 0 ? timeout_s : 5) * 2000);
     /* The URL comes first and is expanded (expand_dbname); the keywords after it override. */
-    const char *keys[] = {"dbname", "connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                          "keepalives_interval", "keepalives_count", "tcp_user_timeout", NULL};
+    const char *keys[] = {"dbname",           "connect_timeout",  "application_name",
+                          "keepalives",       "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout", NULL};
     const char *vals[] = {url, timeout, app_name ? app_name : "attnlabd", "1", "5", "2", "3", user_timeout, NULL};
     return PQconnectdbParams(keys, vals, 1);
 }

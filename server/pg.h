@@ -88,7 +88,7 @@ int pg_nrows(const pg_res *r);
 long long pg_affected(const pg_res *r); /* rows a command changed, 0 for a query */
 int pg_get_isnull(const pg_res *r, int row, int col);
 const char *pg_get_text(const pg_res *r, int row, int col); /* NULL for SQL NULL */
-long long pg_get_i64(const pg_res *r, int row, int col);  /* 0 for NULL or not a number */
+long long pg_get_i64(const pg_res *r, int row, int col);    /* 0 for NULL or not a number */
 int pg_get_int(const pg_res *r, int row, int col);
 double pg_get_double(const pg_res *r, int row, int col); /* 0 for NULL */
 int pg_get_bool(const pg_res *r, int row, int col);      /* 't' or a non-zero number: 1 */

@@ -86,8 +86,7 @@ static void *beat_loop(void *arg) {
     while (!q->stopping) {
         struct timespec ts;
         deadline_in(&ts, every_ms);
-        while (!q->stopping && pthread_cond_timedwait(&q->beat_cv, &q->lock, &ts) != ETIMEDOUT) {
-        }
+        while (!q->stopping && pthread_cond_timedwait(&q->beat_cv, &q->lock, &ts) != ETIMEDOUT) {}
         if (q->stopping) break;
         pthread_mutex_unlock(&q->lock);
         renew_all(q);
@@ -153,16 +152,15 @@ int queue_claim(queue *q, store_lease *lease, int (*stop)(void *), void *ctx) {
                 queue_done(q, lease->run_id);
                 return 0;
             }
-            log_info("run %lld: claimed%s (attempt %d)", lease->run_id, lease->takeover ? " from a node that stopped renewing its lease" : "",
-                     lease->attempt);
+            log_info("run %lld: claimed%s (attempt %d)", lease->run_id,
+                     lease->takeover ? " from a node that stopped renewing its lease" : "", lease->attempt);
             return 1;
         }
         if (s == STORE_ERROR) log_warn("claiming a run: %s", store_last_error());
         pthread_mutex_lock(&q->lock);
         struct timespec ts;
         deadline_in(&ts, q->poll_ms);
-        while (!q->stopping && q->wakes == seen && pthread_cond_timedwait(&q->wake_cv, &q->lock, &ts) != ETIMEDOUT) {
-        }
+        while (!q->stopping && q->wakes == seen && pthread_cond_timedwait(&q->wake_cv, &q->lock, &ts) != ETIMEDOUT) {}
         pthread_mutex_unlock(&q->lock);
     }
 }

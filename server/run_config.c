@@ -13,8 +13,7 @@ int run_config_init(void) {
     if (openapi) return 0;
     openapi = json_loads(openapi_json, 0, NULL);
     schema_props = json_object_get(
-        json_object_get(json_object_get(json_object_get(openapi, "components"), "schemas"), "RunConfig"),
-        "properties");
+        json_object_get(json_object_get(json_object_get(openapi, "components"), "schemas"), "RunConfig"), "properties");
     if (!json_is_object(schema_props)) return -1;
     /* the default precision is this CPU's (asked at run time), so forms, flags and stored configs show it */
     json_t *prec = json_object_get(schema_props, "precision");
@@ -52,7 +51,8 @@ static int matches_name_pattern(const char *s) {
 }
 
 /* Checks one value against its property schema. */
-static int check_value(const char *prefix, const char *key, const json_t *v, const json_t *prop, run_config_error *err) {
+static int check_value(const char *prefix, const char *key, const json_t *v, const json_t *prop,
+                       run_config_error *err) {
     const char *type = json_string_value(json_object_get(prop, "type"));
     if (!strcmp(type, "integer")) {
         /* 12.0 is accepted as 12; 12.5 is not. */
@@ -114,8 +114,9 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
         const char *type = json_string_value(json_object_get(v, "type"));
         if (given) {
             /* Integers are stored as integers even when sent as 12.0. */
-            json_object_set_new(cfg, key, !strcmp(type, "integer") ? json_integer((json_int_t)json_number_value(given))
-                                                                    : json_deep_copy(given));
+            json_object_set_new(cfg, key,
+                                !strcmp(type, "integer") ? json_integer((json_int_t)json_number_value(given))
+                                                         : json_deep_copy(given));
         } else if (json_object_get(v, "default")) {
             json_object_set(cfg, key, json_object_get(v, "default"));
         }
@@ -140,7 +141,8 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
         else
             json_object_set_new(cfg, "precision", json_string("fp32"));
     }
-    if (!rc && !json_object_get(cfg, "tau_init")) json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
+    if (!rc && !json_object_get(cfg, "tau_init"))
+        json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
     if (!rc && !json_object_get(cfg, "scale_init"))
         json_object_set_new(cfg, "scale_init", json_real(sqrt((double)(C / H))));
     if (!rc && get_num(cfg, "scale_clamp") > 0 && get_num(cfg, "scale_clamp") < get_num(cfg, "scale_init"))

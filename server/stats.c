@@ -15,9 +15,7 @@ const char STATS_REASON_NO_VARIATION[] = "all values are equal: no t statistic";
 /* ---- moments ----------------------------------------------------------------------------- */
 
 /* The i-th value of a one-sample (b NULL) or paired (a - b) data set. */
-static inline double value_at(const double *a, const double *b, size_t i) {
-    return b ? a[i] - b[i] : a[i];
-}
+static inline double value_at(const double *a, const double *b, size_t i) { return b ? a[i] - b[i] : a[i]; }
 
 static int all_finite(const double *a, const double *b, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -27,8 +25,7 @@ static int all_finite(const double *a, const double *b, size_t n) {
 
 /* Corrected two-pass mean and sample std of finite values (n >= 1); *constant tells whether all
  * values are equal, in which case std is exactly 0 (n >= 2). */
-static void moments(const double *a, const double *b, size_t n, double *mean, double *std,
-                    int *constant) {
+static void moments(const double *a, const double *b, size_t n, double *mean, double *std, int *constant) {
     double sum = 0.0, first = value_at(a, b, 0);
     int same = 1;
     for (size_t i = 0; i < n; i++) {
@@ -98,8 +95,7 @@ static double lbeta(double a, double b) {
     } /* now a >= b */
     if (a < 20.0) return lgam(a) + lgam(b) - lgam(a + b);
     /* lgamma(a) - lgamma(a+b) = -(a - 1/2) ln(1 + b/a) - b ln(a + b) + b + corr(a) - corr(a+b) */
-    double diff =
-        -(a - 0.5) * log1p(b / a) - b * log(a + b) + b + stirling_corr(a) - stirling_corr(a + b);
+    double diff = -(a - 0.5) * log1p(b / a) - b * log(a + b) + b + stirling_corr(a) - stirling_corr(a + b);
     if (b >= 20.0) { /* both large: lgamma(b) by the same series */
         double lgb = (b - 0.5) * log(b) - b + 0.91893853320467274178 + stirling_corr(b);
         return lgb + diff;
@@ -304,12 +300,10 @@ double stats_t_p_two_sided(double t, double df) {
  * (|error| < 4.5e-4), then the first two terms of the Cornish-Fisher expansion of t. */
 static double t_start(double q, double df) {
     double s = sqrt(-2.0 * log(q));
-    double z = s - (2.515517 + s * (0.802853 + s * 0.010328)) /
-                       (1.0 + s * (1.432788 + s * (0.189269 + s * 0.001308)));
+    double z = s - (2.515517 + s * (0.802853 + s * 0.010328)) / (1.0 + s * (1.432788 + s * (0.189269 + s * 0.001308)));
     if (isinf(df)) return z;
     double z2 = z * z;
-    double t =
-        z + z * (z2 + 1.0) / (4.0 * df) + z * (5.0 * z2 * z2 + 16.0 * z2 + 3.0) / (96.0 * df * df);
+    double t = z + z * (z2 + 1.0) / (4.0 * df) + z * (5.0 * z2 * z2 + 16.0 * z2 + 3.0) / (96.0 * df * df);
     return isfinite(t) && t > 0.0 ? t : 1.0;
 }
 
@@ -367,8 +361,7 @@ static void summary_nan(stats_summary *s, size_t n) {
     s->reason = NULL;
 }
 
-static stats_status summarize(const double *a, const double *b, int paired, size_t n, double conf,
-                              stats_summary *out) {
+static stats_status summarize(const double *a, const double *b, int paired, size_t n, double conf, stats_summary *out) {
     if (!out) return STATS_ERR_INVALID;
     summary_nan(out, n);
     if (!(conf > 0.0 && conf < 1.0)) return STATS_ERR_INVALID;
@@ -405,8 +398,7 @@ stats_status stats_summarize(const double *x, size_t n, double conf, stats_summa
     return summarize(x, NULL, 0, n, conf, out);
 }
 
-stats_status stats_paired(const double *a, const double *b, size_t n, double conf,
-                          stats_summary *out) {
+stats_status stats_paired(const double *a, const double *b, size_t n, double conf, stats_summary *out) {
     return summarize(a, b, 1, n, conf, out);
 }
 
@@ -434,20 +426,15 @@ static double quantile_sorted(const double *v, size_t n, double q) {
     return v[i] + (h - (double)i) * (v[i + 1] - v[i]);
 }
 
-static stats_status bootstrap(const double *a, const double *b, int paired, size_t n, double conf,
-                              size_t resamples, uint64_t seed, double *lo, double *hi,
-                              const char **reason) {
+static stats_status bootstrap(const double *a, const double *b, int paired, size_t n, double conf, size_t resamples,
+                              uint64_t seed, double *lo, double *hi, const char **reason) {
     if (reason) *reason = NULL;
     if (lo) *lo = NAN;
     if (hi) *hi = NAN;
-    if (!lo || !hi || !(conf > 0.0 && conf < 1.0) || resamples > STATS_BOOTSTRAP_MAX)
-        return STATS_ERR_INVALID;
+    if (!lo || !hi || !(conf > 0.0 && conf < 1.0) || resamples > STATS_BOOTSTRAP_MAX) return STATS_ERR_INVALID;
     if (n > 0 && (!a || (paired && !b) || !all_finite(a, b, n))) return STATS_ERR_INVALID;
     if (n < STATS_MIN_INTERVAL_N) {
-        if (reason)
-            *reason = n == 0   ? STATS_REASON_NO_VALUES
-                      : n == 1 ? STATS_REASON_NEEDS_2
-                               : STATS_REASON_NEEDS_3;
+        if (reason) *reason = n == 0 ? STATS_REASON_NO_VALUES : n == 1 ? STATS_REASON_NEEDS_2 : STATS_REASON_NEEDS_3;
         return STATS_OK;
     }
     if (resamples == 0) resamples = STATS_BOOTSTRAP_DEFAULT;
@@ -467,14 +454,13 @@ static stats_status bootstrap(const double *a, const double *b, int paired, size
     return STATS_OK;
 }
 
-stats_status stats_bootstrap_mean_ci(const double *x, size_t n, double conf, size_t resamples,
-                                     uint64_t seed, double *lo, double *hi, const char **reason) {
+stats_status stats_bootstrap_mean_ci(const double *x, size_t n, double conf, size_t resamples, uint64_t seed,
+                                     double *lo, double *hi, const char **reason) {
     return bootstrap(x, NULL, 0, n, conf, resamples, seed, lo, hi, reason);
 }
 
-stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t n, double conf,
-                                       size_t resamples, uint64_t seed, double *lo, double *hi,
-                                       const char **reason) {
+stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t n, double conf, size_t resamples,
+                                       uint64_t seed, double *lo, double *hi, const char **reason) {
     return bootstrap(a, b, 1, n, conf, resamples, seed, lo, hi, reason);
 }
 
@@ -492,8 +478,7 @@ static int cmp_entry(const void *pa, const void *pb) {
     return (a->rep > b->rep) - (a->rep < b->rep);
 }
 
-stats_status stats_band(const stats_series *reps, size_t n_reps, stats_band_point **out,
-                        size_t *n_out) {
+stats_status stats_band(const stats_series *reps, size_t n_reps, stats_band_point **out, size_t *n_out) {
     if (out) *out = NULL;
     if (n_out) *n_out = 0;
     if (!out || !n_out || (n_reps > 0 && !reps)) return STATS_ERR_INVALID;

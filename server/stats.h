@@ -88,8 +88,8 @@ typedef struct {
     double sem;          /* std / sqrt(n); NaN when n < 2 */
     double df;           /* n - 1 */
     double ci_lo, ci_hi; /* mean -+ t_{(1+conf)/2, n-1} * sem; NaN when n < STATS_MIN_INTERVAL_N */
-    double t, p;        /* t = mean / sem against 0, two-sided p-value; NaN when n < 3 or std = 0 */
-    const char *reason; /* NULL when every field above is a number; else why some are NaN */
+    double t, p;         /* t = mean / sem against 0, two-sided p-value; NaN when n < 3 or std = 0 */
+    const char *reason;  /* NULL when every field above is a number; else why some are NaN */
 } stats_summary;
 
 /* One-sample summary of x[0..n-1] with a conf-level t interval and a t-test of mean = 0.
@@ -103,8 +103,7 @@ stats_status stats_summarize(const double *x, size_t n, double conf, stats_summa
 /* Paired comparison: stats_summarize of the differences d_i = a[i] - b[i] (the pairs match by
  * index, e.g. by seed), so `mean` is the paired mean difference, [ci_lo, ci_hi] its t interval and
  * p the paired t-test's two-sided p-value. Allocates nothing; errors as stats_summarize. */
-stats_status stats_paired(const double *a, const double *b, size_t n, double conf,
-                          stats_summary *out);
+stats_status stats_paired(const double *a, const double *b, size_t n, double conf, stats_summary *out);
 
 /* ---- bootstrap --------------------------------------------------------------------------- */
 
@@ -118,14 +117,13 @@ stats_status stats_paired(const double *a, const double *b, size_t n, double con
  * stats_summarize; otherwise *reason = NULL. Returns STATS_ERR_INVALID (lo, hi NaN) for NULL lo/hi,
  * x NULL with n > 0, conf outside (0,1), resamples > STATS_BOOTSTRAP_MAX or a non-finite value;
  * STATS_ERR_NOMEM when the resample means cannot be allocated. */
-stats_status stats_bootstrap_mean_ci(const double *x, size_t n, double conf, size_t resamples,
-                                     uint64_t seed, double *lo, double *hi, const char **reason);
+stats_status stats_bootstrap_mean_ci(const double *x, size_t n, double conf, size_t resamples, uint64_t seed,
+                                     double *lo, double *hi, const char **reason);
 
 /* The same for the mean of paired differences a[i] - b[i] (pairs resampled together): the
  * bootstrap counterpart of stats_paired's interval. */
-stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t n, double conf,
-                                       size_t resamples, uint64_t seed, double *lo, double *hi,
-                                       const char **reason);
+stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t n, double conf, size_t resamples,
+                                       uint64_t seed, double *lo, double *hi, const char **reason);
 
 /* ---- bands over replicate curves --------------------------------------------------------- */
 
@@ -156,7 +154,6 @@ typedef struct {
  * STATS_ERR_INVALID (*out NULL, *n_out 0) for NULL out/n_out, reps NULL with n_reps > 0, a series
  * with points NULL and n > 0, or a step twice in one replicate; STATS_ERR_NOMEM when an
  * allocation fails. */
-stats_status stats_band(const stats_series *reps, size_t n_reps, stats_band_point **out,
-                        size_t *n_out);
+stats_status stats_band(const stats_series *reps, size_t n_reps, stats_band_point **out, size_t *n_out);
 
 #endif

@@ -85,8 +85,7 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
 /* Moves a run to `to` only if its status is one of `from` (NULL-terminated). STORE_CONFLICT when it
  * is not, STORE_NOT_FOUND when there is no such run. Sets started_at on running and finished_at on a
  * final status; error may be NULL. */
-store_status store_run_transition(store *st, long long id, const char *const *from, const char *to,
-                                  const char *error);
+store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error);
 /* Records a run's step and (if larger than the stored one) its checkpoint step. */
 store_status store_run_progress(store *st, long long id, int step, int checkpoint_step);
 /* Changes any of name, note (NULL: unchanged) and tags (NULL: unchanged); STORE_NOT_FOUND if no run. */
@@ -116,8 +115,8 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
 /* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
  * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
  * of *n (NULL when there are none). */
-store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step,
-                                  store_metric **points, size_t *n);
+store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
+                                  size_t *n);
 /* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the
  * first step at which the series took its minimum. */
 store_status store_metrics_summary(store *st, long long run_id, json_t **out);
@@ -127,9 +126,9 @@ store_status store_run_brief(store *st, long long run_id, json_t **out);
 
 /* ---- experiments -------------------------------------------------------------------------- */
 typedef struct {
-    const char *name, *preset;           /* preset may be NULL */
+    const char *name, *preset;             /* preset may be NULL */
     const char *base_json, *variants_json; /* JSON text */
-    int replicates;                      /* runs per variant (>= 1; 0 is taken as 1) */
+    int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
 } store_new_experiment;
 
 /* Creates an experiment and its n runs (queued, each with experiment_id set to the new
@@ -171,9 +170,9 @@ store_status store_corpora_fail_tokenizing(store *st, const char *error, int *n)
  * Files kept beside the database (a run's checkpoint), recorded with what they must hold, so a
  * file is trusted only when the database says whose it is and its bytes still match. */
 typedef struct {
-    const char *path;   /* relative to the data directory: "runs/3/checkpoint.safetensors" */
-    const char *kind;   /* "checkpoint", "weights" or "corpus" */
-    long long run_id;   /* 0: none */
+    const char *path; /* relative to the data directory: "runs/3/checkpoint.safetensors" */
+    const char *kind; /* "checkpoint", "weights" or "corpus" */
+    long long run_id; /* 0: none */
     int step;
     long long bytes;
     const char *sha256; /* 64 hex digits of the file's content */

@@ -48,8 +48,8 @@ store_status store_corpus_create(store *st, const store_corpus *c) {
     return corpus_write(st, c, "INSERT");
 }
 
-#define CORPUS_COLUMNS                                                                        \
-    "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, " \
+#define CORPUS_COLUMNS                                                                                                 \
+    "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "                          \
     "(SELECT count(*) FROM runs r WHERE r.corpus = c.name), task"
 
 static json_t *corpus_from_row(sqlite3_stmt *q) {
@@ -100,8 +100,8 @@ store_status store_corpus_list(store *st, json_t **out) {
     json_t *list = json_array();
     db_lock(st);
     store_status s = list ? STORE_OK : db_fail("list corpora: out of memory");
-    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT " CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name")
-                                    : NULL;
+    sqlite3_stmt *q =
+        s == STORE_OK ? db_prepare(st, "SELECT " CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name") : NULL;
     if (s == STORE_OK && !q) s = STORE_ERROR;
     int rc = SQLITE_DONE;
     while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW)

@@ -5,8 +5,8 @@
 #include "store_impl.h"
 #include "store_pg.h"
 
-#define EXPERIMENT_COLUMNS                                              \
-    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, " \
+#define EXPERIMENT_COLUMNS                                                                                             \
+    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, "                                                \
     "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.replicates"
 
 static json_t *experiment_from_row(sqlite3_stmt *q) {
@@ -42,8 +42,9 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
         if (id < 0) s = STORE_ERROR;
     }
     if (s == STORE_OK) {
-        sqlite3_stmt *q = db_prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, "
-                                         "replicates) VALUES (?, ?, ?, ?, ?, ?, ?)");
+        sqlite3_stmt *q =
+            db_prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, "
+                           "replicates) VALUES (?, ?, ?, ?, ?, ?, ?)");
         if (q) {
             db_bind_text(q, 1, e->name ? e->name : "");
             db_bind_text(q, 2, e->preset);
@@ -137,8 +138,10 @@ store_status store_experiment_list(store *st, int limit, int offset, json_t **ou
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "list experiments");
     if (s == STORE_OK) {
         s = db_step_one(st, c, "count experiments");
-        if (s == STORE_OK) count = sqlite3_column_int64(c, 0);
-        else if (s == STORE_NOT_FOUND) s = db_fail("count experiments: no row");
+        if (s == STORE_OK)
+            count = sqlite3_column_int64(c, 0);
+        else if (s == STORE_NOT_FOUND)
+            s = db_fail("count experiments: no row");
     }
     sqlite3_finalize(q);
     sqlite3_finalize(c);

@@ -14,7 +14,8 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
     store_status s = db_begin(st);
     sqlite3_stmt *q = NULL;
     if (s == STORE_OK) {
-        q = db_prepare(st, "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) VALUES (?, ?, ?, ?, ?)");
+        q = db_prepare(st,
+                       "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) VALUES (?, ?, ?, ?, ?)");
         if (!q) s = STORE_ERROR;
     }
     for (size_t i = 0; s == STORE_OK && i < n; i++) {
@@ -54,8 +55,8 @@ static int key_matches(const char *key, const char *keys) {
     return 0;
 }
 
-store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step,
-                                  store_metric **points, size_t *n) {
+store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
+                                  size_t *n) {
     if (st->pg) return store_pg_metrics_points(st, run_id, keys, since_step, points, n);
     *points = NULL;
     *n = 0;
@@ -127,7 +128,8 @@ store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
                               sqlite3_column_double(q, 1), "max", sqlite3_column_double(q, 2), "mean",
                               sqlite3_column_double(q, 3), "step_of_min", sqlite3_column_int(q, 7), "count",
                               (json_int_t)sqlite3_column_int64(q, 4), "last_step", sqlite3_column_int(q, 5));
-        if (json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0), o) < 0) s = db_fail("summary: out of memory");
+        if (json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0), o) < 0)
+            s = db_fail("summary: out of memory");
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "summary");
     sqlite3_finalize(q);
@@ -149,8 +151,9 @@ store_status store_run_brief(store *st, long long run_id, json_t **out) {
     static const char *const keys[] = {"loss", "val_loss"};
     for (int k = 0; k < 2 && s == STORE_OK; k++) {
         /* Both read one key's rows through the primary key index. */
-        sqlite3_stmt *q = db_prepare(st, "SELECT min(value), count(*), (SELECT value FROM metrics WHERE run_id = ?1 AND "
-                                         "key = ?2 ORDER BY step DESC LIMIT 1) FROM metrics WHERE run_id = ?1 AND key = ?2");
+        sqlite3_stmt *q =
+            db_prepare(st, "SELECT min(value), count(*), (SELECT value FROM metrics WHERE run_id = ?1 AND "
+                           "key = ?2 ORDER BY step DESC LIMIT 1) FROM metrics WHERE run_id = ?1 AND key = ?2");
         if (!q) {
             s = STORE_ERROR;
             break;
@@ -160,23 +163,26 @@ store_status store_run_brief(store *st, long long run_id, json_t **out) {
         s = db_step_one(st, q, "brief");
         if (s == STORE_NOT_FOUND) s = db_fail("brief: an aggregate gave no row");
         if (s == STORE_OK && sqlite3_column_int64(q, 1) > 0 &&
-            json_object_set_new(brief, keys[k], json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 2), "min",
-                                                          sqlite3_column_double(q, 0))) < 0)
+            json_object_set_new(
+                brief, keys[k],
+                json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 2), "min", sqlite3_column_double(q, 0))) < 0)
             s = db_fail("brief: out of memory");
         sqlite3_finalize(q);
     }
-    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT min(value), max(value), count(*) FROM metrics WHERE run_id = ?1 "
-                                                     "AND key >= 'tau.' AND key < 'tau/' AND step = (SELECT max(step) "
-                                                     "FROM metrics WHERE run_id = ?1 AND key = 'tau.0.0')")
-                                    : NULL;
+    sqlite3_stmt *q = s == STORE_OK
+                          ? db_prepare(st, "SELECT min(value), max(value), count(*) FROM metrics WHERE run_id = ?1 "
+                                           "AND key >= 'tau.' AND key < 'tau/' AND step = (SELECT max(step) "
+                                           "FROM metrics WHERE run_id = ?1 AND key = 'tau.0.0')")
+                          : NULL;
     if (s == STORE_OK && !q) s = STORE_ERROR;
     if (s == STORE_OK) {
         sqlite3_bind_int64(q, 1, run_id);
         s = db_step_one(st, q, "brief");
         if (s == STORE_NOT_FOUND) s = db_fail("brief: an aggregate gave no row");
         if (s == STORE_OK && sqlite3_column_int64(q, 2) > 0 &&
-            json_object_set_new(brief, "tau", json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max",
-                                                        sqlite3_column_double(q, 1))) < 0)
+            json_object_set_new(
+                brief, "tau",
+                json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max", sqlite3_column_double(q, 1))) < 0)
             s = db_fail("brief: out of memory");
     }
     sqlite3_finalize(q);

@@ -66,11 +66,13 @@ store_status store_node_list(store *st, double stale_s, json_t **out) {
     /* One node owns the file: the runs running are its own. */
     sqlite3_stmt *q =
         s == STORE_OK
-            ? db_prepare(st, "SELECT id, host, url, role, capacity, pid, version, started_at, heartbeat_at, ?1 - heartbeat_at, "
-                             "stopped_at IS NULL AND ?1 - heartbeat_at <= ?2, stopped_at, "
-                             "CASE WHEN stopped_at IS NULL THEN (SELECT json_group_array(id) FROM (SELECT id FROM runs "
-                             "WHERE status = 'running' ORDER BY id)) ELSE '[]' END "
-                             "FROM nodes ORDER BY heartbeat_at DESC, id")
+            ? db_prepare(
+                  st,
+                  "SELECT id, host, url, role, capacity, pid, version, started_at, heartbeat_at, ?1 - heartbeat_at, "
+                  "stopped_at IS NULL AND ?1 - heartbeat_at <= ?2, stopped_at, "
+                  "CASE WHEN stopped_at IS NULL THEN (SELECT json_group_array(id) FROM (SELECT id FROM runs "
+                  "WHERE status = 'running' ORDER BY id)) ELSE '[]' END "
+                  "FROM nodes ORDER BY heartbeat_at DESC, id")
             : NULL;
     if (s == STORE_OK && !q) s = STORE_ERROR;
     if (s == STORE_OK) {

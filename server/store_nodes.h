@@ -27,7 +27,7 @@ void store_set_node(store *st, const char *node_id);
 /* ---- nodes ---------------------------------------------------------------------------------- */
 typedef struct {
     const char *id, *host, *url, *role, *version; /* role: "api", "worker" or "all" */
-    int capacity;                                /* trainings it runs at once (0 for an api node) */
+    int capacity;                                 /* trainings it runs at once (0 for an api node) */
     long pid;
 } store_node;
 

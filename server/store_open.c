@@ -13,6 +13,7 @@ store_status store_open(store **out, const char *url, char *err, size_t errlen) 
         return STORE_ERROR;
     }
     if (!strncmp(url, "sqlite:", 7)) return store_sqlite_open(out, url + 7, err, errlen);
-    if (!strncmp(url, "postgres://", 11) || !strncmp(url, "postgresql://", 13)) return store_pg_open(out, url, err, errlen);
+    if (!strncmp(url, "postgres://", 11) || !strncmp(url, "postgresql://", 13))
+        return store_pg_open(out, url, err, errlen);
     return store_sqlite_open(out, url, err, errlen); /* a plain path is a SQLite file */
 }

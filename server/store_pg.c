@@ -307,7 +307,8 @@ long long spg_next_id(pg_conn *c, const char *table) {
     pg_params_init(&q);
     pg_p_text(&q, table);
     pg_res *r = NULL;
-    store_status s = pg_exec(c, "next id", "UPDATE id_counters SET last = last + 1 WHERE name = $1 RETURNING last", &q, &r);
+    store_status s =
+        pg_exec(c, "next id", "UPDATE id_counters SET last = last + 1 WHERE name = $1 RETURNING last", &q, &r);
     long long id = -1;
     if (s != STORE_OK)
         spg_fail(c, s == STORE_CONFLICT ? STORE_ERROR : s);
@@ -324,8 +325,9 @@ long long spg_next_id(pg_conn *c, const char *table) {
 /* The version the database is at: 0 for an empty database, -1 after an error (err set). */
 static int read_version(pg_conn *c, char *err, size_t errlen) {
     pg_res *r = NULL;
-    if (pg_exec(c, "schema", "SELECT to_regclass('attnlab_schema') IS NOT NULL, "
-                             "(SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema())",
+    if (pg_exec(c, "schema",
+                "SELECT to_regclass('attnlab_schema') IS NOT NULL, "
+                "(SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema())",
                 NULL, &r) != STORE_OK) {
         snprintf(err, errlen, "%s", pg_error(c));
         return -1;
@@ -391,8 +393,8 @@ static store_status migrate(pg_conn *c, char *err, size_t errlen) {
                                "applied_at DOUBLE PRECISION NOT NULL)");
         if (s == STORE_OK) s = pg_exec_script(c, store_pg_migrations[v].name, store_pg_migrations[v].sql);
         if (s == STORE_OK)
-            s = pg_cmd(c, "schema version", "INSERT INTO attnlab_schema (version, name, applied_at) VALUES ($1, $2, $3)",
-                       &b, NULL);
+            s = pg_cmd(c, "schema version",
+                       "INSERT INTO attnlab_schema (version, name, applied_at) VALUES ($1, $2, $3)", &b, NULL);
         s = pg_finish(c, s);
         if (s != STORE_OK) {
             snprintf(err, errlen, "migration %s failed: %s", store_pg_migrations[v].name, pg_error(c));
@@ -410,7 +412,7 @@ static store_status migrate(pg_conn *c, char *err, size_t errlen) {
 
 store_status store_pg_open(store **out, const char *url, char *err, size_t errlen) {
     *out = NULL;
-    if (strlen(url) >= sizeof ((store_pg *)0)->url) {
+    if (strlen(url) >= sizeof((store_pg *)0)->url) {
         snprintf(err, errlen, "the database URL is too long");
         return STORE_ERROR;
     }
@@ -489,8 +491,9 @@ store_status store_pg_ping(store *st) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;
     pg_res *r = NULL;
-    store_status s = pg_exec(c, "ping", "SELECT (SELECT coalesce(max(version), 0) FROM attnlab_schema), "
-                                        "current_setting('transaction_read_only') = 'on'",
+    store_status s = pg_exec(c, "ping",
+                             "SELECT (SELECT coalesce(max(version), 0) FROM attnlab_schema), "
+                             "current_setting('transaction_read_only') = 'on'",
                              NULL, &r);
     if (s != STORE_OK)
         s = spg_fail(c, STORE_ERROR);
@@ -549,7 +552,8 @@ static void *listen_loop(void *arg) {
             had_connection = 1;
         }
         int r = pg_wait_readable(c, 200);
-        if (r > 0 && pg_notifications(c, deliver, p) < 0) log_warn("store: the listening connection broke: %s", pg_error(c));
+        if (r > 0 && pg_notifications(c, deliver, p) < 0)
+            log_warn("store: the listening connection broke: %s", pg_error(c));
         if (r < 0) usleep(100 * 1000);
     }
     pg_close(c);

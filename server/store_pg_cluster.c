@@ -22,13 +22,14 @@ store_status store_pg_node_register(store *st, const store_node *n) {
     pg_p_int(&p, n->pid);
     pg_p_text(&p, n->version ? n->version : "");
     store_status s = spg_fail(
-        c, pg_cmd(c, "register node",
-                  "INSERT INTO nodes (id, host, url, role, capacity, pid, version, started_at, heartbeat_at, stopped_at) "
-                  "VALUES ($1, $2, $3, $4, $5, $6, $7, " DB_NOW ", " DB_NOW ", NULL) "
-                  "ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, url = EXCLUDED.url, role = EXCLUDED.role, "
-                  "capacity = EXCLUDED.capacity, pid = EXCLUDED.pid, version = EXCLUDED.version, "
-                  "started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL",
-                  &p, NULL));
+        c,
+        pg_cmd(c, "register node",
+               "INSERT INTO nodes (id, host, url, role, capacity, pid, version, started_at, heartbeat_at, stopped_at) "
+               "VALUES ($1, $2, $3, $4, $5, $6, $7, " DB_NOW ", " DB_NOW ", NULL) "
+               "ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, url = EXCLUDED.url, role = EXCLUDED.role, "
+               "capacity = EXCLUDED.capacity, pid = EXCLUDED.pid, version = EXCLUDED.version, "
+               "started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL",
+               &p, NULL));
     spg_put(st, c);
     return s;
 }
@@ -69,12 +70,13 @@ store_status store_pg_node_list(store *st, double stale_s, json_t **out) {
     pg_p_double(&p, stale_s);
     pg_res *r = NULL;
     store_status s = spg_fail(
-        c, pg_exec(c, "list nodes",
-                   "SELECT n.id, n.host, n.url, n.role, n.capacity, n.pid, n.version, n.started_at, n.heartbeat_at, "
-                   DB_NOW " - n.heartbeat_at, n.stopped_at IS NULL AND " DB_NOW " - n.heartbeat_at <= $1::float8, "
-                   "n.stopped_at, coalesce((SELECT json_agg(r.id ORDER BY r.id) FROM runs r WHERE r.node_id = n.id "
-                   "AND r.status = 'running')::text, '[]') FROM nodes n ORDER BY n.heartbeat_at DESC, n.id COLLATE \"C\"",
-                   &p, &r));
+        c, pg_exec(
+               c, "list nodes",
+               "SELECT n.id, n.host, n.url, n.role, n.capacity, n.pid, n.version, n.started_at, n.heartbeat_at, " DB_NOW
+               " - n.heartbeat_at, n.stopped_at IS NULL AND " DB_NOW " - n.heartbeat_at <= $1::float8, "
+               "n.stopped_at, coalesce((SELECT json_agg(r.id ORDER BY r.id) FROM runs r WHERE r.node_id = n.id "
+               "AND r.status = 'running')::text, '[]') FROM nodes n ORDER BY n.heartbeat_at DESC, n.id COLLATE \"C\"",
+               &p, &r));
     spg_put(st, c);
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
         json_t *o = json_object();
@@ -118,17 +120,18 @@ store_status store_pg_run_claim(store *st, const char *node_id, double lease_s, 
      * becomes running here; one whose lease ran out stays running and moves here. One statement:
      * the claim and the status notification commit together. */
     store_status s = spg_fail(
-        c, pg_exec(c, "claim run",
-                   "WITH c AS (SELECT id, status FROM runs WHERE status = 'queued' OR (status = 'running' AND "
-                   "lease_until IS NOT NULL AND lease_until < " DB_NOW ") ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1), "
-                   "u AS (UPDATE runs r SET status = 'running', node_id = $1, lease_token = nextval('lease_tokens'), "
-                   "lease_until = " DB_NOW " + $2::float8, attempts = r.attempts + 1, error = NULL, finished_at = NULL, "
-                   "started_at = CASE WHEN c.status = 'queued' THEN $3::float8 ELSE r.started_at END "
-                   "FROM c WHERE r.id = c.id RETURNING r.id, r.lease_token, r.attempts, c.status) "
-                   "SELECT u.id, u.lease_token, u.attempts, u.status = 'running', "
-                   "pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, 'node', $1::text)::text) "
-                   "FROM u",
-                   &p, &r));
+        c,
+        pg_exec(c, "claim run",
+                "WITH c AS (SELECT id, status FROM runs WHERE status = 'queued' OR (status = 'running' AND "
+                "lease_until IS NOT NULL AND lease_until < " DB_NOW ") ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1), "
+                "u AS (UPDATE runs r SET status = 'running', node_id = $1, lease_token = nextval('lease_tokens'), "
+                "lease_until = " DB_NOW " + $2::float8, attempts = r.attempts + 1, error = NULL, finished_at = NULL, "
+                "started_at = CASE WHEN c.status = 'queued' THEN $3::float8 ELSE r.started_at END "
+                "FROM c WHERE r.id = c.id RETURNING r.id, r.lease_token, r.attempts, c.status) "
+                "SELECT u.id, u.lease_token, u.attempts, u.status = 'running', "
+                "pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, 'node', $1::text)::text) "
+                "FROM u",
+                &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
     if (s == STORE_OK) {
@@ -176,13 +179,14 @@ store_status store_pg_run_release(store *st, long long run_id, long long token, 
     pg_p_text(&p, spg_node(st));
     pg_res *r = NULL;
     char sql[1200];
-    snprintf(sql, sizeof sql,
-             "WITH u AS (UPDATE runs SET status = $3::text, error = $4::text, lease_token = NULL, lease_until = NULL, "
-             "finished_at = CASE WHEN $3::text = 'queued' THEN NULL ELSE $5::float8 END WHERE id = $1 AND "
-             "lease_token = $2 AND status = 'running' RETURNING id) "
-             "SELECT u.id, pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, 'node', $6::text)::text)"
-             "%s FROM u",
-             !strcmp(to, "queued") ? ", pg_notify('attnlab_jobs', u.id::text)" : "");
+    snprintf(
+        sql, sizeof sql,
+        "WITH u AS (UPDATE runs SET status = $3::text, error = $4::text, lease_token = NULL, lease_until = NULL, "
+        "finished_at = CASE WHEN $3::text = 'queued' THEN NULL ELSE $5::float8 END WHERE id = $1 AND "
+        "lease_token = $2 AND status = 'running' RETURNING id) "
+        "SELECT u.id, pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, 'node', $6::text)::text)"
+        "%s FROM u",
+        !strcmp(to, "queued") ? ", pg_notify('attnlab_jobs', u.id::text)" : "");
     store_status s = spg_fail(c, pg_exec(c, "release run", sql, &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_CONFLICT;
@@ -239,15 +243,15 @@ store_status store_pg_artifact_put(store *st, const store_artifact *a) {
     /* A checkpoint of a run this node holds is recorded only while the lease is still its own
      * (the run's row is locked meanwhile, so the lease cannot move before the commit). */
     long long n = 0;
-    store_status s = spg_fail(
-        c, pg_cmd(c, "record artefact",
-                  "INSERT INTO artifacts (path, kind, run_id, step, bytes, sha256, created_at, node_id) "
-                  "SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE $9::bigint = 0 OR EXISTS (SELECT 1 FROM runs "
-                  "WHERE id = $3 AND lease_token = $9::bigint FOR SHARE) "
-                  "ON CONFLICT (path) DO UPDATE SET kind = EXCLUDED.kind, run_id = EXCLUDED.run_id, "
-                  "step = EXCLUDED.step, bytes = EXCLUDED.bytes, sha256 = EXCLUDED.sha256, "
-                  "created_at = EXCLUDED.created_at, node_id = EXCLUDED.node_id",
-                  &p, &n));
+    store_status s =
+        spg_fail(c, pg_cmd(c, "record artefact",
+                           "INSERT INTO artifacts (path, kind, run_id, step, bytes, sha256, created_at, node_id) "
+                           "SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE $9::bigint = 0 OR EXISTS (SELECT 1 FROM runs "
+                           "WHERE id = $3 AND lease_token = $9::bigint FOR SHARE) "
+                           "ON CONFLICT (path) DO UPDATE SET kind = EXCLUDED.kind, run_id = EXCLUDED.run_id, "
+                           "step = EXCLUDED.step, bytes = EXCLUDED.bytes, sha256 = EXCLUDED.sha256, "
+                           "created_at = EXCLUDED.created_at, node_id = EXCLUDED.node_id",
+                           &p, &n));
     spg_put(st, c);
     if (s == STORE_OK && n == 0) {
         s = STORE_CONFLICT;
@@ -264,10 +268,11 @@ store_status store_pg_artifact_get(store *st, const char *path, json_t **out) {
     pg_params_init(&p);
     pg_p_text(&p, path);
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "get artefact",
-                                         "SELECT path, kind, run_id, step, bytes, sha256, created_at, node_id FROM artifacts "
-                                         "WHERE path = $1",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "get artefact",
+                            "SELECT path, kind, run_id, step, bytes, sha256, created_at, node_id FROM artifacts "
+                            "WHERE path = $1",
+                            &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
     if (s == STORE_OK) {

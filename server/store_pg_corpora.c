@@ -20,14 +20,15 @@ static store_status corpus_write(store *st, const store_corpus *c, int replace) 
     pg_p_double(&p, spg_now());
     pg_p_text(&p, c->task_json);
     char sql[1000];
-    snprintf(sql, sizeof sql,
-             "INSERT INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "
-             "task) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)%s",
-             replace ? " ON CONFLICT (name) DO UPDATE SET source = EXCLUDED.source, tokenizer = EXCLUDED.tokenizer, "
-                       "documents = EXCLUDED.documents, bytes = EXCLUDED.bytes, tokens = EXCLUDED.tokens, "
-                       "status = EXCLUDED.status, error = EXCLUDED.error, builtin = EXCLUDED.builtin, "
-                       "created_at = EXCLUDED.created_at, task = EXCLUDED.task"
-                     : "");
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO corpora (name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "
+        "task) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)%s",
+        replace ? " ON CONFLICT (name) DO UPDATE SET source = EXCLUDED.source, tokenizer = EXCLUDED.tokenizer, "
+                  "documents = EXCLUDED.documents, bytes = EXCLUDED.bytes, tokens = EXCLUDED.tokens, "
+                  "status = EXCLUDED.status, error = EXCLUDED.error, builtin = EXCLUDED.builtin, "
+                  "created_at = EXCLUDED.created_at, task = EXCLUDED.task"
+                : "");
     pg_conn *k = spg_get(st);
     if (!k) return STORE_ERROR;
     store_status s = spg_fail(k, pg_cmd(k, "write corpus", sql, &p, NULL));
@@ -38,8 +39,8 @@ static store_status corpus_write(store *st, const store_corpus *c, int replace) 
 store_status store_pg_corpus_put(store *st, const store_corpus *c) { return corpus_write(st, c, 1); }
 store_status store_pg_corpus_create(store *st, const store_corpus *c) { return corpus_write(st, c, 0); }
 
-#define CORPUS_COLUMNS                                                                        \
-    "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, " \
+#define CORPUS_COLUMNS                                                                                                 \
+    "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "                          \
     "(SELECT count(*) FROM runs r WHERE r.corpus = c.name), task"
 
 static json_t *corpus_from_row(const pg_res *q, int i) {
@@ -76,7 +77,8 @@ store_status store_pg_corpus_get(store *st, const char *name, json_t **out) {
     pg_params_init(&p);
     pg_p_text(&p, name);
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "get corpus", "SELECT " CORPUS_COLUMNS " FROM corpora c WHERE name = $1", &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "get corpus", "SELECT " CORPUS_COLUMNS " FROM corpora c WHERE name = $1", &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0)
         s = STORE_NOT_FOUND;
@@ -96,9 +98,9 @@ store_status store_pg_corpus_list(store *st, json_t **out) {
         return STORE_ERROR;
     }
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "list corpora",
-                                         "SELECT " CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name COLLATE \"C\"",
-                                         NULL, &r));
+    store_status s = spg_fail(
+        c, pg_exec(c, "list corpora",
+                   "SELECT " CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name COLLATE \"C\"", NULL, &r));
     spg_put(st, c);
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
         if (json_array_append_new(list, corpus_from_row(r, i)) < 0) s = spg_fail_msg("list corpora: out of memory");

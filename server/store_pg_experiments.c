@@ -5,8 +5,8 @@
 
 #include "store_pg.h"
 
-#define EXPERIMENT_COLUMNS                                              \
-    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, " \
+#define EXPERIMENT_COLUMNS                                                                                             \
+    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, "                                                \
     "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.replicates"
 
 static json_t *experiment_from_row(const pg_res *q, int i) {
@@ -82,7 +82,8 @@ store_status store_pg_experiment_discard(store *st, long long id) {
     /* The experiment's row is locked first, so no run of it can be claimed meanwhile... */
     pg_res *r = NULL;
     if (s == STORE_OK)
-        s = spg_fail(c, pg_exec(c, "discard experiment", "SELECT id FROM experiments WHERE id = $1 FOR UPDATE", &p, &r));
+        s = spg_fail(c,
+                     pg_exec(c, "discard experiment", "SELECT id FROM experiments WHERE id = $1 FOR UPDATE", &p, &r));
     if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
     pg_clear(r);
     r = NULL;
@@ -94,8 +95,10 @@ store_status store_pg_experiment_discard(store *st, long long id) {
                                 &p, &r));
     if (s == STORE_OK && pg_get_i64(r, 0, 0) > 0) s = STORE_CONFLICT;
     pg_clear(r);
-    if (s == STORE_OK) s = spg_fail(c, pg_cmd(c, "discard experiment's runs", "DELETE FROM runs WHERE experiment_id = $1", &p, NULL));
-    if (s == STORE_OK) s = spg_fail(c, pg_cmd(c, "discard experiment", "DELETE FROM experiments WHERE id = $1", &p, NULL));
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "discard experiment's runs", "DELETE FROM runs WHERE experiment_id = $1", &p, NULL));
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "discard experiment", "DELETE FROM experiments WHERE id = $1", &p, NULL));
     s = spg_fail(c, pg_finish(c, s)); /* commits only a whole discard */
     spg_put(st, c);
     return s;
@@ -109,8 +112,8 @@ store_status store_pg_experiment_get(store *st, long long id, json_t **out) {
     pg_params_init(&p);
     pg_p_int(&p, id);
     pg_res *r = NULL;
-    store_status s =
-        spg_fail(c, pg_exec(c, "get experiment", "SELECT " EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = $1", &p, &r));
+    store_status s = spg_fail(
+        c, pg_exec(c, "get experiment", "SELECT " EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = $1", &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0)
         s = STORE_NOT_FOUND;
@@ -141,7 +144,8 @@ store_status store_pg_experiment_list(store *st, int limit, int offset, json_t *
                                          &p, &r));
     long long count = 0;
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
-        if (json_array_append_new(list, experiment_from_row(r, i)) < 0) s = spg_fail_msg("list experiments: out of memory");
+        if (json_array_append_new(list, experiment_from_row(r, i)) < 0)
+            s = spg_fail_msg("list experiments: out of memory");
     if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 8);
     pg_clear(r);
     r = NULL;

@@ -161,7 +161,8 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
                 if (runs[j].run == pg_get_i64(r, i, 0)) runs[j].allowed = 1;
         pg_clear(r);
         for (size_t j = 0; s == STORE_OK && j < n_runs; j++)
-            if (!runs[j].allowed) log_warn("store: run %lld: metric points left out: this node no longer holds its lease", runs[j].run);
+            if (!runs[j].allowed)
+                log_warn("store: run %lld: metric points left out: this node no longer holds its lease", runs[j].run);
     }
     free(held_runs.buf);
     free(held_tokens.buf);
@@ -232,8 +233,8 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
             if (!runs[i].allowed) continue;
             char note[256];
             snprintf(note, sizeof note,
-                     "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":",
-                     runs[i].run, runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
+                     "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":", runs[i].run,
+                     runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
             json_t *node = json_string(spg_node(st));
             char *node_text = node ? json_dumps(node, JSON_ENCODE_ANY) : NULL;
             json_decref(node);
@@ -258,8 +259,8 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
             pg_params p;
             pg_params_init(&p);
             pg_p_text(&p, notes.buf);
-            s = spg_fail(c, pg_cmd(c, "notify metrics", "SELECT pg_notify('attnlab_events', x) FROM unnest($1::text[]) x",
-                                   &p, NULL));
+            s = spg_fail(c, pg_cmd(c, "notify metrics",
+                                   "SELECT pg_notify('attnlab_events', x) FROM unnest($1::text[]) x", &p, NULL));
         }
         free(notes.buf);
     }
@@ -299,10 +300,11 @@ store_status store_pg_metrics_points(store *st, long long run_id, const char *ke
     pg_p_int(&p, run_id);
     pg_p_int(&p, since_step);
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "read metrics",
-                                         "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND step >= $2 "
-                                         "ORDER BY key COLLATE \"C\", step",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "read metrics",
+                            "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND step >= $2 "
+                            "ORDER BY key COLLATE \"C\", step",
+                            &p, &r));
     spg_put(st, c);
     int rows = s == STORE_OK ? pg_nrows(r) : 0;
     store_metric *got = rows ? malloc((size_t)rows * sizeof *got) : NULL;
@@ -342,21 +344,21 @@ store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out)
     pg_p_int(&p, run_id);
     pg_res *r = NULL;
     /* step_of_min: the first step holding the minimum. */
-    store_status s = spg_fail(
-        c, pg_exec(c, "summary",
-                   "SELECT m.key, min(m.value), max(m.value), avg(m.value), count(*), max(m.step), "
-                   "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
-                   "   ORDER BY l.step DESC LIMIT 1), "
-                   "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
-                   "   AND s.value = min(m.value)) "
-                   "FROM metrics m WHERE m.run_id = $1 GROUP BY m.run_id, m.key ORDER BY m.key COLLATE \"C\"",
-                   &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "summary",
+                            "SELECT m.key, min(m.value), max(m.value), avg(m.value), count(*), max(m.step), "
+                            "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
+                            "   ORDER BY l.step DESC LIMIT 1), "
+                            "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
+                            "   AND s.value = min(m.value)) "
+                            "FROM metrics m WHERE m.run_id = $1 GROUP BY m.run_id, m.key ORDER BY m.key COLLATE \"C\"",
+                            &p, &r));
     spg_put(st, c);
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
         json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", pg_get_double(r, i, 6), "min",
                               pg_get_double(r, i, 1), "max", pg_get_double(r, i, 2), "mean", pg_get_double(r, i, 3),
-                              "step_of_min", pg_get_int(r, i, 7), "count", (json_int_t)pg_get_i64(r, i, 4),
-                              "last_step", pg_get_int(r, i, 5));
+                              "step_of_min", pg_get_int(r, i, 7), "count", (json_int_t)pg_get_i64(r, i, 4), "last_step",
+                              pg_get_int(r, i, 5));
         if (json_object_set_new(sum, pg_get_text(r, i, 0), o) < 0) s = spg_fail_msg("summary: out of memory");
     }
     pg_clear(r);
@@ -399,8 +401,9 @@ store_status store_pg_run_brief(store *st, long long run_id, json_t **out) {
     static const char *const keys[] = {"loss", "val_loss"};
     for (int k = 0; s == STORE_OK && k < 2; k++)
         if (pg_get_i64(r, 0, 3 * k) > 0 &&
-            json_object_set_new(brief, keys[k], json_pack("{s:f, s:f}", "last", pg_get_double(r, 0, 3 * k + 2), "min",
-                                                          pg_get_double(r, 0, 3 * k + 1))) < 0)
+            json_object_set_new(brief, keys[k],
+                                json_pack("{s:f, s:f}", "last", pg_get_double(r, 0, 3 * k + 2), "min",
+                                          pg_get_double(r, 0, 3 * k + 1))) < 0)
             s = spg_fail_msg("brief: out of memory");
     if (s == STORE_OK && pg_get_i64(r, 0, 6) > 0 &&
         json_object_set_new(brief, "tau",

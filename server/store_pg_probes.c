@@ -23,9 +23,10 @@ static store_status insert_tables(pg_conn *c, long long id, const json_t *tables
             pg_p_text(&p, name);
             pg_p_text(&p, cols);
             pg_p_text(&p, rows);
-            s = spg_fail(c, pg_cmd(c, "insert probe table",
-                                   "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES ($1,$2,$3,$4,$5)",
-                                   &p, NULL));
+            s = spg_fail(c,
+                         pg_cmd(c, "insert probe table",
+                                "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES ($1,$2,$3,$4,$5)",
+                                &p, NULL));
         }
         free(cols);
         free(rows);
@@ -100,10 +101,11 @@ store_status store_pg_probe_find(store *st, const char *kind, const char *cache_
     pg_p_text(&p, kind);
     pg_p_text(&p, cache_key);
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "find probe",
-                                         "SELECT id FROM probes WHERE kind = $1 AND cache_key = $2 AND status = 'succeeded' "
-                                         "ORDER BY id DESC LIMIT 1",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "find probe",
+                            "SELECT id FROM probes WHERE kind = $1 AND cache_key = $2 AND status = 'succeeded' "
+                            "ORDER BY id DESC LIMIT 1",
+                            &p, &r));
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
     if (s == STORE_OK) *id_out = pg_get_i64(r, 0, 0);
@@ -140,12 +142,13 @@ static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
     pg_params_init(&p);
     pg_p_int(&p, json_integer_value(json_object_get(probe, "id")));
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "probe tables",
-                                         with_rows ? "SELECT name, columns, rows FROM probe_tables WHERE probe_id = $1 "
-                                                     "ORDER BY idx"
-                                                   : "SELECT name, columns, json_array_length(rows::json) FROM probe_tables "
-                                                     "WHERE probe_id = $1 ORDER BY idx",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "probe tables",
+                            with_rows ? "SELECT name, columns, rows FROM probe_tables WHERE probe_id = $1 "
+                                        "ORDER BY idx"
+                                      : "SELECT name, columns, json_array_length(rows::json) FROM probe_tables "
+                                        "WHERE probe_id = $1 ORDER BY idx",
+                            &p, &r));
     json_t *tables = s == STORE_OK ? json_array() : NULL;
     if (s == STORE_OK && !tables) s = spg_fail_msg("probe tables: out of memory");
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
@@ -161,7 +164,8 @@ static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
         if (bad) s = spg_fail_msg("probe tables: out of memory");
     }
     pg_clear(r);
-    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0) return spg_fail_msg("probe tables: out of memory");
+    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
+        return spg_fail_msg("probe tables: out of memory");
     if (s != STORE_OK) json_decref(tables);
     return s;
 }
@@ -207,14 +211,15 @@ store_status store_pg_probe_list(store *st, const char *kind, int limit, int off
     pg_p_int(&p, limit);
     pg_p_int(&p, offset);
     pg_res *r = NULL, *cr = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "list probes",
-                                         "SELECT " PROBE_COLUMNS " FROM probes WHERE ($1::text IS NULL OR kind = $1::text) "
-                                         "ORDER BY id DESC LIMIT $2::bigint OFFSET $3::bigint",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "list probes",
+                            "SELECT " PROBE_COLUMNS " FROM probes WHERE ($1::text IS NULL OR kind = $1::text) "
+                            "ORDER BY id DESC LIMIT $2::bigint OFFSET $3::bigint",
+                            &p, &r));
     p.n = 1;
     if (s == STORE_OK)
-        s = spg_fail(c, pg_exec(c, "count probes", "SELECT count(*) FROM probes WHERE ($1::text IS NULL OR kind = $1::text)",
-                                &p, &cr));
+        s = spg_fail(c, pg_exec(c, "count probes",
+                                "SELECT count(*) FROM probes WHERE ($1::text IS NULL OR kind = $1::text)", &p, &cr));
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
         json_t *pr = probe_from_row(r, i);
         if (!pr) {
@@ -253,8 +258,9 @@ store_status store_pg_probe_table(store *st, long long id, const char *name, jso
     spg_put(st, c);
     if (s == STORE_OK && pg_nrows(r) == 0)
         s = STORE_NOT_FOUND;
-    else if (s == STORE_OK && !(*out = json_pack("{s:o, s:o, s:o}", "name", spg_text(r, 0, 0), "columns",
-                                                 spg_json(r, 0, 1, json_array()), "rows", spg_json(r, 0, 2, json_array()))))
+    else if (s == STORE_OK &&
+             !(*out = json_pack("{s:o, s:o, s:o}", "name", spg_text(r, 0, 0), "columns",
+                                spg_json(r, 0, 1, json_array()), "rows", spg_json(r, 0, 2, json_array()))))
         s = spg_fail_msg("probe table: out of memory");
     pg_clear(r);
     return s;

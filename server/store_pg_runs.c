@@ -5,10 +5,10 @@
 
 #include "store_pg.h"
 
-#define RUN_COLUMNS                                                                                        \
-    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "        \
-    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "             \
-    "coalesce((SELECT json_agg(t.tag ORDER BY t.tag COLLATE \"C\") FROM run_tags t WHERE t.run_id = r.id)" \
+#define RUN_COLUMNS                                                                                                    \
+    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
+    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
+    "coalesce((SELECT json_agg(t.tag ORDER BY t.tag COLLATE \"C\") FROM run_tags t WHERE t.run_id = r.id)"             \
     "::text, '[]'), r.node_id, r.replicate"
 
 /* The run object of row i of a RUN_COLUMNS query; NULL when out of memory. */
@@ -78,11 +78,12 @@ store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run
     pg_p_text(&p, run->corpus ? run->corpus : "");
     pg_p_int(&p, id);
     pg_p_int(&p, run->replicate > 0 ? run->replicate : 0);
-    store_status s = pg_cmd(c, "insert run",
-                            "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, note, "
-                            "created_at, corpus, id, replicate) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, "
-                            "$11)",
-                            &p, NULL);
+    store_status s =
+        pg_cmd(c, "insert run",
+               "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, note, "
+               "created_at, corpus, id, replicate) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, "
+               "$11)",
+               &p, NULL);
     if (s == STORE_CONFLICT) s = STORE_ERROR; /* a fresh id from the counter cannot be taken */
     if (s != STORE_OK) return spg_fail(c, s);
     if (run->tags && put_tags(c, id, run->tags) != STORE_OK) return STORE_ERROR;
@@ -252,17 +253,18 @@ store_status store_pg_run_transition(store *st, long long id, const char *const 
      * clears the lease and any cancel request (a resumed run starts afresh). One statement: the
      * change and its notifications commit together. */
     char sql[1600];
-    snprintf(sql, sizeof sql,
-             "WITH u AS (UPDATE runs SET status = $1::text, error = $2::text, "
-             "started_at = CASE WHEN $1::text = 'running' THEN $3::float8 ELSE started_at END, "
-             "finished_at = CASE WHEN $4::boolean THEN $3::float8 WHEN $1::text IN ('queued','running') THEN NULL "
-             "ELSE finished_at END, "
-             "lease_token = CASE WHEN $1::text = 'queued' THEN NULL ELSE lease_token END, "
-             "lease_until = CASE WHEN $1::text = 'running' THEN lease_until ELSE NULL END, "
-             "cancel_requested = CASE WHEN $1::text = 'queued' THEN 0 ELSE cancel_requested END "
-             "WHERE id = $5 AND status = ANY($6::text[]) AND ($8::bigint = 0 OR lease_token = $8::bigint) RETURNING id) "
-             "SELECT u.id, pg_notify('attnlab_events', $7)%s FROM u",
-             !strcmp(to, "queued") ? ", pg_notify('attnlab_jobs', u.id::text)" : "");
+    snprintf(
+        sql, sizeof sql,
+        "WITH u AS (UPDATE runs SET status = $1::text, error = $2::text, "
+        "started_at = CASE WHEN $1::text = 'running' THEN $3::float8 ELSE started_at END, "
+        "finished_at = CASE WHEN $4::boolean THEN $3::float8 WHEN $1::text IN ('queued','running') THEN NULL "
+        "ELSE finished_at END, "
+        "lease_token = CASE WHEN $1::text = 'queued' THEN NULL ELSE lease_token END, "
+        "lease_until = CASE WHEN $1::text = 'running' THEN lease_until ELSE NULL END, "
+        "cancel_requested = CASE WHEN $1::text = 'queued' THEN 0 ELSE cancel_requested END "
+        "WHERE id = $5 AND status = ANY($6::text[]) AND ($8::bigint = 0 OR lease_token = $8::bigint) RETURNING id) "
+        "SELECT u.id, pg_notify('attnlab_events', $7)%s FROM u",
+        !strcmp(to, "queued") ? ", pg_notify('attnlab_jobs', u.id::text)" : "");
     pg_conn *c = spg_get(st);
     store_status s = STORE_ERROR;
     if (c) {
@@ -376,8 +378,8 @@ store_status store_pg_runs_queued(store *st, long long **ids, int *n) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "queued runs", "SELECT id FROM runs WHERE status = 'queued' ORDER BY id",
-                                         NULL, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "queued runs", "SELECT id FROM runs WHERE status = 'queued' ORDER BY id", NULL, &r));
     int count = s == STORE_OK ? pg_nrows(r) : 0;
     long long *got = count ? malloc((size_t)count * sizeof *got) : NULL;
     if (count && !got) s = spg_fail_msg("queued runs: out of memory");
@@ -399,7 +401,8 @@ store_status store_pg_run_counts(store *st, json_t **out) {
     json_t *counts = json_object();
     store_status s = counts ? STORE_OK : spg_fail_msg("run counts: out of memory");
     for (size_t i = 0; s == STORE_OK && i < 6; i++)
-        if (json_object_set_new(counts, statuses[i], json_integer(0)) < 0) s = spg_fail_msg("run counts: out of memory");
+        if (json_object_set_new(counts, statuses[i], json_integer(0)) < 0)
+            s = spg_fail_msg("run counts: out of memory");
     pg_conn *c = s == STORE_OK ? spg_get(st) : NULL;
     if (s == STORE_OK && !c) s = STORE_ERROR;
     pg_res *r = NULL;

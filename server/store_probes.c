@@ -16,8 +16,9 @@ static store_status insert_tables(store *st, long long id, const json_t *tables)
         store_status s = STORE_OK;
         if (!cols || !rows || !name) s = db_fail("insert probe table: a table without name, columns or rows");
         sqlite3_stmt *q =
-            s == STORE_OK ? db_prepare(st, "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES (?,?,?,?,?)")
-                          : NULL;
+            s == STORE_OK
+                ? db_prepare(st, "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES (?,?,?,?,?)")
+                : NULL;
         if (s == STORE_OK && !q) s = STORE_ERROR;
         if (s == STORE_OK) {
             sqlite3_bind_int64(q, 1, id);
@@ -55,8 +56,9 @@ store_status store_probe_insert(store *st, const store_new_probe *p, long long *
         if (id < 0) s = STORE_ERROR;
     }
     if (s == STORE_OK) {
-        sqlite3_stmt *q = db_prepare(st, "INSERT INTO probes (kind, params, seed, status, result, error, created_at, "
-                                         "finished_at, run_id, cache_key, duration_ms, id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+        sqlite3_stmt *q =
+            db_prepare(st, "INSERT INTO probes (kind, params, seed, status, result, error, created_at, "
+                           "finished_at, run_id, cache_key, duration_ms, id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
         if (q) {
             double now = db_now();
             db_bind_text(q, 1, p->kind);
@@ -151,7 +153,8 @@ static store_status attach_tables(store *st, json_t *probe, int with_rows) {
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "probe tables");
     sqlite3_finalize(q);
-    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0) return db_fail("probe tables: out of memory");
+    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
+        return db_fail("probe tables: out of memory");
     if (s != STORE_OK) json_decref(tables);
     return s;
 }
@@ -187,9 +190,10 @@ store_status store_probe_list(store *st, const char *kind, int limit, int offset
     long long count = 0;
     db_lock(st);
     store_status s = list ? STORE_OK : db_fail("list probes: out of memory");
-    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT " PROBE_COLUMNS " FROM probes WHERE (?1 IS NULL OR kind = ?1) "
-                                                     "ORDER BY id DESC LIMIT ?2 OFFSET ?3")
-                                    : NULL;
+    sqlite3_stmt *q = s == STORE_OK
+                          ? db_prepare(st, "SELECT " PROBE_COLUMNS " FROM probes WHERE (?1 IS NULL OR kind = ?1) "
+                                           "ORDER BY id DESC LIMIT ?2 OFFSET ?3")
+                          : NULL;
     sqlite3_stmt *c = q ? db_prepare(st, "SELECT count(*) FROM probes WHERE (?1 IS NULL OR kind = ?1)") : NULL;
     if (!q || !c) s = STORE_ERROR;
     int rc = SQLITE_DONE;
@@ -211,8 +215,10 @@ store_status store_probe_list(store *st, const char *kind, int limit, int offset
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "list probes");
     if (s == STORE_OK) {
         s = db_step_one(st, c, "count probes");
-        if (s == STORE_OK) count = sqlite3_column_int64(c, 0);
-        else if (s == STORE_NOT_FOUND) s = db_fail("count probes: no row");
+        if (s == STORE_OK)
+            count = sqlite3_column_int64(c, 0);
+        else if (s == STORE_NOT_FOUND)
+            s = db_fail("count probes: no row");
     }
     sqlite3_finalize(q);
     sqlite3_finalize(c);

@@ -6,10 +6,10 @@
 #include "store_impl.h"
 #include "store_pg.h"
 
-#define RUN_COLUMNS                                                                                  \
-    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "  \
-    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "       \
-    "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), " \
+#define RUN_COLUMNS                                                                                                    \
+    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
+    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
+    "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), "            \
     "r.replicate"
 
 /* The run object of the current row of a RUN_COLUMNS query; NULL when out of memory. */
@@ -61,8 +61,9 @@ static store_status put_tags(store *st, long long id, const json_t *tags) {
 store_status store_run_insert_locked(store *st, const store_new_run *run, long long experiment_id, long long *id_out) {
     long long id = db_next_id(st, "runs");
     if (id < 0) return STORE_ERROR;
-    sqlite3_stmt *q = db_prepare(st, "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, "
-                                     "note, created_at, corpus, id, replicate) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)");
+    sqlite3_stmt *q =
+        db_prepare(st, "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, "
+                       "note, created_at, corpus, id, replicate) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)");
     if (!q) return STORE_ERROR;
     db_bind_text(q, 1, run->name ? run->name : "");
     if (experiment_id)
@@ -177,8 +178,10 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
     }
     if (s == STORE_OK) {
         s = db_step_one(st, c, "count runs");
-        if (s == STORE_OK) count = sqlite3_column_int64(c, 0);
-        else if (s == STORE_NOT_FOUND) s = db_fail("count runs: no row");
+        if (s == STORE_OK)
+            count = sqlite3_column_int64(c, 0);
+        else if (s == STORE_NOT_FOUND)
+            s = db_fail("count runs: no row");
     }
     sqlite3_finalize(q);
     sqlite3_finalize(c);
@@ -196,8 +199,7 @@ static int is_final_status(const char *s) {
     return !strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "cancelled") || !strcmp(s, "interrupted");
 }
 
-store_status store_run_transition(store *st, long long id, const char *const *from, const char *to,
-                                  const char *error) {
+store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error) {
     if (st->pg) return store_pg_run_transition(st, id, from, to, error);
     char in[256] = "";
     int n_from = 0;
@@ -233,7 +235,8 @@ store_status store_run_transition(store *st, long long id, const char *const *fr
 store_status store_run_progress(store *st, long long id, int step, int checkpoint_step) {
     if (st->pg) return store_pg_run_progress(st, id, step, checkpoint_step);
     db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET step = ?, checkpoint_step = max(checkpoint_step, ?) WHERE id = ?");
+    sqlite3_stmt *q =
+        db_prepare(st, "UPDATE runs SET step = ?, checkpoint_step = max(checkpoint_step, ?) WHERE id = ?");
     if (q) {
         sqlite3_bind_int(q, 1, step);
         sqlite3_bind_int(q, 2, checkpoint_step);
@@ -249,7 +252,8 @@ store_status store_run_update(store *st, long long id, const char *name, const c
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
-        sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET name = coalesce(?, name), note = coalesce(?, note) WHERE id = ?");
+        sqlite3_stmt *q =
+            db_prepare(st, "UPDATE runs SET name = coalesce(?, name), note = coalesce(?, note) WHERE id = ?");
         if (q) {
             db_bind_text(q, 1, name);
             db_bind_text(q, 2, note);
@@ -286,8 +290,9 @@ int store_runs_interrupt_running(store *st) {
     if (st->pg) return store_pg_runs_interrupt_running(st);
     db_lock(st);
     int n = -1;
-    sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET status = 'interrupted', finished_at = ?, "
-                                     "error = 'the service stopped while the run was training' WHERE status = 'running'");
+    sqlite3_stmt *q =
+        db_prepare(st, "UPDATE runs SET status = 'interrupted', finished_at = ?, "
+                       "error = 'the service stopped while the run was training' WHERE status = 'running'");
     if (q) sqlite3_bind_double(q, 1, db_now());
     if (db_exec(st, q, "interrupt runs") == STORE_OK) n = sqlite3_changes(st->db);
     db_unlock(st);

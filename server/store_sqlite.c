@@ -176,7 +176,7 @@ static store_status migrate(sqlite3 *db, char *err, size_t errlen) {
 
 store_status store_sqlite_open(store **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
-    if (strlen(path) >= sizeof ((store *)0)->path) {
+    if (strlen(path) >= sizeof((store *)0)->path) {
         snprintf(err, errlen, "the database path is too long");
         return STORE_ERROR;
     }

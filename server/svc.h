@@ -17,10 +17,10 @@ typedef enum {
 
 typedef struct {
     svc_status status;
-    const char *code;  /* the API's error code: "invalid_field", "too_large", "queue_full", ... */
-    char field[96];    /* the field at fault, "" for none */
+    const char *code; /* the API's error code: "invalid_field", "too_large", "queue_full", ... */
+    char field[96];   /* the field at fault, "" for none */
     char message[512];
-    int retry_after;   /* seconds, for SVC_BUSY */
+    int retry_after; /* seconds, for SVC_BUSY */
 } svc_error;
 
 /* Fills err (code, field may be NULL) and returns status. */

@@ -44,9 +44,8 @@ static json_t *scale_variants(void) {
     return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}, {s:s, s:{s:s, s:b}}, {s:s, s:{s:s, s:s, s:f, s:f, s:b}}]",
                      "name", "rope", "config", "attention", "rope", "name", "cosine_rope", "config", "attention",
                      "cosine_rope", "name", "cosine_rope_no_wd", "config", "attention", "cosine_rope",
-                     "tau_weight_decay", 0, "name", "cosine_log_scale_10", "config", "attention",
-                     "cosine_rope_scale", "scale_param", "log", "scale_init", 10.0, "scale_clamp", 100.0,
-                     "tau_weight_decay", 0);
+                     "tau_weight_decay", 0, "name", "cosine_log_scale_10", "config", "attention", "cosine_rope_scale",
+                     "scale_param", "log", "scale_init", 10.0, "scale_clamp", 100.0, "tau_weight_decay", 0);
 }
 
 /* The blog's first open question: does tau specialise across heads with longer training? The seed
@@ -66,9 +65,9 @@ static json_t *tau_long_base(void) {
 
 /* tau-long in a classroom: the built-in corpus, a small model, 1500 steps (head-spread ?at=300). */
 static json_t *tau_long_tiny(void) {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f}", "corpus", "small", "steps", 1500, "n_layer", 2,
-                     "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 250, "checkpoint_every", 500,
-                     "lr", 1e-3);
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f}", "corpus", "small", "steps", 1500, "n_layer",
+                     2, "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 250, "checkpoint_every",
+                     500, "lr", 1e-3);
 }
 
 /* The blog's second open question: does angular geometry help where positions must be exact? Four
@@ -94,8 +93,8 @@ static const char *const pp_attention[] = {"dot", "rope", "cosine_rope"};
 static json_t *pp_base(void) {
     return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:i, s:i, s:i, s:s}", "n_layer", 2, "n_head", 4,
                      "d_model", 64, "seq_len", 64, "batch", PP_BATCH, "steps", PP_STEPS, "lr", PP_LR, "eval_every",
-                     PP_EVAL_EVERY, "val_fraction", 0.05, "eval_batches", 4, "checkpoint_every", PP_STEPS, "seed",
-                     1337, "corpus", pp_tasks[0].corpus);
+                     PP_EVAL_EVERY, "val_fraction", 0.05, "eval_batches", 4, "checkpoint_every", PP_STEPS, "seed", 1337,
+                     "corpus", pp_tasks[0].corpus);
 }
 
 /* One variant per task and attention: "<task>.<attention>", corpus and attention set. */
@@ -128,7 +127,8 @@ static svc_status pp_prepare(app *a, svc_error *err) {
         char field[64], msg[512];
         int bad = !spec || corpora_task_config_parse(spec, &cfg, field, sizeof field, msg, sizeof msg) < 0;
         json_decref(spec);
-        if (bad) return svc_fail(err, SVC_FAILED, "internal", NULL, "the preset's task %s is malformed", pp_tasks[t].corpus);
+        if (bad)
+            return svc_fail(err, SVC_FAILED, "internal", NULL, "the preset's task %s is malformed", pp_tasks[t].corpus);
         corpora_task_result r = corpora_create_task(a->corpora, pp_tasks[t].corpus, &cfg, msg, sizeof msg);
         if (r == CORPORA_TASK_CONFLICT)
             return svc_fail(err, SVC_CONFLICT, "conflict", "preset", "the preset's corpus %s: %s", pp_tasks[t].corpus,
@@ -142,14 +142,14 @@ typedef struct {
     const char *name, *description;
     int replicates;
     json_t *(*variants)(void);
-    json_t *(*base)(void);                     /* NULL: the seed blog's config */
-    json_t *(*tiny)(void);                     /* NULL: tiny_overrides */
+    json_t *(*base)(void);                         /* NULL: the seed blog's config */
+    json_t *(*tiny)(void);                         /* NULL: tiny_overrides */
     svc_status (*prepare)(app *a, svc_error *err); /* NULL, or what must exist before its runs (corpora) */
 } preset_def;
 
 static const preset_def presets[] = {
-    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants, NULL, NULL,
-     NULL},
+    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants,
+     NULL, NULL, NULL},
     {"seed-blog-replicated",
      "The blog experiment with error bars: rope vs cosine_rope, 5 replicates (seeds 1337..1341), replicate i of both "
      "variants sharing its seed and data order",
@@ -240,7 +240,8 @@ static svc_status plan_base(app *a, const svc_experiment_request *r, svc_experim
         p->replicates = d->replicates;
     } else {
         if (!json_is_object(r->base))
-            return svc_fail(err, SVC_INVALID, "invalid_field", "base", "give a preset, or a base config object and variants");
+            return svc_fail(err, SVC_INVALID, "invalid_field", "base",
+                            "give a preset, or a base config object and variants");
         p->base = json_deep_copy(r->base);
         p->variants = json_incref((json_t *)r->variants);
     }
@@ -284,7 +285,8 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
     int bad = run_config_normalize(merged, field, &norm, &cerr);
     json_decref(merged);
     if (bad) return svc_fail(err, SVC_INVALID, "invalid_field", cerr.field, "%s", cerr.message);
-    if (json_array_append_new(p->configs, norm) < 0) return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    if (json_array_append_new(p->configs, norm) < 0)
+        return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     if (json_integer_value(json_object_get(norm, "seed")) > MAX_SEED - (p->replicates - 1))
         return svc_fail(err, SVC_INVALID, "invalid_field", "replicates",
                         "%d replicates from seed %lld pass the largest seed (%lld)", p->replicates,
@@ -297,14 +299,16 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     plan->name = r->name;
     plan->tags = r->tags;
     svc_status v = plan_base(a, r, plan, err);
-    if (v == SVC_OK && !(plan->configs = json_array())) v = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    if (v == SVC_OK && !(plan->configs = json_array()))
+        v = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     /* Every variant is checked before any run is made: an experiment is created whole or not at all. */
     for (size_t i = 0; v == SVC_OK && i < json_array_size(plan->variants); i++) v = plan_variant(a, plan, i, err);
     /* Refuse now rather than leave half an experiment queued. */
     size_t n = json_array_size(plan->configs) * (size_t)plan->replicates;
     plan->n_runs = n;
     if (v == SVC_OK && jobs_queue_room(a->jobs) < (int)n) {
-        v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the training queue has no room for %zu runs; try again later", n);
+        v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the training queue has no room for %zu runs; try again later",
+                     n);
         err->retry_after = 30;
     }
     if (v != SVC_OK) svc_experiments_plan_free(plan);
@@ -351,8 +355,11 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
     if (v != SVC_OK) {
         svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     } else {
-        store_new_experiment e = {.name = p->name, .preset = p->preset, .base_json = base_text,
-                                  .variants_json = variants_text, .replicates = p->replicates};
+        store_new_experiment e = {.name = p->name,
+                                  .preset = p->preset,
+                                  .base_json = base_text,
+                                  .variants_json = variants_text,
+                                  .replicates = p->replicates};
         long long id = 0;
         if (store_experiment_create(a->store, &e, rows, n, &id, run_ids) != STORE_OK) {
             v = svc_store_failed(err);

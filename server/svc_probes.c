@@ -126,8 +126,8 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
     snprintf(corpus_name, sizeof corpus_name, "%s", c ? c : "");
     train_config tc;
     run_config_to_train(cfg, 2, &tc); /* the loader settings and the precision; the vocab is the file's */
-    *lc = (corpus_loader_config){.seq_len = tc.model.seq_len, .batch = 1, .order = tc.order, .seed = tc.seed,
-                                 .val_fraction = tc.val_fraction};
+    *lc = (corpus_loader_config){
+        .seq_len = tc.model.seq_len, .batch = 1, .order = tc.order, .seed = tc.seed, .val_fraction = tc.val_fraction};
     precision_kind precision = tc.precision;
     json_decref(row);
     json_t *corpus_row = NULL;
@@ -138,7 +138,8 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
     }
     *tok = strcmp(encoding, "task") ? corpora_tokenizer(a->corpora, encoding) : NULL;
     if (!*tok && strcmp(encoding, "task"))
-        return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id, encoding);
+        return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id,
+                           encoding);
     char path[PATH_MAX];
     jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
     engine_error err = {0};
@@ -172,7 +173,8 @@ static void run_probe(void *arg) {
     if (c->kind->needs_model) {
         if (!c->run_id) {
             snprintf(c->err.field, sizeof c->err.field, "run_id");
-            snprintf(c->err.message, sizeof c->err.message, "probe %s needs a run_id with trained weights", c->kind->name);
+            snprintf(c->err.message, sizeof c->err.message, "probe %s needs a run_id with trained weights",
+                     c->kind->name);
             c->status = ENGINE_ERR_INVALID;
         } else {
             c->status = load_run_model(c->a, c->run_id, &m, &tok, &data, &lc, &c->err);

@@ -32,7 +32,8 @@ static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); 
 /* A summary over replicates as JSON. */
 static json_t *summary_json(const double *x, size_t n, double conf, int with_p) {
     stats_summary s;
-    if (stats_summarize(x, n, conf, &s) != STATS_OK) return json_pack("{s:i, s:s}", "n", (int)n, "reason", "not finite");
+    if (stats_summarize(x, n, conf, &s) != STATS_OK)
+        return json_pack("{s:i, s:s}", "n", (int)n, "reason", "not finite");
     json_t *o = json_pack("{s:i, s:o, s:o, s:[o, o], s:s?}", "n", (int)s.n, "mean", num(s.mean), "std", num(s.std),
                           "ci", num(s.ci_lo), num(s.ci_hi), "reason", s.reason);
     if (o && with_p) json_object_set_new(o, "p", num(s.p));
@@ -120,15 +121,15 @@ static svc_status exp_runs_load(app *a, long long exp_id, exp_runs *e, svc_error
 
 static json_t *experiment_json(const json_t *exp) {
     return json_pack("{s:O, s:O, s:O}", "id", json_object_get(exp, "id"), "name", json_object_get(exp, "name"),
-                     "replicates", json_object_get(exp, "replicates") ? json_object_get(exp, "replicates")
-                                                                      : json_integer(1));
+                     "replicates",
+                     json_object_get(exp, "replicates") ? json_object_get(exp, "replicates") : json_integer(1));
 }
 
 /* ---- Q1 ---------------------------------------------------------------------------------- */
 
 /* One run's spread metrics at the last step <= at and at its last step. */
-static svc_status run_spread(app *a, long long id, long at, double *v_at, double *v_end, int *at_step,
-                             int *last_step, svc_error *err) {
+static svc_status run_spread(app *a, long long id, long at, double *v_at, double *v_end, int *at_step, int *last_step,
+                             svc_error *err) {
     for (int m = 0; m < N_SPREAD; m++) v_at[m] = v_end[m] = NAN;
     *at_step = *last_step = -1;
     store_metric *p = NULL;
@@ -193,8 +194,8 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
         for (size_t r = 0; st == SVC_OK && r < g->n; r++) {
             const json_t *row = g->runs[r];
             int at_step, last;
-            st = run_spread(a, json_integer_value(json_object_get(row, "id")), at, va + r * N_SPREAD,
-                            ve + r * N_SPREAD, &at_step, &last, err);
+            st = run_spread(a, json_integer_value(json_object_get(row, "id")), at, va + r * N_SPREAD, ve + r * N_SPREAD,
+                            &at_step, &last, err);
             if (st != SVC_OK) break;
             const char *status = json_string_value(json_object_get(row, "status"));
             still |= status && (!strcmp(status, "running") || !strcmp(status, "queued"));
@@ -204,11 +205,11 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
                 json_object_set_new(ja, spread_metrics[m].name, num(va[r * N_SPREAD + m]));
                 json_object_set_new(je, spread_metrics[m].name, num(ve[r * N_SPREAD + m]));
             }
-            json_t *o = ja && je ? json_pack("{s:O, s:O, s:O, s:O, s:i, s:o, s:o, s:o}", "id", json_object_get(row, "id"),
-                                             "replicate", json_object_get(row, "replicate"), "seed",
-                                             json_object_get(row, "seed"), "status", json_object_get(row, "status"),
-                                             "last_step", last, "at_step", at_step >= 0 ? json_integer(at_step) : json_null(),
-                                             "at", ja, "end", je)
+            json_t *o = ja && je ? json_pack("{s:O, s:O, s:O, s:O, s:i, s:o, s:o, s:o}", "id",
+                                             json_object_get(row, "id"), "replicate", json_object_get(row, "replicate"),
+                                             "seed", json_object_get(row, "seed"), "status",
+                                             json_object_get(row, "status"), "last_step", last, "at_step",
+                                             at_step >= 0 ? json_integer(at_step) : json_null(), "at", ja, "end", je)
                                  : NULL;
             if (!o || json_array_append_new(runs, o) < 0) st = oom(err);
         }
@@ -256,19 +257,18 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
                 if (isfinite(head_lo))
                     len += snprintf(line + len, sizeof line - (size_t)len, " [%.0f%% CI %.4g, %.4g]", conf * 100,
                                     head_lo, head_hi);
-                if (isfinite(ch))
-                    len += snprintf(line + len, sizeof line - (size_t)len, "; change %+.4g", ch);
+                if (isfinite(ch)) len += snprintf(line + len, sizeof line - (size_t)len, "; change %+.4g", ch);
                 if (isfinite(ch_lo))
-                    len += snprintf(line + len, sizeof line - (size_t)len, " [%.4g, %.4g], p = %.3g", ch_lo, ch_hi,
-                                    ch_p);
+                    len +=
+                        snprintf(line + len, sizeof line - (size_t)len, " [%.4g, %.4g], p = %.3g", ch_lo, ch_hi, ch_p);
                 else if (head_n < 3)
                     len += snprintf(line + len, sizeof line - (size_t)len, " (intervals need 3 replicates)");
                 if (json_array_append_new(answer, json_string(line)) < 0) st = oom(err);
             }
             free(pa), free(pe);
         }
-        json_t *vo = st == SVC_OK ? json_pack("{s:s, s:s?, s:b, s:o, s:o}", "name", g->name, "attention",
-                                               g->attention, "learned_scale", learned, "runs", runs, "metrics", mj)
+        json_t *vo = st == SVC_OK ? json_pack("{s:s, s:s?, s:b, s:o, s:o}", "name", g->name, "attention", g->attention,
+                                              "learned_scale", learned, "runs", runs, "metrics", mj)
                                   : NULL;
         if (!vo) {
             if (st == SVC_OK) st = oom(err);
@@ -366,8 +366,8 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
             task = json_incref(json_object_get(crow, "task"));
         json_decref(crow);
         json_t *vo = st == SVC_OK ? json_pack("{s:s, s:s?, s:s?, s:o, s:O, s:O, s:O}", "name", g->name, "attention",
-                                               g->attention, "corpus", g->corpus, "task", task ? task : json_null(),
-                                               "keys", keys, "runs", runs, "acc", summ)
+                                              g->attention, "corpus", g->corpus, "task", task ? task : json_null(),
+                                              "keys", keys, "runs", runs, "acc", summ)
                                   : NULL;
         if (!vo && st == SVC_OK) st = oom(err);
         if (vo && json_array_append_new(variants, vo) < 0) st = oom(err);

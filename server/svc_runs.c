@@ -64,14 +64,15 @@ svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, svc_error 
 int svc_runs_store_row(const svc_new_run *r, store_new_run *row, char **config_text) {
     *config_text = json_dumps(r->config, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     if (!*config_text) return -1;
-    *row = (store_new_run){.name = r->name,
-                           .variant = r->variant ? r->variant : json_string_value(json_object_get(r->config, "attention")),
-                           .note = r->note,
-                           .corpus = json_string_value(json_object_get(r->config, "corpus")),
-                           .config_json = *config_text,
-                           .seed = json_integer_value(json_object_get(r->config, "seed")),
-                           .total_steps = (int)json_integer_value(json_object_get(r->config, "steps")),
-                           .tags = r->tags};
+    *row =
+        (store_new_run){.name = r->name,
+                        .variant = r->variant ? r->variant : json_string_value(json_object_get(r->config, "attention")),
+                        .note = r->note,
+                        .corpus = json_string_value(json_object_get(r->config, "corpus")),
+                        .config_json = *config_text,
+                        .seed = json_integer_value(json_object_get(r->config, "seed")),
+                        .total_steps = (int)json_integer_value(json_object_get(r->config, "steps")),
+                        .tags = r->tags};
     return 0;
 }
 
@@ -85,14 +86,16 @@ svc_status svc_runs_create(app *a, const svc_new_run *r, long long *id, svc_erro
     *id = 0;
     store_new_run row;
     char *config_text;
-    if (svc_runs_store_row(r, &row, &config_text) < 0) return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    if (svc_runs_store_row(r, &row, &config_text) < 0)
+        return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     long long new_id = 0;
     store_status s = store_run_create(a->store, &row, &new_id);
     free(config_text);
     if (s != STORE_OK) return svc_store_failed(err);
     if (jobs_submit_run(a->jobs, new_id) < 0) {
         /* Not queued after all: take the row back out so nothing waits forever. */
-        if (store_run_transition(a->store, new_id, FROM_QUEUED, "cancelled", "the training queue was full") != STORE_OK ||
+        if (store_run_transition(a->store, new_id, FROM_QUEUED, "cancelled", "the training queue was full") !=
+                STORE_OK ||
             store_run_delete(a->store, new_id) != STORE_OK)
             log_warn("run %lld: could not take back a run the queue refused: %s", new_id, store_last_error());
         return queue_full(err);

@@ -265,11 +265,11 @@ static json_t *variant_json(const variant_group *g, double conf, svc_error *err,
         }
         bad |= json_object_set_new(metrics, metric_defs[m].name, o);
     }
-    json_t *out = bad ? NULL
-                      : json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:o}", "name", g->name, "attention",
-                                  g->attention ? json_string(g->attention) : json_null(), "tau_initial", num(g->tau0),
-                                  "runs", runs, "n_runs", (json_int_t)g->n_runs, "n_included", (json_int_t)included,
-                                  "metrics", metrics);
+    json_t *out =
+        bad ? NULL
+            : json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:o}", "name", g->name, "attention",
+                        g->attention ? json_string(g->attention) : json_null(), "tau_initial", num(g->tau0), "runs",
+                        runs, "n_runs", (json_int_t)g->n_runs, "n_included", (json_int_t)included, "metrics", metrics);
     if (!out) {
         if (bad) {
             json_decref(runs);
@@ -283,7 +283,8 @@ static json_t *variant_json(const variant_group *g, double conf, svc_error *err,
 /* The included run of g with this replicate and a finite value of m, or NULL. */
 static const run_values *pair_of(const variant_group *g, int replicate, int m) {
     for (size_t i = 0; i < g->n_runs; i++)
-        if (g->runs[i]->replicate == replicate && g->runs[i]->included) return isfinite(g->runs[i]->v[m]) ? g->runs[i] : NULL;
+        if (g->runs[i]->replicate == replicate && g->runs[i]->included)
+            return isfinite(g->runs[i]->v[m]) ? g->runs[i] : NULL;
     return NULL;
 }
 
@@ -318,11 +319,11 @@ static json_t *comparison(const variant_group *a, const variant_group *b, int m,
     free(xb);
     const char *reason = s.reason ? s.reason : why;
     json_t *out = bad ? NULL
-                      : json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:n, s:o, s:o}", "metric",
-                                  metric_defs[m].name, "a", a->name, "b", b->name, "n", (json_int_t)n, "replicates", reps,
-                                  "mean_diff", num(s.mean), "std", num(s.std), "sem", num(s.sem), "df",
-                                  n ? json_real(s.df) : json_null(), "ci", interval(s.ci_lo, s.ci_hi), "t", num(s.t),
-                                  "p", num(s.p), "p_holm", "bootstrap_ci", interval(lo, hi), "reason",
+                      : json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:n, s:o, s:o}",
+                                  "metric", metric_defs[m].name, "a", a->name, "b", b->name, "n", (json_int_t)n,
+                                  "replicates", reps, "mean_diff", num(s.mean), "std", num(s.std), "sem", num(s.sem),
+                                  "df", n ? json_real(s.df) : json_null(), "ci", interval(s.ci_lo, s.ci_hi), "t",
+                                  num(s.t), "p", num(s.p), "p_holm", "bootstrap_ci", interval(lo, hi), "reason",
                                   reason ? json_string(reason) : json_null());
     if (!out) {
         if (bad) json_decref(reps);
@@ -424,13 +425,13 @@ svc_status svc_stats_experiment(app *a, long long exp_id, const svc_stats_option
     if (st == SVC_OK) {
         json_t *exp = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e.exp, "id"), "name",
                                 json_object_get(e.exp, "name"), "replicates", json_object_get(e.exp, "replicates"));
-        json_t *boot = json_pack("{s:s, s:I, s:I}", "method", "percentile", "resamples",
-                                 (json_int_t)(o->resamples ? o->resamples : STATS_BOOTSTRAP_DEFAULT), "seed",
-                                 (json_int_t)o->seed);
-        res = exp && boot ? json_pack("{s:o, s:f, s:i, s:o, s:O, s:O, s:O}", "experiment", exp, "conf", o->conf, "k",
-                                      o->k, "bootstrap", boot, "metrics", metrics, "variants", variants,
-                                      "comparisons", comps)
-                          : NULL;
+        json_t *boot =
+            json_pack("{s:s, s:I, s:I}", "method", "percentile", "resamples",
+                      (json_int_t)(o->resamples ? o->resamples : STATS_BOOTSTRAP_DEFAULT), "seed", (json_int_t)o->seed);
+        res = exp && boot
+                  ? json_pack("{s:o, s:f, s:i, s:o, s:O, s:O, s:O}", "experiment", exp, "conf", o->conf, "k", o->k,
+                              "bootstrap", boot, "metrics", metrics, "variants", variants, "comparisons", comps)
+                  : NULL;
         if (!exp || !boot) {
             json_decref(exp);
             json_decref(boot);
@@ -477,8 +478,10 @@ static svc_status run_series(app *a, long long id, const char *key, key_kind kin
     *pts = NULL;
     *n_out = 0;
     char pattern[40];
-    if (kind == KEY_STORED) snprintf(pattern, sizeof pattern, "%s", key);
-    else snprintf(pattern, sizeof pattern, "%.*s.*", (int)(strchr(key, '.') - key), key);
+    if (kind == KEY_STORED)
+        snprintf(pattern, sizeof pattern, "%s", key);
+    else
+        snprintf(pattern, sizeof pattern, "%.*s.*", (int)(strchr(key, '.') - key), key);
     store_metric *p = NULL;
     size_t n = 0;
     if (store_metrics_points(a->store, id, pattern, 0, &p, &n) != STORE_OK) return svc_store_failed(err);
@@ -529,12 +532,17 @@ void svc_stats_bands_free(svc_stats_bands *b) {
 svc_status svc_stats_bands_get(app *a, long long exp_id, const char *key, svc_stats_bands *out, svc_error *err) {
     memset(out, 0, sizeof *out);
     key_kind kind = KEY_STORED;
-    if (!key || !*key) return svc_fail(err, SVC_INVALID, "invalid_field", "key", "key is required (a metric key, or one of " SVC_STATS_DERIVED_KEYS ")");
-    if (!strcmp(key, "tau.mean") || !strcmp(key, "entropy.mean")) kind = KEY_MEAN;
-    else if (!strcmp(key, "tau.spread")) kind = KEY_SPREAD;
-    else if (!valid_stored_key(key))
+    if (!key || !*key)
         return svc_fail(err, SVC_INVALID, "invalid_field", "key",
-                        "key must be a metric key such as loss, val_loss or tau.0.1, or one of " SVC_STATS_DERIVED_KEYS);
+                        "key is required (a metric key, or one of " SVC_STATS_DERIVED_KEYS ")");
+    if (!strcmp(key, "tau.mean") || !strcmp(key, "entropy.mean"))
+        kind = KEY_MEAN;
+    else if (!strcmp(key, "tau.spread"))
+        kind = KEY_SPREAD;
+    else if (!valid_stored_key(key))
+        return svc_fail(
+            err, SVC_INVALID, "invalid_field", "key",
+            "key must be a metric key such as loss, val_loss or tau.0.1, or one of " SVC_STATS_DERIVED_KEYS);
     experiment_runs e;
     svc_status st = experiment_runs_load(a, exp_id, &e, err);
     if (st != SVC_OK) return st;
@@ -555,7 +563,8 @@ svc_status svc_stats_bands_get(app *a, long long exp_id, const char *key, svc_st
             if (st != SVC_OK) break;
             reps[i] = (stats_series){pts, n};
             if (json_array_append_new(b->runs, json_pack("{s:I, s:i, s:O}", "id", (json_int_t)r->id, "replicate",
-                                                         r->replicate, "status", json_object_get(r->row, "status"))) < 0)
+                                                         r->replicate, "status", json_object_get(r->row, "status"))) <
+                0)
                 st = oom(err);
         }
         if (st == SVC_OK) {

@@ -33,7 +33,7 @@
 
 struct app;
 
-#define SVC_STATS_DEFAULT_K 10   /* final_train_loss averages the last 10 steps */
+#define SVC_STATS_DEFAULT_K 10 /* final_train_loss averages the last 10 steps */
 #define SVC_STATS_MAX_K 100000
 #define SVC_STATS_DEFAULT_SEED 1 /* the bootstrap's seed when none is asked for */
 
@@ -87,8 +87,7 @@ typedef struct {
  * max - min). SVC_INVALID (field "key") for a malformed key, SVC_NOT_FOUND (field "id") when there
  * is no such experiment, SVC_FAILED otherwise; on failure *out is empty. Free with
  * svc_stats_bands_free. */
-svc_status svc_stats_bands_get(struct app *a, long long exp_id, const char *key, svc_stats_bands *out,
-                               svc_error *err);
+svc_status svc_stats_bands_get(struct app *a, long long exp_id, const char *key, svc_stats_bands *out, svc_error *err);
 void svc_stats_bands_free(svc_stats_bands *b);
 
 #endif

@@ -64,7 +64,7 @@ typedef struct {
      * rows of q_used/k_used and q_aux/k_aux (forward) or dq/dk (backward). */
     void (*qk_forward)(const attention_qk_unit *u);
     void (*qk_backward)(const attention_qk_unit *u);
-    int aux_per_head;  /* reals per row and head kept by qk_forward for q and for k each (0: none) */
+    int aux_per_head; /* reals per row and head kept by qk_forward for q and for k each (0: none) */
     attention_scale_form scale;
     double (*fixed_scale)(int d); /* ATTENTION_SCALE_FIXED: g for head width d */
     const char *scale_suffix;     /* learned forms: the tensor h.{l}.<suffix>, e.g. "attn.tau" */

@@ -8,9 +8,8 @@
 
 /* vcvtneps2bf16 rounds to nearest even like bf16_from_float, but makes every NaN the quiet NaN of
  * its sign and flushes float subnormals to zero; the scalar path then handles those lanes. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void from_floats_512(bf16 *dst,
-                                                                                         const float *src,
-                                                                                         size_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void from_floats_512(bf16 *dst, const float *src,
+                                                                                            size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 x = _mm512_loadu_ps(src + i);
@@ -47,9 +46,12 @@ const char *precision_name(precision_kind p) { return p == PRECISION_BF16 ? "bf1
 
 int precision_parse(const char *s, precision_kind *p) {
     if (!s) return -1;
-    if (!strcmp(s, "fp32")) *p = PRECISION_FP32;
-    else if (!strcmp(s, "bf16")) *p = PRECISION_BF16;
-    else return -1;
+    if (!strcmp(s, "fp32"))
+        *p = PRECISION_FP32;
+    else if (!strcmp(s, "bf16"))
+        *p = PRECISION_BF16;
+    else
+        return -1;
     return 0;
 }
 

@@ -89,8 +89,7 @@ engine_status corpus_from_tokens(corpus **out, const uint16_t *tokens, size_t n,
     return ENGINE_OK;
 }
 
-engine_status corpus_from_text(corpus **out, const char *text, size_t len, const tokenizer *tok,
-                               engine_error *err) {
+engine_status corpus_from_text(corpus **out, const char *text, size_t len, const tokenizer *tok, engine_error *err) {
     *out = NULL;
     int32_t *ids;
     size_t n;
@@ -131,7 +130,11 @@ engine_status corpus_from_text_file(corpus **out, const char *path, const tokeni
         len += fread(buf + len, 1, cap - len, f);
         if (len < cap) break;
         char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; break; }
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
         buf = nb;
         cap *= 2;
     }
@@ -203,9 +206,8 @@ engine_status corpus_loader_new(corpus_loader **out, const corpus *c, const corp
         if (n_val < 1) n_val = 1;
     }
     if (windows < n_val + 1)
-        return engine_fail(err, ENGINE_ERR_INVALID,
-                           "%zu tokens give %zu windows of %zu+1: too few for training%s", c->n, windows,
-                           T, n_val ? " and validation" : "");
+        return engine_fail(err, ENGINE_ERR_INVALID, "%zu tokens give %zu windows of %zu+1: too few for training%s",
+                           c->n, windows, T, n_val ? " and validation" : "");
     if (windows - n_val > UINT32_MAX)
         return engine_fail(err, ENGINE_ERR_INVALID, "too many windows (%zu)", windows - n_val);
     corpus_loader *l = calloc(1, sizeof *l);
@@ -271,12 +273,14 @@ static void make_perm(corpus_loader *l, long epoch) {
     l->perm_epoch = epoch;
 }
 
-engine_status corpus_loader_window_start(corpus_loader *l, corpus_split split, long step, int b,
-                                         size_t *start, engine_error *err) {
+engine_status corpus_loader_window_start(corpus_loader *l, corpus_split split, long step, int b, size_t *start,
+                                         engine_error *err) {
     if (step < 0) return engine_fail(err, ENGINE_ERR_INVALID, "step %ld < 0", step);
     if (b < 0 || b >= l->cfg.batch) return engine_fail(err, ENGINE_ERR_INVALID, "row %d outside the batch", b);
     size_t count = corpus_loader_windows(l, split);
-    if (count == 0) return engine_fail(err, ENGINE_ERR_INVALID, "the %s split is empty", split == CORPUS_SPLIT_VAL ? "validation" : "training");
+    if (count == 0)
+        return engine_fail(err, ENGINE_ERR_INVALID, "the %s split is empty",
+                           split == CORPUS_SPLIT_VAL ? "validation" : "training");
     unsigned __int128 k = (unsigned __int128)(uint64_t)step * (uint64_t)l->cfg.batch + (uint64_t)b;
     size_t w;
     if (split == CORPUS_SPLIT_VAL) {

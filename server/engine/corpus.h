@@ -34,8 +34,7 @@ engine_status corpus_open_u16(corpus **out, const char *path, engine_error *err)
 engine_status corpus_from_tokens(corpus **out, const uint16_t *tokens, size_t n, engine_error *err);
 /* Tokenizes text (ids must fit 16 bits: true for gpt2 and bytes). ENGINE_ERR_INVALID when the
  * text gives no tokens. */
-engine_status corpus_from_text(corpus **out, const char *text, size_t len, const tokenizer *tok,
-                               engine_error *err);
+engine_status corpus_from_text(corpus **out, const char *text, size_t len, const tokenizer *tok, engine_error *err);
 /* corpus_from_text on a file's bytes (ENGINE_ERR_IO when it cannot be read). */
 engine_status corpus_from_text_file(corpus **out, const char *path, const tokenizer *tok, engine_error *err);
 void corpus_free(corpus *c);
@@ -47,13 +46,20 @@ const uint16_t *corpus_tokens(const corpus *c);
  * ENGINE_ERR_IO when the file cannot be written; a partial file is removed). */
 engine_status corpus_write_u16(const char *path, const int32_t *ids, size_t n, engine_error *err);
 
-typedef struct { int seq_len; int batch; corpus_order order; uint64_t seed; double val_fraction; } corpus_loader_config;
+typedef struct {
+    int seq_len;
+    int batch;
+    corpus_order order;
+    uint64_t seed;
+    double val_fraction;
+} corpus_loader_config;
 typedef struct corpus_loader corpus_loader;
 
 /* ENGINE_ERR_INVALID: seq_len < 1, batch < 1, val_fraction outside [0, 1), or too few tokens
  * for one training window (plus one validation window when val_fraction > 0). The loader keeps
  * a pointer to c, which must outlive it. */
-engine_status corpus_loader_new(corpus_loader **out, const corpus *c, const corpus_loader_config *cfg, engine_error *err);
+engine_status corpus_loader_new(corpus_loader **out, const corpus *c, const corpus_loader_config *cfg,
+                                engine_error *err);
 void corpus_loader_free(corpus_loader *l);
 size_t corpus_loader_windows(const corpus_loader *l, corpus_split split);
 /* out[batch*(seq_len+1)]: a pure function of (corpus, config, split, step) so resumed runs see
@@ -61,7 +67,7 @@ size_t corpus_loader_windows(const corpus_loader *l, corpus_split split);
  * loader from two threads at once (it caches the current epoch's permutation). */
 engine_status corpus_loader_batch(corpus_loader *l, corpus_split split, long step, int32_t *out, engine_error *err);
 /* The first token index of the window that row b of batch `step` reads (for tests and displays). */
-engine_status corpus_loader_window_start(corpus_loader *l, corpus_split split, long step, int b,
-                                         size_t *start, engine_error *err);
+engine_status corpus_loader_window_start(corpus_loader *l, corpus_split split, long step, int b, size_t *start,
+                                         engine_error *err);
 
 #endif

@@ -44,16 +44,17 @@ static double now_s(void) {
 /* 24 independent accumulator chains, enough to cover either instruction's latency, held in named
  * locals (an array would live in memory in instrumented builds and time the stores instead).
  * Returns the FLOPs done; *sink keeps the result alive. */
-#define CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
-#define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i) * 1e-3f);
+/* clang-format off */
+#define CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) \
+                  X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+/* clang-format on */
+#define DECL(i) __m512 a##i = _mm512_set1_ps((float)(i)*1e-3f);
 #define SUM(i) s = _mm512_add_ps(s, a##i);
 TGT_512 static double loop_fma512(long iters, float *sink) {
     __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
     CHAINS(DECL)
 #define STEP(i) a##i = _mm512_fmadd_ps(a##i, x, y);
-    for (long r = 0; r < iters; r++) {
-        CHAINS(STEP)
-    }
+    for (long r = 0; r < iters; r++) { CHAINS(STEP) }
 #undef STEP
     __m512 s = _mm512_setzero_ps();
     CHAINS(SUM)
@@ -61,15 +62,13 @@ TGT_512 static double loop_fma512(long iters, float *sink) {
     return (double)iters * 24 * 16 * 2;
 }
 
-#define DECL8(i) __m256 b##i = _mm256_set1_ps((float)(i) * 1e-3f);
+#define DECL8(i) __m256 b##i = _mm256_set1_ps((float)(i)*1e-3f);
 #define CHAINS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 TGT_256 static double loop_fma256(long iters, float *sink) {
     __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
     CHAINS12(DECL8)
 #define STEP(i) b##i = _mm256_fmadd_ps(b##i, x, y);
-    for (long r = 0; r < iters; r++) {
-        CHAINS12(STEP)
-    }
+    for (long r = 0; r < iters; r++) { CHAINS12(STEP) }
 #undef STEP
     __m256 s = _mm256_setzero_ps();
 #define SUM8(i) s = _mm256_add_ps(s, b##i);
@@ -85,9 +84,7 @@ TGT_BF16 static double loop_dp(long iters, float *sink) {
     __m512bh p = (__m512bh)_mm512_set1_epi32(0x3f803f80), q = (__m512bh)_mm512_set1_epi32(0x33d633d6);
     CHAINS(DECL)
 #define STEP(i) a##i = _mm512_dpbf16_ps(a##i, p, q);
-    for (long r = 0; r < iters; r++) {
-        CHAINS(STEP)
-    }
+    for (long r = 0; r < iters; r++) { CHAINS(STEP) }
 #undef STEP
     __m512 s = _mm512_setzero_ps();
     CHAINS(SUM)
@@ -99,8 +96,10 @@ TGT_BF16 static double loop_dp(long iters, float *sink) {
 static double fma_rate(long iters, float *sink) {
     double t0 = now_s(), f = 0;
 #ifdef CPU_X86
-    if (has_512) f = loop_fma512(iters, sink);
-    else if (has_256) f = loop_fma256(iters * 2, sink);
+    if (has_512)
+        f = loop_fma512(iters, sink);
+    else if (has_256)
+        f = loop_fma256(iters * 2, sink);
 #else
     (void)iters;
     (void)sink;

@@ -81,7 +81,8 @@ GAI void tile(int R, int NV, int K, const float *A, long ar, long ak, const floa
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(C + r * ldc + 16 * v, v == NV - 1 ? last : 0xffff, acc[r][v]);
+        for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(C + r * ldc + 16 * v, v == NV - 1 ? last : 0xffff, acc[r][v]);
 }
 
 #define TILE_R(NV)                                                                                                     \
@@ -112,8 +113,8 @@ GT static void tile_any(int R, int w, int K, const float *A, long ar, long ak, c
 }
 
 /* C[M,N] (+)= sum_k a(m, k) B[k][n]: column blocks of 32 (kept in L1 across the rows), rows in 12s. */
-__attribute__((noinline)) GT static void own_gemm(int M, int N, int K, const float *A, long ar, long ak,
-                                                  const float *B, long ldb, float *C, long ldc, int acc) {
+__attribute__((noinline)) GT static void own_gemm(int M, int N, int K, const float *A, long ar, long ak, const float *B,
+                                                  long ldb, float *C, long ldc, int acc) {
     for (int n0 = 0; n0 < N; n0 += 32) {
         int w = N - n0 < 32 ? N - n0 : 32;
         for (int m0 = 0; m0 < M; m0 += 12) {
@@ -145,8 +146,7 @@ __attribute__((noinline)) GT static void own_gemm_nt(int M, int N, int K, const 
 }
 #endif
 
-void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate) {
+void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
 #ifdef OWN_KERNELS
     if (gemm_own) {
@@ -157,8 +157,7 @@ void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }
 
-void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate) {
+void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
 #ifdef OWN_KERNELS
     if (gemm_own) {
@@ -169,8 +168,7 @@ void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }
 
-void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate) {
+void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
 #ifdef OWN_KERNELS
     if (gemm_own) {

@@ -23,13 +23,10 @@ void gemm_use_blas(int on);
 const char *gemm_blas_core(void);
 
 /* C[M,N] (+)= A[M,K] · B[N,K]^T   (lda, ldb, ldc: row strides) */
-void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate);
+void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate);
 /* C[M,N] (+)= A[M,K] · B[K,N] */
-void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate);
+void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate);
 /* C[M,N] (+)= A[K,M]^T · B[K,N] */
-void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc,
-             int accumulate);
+void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate);
 
 #endif

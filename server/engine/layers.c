@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
-                       long rows, int C) {
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, long rows,
+                       int C) {
     for (long r = 0; r < rows; r++) {
         const real *x = inp + r * C;
         real *o = out + r * C;
@@ -217,10 +217,10 @@ void attention_forward_unit(const real *q, const real *k, int qk_stride, const r
     *entropy_sum += ent;
 }
 
-void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride,
-                             const real *att, const real *dy, int y_stride, real *dq, real *dk, int dqk_stride,
-                             real *dv, int dv_stride, int T, int d, real scale, double *dscale, real *ds) {
-    gemm_nt(T, T, d, dy, y_stride, v, v_stride, ds, T, 0); /* dP = dY V^T */
+void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride, const real *att,
+                             const real *dy, int y_stride, real *dq, real *dk, int dqk_stride, real *dv, int dv_stride,
+                             int T, int d, real scale, double *dscale, real *ds) {
+    gemm_nt(T, T, d, dy, y_stride, v, v_stride, ds, T, 0);    /* dP = dY V^T */
     gemm_tn(T, d, T, att, T, dy, y_stride, dv, dv_stride, 0); /* dV = P^T dY */
     for (int t = 0; t < T; t++) {
         const real *p = att + (long)t * T;

@@ -10,8 +10,8 @@
 #define LAYERNORM_EPS 1e-5
 
 /* out = (inp - mean) * rstd * w + b per row of C; mean and rstd saved for the backward pass. */
-void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
-                       long rows, int C);
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, long rows,
+                       int C);
 /* dinp += ..., dw += ..., db += ... */
 void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                         const real *mean, const real *rstd, long rows, int C);
@@ -42,8 +42,8 @@ void attention_forward_unit(const real *q, const real *k, int qk_stride, const r
 /* Gradients for one unit from dy and the saved probabilities: dq, dk (stride dqk_stride) and dv
  * (stride dv_stride) are OVERWRITTEN. If dscale is non-NULL, dL/dscale is added to it.
  * scratch holds T reals. */
-void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride,
-                             const real *att, const real *dy, int y_stride, real *dq, real *dk, int dqk_stride,
-                             real *dv, int dv_stride, int T, int d, real scale, double *dscale, real *scratch);
+void attention_backward_unit(const real *q, const real *k, int qk_stride, const real *v, int v_stride, const real *att,
+                             const real *dy, int y_stride, real *dq, real *dk, int dqk_stride, real *dv, int dv_stride,
+                             int T, int d, real scale, double *dscale, real *scratch);
 
 #endif

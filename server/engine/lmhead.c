@@ -117,7 +117,8 @@ AI void lg_tile(int NJ, int NK, const float *W, int C, const float *XT, int RP, 
     }
 }
 
-__attribute__((noinline)) static void lg_all(const float *W, int V, int C, const float *XT, int RP, float *LT, float *vmax) {
+__attribute__((noinline)) static void lg_all(const float *W, int V, int C, const float *XT, int RP, float *LT,
+                                             float *vmax) {
     for (int r = 0; r < RP; r++) vmax[r] = -INFINITY;
     int v = 0;
     for (; v + 12 <= V; v += 12) {
@@ -402,10 +403,10 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
 
 /* Per-thread scratch of a bf16 chunk, in floats; fixed offsets (rows padded to BF_RP). */
 typedef struct {
-    bf16 *E;    /* [Vp][RP]   exp(l - U) per vocabulary entry and row (Vp: V rounded up to even) */
-    bf16 *XP;   /* [C/2][RP][2] the rows' x, pairs of columns together */
-    bf16 *XSp;  /* [RP/2][C][2] s_r x_r, pairs of rows together */
-    float *DXT; /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 */
+    bf16 *E;                         /* [Vp][RP]   exp(l - U) per vocabulary entry and row (Vp: V rounded up to even) */
+    bf16 *XP;                        /* [C/2][RP][2] the rows' x, pairs of columns together */
+    bf16 *XSp;                       /* [RP/2][C][2] s_r x_r, pairs of rows together */
+    float *DXT;                      /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 */
     float *U, *mx, *sm, *scale, *tl; /* [RP] */
 } bf_scratch;
 
@@ -484,7 +485,8 @@ static void sl_dw(const bf_scratch *s, int RP, int C, int R2, long vlo, long vhi
     for (long v = vlo; v < vhi; v++)
         for (int c = 0; c < C; c++) {
             float acc = dW[v * C + c];
-            for (int r2 = 0; r2 < R2; r2++) acc = bf_pair_dot(acc, s->XSp + ((size_t)r2 * C + c) * 2, s->E + v * RP + 2 * r2);
+            for (int r2 = 0; r2 < R2; r2++)
+                acc = bf_pair_dot(acc, s->XSp + ((size_t)r2 * C + c) * 2, s->E + v * RP + 2 * r2);
             dW[v * C + c] = acc;
         }
 }
@@ -821,7 +823,7 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
         } else
 #endif
 #ifdef LMHEAD_HAVE_KERNELS
-        if (kern) {
+            if (kern) {
             chunk_kernels(a, r0, (int)rows, buf, buf + (size_t)LMHEAD_MAX_ROWS * V, &RP);
         } else
 #endif
@@ -848,7 +850,7 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
                 else
 #endif
 #ifdef LMHEAD_HAVE_KERNELS
-                if (kern)
+                    if (kern)
                     chunk_dw_slice(a, r0, (int)rows, buf, RP, buf + (size_t)LMHEAD_MAX_ROWS * V, vlo, vhi);
                 else
 #endif

@@ -24,7 +24,7 @@
 typedef struct {
     int V, C;
     bf16 *wb, *wp;
-    float wmax; /* max over v of |wb[v]|, rounded up */
+    float wmax;   /* max over v of |wb[v]|, rounded up */
     double *part; /* per refresh item: largest squared row norm */
 } lmhead_bf16;
 
@@ -34,15 +34,15 @@ typedef struct {
     const int32_t *targets; /* [N] next-token ids, already checked to be in 0..V-1 */
     long N;
     int C, V;
-    real *losses;   /* [N] per-row cross-entropy (natural log) */
-    real *dx;       /* [N, C] overwritten with dL/dx, or NULL for a forward-only pass */
-    real *dw;       /* [V, C] dL/dW added here, or NULL */
+    real *losses;    /* [N] per-row cross-entropy (natural log) */
+    real *dx;        /* [N, C] overwritten with dL/dx, or NULL for a forward-only pass */
+    real *dw;        /* [V, C] dL/dW added here, or NULL */
     real grad_scale; /* dL/d(row loss): 1/N for a mean */
-    real *buf;      /* per thread buf_stride reals of scratch (lmhead_scratch_per_thread) */
+    real *buf;       /* per thread buf_stride reals of scratch (lmhead_scratch_per_thread) */
     size_t buf_stride;
-    int use_blas;   /* 1: BLAS products even where the AVX-512 kernels apply (tests compare both) */
+    int use_blas; /* 1: BLAS products even where the AVX-512 kernels apply (tests compare both) */
     int chunk_rows;
-    atomic_long *tickets; /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
+    atomic_long *tickets;  /* [LMHEAD_SLICES], all 0 before the run: next chunk due at each slice */
     const lmhead_bf16 *bf; /* non-NULL: mixed precision (where lmhead_bf16_applies), see below */
 } lmhead_args;
 

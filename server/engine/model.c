@@ -77,8 +77,8 @@ struct model {
 
     real *params, *grads;
     real *act_block;
-    real *x0;        /* [N,C] embeddings */
-    layer_acts *la;  /* [L] */
+    real *x0;       /* [N,C] embeddings */
+    layer_acts *la; /* [L] */
     real *lnf, *lnf_mean, *lnf_rstd, *losses;
     real *rope_cos, *rope_sin; /* [Tmax, d/2] */
     /* backward scratch */
@@ -87,9 +87,9 @@ struct model {
      * and recomputed for each block's backward; it shares memory with lm_buf, which is in use
      * only in the lm-head and (as scratch) in attention's backward, never at the same time. */
     real *gelu;
-    real *lm_buf;                                  /* nthreads * chunk * V */
-    real *part;        /* per row chunk partial sums: [max_row_chunks][2C] LayerNorm dw|db */
-    double *part_d;    /* per (b, h) unit: entropy [max_B*H] | dscale [max_B*H] */
+    real *lm_buf;   /* nthreads * chunk * V */
+    real *part;     /* per row chunk partial sums: [max_row_chunks][2C] LayerNorm dw|db */
+    double *part_d; /* per (b, h) unit: entropy [max_B*H] | dscale [max_B*H] */
     long max_row_chunks;
     size_t lm_per_thread; /* reals of lm_buf per thread */
     double entropy[24 * 1024];
@@ -98,8 +98,8 @@ struct model {
     int ph, ph_layer, B, T, train;
     int lmhead_blas;
     precision_kind precision;
-    lmhead_bf16 *lm_bf; /* bf16 copies of lm_head (bf16 precision) */
-    atomic_int bf_stale; /* parameters may have changed since lm_bf was refreshed (set from any thread) */
+    lmhead_bf16 *lm_bf;          /* bf16 copies of lm_head (bf16 precision) */
+    atomic_int bf_stale;         /* parameters may have changed since lm_bf was refreshed (set from any thread) */
     int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
@@ -138,8 +138,7 @@ engine_status model_config_validate(const model_config *c, engine_error *err) {
     const attention_variant *v = model_config_attention(c);
     if (!v) return engine_fail(err, ENGINE_ERR_INVALID, "unknown attention kind %d", c->attention);
     if ((v->flags & ATTENTION_ROTATES) && (c->d_model / c->n_head) % 2 != 0)
-        return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is odd (RoPE needs pairs)",
-                           c->d_model / c->n_head);
+        return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is odd (RoPE needs pairs)", c->d_model / c->n_head);
     if (c->seq_len < 1 || c->seq_len > 4096)
         return engine_fail(err, ENGINE_ERR_INVALID, "seq_len %d is not in 1..4096", c->seq_len);
     if (c->vocab < 2 || c->vocab > (1 << 20))
@@ -155,7 +154,8 @@ engine_status model_config_validate(const model_config *c, engine_error *err) {
     if ((unsigned)c->scale_param > TAU_PARAM_LOG)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown scale_param %d", (int)c->scale_param);
     if (!isfinite(c->scale_clamp) || c->scale_clamp < 0)
-        return engine_fail(err, ENGINE_ERR_INVALID, "scale_clamp %g must be 0 (none) or a finite bound", c->scale_clamp);
+        return engine_fail(err, ENGINE_ERR_INVALID, "scale_clamp %g must be 0 (none) or a finite bound",
+                           c->scale_clamp);
     if (c->scale_clamp > 0 && c->scale_clamp < scale_init_value(c))
         return engine_fail(err, ENGINE_ERR_INVALID, "scale_clamp %g is below the initial scale %g", c->scale_clamp,
                            scale_init_value(c));
@@ -168,9 +168,12 @@ const char *tau_param_name(tau_param_kind k) { return k == TAU_PARAM_LOG ? "log"
 
 int tau_param_parse(const char *s, tau_param_kind *k) {
     if (!s) return -1;
-    if (!strcmp(s, "linear")) *k = TAU_PARAM_LINEAR;
-    else if (!strcmp(s, "log")) *k = TAU_PARAM_LOG;
-    else return -1;
+    if (!strcmp(s, "linear"))
+        *k = TAU_PARAM_LINEAR;
+    else if (!strcmp(s, "log"))
+        *k = TAU_PARAM_LOG;
+    else
+        return -1;
     return 0;
 }
 
@@ -248,7 +251,8 @@ static engine_status build_layout(model *m, engine_error *err) {
     for (int l = 0; l < m->L; l++) {
         layer_off *o = &m->lo[l];
 #define T1(field, suffix, n) (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 1, n, 0, 0))
-#define T2(field, suffix, a, b) (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 2, a, b, 0))
+#define T2(field, suffix, a, b)                                                                                        \
+    (snprintf(nm, sizeof nm, "h.%d.%s", l, suffix), o->field = add_tensor(m, nm, 2, a, b, 0))
         T1(ln1w, "ln1.w", C);
         T1(ln1b, "ln1.b", C);
         T2(qkvw, "attn.qkv.w", 3 * C, C);
@@ -463,8 +467,7 @@ void model_init_params(model *m, uint64_t seed) {
             for (size_t j = 0; j < t->numel; j++) p[j] = (real)theta0;
         } else if (t->ndim == 2) {
             for (size_t j = 0; j < t->numel; j++) p[j] = (real)(0.02 * rng_normal(&r));
-        } else if (len >= 4 && t->name[len - 1] == 'w' && t->name[len - 2] == '.' &&
-                   (strstr(t->name, "ln") != NULL)) {
+        } else if (len >= 4 && t->name[len - 1] == 'w' && t->name[len - 2] == '.' && (strstr(t->name, "ln") != NULL)) {
             for (size_t j = 0; j < t->numel; j++) p[j] = 1;
         } else {
             for (size_t j = 0; j < t->numel; j++) p[j] = 0;
@@ -552,8 +555,8 @@ static void row_item(model *m, long k, long r0, long r1) {
         const real *xin = layer_input(m, l);
         linear_forward(a->res1 + r0 * C, a->atty + r0 * C, P(o->projw), P(o->projb), nr, C, C);
         for (long i = r0 * C; i < r1 * C; i++) a->res1[i] += xin[i];
-        layernorm_forward(a->ln2 + r0 * C, a->ln2_mean + r0, a->ln2_rstd + r0, a->res1 + r0 * C, P(o->ln2w),
-                          P(o->ln2b), nr, C);
+        layernorm_forward(a->ln2 + r0 * C, a->ln2_mean + r0, a->ln2_rstd + r0, a->res1 + r0 * C, P(o->ln2w), P(o->ln2b),
+                          nr, C);
         linear_forward(a->fch + r0 * 4 * C, a->ln2 + r0 * C, P(o->fcw), P(o->fcb), nr, C, 4 * C);
         gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
         linear_forward(a->res2 + r0 * C, m->gelu + r0 * 4 * C, P(o->fcpw), P(o->fcpb), nr, 4 * C, C);
@@ -567,8 +570,8 @@ static void row_item(model *m, long k, long r0, long r1) {
     case PH_LNF_BWD:
         memset(part, 0, sizeof(real) * 2 * C);
         memset(m->dres + r0 * C, 0, sizeof(real) * (size_t)nr * C);
-        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C,
-                           P(m->lnfw), m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
+        layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C, P(m->lnfw),
+                           m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
         break;
     case PH_BWD_1:
         /* MLP output projection, input side: dgelu = dres . Wp, then back through GELU */
@@ -610,8 +613,8 @@ static void unit_item(model *m, long u, int tid) {
             m->att->qk_forward(&qu);
         }
         ent[u] = 0;
-        attention_forward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d, C,
-                               T, d, layer_scale(m, l, h), &ent[u]);
+        attention_forward_unit(q, q + C, qs, v, 3 * C, a->att + (size_t)u * T * T, a->atty + row0 * C + (size_t)h * d,
+                               C, T, d, layer_scale(m, l, h), &ent[u]);
     } else {
         real *scratch = m->lm_buf + (size_t)tid * m->lm_per_thread; /* idle during backward */
         real *dq = m->dqkv + row0 * 3 * C + (size_t)h * d;
@@ -740,8 +743,7 @@ static void reduce_ln(model *m, size_t w_off, size_t b_off) {
 
 static engine_status check_batch(const model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                                  engine_error *err) {
-    if (B < 1 || B > m->max_B)
-        return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..%d", B, m->max_B);
+    if (B < 1 || B > m->max_B) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..%d", B, m->max_B);
     if (T < 1 || T > m->Tmax)
         return engine_fail(err, ENGINE_ERR_INVALID, "sequence length %d exceeds the model's %d", T, m->Tmax);
     long n = (long)B * T;
@@ -919,9 +921,10 @@ void model_tau(const model *m, float *out) {
 
 /* ---- weights files ---- */
 
-void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]) {
-    static const char *keys[MODEL_META_COUNT] = {"n_layer",   "n_head",    "d_model",   "seq_len",
-                                                 "vocab",     "attention", "rope_base", "tau_init",
+void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48],
+                           const char *kv[2 * MODEL_META_COUNT]) {
+    static const char *keys[MODEL_META_COUNT] = {"n_layer",   "n_head",     "d_model",     "seq_len",
+                                                 "vocab",     "attention",  "rope_base",   "tau_init",
                                                  "tau_param", "scale_init", "scale_param", "scale_clamp"};
     snprintf(vals[0], 48, "%d", c->n_layer);
     snprintf(vals[1], 48, "%d", c->n_head);
@@ -982,7 +985,8 @@ static engine_status meta_int(const safetensors *st, const char *path, const cha
 static engine_status config_from_st(const safetensors *st, const char *path, model_config *c, engine_error *err) {
     model_config_defaults(c);
     engine_status rc;
-    if ((rc = meta_int(st, path, "n_layer", &c->n_layer, err)) || (rc = meta_int(st, path, "n_head", &c->n_head, err)) ||
+    if ((rc = meta_int(st, path, "n_layer", &c->n_layer, err)) ||
+        (rc = meta_int(st, path, "n_head", &c->n_head, err)) ||
         (rc = meta_int(st, path, "d_model", &c->d_model, err)) ||
         (rc = meta_int(st, path, "seq_len", &c->seq_len, err)) || (rc = meta_int(st, path, "vocab", &c->vocab, err)))
         return rc;
@@ -1024,10 +1028,10 @@ engine_status model_load_params(model *m, const char *path, engine_error *err) {
     if (rc) return rc;
     model_config fc;
     rc = config_from_st(st, path, &fc, err);
-    if (!rc && (fc.n_layer != m->cfg.n_layer || fc.n_head != m->cfg.n_head || fc.d_model != m->cfg.d_model ||
-                fc.seq_len != m->cfg.seq_len || fc.vocab != m->cfg.vocab || fc.attention != m->cfg.attention ||
-                fc.tau_param != m->cfg.tau_param || fc.scale_param != m->cfg.scale_param ||
-                fc.rope_base != m->cfg.rope_base))
+    if (!rc &&
+        (fc.n_layer != m->cfg.n_layer || fc.n_head != m->cfg.n_head || fc.d_model != m->cfg.d_model ||
+         fc.seq_len != m->cfg.seq_len || fc.vocab != m->cfg.vocab || fc.attention != m->cfg.attention ||
+         fc.tau_param != m->cfg.tau_param || fc.scale_param != m->cfg.scale_param || fc.rope_base != m->cfg.rope_base))
         rc = engine_fail(err, ENGINE_ERR_FORMAT,
                          "%s holds a different model (L%d H%d C%d T%d V%d %s) than asked for (L%d H%d C%d T%d V%d %s)",
                          path, fc.n_layer, fc.n_head, fc.d_model, fc.seq_len, fc.vocab,
@@ -1049,8 +1053,7 @@ engine_status model_load_params(model *m, const char *path, engine_error *err) {
     return rc;
 }
 
-engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads,
-                         engine_error *err) {
+engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads, engine_error *err) {
     *out = NULL;
     model_config c;
     engine_status rc = model_config_from_file(path, &c, err);
@@ -1111,7 +1114,8 @@ engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, mode
         const layer_acts *a = &m->la[l];
         for (int h = 0; h < H; h++) {
             size_t base = ((size_t)l * H + h);
-            for (size_t i = 0; i < (size_t)T * T; i++) out->att[base * T * T + i] = (float)a->att[(size_t)h * T * T + i];
+            for (size_t i = 0; i < (size_t)T * T; i++)
+                out->att[base * T * T + i] = (float)a->att[(size_t)h * T * T + i];
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < d; i++) {
                     size_t dst = (base * T + t) * d + i;

@@ -30,13 +30,13 @@
 
 typedef struct {
     int n_layer, n_head, d_model, seq_len, vocab;
-    int attention;            /* row of the attention table (attention_at, attention_index) */
-    double rope_base;         /* 10000 */
-    double tau_init;          /* <= 0 means sqrt(d) */
-    tau_param_kind tau_param; /* how tau is parameterised (variants whose scale is a tau) */
-    double scale_init;        /* s at initialisation (variants whose scale is s * cos); <= 0 means sqrt(d) */
+    int attention;              /* row of the attention table (attention_at, attention_index) */
+    double rope_base;           /* 10000 */
+    double tau_init;            /* <= 0 means sqrt(d) */
+    tau_param_kind tau_param;   /* how tau is parameterised (variants whose scale is a tau) */
+    double scale_init;          /* s at initialisation (variants whose scale is s * cos); <= 0 means sqrt(d) */
     tau_param_kind scale_param; /* how s is parameterised: s (linear) or log s (log) */
-    double scale_clamp;       /* s is used as min(s, scale_clamp); 0 = no clamp */
+    double scale_clamp;         /* s is used as min(s, scale_clamp); 0 = no clamp */
 } model_config;
 
 /* The seed experiment: L3 H4 C128 T128 V50257, rope base 10000, tau sqrt(d) linear, dot;
@@ -51,7 +51,7 @@ engine_status model_config_validate(const model_config *c, engine_error *err);
 const attention_variant *model_config_attention(const model_config *c);
 /* The learned scale's form and parameterisation as the config sets them (init resolved). */
 attention_scale model_config_scale(const model_config *c);
-const char *tau_param_name(tau_param_kind k);             /* "linear", "log" */
+const char *tau_param_name(tau_param_kind k); /* "linear", "log" */
 int tau_param_parse(const char *s, tau_param_kind *k);
 size_t model_config_param_count(const model_config *c);
 /* Model FLOPs of one training step (forward + backward, matmuls and attention) per token. */
@@ -146,7 +146,8 @@ engine_status model_save(const model *m, const char *path, const char *const *ex
                          engine_error *err);
 /* The config as safetensors metadata: kv[2i] = key, kv[2i+1] = value (pointing into vals). */
 #define MODEL_META_COUNT 12
-void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48], const char *kv[2 * MODEL_META_COUNT]);
+void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48],
+                           const char *kv[2 * MODEL_META_COUNT]);
 /* Reads the config from a weights or checkpoint file's metadata (ENGINE_ERR_FORMAT if absent or
  * invalid). */
 engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err);
@@ -154,8 +155,7 @@ engine_status model_config_from_file(const char *path, model_config *cfg, engine
  * with the model's shape and the file's config must match m's (ENGINE_ERR_FORMAT otherwise). */
 engine_status model_load_params(model *m, const char *path, engine_error *err);
 /* model_config_from_file + model_new + model_load_params. */
-engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads,
-                         engine_error *err);
+engine_status model_load(model **out, const char *path, int batch, int n_threads, int with_grads, engine_error *err);
 
 /* For probes: one window of tokens through the model, keeping what attention did. All arrays are
  * float, row-major, indexed [layer][head][position]...:
@@ -172,8 +172,7 @@ typedef struct {
 
 /* Runs tokens[T] (T <= seq_len) through m and fills *out (allocated here; free with
  * model_inspect_free). Bad tokens or T: ENGINE_ERR_INVALID. */
-engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, model_inspect *out,
-                                    engine_error *err);
+engine_status model_forward_inspect(model *m, const int32_t *tokens, int T, model_inspect *out, engine_error *err);
 void model_inspect_free(model_inspect *ins);
 
 #endif

@@ -6,8 +6,8 @@
 
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } precision_kind;
 
-const char *precision_name(precision_kind p);               /* "fp32", "bf16" */
-int precision_parse(const char *s, precision_kind *p);      /* 0 ok, -1 unknown (p untouched) */
+const char *precision_name(precision_kind p);          /* "fp32", "bf16" */
+int precision_parse(const char *s, precision_kind *p); /* 0 ok, -1 unknown (p untouched) */
 /* What a new run gets when its config names none: bf16 where the CPU running this process has
  * AVX-512 BF16 and its bf16 dot product delivers more FLOP/s than its fp32 FMAs (cpu.h, asked at
  * run time: true of AMD Zen 4, not of the Intel Emerald Rapids measured here), else fp32. bf16

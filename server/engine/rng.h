@@ -12,15 +12,15 @@
 
 typedef struct {
     uint64_t s[4];
-    int have_spare;  /* normals come in pairs; the second is kept for the next call */
+    int have_spare; /* normals come in pairs; the second is kept for the next call */
     double spare;
 } rng_state;
 
 void rng_seed(rng_state *r, uint64_t seed);
 uint64_t rng_next_u64(rng_state *r);
-double rng_uniform(rng_state *r);  /* in (0, 1), never exactly 0 or 1 */
-double rng_uniform01(rng_state *r); /* in [0, 1): the top 53 bits times 2^-53 */
-double rng_normal(rng_state *r);   /* standard normal (Box-Muller) */
+double rng_uniform(rng_state *r);      /* in (0, 1), never exactly 0 or 1 */
+double rng_uniform01(rng_state *r);    /* in [0, 1): the top 53 bits times 2^-53 */
+double rng_normal(rng_state *r);       /* standard normal (Box-Muller) */
 double rng_normal_polar(rng_state *r); /* standard normal (Marsaglia polar, on rng_uniform01) */
 
 #endif

@@ -143,8 +143,9 @@ engine_status safetensors_open(safetensors **out, const char *path, engine_error
         }
         json_int_t lo = json_integer_value(b0), hi = json_integer_value(b1);
         if (lo < 0 || hi < lo || (uint64_t)hi > data_size) {
-            rc = engine_fail(err, ENGINE_ERR_FORMAT, "%s: tensor '%s' data [%lld, %lld) lies outside the %zu data bytes",
-                             path, key, (long long)lo, (long long)hi, data_size);
+            rc =
+                engine_fail(err, ENGINE_ERR_FORMAT, "%s: tensor '%s' data [%lld, %lld) lies outside the %zu data bytes",
+                            path, key, (long long)lo, (long long)hi, data_size);
             goto fail;
         }
         if ((uint64_t)(hi - lo) != numel * esize) {
@@ -185,8 +186,8 @@ const char *safetensors_meta(const safetensors *st, const char *key) {
     return m ? json_string_value(json_object_get(m, key)) : NULL;
 }
 
-engine_status safetensors_read_real(const safetensors *st, const char *name, int ndim, const int64_t *shape,
-                                    real *dst, engine_error *err) {
+engine_status safetensors_read_real(const safetensors *st, const char *name, int ndim, const int64_t *shape, real *dst,
+                                    engine_error *err) {
     const st_tensor *t = safetensors_find(st, name);
     if (!t) return engine_fail(err, ENGINE_ERR_FORMAT, "weights have no tensor '%s'", name);
     int same = t->ndim == ndim;
@@ -197,8 +198,7 @@ engine_status safetensors_read_real(const safetensors *st, const char *name, int
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
         for (int i = 0; i < t->ndim; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
-        return engine_fail(err, ENGINE_ERR_FORMAT, "tensor '%s' has shape [%s], the model needs [%s]", name, got,
-                           want);
+        return engine_fail(err, ENGINE_ERR_FORMAT, "tensor '%s' has shape [%s], the model needs [%s]", name, got, want);
     }
     size_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= (size_t)shape[i];

@@ -17,7 +17,7 @@
 
 typedef struct {
     const char *name;
-    char dtype[8];          /* "F32", "F64", ... as written in the file */
+    char dtype[8]; /* "F32", "F64", ... as written in the file */
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     const unsigned char *data; /* into the loaded file */
@@ -31,12 +31,12 @@ void safetensors_close(safetensors *st); /* NULL is fine */
 int safetensors_count(const safetensors *st);
 const st_tensor *safetensors_at(const safetensors *st, int i);
 const st_tensor *safetensors_find(const safetensors *st, const char *name); /* NULL if absent */
-const char *safetensors_meta(const safetensors *st, const char *key);    /* NULL if absent */
+const char *safetensors_meta(const safetensors *st, const char *key);       /* NULL if absent */
 
 /* Copies tensor `name` into dst[numel] as real, after checking it exists, is F32 or F64 and has
  * exactly the given shape; ENGINE_ERR_FORMAT otherwise. */
-engine_status safetensors_read_real(const safetensors *st, const char *name, int ndim, const int64_t *shape,
-                                    real *dst, engine_error *err);
+engine_status safetensors_read_real(const safetensors *st, const char *name, int ndim, const int64_t *shape, real *dst,
+                                    engine_error *err);
 
 typedef struct {
     const char *name;
@@ -47,7 +47,7 @@ typedef struct {
 
 /* Writes the tensors (as F32) and metadata pairs meta_kv[2*i] -> meta_kv[2*i+1] to path.tmp,
  * then renames it over path, so a reader never sees half a file. */
-engine_status safetensors_write(const char *path, const st_write_entry *entries, int n,
-                                const char *const *meta_kv, int n_meta, engine_error *err);
+engine_status safetensors_write(const char *path, const st_write_entry *entries, int n, const char *const *meta_kv,
+                                int n_meta, engine_error *err);
 
 #endif

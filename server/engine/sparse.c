@@ -27,7 +27,7 @@ void sparse_config_defaults(sparse_config *c, sparse_predictor p, int k) {
 }
 
 static const char *const predictor_names[SPARSE_PREDICTOR_COUNT] = {"dense",   "topk",      "lsh",
-                                                                     "hamming", "unrotated", "window"};
+                                                                    "hamming", "unrotated", "window"};
 
 const char *sparse_predictor_name(sparse_predictor p) {
     return (int)p >= 0 && p < SPARSE_PREDICTOR_COUNT ? predictor_names[p] : "unknown";
@@ -69,17 +69,17 @@ engine_status sparse_config_validate(const sparse_config *c, int d, engine_error
 struct sparse_ws {
     sparse_config c;
     int max_T, d, kcap, n_planes, cand_cap;
-    real *planes;            /* [n_planes][d] random hyperplanes */
-    uint32_t *qcode, *kcode; /* LSH: [tables][max_T] bucket codes */
-    uint64_t *qh, *kh;       /* Hamming: [max_T] codes */
-    int *head;               /* LSH: [tables][2^bits] most recent key in the bucket, -1 none */
-    int *prev;               /* LSH: [tables][max_T] the next older key in the same bucket */
-    int *mark;               /* [max_T] per-query stamps */
-    int *cand, *ties;        /* [max_T] candidate keys; tied ones */
-    unsigned char *dist;     /* [max_T] Hamming distances */
+    real *planes;                 /* [n_planes][d] random hyperplanes */
+    uint32_t *qcode, *kcode;      /* LSH: [tables][max_T] bucket codes */
+    uint64_t *qh, *kh;            /* Hamming: [max_T] codes */
+    int *head;                    /* LSH: [tables][2^bits] most recent key in the bucket, -1 none */
+    int *prev;                    /* LSH: [tables][max_T] the next older key in the same bucket */
+    int *mark;                    /* [max_T] per-query stamps */
+    int *cand, *ties;             /* [max_T] candidate keys; tied ones */
+    unsigned char *dist;          /* [max_T] Hamming distances */
     real *score, *scratch, *kinv; /* [max_T] each */
-    int *idx;                /* [max_T][kcap] chosen keys, ascending */
-    int *cnt;                /* [max_T] */
+    int *idx;                     /* [max_T][kcap] chosen keys, ascending */
+    int *cnt;                     /* [max_T] */
     int last_T;
 };
 
@@ -151,8 +151,8 @@ engine_status sparse_ws_new(sparse_ws **out, const sparse_config *c, int max_T, 
 #undef ALLOC
     if (!ok) {
         sparse_ws_free(ws);
-        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for a sparse attention workspace (T %d, k %d)",
-                           max_T, c->k);
+        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for a sparse attention workspace (T %d, k %d)", max_T,
+                           c->k);
     }
     if (ws->n_planes) {
         rng_state r;
@@ -205,9 +205,12 @@ static real kth_largest(real *a, int n, int kth) {
                 i++, j--;
             }
         }
-        if (kth <= j) hi = j;
-        else if (kth >= i) lo = i;
-        else break;
+        if (kth <= j)
+            hi = j;
+        else if (kth >= i)
+            lo = i;
+        else
+            break;
     }
     return a[kth];
 }
@@ -239,8 +242,10 @@ static int select_top(sparse_ws *ws, const real *sc, int n, int kk, int *out) {
     for (int j = 0; j < n; j++) above += sc[j] > thr;
     int ties = kk - above, m = 0;
     for (int j = 0; j < n && m < kk; j++) {
-        if (sc[j] > thr) out[m++] = j;
-        else if (sc[j] == thr && ties > 0) out[m++] = j, ties--;
+        if (sc[j] > thr)
+            out[m++] = j;
+        else if (sc[j] == thr && ties > 0)
+            out[m++] = j, ties--;
     }
     if (m < kk) { /* only NaN scores leave slots: fill with the most recent keys not taken */
         int *flag = ws->ties;
@@ -262,8 +267,10 @@ static int select_top_unordered(sparse_ws *ws, const real *sc, const int *pos, i
     int m = 0, nt = 0;
     int *ties = ws->ties;
     for (int j = 0; j < n; j++) {
-        if (sc[j] > thr) out[m++] = pos[j];
-        else if (sc[j] == thr) ties[nt++] = pos[j];
+        if (sc[j] > thr)
+            out[m++] = pos[j];
+        else if (sc[j] == thr)
+            ties[nt++] = pos[j];
     }
     if (m + nt < kk) /* NaN scores: treat them as ties below everything */
         for (int j = 0; j < n; j++)
@@ -284,7 +291,8 @@ static uint64_t sign_code(const real *planes, int nb, const real *x, int d) {
 static engine_status check_input(const sparse_ws *ws, const sparse_input *in, engine_error *err) {
     if (in->T < 1 || in->T > ws->max_T)
         return engine_fail(err, ENGINE_ERR_INVALID, "T %d is not in 1..%d", in->T, ws->max_T);
-    if (in->d != ws->d) return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is not the workspace's %d", in->d, ws->d);
+    if (in->d != ws->d)
+        return engine_fail(err, ENGINE_ERR_INVALID, "head width %d is not the workspace's %d", in->d, ws->d);
     if (!in->q || !in->k) return engine_fail(err, ENGINE_ERR_INVALID, "q and k are required");
     if (ws->c.predictor == SPARSE_UNROTATED && (!in->q_unrot || !in->k_unrot))
         return engine_fail(err, ENGINE_ERR_INVALID, "the unrotated predictor needs q_unrot and k_unrot");
@@ -712,8 +720,16 @@ static void ev_unit(sparse_eval *ev, long u, int tid) {
         attention_forward_unit(q, q + C, qs, vv, 3 * C, att, y, C, T, d, g, &ent);
         if (!ev->want_q) return;
     }
-    sparse_input in = {.T = T, .d = d, .q = q, .k = q + C, .v = vv, .q_stride = qs, .k_stride = qs,
-                       .v_stride = 3 * C, .scale = g, .q_unrot = ev->qkv + row0 * 3 * C + (size_t)h * d,
+    sparse_input in = {.T = T,
+                       .d = d,
+                       .q = q,
+                       .k = q + C,
+                       .v = vv,
+                       .q_stride = qs,
+                       .k_stride = qs,
+                       .v_stride = 3 * C,
+                       .scale = g,
+                       .q_unrot = ev->qkv + row0 * 3 * C + (size_t)h * d,
                        .unrot_stride = 3 * C};
     in.k_unrot = in.q_unrot + C;
     sparse_ws *ws = ev->ws[tid];
@@ -794,13 +810,12 @@ static void ev_run(sparse_eval *ev, int ph, int layer) {
 
 static int same_config(const sparse_config *a, const sparse_config *b) {
     return a->predictor == b->predictor && a->k == b->k && a->lsh_tables == b->lsh_tables &&
-           a->lsh_bits == b->lsh_bits && a->lsh_candidates == b->lsh_candidates &&
-           a->hamming_bits == b->hamming_bits && a->seed == b->seed;
+           a->lsh_bits == b->lsh_bits && a->lsh_candidates == b->lsh_candidates && a->hamming_bits == b->hamming_bits &&
+           a->seed == b->seed;
 }
 
-engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const int32_t *inputs,
-                              const int32_t *targets, int B, int T, double *loss, int32_t *argmax,
-                              sparse_quality *quality, engine_error *err) {
+engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, double *loss, int32_t *argmax, sparse_quality *quality, engine_error *err) {
     engine_status rc = sparse_config_validate(cfg, ev->d, err);
     if (rc) return rc;
     if (B < 1 || B > ev->max_B) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..%d", B, ev->max_B);

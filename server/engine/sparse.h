@@ -121,11 +121,11 @@ const int *sparse_chosen(const sparse_ws *ws, int t, int *n);
 /* How the chosen keys compare with dense attention, summed over queries. Only queries with
  * more than k keys count (a complete selection is trivially perfect). */
 typedef struct {
-    double recall;  /* sum of recall@k: chosen keys whose dense weight is >= the query's k-th
-                       largest (ties count as found), / k */
-    double mass;    /* sum of the dense attention weight on the chosen keys */
-    double keys;    /* sum of the number of keys chosen (LSH may choose fewer than k) */
-    long queries;   /* how many queries were counted */
+    double recall; /* sum of recall@k: chosen keys whose dense weight is >= the query's k-th
+                      largest (ties count as found), / k */
+    double mass;   /* sum of the dense attention weight on the chosen keys */
+    double keys;   /* sum of the number of keys chosen (LSH may choose fewer than k) */
+    long queries;  /* how many queries were counted */
 } sparse_quality;
 
 /* Adds the last selection's figures to *q, against dense probabilities att (row t at
@@ -161,9 +161,8 @@ void sparse_eval_set_gather_always(sparse_eval *ev, int on);
  * of recall/mass against the dense attention of the same layer input (adds a dense pass per
  * head; see sparse_quality), added to what it holds. Errors: ENGINE_ERR_INVALID (config, sizes,
  * token ids, as model_forward), ENGINE_ERR_NOMEM. */
-engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const int32_t *inputs,
-                              const int32_t *targets, int B, int T, double *loss, int32_t *argmax,
-                              sparse_quality *quality, engine_error *err);
+engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const int32_t *inputs, const int32_t *targets,
+                              int B, int T, double *loss, int32_t *argmax, sparse_quality *quality, engine_error *err);
 
 /* The mean loss over batches 0..n_batches-1 of one split, read as train.c's evaluation reads
  * them (a loader made here from c and lc; each row split into inputs and next-token targets; the

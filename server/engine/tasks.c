@@ -95,15 +95,17 @@ engine_status tasks_config_set(tasks_config *c, const char *name, long value, en
             if (value < common[i].min || value > common[i].max)
                 return engine_fail(err, ENGINE_ERR_INVALID, "%s %ld is not in %ld..%ld", name, value, common[i].min,
                                    common[i].max);
-            if (i == 0) c->vocab = (int)value;
-            else if (i == 1) c->seq_len = (int)value;
-            else c->windows = value;
+            if (i == 0)
+                c->vocab = (int)value;
+            else if (i == 1)
+                c->seq_len = (int)value;
+            else
+                c->windows = value;
             return ENGINE_OK;
         }
     const tasks_kind *k = tasks_kind_at(c->kind);
     int j = param_index(k, name);
-    if (j < 0)
-        return engine_fail(err, ENGINE_ERR_INVALID, "%s has no parameter %s", k ? k->name : "this task", name);
+    if (j < 0) return engine_fail(err, ENGINE_ERR_INVALID, "%s has no parameter %s", k ? k->name : "this task", name);
     const tasks_param *p = &k->params[j];
     if (value < p->min || value > p->max)
         return engine_fail(err, ENGINE_ERR_INVALID, "%s %ld is not in %d..%d", name, value, p->min, p->max);
@@ -225,8 +227,8 @@ engine_status tasks_config_validate(const tasks_config *c, engine_error *err) {
         break;
     case K_ASSOC:
         if (c->p[1] > nc / 2)
-            return engine_fail(err, ENGINE_ERR_INVALID, "pairs_max %d needs %d distinct keys; vocab %d has %d",
-                               c->p[1], c->p[1], c->vocab, nc / 2);
+            return engine_fail(err, ENGINE_ERR_INVALID, "pairs_max %d needs %d distinct keys; vocab %d has %d", c->p[1],
+                               c->p[1], c->vocab, nc / 2);
         break;
     case K_ORDER:
         if (c->p[2] > c->p[3])
@@ -247,18 +249,19 @@ engine_status tasks_config_validate(const tasks_config *c, engine_error *err) {
 
 static engine_status put_ids(const tasks_config *c, const uint16_t *ids, int n, engine_error *err) {
     for (int i = 0; i < n; i++)
-        if (ids[i] >= c->vocab) return engine_fail(err, ENGINE_ERR_INVALID, "token %u is not below vocab %d", ids[i], c->vocab);
+        if (ids[i] >= c->vocab)
+            return engine_fail(err, ENGINE_ERR_INVALID, "token %u is not below vocab %d", ids[i], c->vocab);
     return ENGINE_OK;
 }
 
-engine_status tasks_emit_instance(const tasks_config *c, const tasks_instance *in, uint16_t *tok, uint8_t *lab,
-                                  int cap, int *len, engine_error *err) {
+engine_status tasks_emit_instance(const tasks_config *c, const tasks_instance *in, uint16_t *tok, uint8_t *lab, int cap,
+                                  int *len, engine_error *err) {
     const int L = in->len;
     int n = 0, b;
     if (L < 1 || !in->seq) return engine_fail(err, ENGINE_ERR_INVALID, "an instance needs len >= 1 and its tokens");
     engine_status rc = put_ids(c, in->seq, L, err);
     if (rc) return rc;
-#define ROOM(need)                                                                                             \
+#define ROOM(need)                                                                                                     \
     if ((need) > cap) return engine_fail(err, ENGINE_ERR_INVALID, "the instance takes %d tokens; %d fit", (need), cap)
     switch (c->kind) {
     case K_COPY: {
@@ -460,8 +463,7 @@ void tasks_window_labels(const tasks_corpus *tc, size_t start, int T, uint8_t *o
     for (int t = 0; t < T; t++) out[t] = start + t + 1 < tc->n_tokens ? tc->labels[start + t + 1] : 0;
 }
 
-engine_status tasks_write(const tasks_corpus *tc, const char *tokens_path, const char *labels_path,
-                          engine_error *err) {
+engine_status tasks_write(const tasks_corpus *tc, const char *tokens_path, const char *labels_path, engine_error *err) {
     if (tokens_path) {
         int32_t *ids = malloc(sizeof(int32_t) * tc->n_tokens);
         if (!ids) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory writing %s", tokens_path);

@@ -118,8 +118,8 @@ typedef struct {
  * and its length at *len; cap is the room there. Checks the instance's structure (lengths,
  * positions, offset index, ids below vocab; not the content ranges the generator keeps to).
  * ENGINE_ERR_INVALID (with nothing promised in the buffers). */
-engine_status tasks_emit_instance(const tasks_config *c, const tasks_instance *inst, uint16_t *tokens,
-                                  uint8_t *labels, int cap, int *len, engine_error *err);
+engine_status tasks_emit_instance(const tasks_config *c, const tasks_instance *inst, uint16_t *tokens, uint8_t *labels,
+                                  int cap, int *len, engine_error *err);
 
 /* The length of the longest instance c can generate. */
 int tasks_max_instance_len(const tasks_config *c);
@@ -148,8 +148,7 @@ void tasks_corpus_free(tasks_corpus *tc); /* NULL is fine */
 void tasks_window_labels(const tasks_corpus *tc, size_t start, int T, uint8_t *out);
 /* The tokens as a little-endian uint16 file (corpus.h's format, corpus_write_u16) and the labels
  * as one byte each; either path may be NULL. ENGINE_ERR_IO, ENGINE_ERR_NOMEM. */
-engine_status tasks_write(const tasks_corpus *tc, const char *tokens_path, const char *labels_path,
-                          engine_error *err);
+engine_status tasks_write(const tasks_corpus *tc, const char *tokens_path, const char *labels_path, engine_error *err);
 
 /* ---- accuracy ---------------------------------------------------------------------------- */
 

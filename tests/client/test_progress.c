@@ -42,7 +42,8 @@ TEST(metrics_events_fold_into_the_state) {
     CHECK(!strcmp(s.status, "running"));
     char b[512];
     progress_plain_line(&s, b, sizeof b);
-    CHECK_MSG(!strcmp(b, "run 3 step 120/2000 (6%) eta 5m10s tokens/s 1520 loss 6.9100 tau 4.8100..5.6200"), "got %s", b);
+    CHECK_MSG(!strcmp(b, "run 3 step 120/2000 (6%) eta 5m10s tokens/s 1520 loss 6.9100 tau 4.8100..5.6200"), "got %s",
+              b);
     /* A later event without τ keeps the last known range; an event that is not an object is refused. */
     m = parse("{\"run_id\":3,\"step\":121,\"values\":{\"loss\":6.5}}");
     CHECK_EQ_INT(progress_apply_metrics(&s, m), 0);
@@ -65,7 +66,8 @@ TEST(status_and_run_objects_fold_in) {
     CHECK_EQ_INT(cmd_watch_exit_for(s.status), 1);
     char b[512];
     progress_final_line(&s, b, sizeof b);
-    CHECK_MSG(!strcmp(b, "run 9 failed at step 7/20, loss 3.2500, val_loss 3.5000, tau 5.0000..5.5000: loss is NaN"), "got %s", b);
+    CHECK_MSG(!strcmp(b, "run 9 failed at step 7/20, loss 3.2500, val_loss 3.5000, tau 5.0000..5.5000: loss is NaN"),
+              "got %s", b);
     json_t *bad = parse("{\"step\":1}");
     CHECK_EQ_INT(progress_apply_status(&s, bad), -1);
     json_decref(bad);
@@ -90,7 +92,8 @@ TEST(bar_fits_every_width) {
         CHECK_MSG(strstr(b, "1500/2000  75%"), "width %d: %s", w, b);
     }
     progress_bar_line(&s, 120, b, sizeof b);
-    CHECK_MSG(strstr(b, "τ 4.8000–5.2000") && strstr(b, "123.5k tok/s") && strstr(b, "ETA 1h06m") && strstr(b, "loss 4.5000"),
+    CHECK_MSG(strstr(b, "τ 4.8000–5.2000") && strstr(b, "123.5k tok/s") && strstr(b, "ETA 1h06m") &&
+                  strstr(b, "loss 4.5000"),
               "got %s", b);
     /* 3/4 of the bar's cells are full (to the cell). */
     int full = 0, empty = 0;

@@ -14,8 +14,9 @@ static int nbuf;
 
 static const char *resp(int status, const char *type, const char *body) {
     char *b = bufs[nbuf++ % 16];
-    snprintf(b, sizeof bufs[0], "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", status,
-             type, strlen(body), body);
+    snprintf(b, sizeof bufs[0],
+             "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", status, type,
+             strlen(body), body);
     return b;
 }
 
@@ -40,13 +41,14 @@ static int json_is(const json_t *v, const char *text) {
 TEST(experiment_bodies) {
     fake_rule rules[] = {{"POST", "/api/experiments",
                           resp(201, "application/json",
-                               "{\"experiment\":{\"id\":3,\"name\":\"x\"},\"runs\":[{\"id\":8,\"variant\":\"rope\"},{\"id\":9,\"variant\":\"cosine_rope\"}]}"),
+                               "{\"experiment\":{\"id\":3,\"name\":\"x\"},\"runs\":[{\"id\":8,\"variant\":\"rope\"},{"
+                               "\"id\":9,\"variant\":\"cosine_rope\"}]}"),
                           0, 0}};
     fake_server fs;
     CHECK(fake_start(&fs, rules, 1) == 0);
     client_result r1, r2;
-    const char *a1[] = {"--server", fs.url, "experiments", "start", "--preset", "seed-blog", "--set", "steps=20", "--d-model", "32",
-                        "--tag", "tiny", NULL};
+    const char *a1[] = {"--server", fs.url,      "experiments", "start", "--preset", "seed-blog", "--set",
+                        "steps=20", "--d-model", "32",          "--tag", "tiny",     NULL};
     client_run(&r1, 20, a1);
     char base[300];
     snprintf(base, sizeof base, "%s.base.json", fs.log_path);
@@ -54,8 +56,9 @@ TEST(experiment_bodies) {
     CHECK(f);
     fputs("{\"steps\":50,\"corpus\":\"small\"}", f);
     fclose(f);
-    const char *a2[] = {"--server", fs.url, "experiments", "start", "--base", base, "--vary", "attention=rope,cosine_rope", "--lr",
-                        "0.001", "-q", NULL};
+    const char *a2[] = {"--server", fs.url,  "experiments", "start",
+                        "--base",   base,    "--vary",      "attention=rope,cosine_rope",
+                        "--lr",     "0.001", "-q",          NULL};
     client_run(&r2, 20, a2);
     unlink(base);
     char *log = fake_stop(&fs);
@@ -63,7 +66,8 @@ TEST(experiment_bodies) {
     CHECK_MSG(!strcmp(r1.out, "experiment 3 created (x): run 8 (rope), run 9 (cosine_rope)\n"), "%s", r1.out);
     CHECK_MSG(r2.code == 0 && !strcmp(r2.out, "8\n9\n"), "%d %s %s", r2.code, r2.out, r2.err);
     json_t *b1 = body_of(log, "POST /api/experiments");
-    CHECK_MSG(json_is(b1, "{\"preset\":\"seed-blog\",\"overrides\":{\"steps\":20,\"d_model\":32},\"tags\":[\"tiny\"]}"), "%s", log);
+    CHECK_MSG(json_is(b1, "{\"preset\":\"seed-blog\",\"overrides\":{\"steps\":20,\"d_model\":32},\"tags\":[\"tiny\"]}"),
+              "%s", log);
     json_decref(b1);
     const char *second = strstr(strstr(log, "POST /api/experiments") + 1, "POST /api/experiments");
     CHECK(second);
@@ -79,7 +83,9 @@ TEST(experiment_bodies) {
 TEST(tag_merges_and_note_patches_with_the_token) {
     fake_rule rules[] = {
         {"GET", "/api/runs/5", resp(200, "application/json", "{\"run\":{\"id\":5,\"tags\":[\"old\",\"keep\"]}}"), 0, 0},
-        {"PATCH", "/api/runs/5", resp(200, "application/json", "{\"run\":{\"id\":5,\"tags\":[\"keep\",\"new\",\"old\"],\"note\":\"n\"}}"), 0, 0},
+        {"PATCH", "/api/runs/5",
+         resp(200, "application/json", "{\"run\":{\"id\":5,\"tags\":[\"keep\",\"new\",\"old\"],\"note\":\"n\"}}"), 0,
+         0},
     };
     fake_server fs;
     CHECK(fake_start(&fs, rules, 2) == 0);
@@ -113,28 +119,34 @@ TEST(probe_body_and_typed_params) {
          0, 0},
         {"POST", "/api/probes",
          resp(201, "application/json",
-              "{\"probe\":{\"id\":2,\"kind\":\"dephasing\",\"result\":{\"kind\":\"dephasing\",\"tables\":[{\"name\":\"t\","
+              "{\"probe\":{\"id\":2,\"kind\":\"dephasing\",\"result\":{\"kind\":\"dephasing\",\"tables\":[{\"name\":"
+              "\"t\","
               "\"columns\":[\"offset\",\"mean\"],\"rows\":[[0,1.5],[16,-0.25]]}]}}}"),
          0, 0},
     };
     fake_server fs;
     CHECK(fake_start(&fs, rules, 2) == 0);
     client_result r;
-    const char *a[] = {"--server", fs.url, "probe", "dephasing", "--param", "offsets=16", "--param", "seeding=single", "-p", "d=8",
-                       "--run", "4", "--format", "csv", NULL};
+    const char *a[] = {"--server", fs.url, "probe", "dephasing", "--param",  "offsets=16", "--param", "seeding=single",
+                       "-p",       "d=8",  "--run", "4",         "--format", "csv",        NULL};
     client_run(&r, 20, a);
     char *log = fake_stop(&fs);
     CHECK_MSG(r.code == 0, "%s", r.err);
     CHECK_MSG(!strcmp(r.out, "offset,mean\n0,1.5\n16,-0.25\n"), "%s", r.out);
     json_t *b = body_of(log, "POST /api/probes");
-    CHECK_MSG(json_is(b, "{\"kind\":\"dephasing\",\"params\":{\"offsets\":[16],\"seeding\":\"single\",\"d\":8},\"run_id\":4}"), "%s", log);
+    CHECK_MSG(
+        json_is(b,
+                "{\"kind\":\"dephasing\",\"params\":{\"offsets\":[16],\"seeding\":\"single\",\"d\":8},\"run_id\":4}"),
+        "%s", log);
     json_decref(b);
     free(log);
 }
 
 TEST(metrics_query_string) {
-    fake_rule rules[] = {{"GET", "/api/runs/3/metrics",
-                          resp(200, "application/json", "{\"run_id\":3,\"series\":{\"loss\":{\"steps\":[1,2],\"values\":[2.5,2.25]}}}"), 0, 0}};
+    fake_rule rules[] = {
+        {"GET", "/api/runs/3/metrics",
+         resp(200, "application/json", "{\"run_id\":3,\"series\":{\"loss\":{\"steps\":[1,2],\"values\":[2.5,2.25]}}}"),
+         0, 0}};
     fake_server fs;
     CHECK(fake_start(&fs, rules, 1) == 0);
     client_result r;
@@ -151,10 +163,14 @@ TEST(timeouts_5xx_and_foreign_answers) {
     fake_rule rules[] = {
         {"GET", "/api/runs?", NULL, 0, 0}, /* never answers */
         {"GET", "/api/runs", NULL, 0, 0},
-        {"GET", "/api/experiments", resp(500, "application/json", "{\"error\":{\"code\":\"internal\",\"message\":\"database is locked\"}}"), 0, 0},
+        {"GET", "/api/experiments",
+         resp(500, "application/json", "{\"error\":{\"code\":\"internal\",\"message\":\"database is locked\"}}"), 0, 0},
         {"GET", "/api/corpora", resp(200, "text/html", "<html><body>It works!</body></html>"), 0, 0},
         {"GET", "/api/probes", resp(502, "text/html", "<html>Bad Gateway</html>"), 0, 0},
-        {"GET", "/api/health", resp(503, "application/json", "{\"status\":\"degraded\",\"version\":\"0.1.0\",\"db\":\"error\",\"uptime_s\":3}"), 0, 0},
+        {"GET", "/api/health",
+         resp(503, "application/json",
+              "{\"status\":\"degraded\",\"version\":\"0.1.0\",\"db\":\"error\",\"uptime_s\":3}"),
+         0, 0},
     };
     fake_server fs;
     CHECK(fake_start(&fs, rules, 6) == 0);
@@ -172,12 +188,14 @@ TEST(timeouts_5xx_and_foreign_answers) {
     const char *a5[] = {"--server", fs.url, "health", NULL};
     client_run(&r5, 20, a5);
     free(fake_stop(&fs));
-    CHECK_MSG(r1.code == 3 && strstr(r1.err, "timed out after 0.5s") && count_lines(r1.err) == 1, "%d %s", r1.code, r1.err);
+    CHECK_MSG(r1.code == 3 && strstr(r1.err, "timed out after 0.5s") && count_lines(r1.err) == 1, "%d %s", r1.code,
+              r1.err);
     CHECK_MSG(took < 3, "took %.2fs", took);
     CHECK_MSG(r2.code == 5 && strstr(r2.err, "HTTP 500 internal: database is locked"), "%d %s", r2.code, r2.err);
     CHECK_MSG(r3.code == 5 && strstr(r3.err, "not JSON"), "%d %s", r3.code, r3.err);
     CHECK_MSG(r4.code == 5 && strstr(r4.err, "HTTP 502: <html>Bad Gateway</html>"), "%d %s", r4.code, r4.err);
-    CHECK_MSG(r5.code == 5 && strstr(r5.out, "degraded") && strstr(r5.err, "reports 'degraded'"), "%d %s %s", r5.code, r5.out, r5.err);
+    CHECK_MSG(r5.code == 5 && strstr(r5.out, "degraded") && strstr(r5.err, "reports 'degraded'"), "%d %s %s", r5.code,
+              r5.out, r5.err);
     for (int k = 0; k < 5; k++) {
         client_result *r = k == 0 ? &r1 : k == 1 ? &r2 : k == 2 ? &r3 : k == 3 ? &r4 : &r5;
         CHECK_MSG(count_lines(r->err) == 1 && !strncmp(r->err, "attnlab: ", 9), "case %d: %s", k, r->err);

@@ -20,21 +20,19 @@ static int collect(const sse_event *ev, void *user) {
     return c->stop_after && c->n >= c->stop_after ? 7 : 0;
 }
 
-static const char stream[] =
-    ": ping\n\n"
-    "id: 1\nevent: metrics\ndata: {\"step\":1}\n\n"
-    "event: status\r\ndata: line one\r\ndata: line two\r\n\r\n"
-    "id:3\ndata:no space\rretry: 100\r\r"
-    "data\n\n"
-    "event: empty\n\n"
-    "id: 5\nevent: resync\ndata: {}\n\n";
+static const char stream[] = ": ping\n\n"
+                             "id: 1\nevent: metrics\ndata: {\"step\":1}\n\n"
+                             "event: status\r\ndata: line one\r\ndata: line two\r\n\r\n"
+                             "id:3\ndata:no space\rretry: 100\r\r"
+                             "data\n\n"
+                             "event: empty\n\n"
+                             "id: 5\nevent: resync\ndata: {}\n\n";
 
-static const char expected[] =
-    "[metrics|1|{\"step\":1}]"
-    "[status|1|line one\nline two]"
-    "[message|3|no space]"
-    "[message|3|]"
-    "[resync|5|{}]";
+static const char expected[] = "[metrics|1|{\"step\":1}]"
+                               "[status|1|line one\nline two]"
+                               "[message|3|no space]"
+                               "[message|3|]"
+                               "[resync|5|{}]";
 
 TEST(parses_fields_endings_and_comments) {
     sse_parser p;

@@ -11,8 +11,10 @@ static char *render(const table *t, int csv) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    if (csv) table_print_csv(t, f);
-    else table_print(t, f);
+    if (csv)
+        table_print_csv(t, f);
+    else
+        table_print(t, f);
     fclose(f);
     return buf;
 }
@@ -20,15 +22,17 @@ static char *render(const table *t, int csv) {
 TEST(display_width_counts_columns_not_bytes) {
     CHECK_EQ_INT(table_display_width(""), 0);
     CHECK_EQ_INT(table_display_width("loss"), 4);
-    CHECK_EQ_INT(table_display_width("τ"), 1);           /* 2 bytes, 1 column */
-    CHECK_EQ_INT(table_display_width("√d_k"), 4);        /* 3-byte sign */
-    CHECK_EQ_INT(table_display_width("4.8–5.2"), 7);     /* en dash */
-    CHECK_EQ_INT(table_display_width("회전"), 4);        /* Hangul: wide */
-    CHECK_EQ_INT(table_display_width("位置"), 4);        /* CJK: wide */
-    CHECK_EQ_INT(table_display_width("e\xcc\x81"), 1);   /* e + combining acute */
+    CHECK_EQ_INT(table_display_width("τ"), 1);                /* 2 bytes, 1 column */
+    CHECK_EQ_INT(table_display_width("√d_k"), 4);             /* 3-byte sign */
+    CHECK_EQ_INT(table_display_width("4.8–5.2"), 7);          /* en dash */
+    CHECK_EQ_INT(table_display_width("회전"), 4);             /* Hangul: wide */
+    CHECK_EQ_INT(table_display_width("位置"), 4);             /* CJK: wide */
+    CHECK_EQ_INT(table_display_width("e\xcc\x81"), 1);        /* e + combining acute */
     CHECK_EQ_INT(table_display_width("\xf0\x9f\x94\xb4"), 2); /* emoji */
-    CHECK_EQ_INT(table_display_width("a\xff" "b"), 3);   /* an invalid byte counts one */
-    CHECK_EQ_INT(table_display_width("\xe2\x82"), 2);    /* a truncated sequence too */
+    CHECK_EQ_INT(table_display_width("a\xff"
+                                     "b"),
+                 3);                                  /* an invalid byte counts one */
+    CHECK_EQ_INT(table_display_width("\xe2\x82"), 2); /* a truncated sequence too */
 }
 
 TEST(numbers_are_recognised) {
@@ -96,7 +100,8 @@ TEST(csv_quotes_only_what_needs_it) {
     const char *r2[] = {"b,c", "say \"hi\""};
     const char *r3[] = {"multi", "line\nbreak"};
     const char *r4[] = {NULL, "τ"};
-    CHECK(table_add_row(t, r1) == 0 && table_add_row(t, r2) == 0 && table_add_row(t, r3) == 0 && table_add_row(t, r4) == 0);
+    CHECK(table_add_row(t, r1) == 0 && table_add_row(t, r2) == 0 && table_add_row(t, r3) == 0 &&
+          table_add_row(t, r4) == 0);
     char *s = render(t, 1);
     table_free(t);
     CHECK(s);

@@ -11,7 +11,8 @@
 #include "../support/test.h"
 #include "client_run.h"
 
-#define SSE_HEAD "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+#define SSE_HEAD                                                                                                       \
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
 
 static char bufs[32][2048];
 static int nbuf;
@@ -19,7 +20,8 @@ static int nbuf;
 /* A complete JSON response with its Content-Length (kept in a static slot). */
 static const char *json_resp(int status, const char *body) {
     char *b = bufs[nbuf++ % 32];
-    snprintf(b, sizeof bufs[0], "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+    snprintf(b, sizeof bufs[0],
+             "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
              status, strlen(body), body);
     return b;
 }
@@ -29,20 +31,27 @@ static const char *run_json(const char *status, int step) {
     static int k;
     char *o = b[k++ % 8];
     snprintf(o, sizeof b[0],
-             "{\"id\":7,\"name\":\"r\",\"status\":\"%s\",\"step\":%d,\"total_steps\":4,\"config\":{\"attention\":\"cosine_rope\"},"
+             "{\"id\":7,\"name\":\"r\",\"status\":\"%s\",\"step\":%d,\"total_steps\":4,\"config\":{\"attention\":"
+             "\"cosine_rope\"},"
              "\"last\":{\"loss\":5.5,\"tau.0.0\":5.6,\"tau.0.1\":5.2},\"error\":%s}",
              status, step, strcmp(status, "failed") ? "null" : "\"NaN loss at step 3\"");
     return o;
 }
 
-#define METRICS(id, step) \
-    "id: " #id "\nevent: metrics\ndata: {\"run_id\":7,\"step\":" #step ",\"total_steps\":4,\"eta_s\":3,\"values\":{\"loss\":" \
-    "6.5" ",\"tokens_per_s\":1234,\"tau.0.0\":5.62,\"tau.0.1\":4.8}}\n\n"
+#define METRICS(id, step)                                                                                              \
+    "id: " #id "\nevent: metrics\ndata: {\"run_id\":7,\"step\":" #step                                                 \
+    ",\"total_steps\":4,\"eta_s\":3,\"values\":{\"loss\":"                                                             \
+    "6.5"                                                                                                              \
+    ",\"tokens_per_s\":1234,\"tau.0.0\":5.62,\"tau.0.1\":4.8}}\n\n"
 
 TEST(resumes_a_dropped_stream_with_last_event_id) {
     fake_rule rules[] = {
         {"GET", "/api/runs/7/events", SSE_HEAD ": ping\n\n" METRICS(1, 1) METRICS(2, 2), 1, 0},
-        {"GET", "/api/runs/7/events", SSE_HEAD METRICS(3, 3) "id: 4\nevent: status\ndata: {\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n", 1, 0},
+        {"GET", "/api/runs/7/events",
+         SSE_HEAD METRICS(3,
+                          3) "id: 4\nevent: status\ndata: "
+                             "{\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
+         1, 0},
         {"GET", "/api/runs/7", json_resp(200, run_json("running", 0)), 0, 0},
     };
     fake_server fs;
@@ -67,7 +76,9 @@ TEST(resumes_a_dropped_stream_with_last_event_id) {
 
 static void final_status_case(const char *status, int want_code, const char *want_text) {
     char ev[512];
-    snprintf(ev, sizeof ev, SSE_HEAD METRICS(1, 2) "id: 2\nevent: status\ndata: {\"run_id\":7,\"status\":\"%s\",\"step\":2,\"total_steps\":4,\"error\":%s}\n\n",
+    snprintf(ev, sizeof ev,
+             SSE_HEAD METRICS(1, 2) "id: 2\nevent: status\ndata: "
+                                    "{\"run_id\":7,\"status\":\"%s\",\"step\":2,\"total_steps\":4,\"error\":%s}\n\n",
              status, strcmp(status, "failed") ? "null" : "\"NaN loss at step 2\"");
     fake_rule rules[] = {
         {"GET", "/api/runs/7/events", ev, 1, 0},
@@ -93,7 +104,8 @@ TEST(exit_status_follows_the_final_run_status) {
 
 TEST(resync_refetches_the_run) {
     fake_rule rules[] = {
-        {"GET", "/api/runs/7/events", SSE_HEAD METRICS(1, 1) "id: 9\nevent: resync\ndata: {\"reason\":\"too far behind\"}\n\n", 1, 2000},
+        {"GET", "/api/runs/7/events",
+         SSE_HEAD METRICS(1, 1) "id: 9\nevent: resync\ndata: {\"reason\":\"too far behind\"}\n\n", 1, 2000},
         {"GET", "/api/runs/7", json_resp(200, run_json("running", 0)), 1, 0},
         {"GET", "/api/runs/7", json_resp(200, run_json("succeeded", 4)), 0, 0},
     };
@@ -128,8 +140,10 @@ TEST(a_finished_run_answers_without_a_stream) {
 }
 
 TEST(unknown_run_is_refused_with_the_servers_message) {
-    fake_rule rules[] = {{"GET", "/api/runs/9",
-                          json_resp(404, "{\"error\":{\"code\":\"not_found\",\"message\":\"run 9 does not exist\",\"field\":\"id\"}}"), 0, 0}};
+    fake_rule rules[] = {
+        {"GET", "/api/runs/9",
+         json_resp(404, "{\"error\":{\"code\":\"not_found\",\"message\":\"run 9 does not exist\",\"field\":\"id\"}}"),
+         0, 0}};
     fake_server fs;
     CHECK(fake_start(&fs, rules, 1) == 0);
     client_result r;
@@ -138,7 +152,8 @@ TEST(unknown_run_is_refused_with_the_servers_message) {
     free(fake_stop(&fs));
     CHECK_EQ_INT(r.code, 4);
     CHECK_EQ_INT(count_lines(r.err), 1);
-    CHECK_MSG(strstr(r.err, "attnlab: ") == r.err && strstr(r.err, "HTTP 404 not_found: run 9 does not exist (field: id)"),
+    CHECK_MSG(strstr(r.err, "attnlab: ") == r.err &&
+                  strstr(r.err, "HTTP 404 not_found: run 9 does not exist (field: id)"),
               "stderr: %s", r.err);
     CHECK_EQ_INT(r.out_len, 0);
 }
@@ -164,8 +179,10 @@ TEST(gives_up_when_the_stream_keeps_failing) {
 TEST(events_of_other_runs_are_ignored_and_json_lines_parse) {
     fake_rule rules[] = {
         {"GET", "/api/runs/7/events",
-         SSE_HEAD "id: 1\nevent: metrics\ndata: {\"run_id\":8,\"step\":99,\"total_steps\":100,\"values\":{}}\n\n" METRICS(2, 2)
-                  "id: 3\nevent: status\ndata: {\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
+         SSE_HEAD
+         "id: 1\nevent: metrics\ndata: {\"run_id\":8,\"step\":99,\"total_steps\":100,\"values\":{}}\n\n" METRICS(
+             2, 2) "id: 3\nevent: status\ndata: "
+                   "{\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
          1, 0},
         {"GET", "/api/runs/7", json_resp(200, run_json("running", 0)), 0, 0},
     };
@@ -224,7 +241,11 @@ TEST(terminal_bar_redraws_in_place_within_the_width) {
     fake_rule rules[] = {
         {"GET", "/api/runs/7/events", stream, 1, 300},
         {"GET", "/api/runs/7/events", SSE_HEAD METRICS(2, 2), 1, 300},
-        {"GET", "/api/runs/7/events", SSE_HEAD METRICS(3, 3) "id: 4\nevent: status\ndata: {\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n", 1, 0},
+        {"GET", "/api/runs/7/events",
+         SSE_HEAD METRICS(3,
+                          3) "id: 4\nevent: status\ndata: "
+                             "{\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
+         1, 0},
         {"GET", "/api/runs/7", json_resp(200, run_json("running", 0)), 0, 0},
     };
     fake_server fs;
@@ -245,7 +266,11 @@ TEST(terminal_bar_redraws_in_place_within_the_width) {
 
 TEST(narrow_terminal_drops_fields_not_width) {
     fake_rule rules[] = {
-        {"GET", "/api/runs/7/events", SSE_HEAD METRICS(1, 3) "id: 4\nevent: status\ndata: {\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n", 1, 0},
+        {"GET", "/api/runs/7/events",
+         SSE_HEAD METRICS(1,
+                          3) "id: 4\nevent: status\ndata: "
+                             "{\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
+         1, 0},
         {"GET", "/api/runs/7", json_resp(200, run_json("running", 2)), 0, 0},
     };
     fake_server fs;

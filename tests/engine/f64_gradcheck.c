@@ -41,7 +41,11 @@ static const gc_case cases[] = {
      .scale_param = TAU_PARAM_LOG,
      .scale_init = 10,
      .scale_clamp = 100},
-    {.label = "cosine_rope_scale_clamp", .variant = "cosine_rope_scale", .threads = 2, .scale_init = 3, .scale_clamp = 3.5},
+    {.label = "cosine_rope_scale_clamp",
+     .variant = "cosine_rope_scale",
+     .threads = 2,
+     .scale_init = 3,
+     .scale_clamp = 3.5},
 #ifdef ATTNLAB_TEST_VARIANT
     {.label = "tanh_q", .variant = "tanh_q", .threads = 1},
 #endif

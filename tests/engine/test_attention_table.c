@@ -51,10 +51,12 @@ TEST(rows_are_complete_and_consistent) {
     for (int i = 0; i < attention_count(); i++) {
         const attention_variant *v = attention_at(i);
         size_t n = strlen(v->name);
-        CHECK_MSG(n >= 1 && n <= 40 && strspn(v->name, "abcdefghijklmnopqrstuvwxyz0123456789_") == n, "name '%s'", v->name);
+        CHECK_MSG(n >= 1 && n <= 40 && strspn(v->name, "abcdefghijklmnopqrstuvwxyz0123456789_") == n, "name '%s'",
+                  v->name);
         for (int j = 0; j < i; j++) CHECK_MSG(strcmp(attention_at(j)->name, v->name), "'%s' twice", v->name);
         CHECK_MSG(v->summary && *v->summary, "%s: no summary", v->name);
-        CHECK_MSG((v->qk_forward == NULL) == (v->qk_backward == NULL), "%s: forward and backward come in pairs", v->name);
+        CHECK_MSG((v->qk_forward == NULL) == (v->qk_backward == NULL), "%s: forward and backward come in pairs",
+                  v->name);
         if (v->flags & (ATTENTION_ROTATES | ATTENTION_NORMALISES_QK))
             CHECK_MSG(v->qk_forward, "%s: rotates or normalises but has no q/k transform", v->name);
         CHECK_MSG(v->aux_per_head >= 0 && (v->qk_forward || v->aux_per_head == 0), "%s: aux without a transform",
@@ -89,7 +91,8 @@ TEST(layout_follows_the_row) {
         int got = model_tensor_count(m);
         int ok = got == want && model_param_count(m) == model_config_param_count(&c);
         for (int a = 0; ok && a < model_tensor_count(m); a++)
-            for (int b = 0; ok && b < a; b++) ok = strcmp(model_tensor_at(m, a)->name, model_tensor_at(m, b)->name) != 0;
+            for (int b = 0; ok && b < a; b++)
+                ok = strcmp(model_tensor_at(m, a)->name, model_tensor_at(m, b)->name) != 0;
         int has_wpe = model_tensor_find(m, "wpe") != NULL;
         char nm[48] = "";
         if (v->scale_suffix) snprintf(nm, sizeof nm, "h.23.%s", v->scale_suffix);

@@ -40,7 +40,7 @@ TEST(rounding_is_nearest_even) {
     CHECK_EQ_INT(bf16_from_float(float_of(0x7f7fffffu)), 0x7f80); /* FLT_MAX rounds up to inf */
     CHECK(isnan(bf16_to_float(bf16_from_float(NAN))));
     CHECK(isnan(bf16_to_float(bf16_from_float(float_of(0x7f800001u))))); /* a NaN that would round to inf */
-    CHECK_EQ_INT(bf16_from_float(float_of(0x00018000u)), 0x0002);       /* subnormals round too */
+    CHECK_EQ_INT(bf16_from_float(float_of(0x00018000u)), 0x0002);        /* subnormals round too */
     CHECK_EQ_INT(bf16_from_float(-0.0f), 0x8000);
     CHECK(bf16_to_float(0x3f81) == 1.0078125f);
 }
@@ -107,9 +107,21 @@ static int run_bf16(lm_case *lc, int nth, int chunk) {
     for (int i = 0; i < LMHEAD_SLICES; i++) atomic_init(&tickets[i], 0);
     memset(lc->dw, 0, sizeof(float) * (size_t)lc->V * lc->C);
     run_ctx r = {.pool = pool,
-                 .a = {.x = lc->x, .w = lc->w, .targets = lc->tg, .N = lc->N, .C = lc->C, .V = lc->V,
-                       .losses = lc->loss, .dx = lc->dx, .dw = lc->dw, .grad_scale = (float)(1.0 / lc->N),
-                       .buf = buf, .buf_stride = per, .chunk_rows = chunk, .tickets = tickets, .bf = b}};
+                 .a = {.x = lc->x,
+                       .w = lc->w,
+                       .targets = lc->tg,
+                       .N = lc->N,
+                       .C = lc->C,
+                       .V = lc->V,
+                       .losses = lc->loss,
+                       .dx = lc->dx,
+                       .dw = lc->dw,
+                       .grad_scale = (float)(1.0 / lc->N),
+                       .buf = buf,
+                       .buf_stride = per,
+                       .chunk_rows = chunk,
+                       .tickets = tickets,
+                       .bf = b}};
     threads_run(pool, run_fn, &r);
     free(buf);
     lmhead_bf16_free(b);
@@ -204,7 +216,8 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
     for (long i = 0; ok && i < (long)V * C; i++) {
         double tol = (1.0 / 128 + N * u + 4 * C * u * Amax) * dwb[i] + 1e-12;
         if (!(fabs(dw[i] - lc->dw[i]) <= tol)) {
-            snprintf(why, whylen, "dW[%ld][%ld] %.9g, reference %.9g (bound %.3g)", i / C, i % C, lc->dw[i], dw[i], tol);
+            snprintf(why, whylen, "dW[%ld][%ld] %.9g, reference %.9g (bound %.3g)", i / C, i % C, lc->dw[i], dw[i],
+                     tol);
             ok = 0;
         }
     }
@@ -242,9 +255,7 @@ static void lmhead_case(long N, int C, int V, int chunk, double wscale, int port
 }
 
 TEST(lmhead_bf16_kernels_match_double_reference) {
-    if (!cpu_has_avx512bf16()) {
-        printf("(no AVX-512 BF16 on this CPU: the portable loops stand in)\n");
-    }
+    if (!cpu_has_avx512bf16()) { printf("(no AVX-512 BF16 on this CPU: the portable loops stand in)\n"); }
     lmhead_case(37, 16, 101, 16, 0.5, 0);
     lmhead_case(203, 48, 257, 64, 0.3, 0);
     lmhead_case(130, 128, 1237, 128, 0.2, 0);

@@ -26,7 +26,8 @@ TEST(windows_and_split_sizes) {
     CHECK_EQ_INT(corpus_token_count(c), 1001);
     CHECK_EQ_INT(corpus_max_token(c), 1000);
     corpus_loader *l;
-    corpus_loader_config cfg = {.seq_len = 10, .batch = 4, .order = CORPUS_ORDER_SEQUENTIAL, .seed = 1, .val_fraction = 0.01};
+    corpus_loader_config cfg = {
+        .seq_len = 10, .batch = 4, .order = CORPUS_ORDER_SEQUENTIAL, .seed = 1, .val_fraction = 0.01};
     CHECK(corpus_loader_new(&l, c, &cfg, NULL) == ENGINE_OK);
     /* (1001-1)/10 = 100 windows; 1% = 1 for validation */
     CHECK_EQ_INT(corpus_loader_windows(l, CORPUS_SPLIT_TRAIN), 99);
@@ -55,7 +56,8 @@ TEST(sequential_rows_and_wrap) {
     corpus *c = make_corpus(1001);
     CHECK(c);
     corpus_loader *l;
-    corpus_loader_config cfg = {.seq_len = 10, .batch = 4, .order = CORPUS_ORDER_SEQUENTIAL, .seed = 1, .val_fraction = 0.05};
+    corpus_loader_config cfg = {
+        .seq_len = 10, .batch = 4, .order = CORPUS_ORDER_SEQUENTIAL, .seed = 1, .val_fraction = 0.05};
     CHECK(corpus_loader_new(&l, c, &cfg, NULL) == ENGINE_OK);
     CHECK_EQ_INT(corpus_loader_windows(l, CORPUS_SPLIT_TRAIN), 95);
     int32_t out[4 * 11];
@@ -92,7 +94,8 @@ TEST(shuffled_is_a_permutation_per_epoch) {
     corpus *c = make_corpus(8 * 200 + 1);
     CHECK(c);
     corpus_loader *l;
-    corpus_loader_config cfg = {.seq_len = 8, .batch = 5, .order = CORPUS_ORDER_SHUFFLED, .seed = 42, .val_fraction = 0.1};
+    corpus_loader_config cfg = {
+        .seq_len = 8, .batch = 5, .order = CORPUS_ORDER_SHUFFLED, .seed = 42, .val_fraction = 0.1};
     CHECK(corpus_loader_new(&l, c, &cfg, NULL) == ENGINE_OK);
     size_t W = corpus_loader_windows(l, CORPUS_SPLIT_TRAIN);
     CHECK_EQ_INT(W, 180);
@@ -228,7 +231,8 @@ TEST(small_corpus_from_text) {
     CHECK_EQ_INT(corpus_token_count(c), want_gpt2);
     CHECK(corpus_max_token(c) < 50257);
     corpus_loader *l;
-    corpus_loader_config cfg = {.seq_len = 128, .batch = 8, .order = CORPUS_ORDER_SHUFFLED, .seed = 1, .val_fraction = 0.01};
+    corpus_loader_config cfg = {
+        .seq_len = 128, .batch = 8, .order = CORPUS_ORDER_SHUFFLED, .seed = 1, .val_fraction = 0.01};
     CHECK(corpus_loader_new(&l, c, &cfg, NULL) == ENGINE_OK);
     CHECK_EQ_INT(corpus_loader_windows(l, CORPUS_SPLIT_TRAIN) + corpus_loader_windows(l, CORPUS_SPLIT_VAL),
                  (want_gpt2 - 1) / 128);

@@ -26,9 +26,12 @@ static int check_form(int form, int M, int N, int K, int acc, char *why, size_t 
     fill(B, nb, &r);
     fill(C0, nc, &r);
     memcpy(C, C0, sizeof(float) * nc);
-    if (form == 0) gemm_nt(M, N, K, A, lda, B, ldb, C, ldc, acc);
-    else if (form == 1) gemm_nn(M, N, K, A, lda, B, ldb, C, ldc, acc);
-    else gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    if (form == 0)
+        gemm_nt(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    else if (form == 1)
+        gemm_nn(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    else
+        gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, acc);
     int ok = 1;
     for (int m = 0; m < M && ok; m++)
         for (int n = 0; n < N; n++) {
@@ -41,8 +44,8 @@ static int check_form(int form, int M, int N, int K, int acc, char *why, size_t 
             }
             double tol = (K + 2) * a / (1 << 23) + 1e-30;
             if (!(fabs(s - C[(long)m * ldc + n]) <= tol)) {
-                snprintf(why, wl, "form %d M%d N%d K%d acc %d: C[%d][%d] %.9g, reference %.9g", form, M, N, K, acc, m, n,
-                         C[(long)m * ldc + n], s);
+                snprintf(why, wl, "form %d M%d N%d K%d acc %d: C[%d][%d] %.9g, reference %.9g", form, M, N, K, acc, m,
+                         n, C[(long)m * ldc + n], s);
                 ok = 0;
                 break;
             }

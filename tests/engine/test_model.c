@@ -215,8 +215,10 @@ TEST(inspect_returns_probabilities_and_used_vectors) {
                 }
                 const attention_variant *v = attention_at(k);
                 if (!v->qk_forward) CHECK(memcmp(qr, qu, sizeof(float) * 8) == 0);
-                if (v->flags & ATTENTION_NORMALISES_QK) CHECK_NEAR(nu, nr / (nr + 1e-6), 1e-5);
-                else if (v->flags & ATTENTION_ROTATES) CHECK_NEAR(nu, nr, 1e-4 * nr);
+                if (v->flags & ATTENTION_NORMALISES_QK)
+                    CHECK_NEAR(nu, nr / (nr + 1e-6), 1e-5);
+                else if (v->flags & ATTENTION_ROTATES)
+                    CHECK_NEAR(nu, nr, 1e-4 * nr);
             }
         /* the initial effective temperature: sqrt(d) for the built-in variants */
         attention_scale sc = model_config_scale(&c);
@@ -283,7 +285,7 @@ TEST(bad_input_is_an_error_not_a_crash) {
     tg[7] = 3;
     CHECK(model_forward(m, tok, tg, 2, 13, &loss, &err) == ENGINE_ERR_INVALID); /* T > seq_len */
     CHECK(strstr(err.message, "13") != NULL);
-    CHECK(model_forward(m, tok, tg, 3, 12, &loss, &err) == ENGINE_ERR_INVALID); /* B > batch */
+    CHECK(model_forward(m, tok, tg, 3, 12, &loss, &err) == ENGINE_ERR_INVALID);           /* B > batch */
     CHECK(model_forward_backward(mi, tok, tg, 1, 12, &loss, &err) == ENGINE_ERR_INVALID); /* no grads */
     model_inspect ins;
     tok[0] = 99;

@@ -43,7 +43,8 @@ static model *make_model(int kind, tau_param_kind tp, scale_cfg sc) {
     for (int i = 0; i < model_tensor_count(m); i++) {
         const model_tensor *t = model_tensor_at(m, i);
         double amp = t->is_tau ? 0.3 : (t->ndim == 2 ? 0.2 : 0.1);
-        for (size_t j = 0; j < t->numel; j++) p[t->offset + j] = (real)((double)p[t->offset + j] + amp * rng_normal(&r));
+        for (size_t j = 0; j < t->numel; j++)
+            p[t->offset + j] = (real)((double)p[t->offset + j] + amp * rng_normal(&r));
     }
     return m;
 }
@@ -103,8 +104,12 @@ static int compare(const char *variant, int kind, tau_param_kind tp) {
 
 TEST(float_matches_double_dot) { CHECK(compare("dot", attention_index("dot"), TAU_PARAM_LINEAR)); }
 TEST(float_matches_double_rope) { CHECK(compare("rope", attention_index("rope"), TAU_PARAM_LINEAR)); }
-TEST(float_matches_double_cosine_rope) { CHECK(compare("cosine_rope", attention_index("cosine_rope"), TAU_PARAM_LINEAR)); }
-TEST(float_matches_double_cosine_rope_log) { CHECK(compare("cosine_rope_log", attention_index("cosine_rope"), TAU_PARAM_LOG)); }
+TEST(float_matches_double_cosine_rope) {
+    CHECK(compare("cosine_rope", attention_index("cosine_rope"), TAU_PARAM_LINEAR));
+}
+TEST(float_matches_double_cosine_rope_log) {
+    CHECK(compare("cosine_rope_log", attention_index("cosine_rope"), TAU_PARAM_LOG));
+}
 TEST(float_matches_double_cosine_rope_scale_log) {
     CHECK(compare_scale("cosine_rope_scale_log", attention_index("cosine_rope_scale"), TAU_PARAM_LINEAR,
                         (scale_cfg){TAU_PARAM_LOG, 10, 100}));

@@ -28,7 +28,8 @@ static const char *sum_str(const json_t *res, const char *key) {
 static model *make_model(const char *attention, int vocab) {
     model_config c;
     model_config_defaults(&c);
-    c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 40, c.vocab = vocab, c.attention = attention_index(attention);
+    c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 40, c.vocab = vocab,
+    c.attention = attention_index(attention);
     engine_error e;
     model *m = NULL;
     if (model_new(&m, &c, 1, 1, 0, &e) != ENGINE_OK) return NULL;
@@ -90,7 +91,8 @@ TEST(loss_per_predictor_next_to_dense) {
     int charted = 0;
     size_t i;
     json_t *ch;
-    json_array_foreach(json_object_get(res, "charts"), i, ch) charted |= !strcmp(json_string_value(json_object_get(ch, "table")), "loss");
+    json_array_foreach(json_object_get(res, "charts"), i, ch) charted |=
+        !strcmp(json_string_value(json_object_get(ch, "table")), "loss");
     CHECK(charted);
     json_decref(res);
 
@@ -122,7 +124,8 @@ TEST(validation_windows_of_a_task_run_without_a_tokenizer) {
     for (int i = 0; i < 2001; i++) toks[i] = (uint16_t)((i * 5 + i / 7) % 64);
     corpus *cp = NULL;
     CHECK(corpus_from_tokens(&cp, toks, 2001, &e) == ENGINE_OK);
-    corpus_loader_config lc = {.seq_len = 40, .batch = 8, .order = CORPUS_ORDER_SHUFFLED, .seed = 3, .val_fraction = 0.1};
+    corpus_loader_config lc = {
+        .seq_len = 40, .batch = 8, .order = CORPUS_ORDER_SHUFFLED, .seed = 3, .val_fraction = 0.1};
     CHECK(probe_engine_model_set_corpus(&pm, cp, &lc, &e) == ENGINE_OK);
     CHECK_EQ_INT(pm.view.val_windows, 5); /* 50 windows of 40, a tenth held out */
     probe_error perr;
@@ -171,7 +174,8 @@ TEST(topk_prediction_says_when_after_rotation_is_the_score) {
         probe_engine_model pm;
         CHECK(probe_engine_model_init(&pm, m, tok, &e) == ENGINE_OK);
         probe_error perr;
-        json_t *res = run_on("topk_prediction", &pm, "{\"text\": \"a quick test of the top-k ranking\", \"ks\": [4]}", &perr);
+        json_t *res =
+            run_on("topk_prediction", &pm, "{\"text\": \"a quick test of the top-k ranking\", \"ks\": [4]}", &perr);
         CHECK_MSG(res != NULL, "%s", perr.message);
         CHECK_EQ_INT((int)tp_sum(res, "after_rotation_is_the_score"), !v);
         const char *note = sum_str(res, "note");

@@ -19,8 +19,8 @@
 #define TMAX 40
 
 typedef struct {
-    int cosine;      /* cos/tau or q.k/tau */
-    double base;     /* 0: no rotation */
+    int cosine;  /* cos/tau or q.k/tau */
+    double base; /* 0: no rotation */
     int calls;
 } toy;
 
@@ -31,8 +31,12 @@ static engine_status toy_tokenize(void *self, const char *text, int *ids, int ca
     return ENGINE_OK;
 }
 
-static double toy_q(int l, int h, int t, int id, int i) { return sin(0.37 * id + 1.1 * i + 0.5 * l + 0.9 * h + 0.05 * t); }
-static double toy_k(int l, int h, int t, int id, int i) { return cos(0.23 * id - 0.7 * i + 0.3 * l - 0.4 * h + 0.11 * t); }
+static double toy_q(int l, int h, int t, int id, int i) {
+    return sin(0.37 * id + 1.1 * i + 0.5 * l + 0.9 * h + 0.05 * t);
+}
+static double toy_k(int l, int h, int t, int id, int i) {
+    return cos(0.23 * id - 0.7 * i + 0.3 * l - 0.4 * h + 0.11 * t);
+}
 static double toy_tau(int l, int h) { return 0.1 + 0.05 * (l * H + h); }
 
 /* The score of query t against key s, rotation written with complex numbers. */
@@ -83,9 +87,18 @@ static engine_status toy_inspect(void *self, const int *ids, int T, float *q, fl
 }
 
 static probe_model toy_model(toy *m) {
-    probe_model pm = {.n_layer = L, .n_head = H, .head_dim = D, .max_seq = TMAX, .vocab_size = 256, .self = m,
-                      .tokenize = toy_tokenize, .inspect = toy_inspect, .piece = NULL, .rope_base = m->base,
-                      .rope_half_split = 0, .cosine = m->cosine};
+    probe_model pm = {.n_layer = L,
+                      .n_head = H,
+                      .head_dim = D,
+                      .max_seq = TMAX,
+                      .vocab_size = 256,
+                      .self = m,
+                      .tokenize = toy_tokenize,
+                      .inspect = toy_inspect,
+                      .piece = NULL,
+                      .rope_base = m->base,
+                      .rope_half_split = 0,
+                      .cosine = m->cosine};
     return pm;
 }
 
@@ -317,8 +330,9 @@ TEST(engine_model_through_adapter) {
         CHECK_NEAR(tp_cell(heads, r, "mean_entropy"), ent[r], 1e-4);
     }
     CHECK_NEAR(tp_sum(res, "n_tokens"), 32, 0); /* default text is longer than seq_len */
-    CHECK(strcmp(json_string_value(json_array_get(json_array_get(json_object_get(tp_table(res, "tokens"), "rows"), 0), 2)),
-                 "T") == 0);
+    CHECK(strcmp(
+              json_string_value(json_array_get(json_array_get(json_object_get(tp_table(res, "tokens"), "rows"), 0), 2)),
+              "T") == 0);
     json_decref(res);
     res = run_with("topk_prediction", "{\"ks\": [4, 8]}", &pm.view, &err);
     CHECK_MSG(res != NULL, "%s: %s", err.field, err.message);

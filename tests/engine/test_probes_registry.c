@@ -8,15 +8,15 @@
 #include "../support/test.h"
 #include "test_probe_util.h"
 
-static const char *const analytic[] = {"rope_invariance", "pair_turns",     "dephasing", "context_extension",
-                                       "rotation_check",  "scaling",        "cosine_scores"};
+static const char *const analytic[] = {"rope_invariance", "pair_turns", "dephasing",    "context_extension",
+                                       "rotation_check",  "scaling",    "cosine_scores"};
 #define N_ANALYTIC 7
 
 TEST(registry_lists_every_kind_with_a_title_and_schema) {
     /* The kinds the seed texts and the service rely on are all there; the registry is the list. */
-    static const char *const known[] = {"rope_invariance", "pair_turns", "dephasing", "context_extension",
-                                        "rotation_check", "scaling", "cosine_scores", "attention_map",
-                                        "topk_prediction"};
+    static const char *const known[] = {"rope_invariance",   "pair_turns",     "dephasing",
+                                        "context_extension", "rotation_check", "scaling",
+                                        "cosine_scores",     "attention_map",  "topk_prediction"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         CHECK_MSG(probe_find(known[i]) != NULL, "kind %s missing", known[i]);
     int n = probe_kind_count();
@@ -35,7 +35,8 @@ TEST(registry_lists_every_kind_with_a_title_and_schema) {
     CHECK(j != NULL);
     CHECK_EQ_INT(json_array_size(j), n);
     for (int i = 0; i < n; i++)
-        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(j, (size_t)i), "title")), probe_kind_at(i)->title));
+        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(j, (size_t)i), "title")),
+                      probe_kind_at(i)->title));
     json_t *ps = json_object_get(json_array_get(j, 2), "params");
     CHECK(json_array_size(ps) > 0);
     json_t *first = json_array_get(ps, 0);
@@ -65,8 +66,8 @@ TEST(defaults_fill_every_param_and_shape_is_right) {
             size_t ri;
             json_t *r;
             json_array_foreach(json_object_get(t, "rows"), ri, r) {
-                CHECK_MSG(json_array_size(r) == ncol, "%s table %s row %zu has %zu cells, %zu columns",
-                          analytic[i], json_string_value(json_object_get(t, "name")), ri, json_array_size(r), ncol);
+                CHECK_MSG(json_array_size(r) == ncol, "%s table %s row %zu has %zu cells, %zu columns", analytic[i],
+                          json_string_value(json_object_get(t, "name")), ri, json_array_size(r), ncol);
             }
         }
         /* Every chart names a table and columns that exist. */

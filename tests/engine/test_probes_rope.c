@@ -87,8 +87,10 @@ TEST(rope_invariance_matches_complex_form) {
 }
 
 TEST(rope_invariance_custom_params) {
-    json_t *res = tp_run("rope_invariance", "{\"d\": 8, \"base\": 500, \"gap\": 7, \"starts\": [0, 123456], "
-                                            "\"offsets\": [3], \"shifts\": [0, 99], \"seed\": 5}", NULL);
+    json_t *res = tp_run("rope_invariance",
+                         "{\"d\": 8, \"base\": 500, \"gap\": 7, \"starts\": [0, 123456], "
+                         "\"offsets\": [3], \"shifts\": [0, 99], \"seed\": 5}",
+                         NULL);
     CHECK(res != NULL);
     double q[8], k[8];
     CHECK_EQ_INT(read_vectors(res, q, k, 8), 8);
@@ -148,7 +150,7 @@ TEST(context_extension_seed_figures) {
     CHECK_NEAR(tp_sum(res, "fastest_step_ntk"), 1, 1e-15);
     CHECK_NEAR(tp_sum(res, "fastest_step_pi"), 1.0 / 8, 1e-15);
     CHECK_NEAR(tp_sum(res, "fastest_step_yarn"), 1, 1e-15); /* 81 turns in training > beta 32 */
-    CHECK_NEAR(tp_sum(res, "slowest_yarn"), slow, 1e-12);  /* 0.026 turns < alpha 1 */
+    CHECK_NEAR(tp_sum(res, "slowest_yarn"), slow, 1e-12);   /* 0.026 turns < alpha 1 */
     CHECK_NEAR(tp_sum(res, "yarn_attention_factor"), 0.1 * log(8.0) + 1, 1e-12);
     /* per pair: the YaRN ramp recomputed from turns = L / wavelength */
     const json_t *t = tp_table(res, "pairs");

@@ -75,7 +75,8 @@ TEST(dephasing_self_column_is_closed_form) {
         CHECK_NEAR(tp_cell(t, r, "offset"), offs[r], 0);
         /* q against itself at offset o: sum_p |q_p|^2 cos(o theta_p) */
         double want = 0;
-        for (int p = 0; p < 8; p++) want += (q[2 * p] * q[2 * p] + q[2 * p + 1] * q[2 * p + 1]) * cos(offs[r] * pow(10000, -p / 8.0));
+        for (int p = 0; p < 8; p++)
+            want += (q[2 * p] * q[2 * p] + q[2 * p + 1] * q[2 * p + 1]) * cos(offs[r] * pow(10000, -p / 8.0));
         CHECK_NEAR(tp_cell(t, r, "self"), want, 1e-10);
     }
     json_decref(res);
@@ -106,7 +107,8 @@ TEST(dephasing_means_against_closed_form_and_second_sampler) {
             double s = 0;
             for (int p = 0; p < 8; p++) {
                 double a = offs[r] * pow(10000, -p / 8.0);
-                double k0 = kk[2 * p] * cos(a) - kk[2 * p + 1] * sin(a), k1 = kk[2 * p] * sin(a) + kk[2 * p + 1] * cos(a);
+                double k0 = kk[2 * p] * cos(a) - kk[2 * p + 1] * sin(a),
+                       k1 = kk[2 * p] * sin(a) + kk[2 * p + 1] * cos(a);
                 s += qq[2 * p] * k0 + qq[2 * p + 1] * k1;
             }
             sum += s, sabs += fabs(s);

@@ -83,7 +83,7 @@ TEST(rope_relative_position_invariance) {
     int starts[] = {3, 10, 100, 4000};
     for (int g = 0; g < 4; g++) {
         int gap = gaps[g];
-        rope_rotate(qa, q, cos_t + (gap) * D / 2, sin_t + (gap) * D / 2, D);
+        rope_rotate(qa, q, cos_t + (gap)*D / 2, sin_t + (gap)*D / 2, D);
         rope_rotate(ka, k, cos_t, sin_t, D);
         double ref = dot(qa, ka, D);
         for (int s = 0; s < 4; s++) {

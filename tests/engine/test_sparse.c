@@ -30,8 +30,18 @@ static void rand_unit(real *x, int n, int d, rng_state *r) {
 }
 
 static sparse_input head_input(const real *q, const real *k, const real *v, int T, int d, real scale) {
-    sparse_input in = {.T = T, .d = d, .q = q, .k = k, .v = v, .q_stride = d, .k_stride = d, .v_stride = d,
-                       .scale = scale, .q_unrot = q, .k_unrot = k, .unrot_stride = d};
+    sparse_input in = {.T = T,
+                       .d = d,
+                       .q = q,
+                       .k = k,
+                       .v = v,
+                       .q_stride = d,
+                       .k_stride = d,
+                       .v_stride = d,
+                       .scale = scale,
+                       .q_unrot = q,
+                       .k_unrot = k,
+                       .unrot_stride = d};
     return in;
 }
 
@@ -40,8 +50,10 @@ static int run_head(const sparse_config *c, const sparse_input *in, real *y, spa
     engine_error err;
     if (sparse_ws_new(&ws, c, in->T, in->d, &err)) return -1;
     int rc = sparse_attention(ws, in, y, in->d, &err);
-    if (keep) *keep = ws;
-    else sparse_ws_free(ws);
+    if (keep)
+        *keep = ws;
+    else
+        sparse_ws_free(ws);
     return rc;
 }
 
@@ -236,8 +248,8 @@ TEST(lsh_finds_a_key_in_the_query_direction_and_is_seeded) {
         int n, found = 0, opposite = 0;
         const int *ch = sparse_chosen(ws, 50, &n);
         for (int j = 0; j < n; j++) found |= ch[j] == 3, opposite |= ch[j] == 4;
-        CHECK_MSG(found && !opposite, "%s: key 3 found %d, key 4 %d", sparse_predictor_name((sparse_predictor)p),
-                  found, opposite);
+        CHECK_MSG(found && !opposite, "%s: key 3 found %d, key 4 %d", sparse_predictor_name((sparse_predictor)p), found,
+                  opposite);
         for (int t = 0; t < TM; t++) {
             ch = sparse_chosen(ws, t, &n);
             CHECK(n >= 1 && n <= (t + 1 < 4 ? t + 1 : 4));
@@ -483,7 +495,6 @@ TEST(evaluator_quality_argmax_threads_and_errors) {
     model_free(m2);
 }
 
-
 TEST(split_evaluation_is_the_runs_validation_loss_and_scores_task_answers) {
     /* a copy_offset corpus, evaluated as train.c evaluates: the mean of model_forward over the
      * first validation batches; sparse_eval_split with k >= T gives the same bits */
@@ -499,11 +510,13 @@ TEST(split_evaluation_is_the_runs_validation_loss_and_scores_task_answers) {
     CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
     model_config c;
     model_config_defaults(&c);
-    c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 48, c.vocab = 64, c.attention = attention_index("cosine_rope");
+    c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 48, c.vocab = 64,
+    c.attention = attention_index("cosine_rope");
     model *m;
     CHECK(model_new(&m, &c, 3, 2, 0, &err) == ENGINE_OK);
     model_init_params(m, 5);
-    corpus_loader_config lc = {.seq_len = 48, .batch = 3, .order = CORPUS_ORDER_SHUFFLED, .seed = 3, .val_fraction = 0.25};
+    corpus_loader_config lc = {
+        .seq_len = 48, .batch = 3, .order = CORPUS_ORDER_SHUFFLED, .seed = 3, .val_fraction = 0.25};
     corpus_loader *l;
     CHECK(corpus_loader_new(&l, cp, &lc, &err) == ENGINE_OK);
     int32_t batch[3 * 49], in[3 * 48], tg[3 * 48];
@@ -584,8 +597,10 @@ TEST(probe_reports_recall_and_mass_against_the_runs_own_weights) {
         probe_engine_model pm;
         CHECK(probe_engine_model_init(&pm, m, tok, &e) == ENGINE_OK);
         probe_error perr;
-        json_t *res = probe_on(&pm, "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
-                                    "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}", &perr);
+        json_t *res = probe_on(&pm,
+                               "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
+                               "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}",
+                               &perr);
         CHECK_MSG(res != NULL, "%s: %s", perr.field, perr.message);
         CHECK_NEAR(tp_sum(res, "n_tokens"), T, 0);
         CHECK_NEAR(tp_sum(res, "cosine_attention"), !variant, 0);
@@ -623,8 +638,10 @@ TEST(probe_reports_recall_and_mass_against_the_runs_own_weights) {
         }
         model_inspect_free(&ins);
         /* deterministic */
-        json_t *again = probe_on(&pm, "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
-                                      "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}", &perr);
+        json_t *again = probe_on(&pm,
+                                 "{\"text\": \"the quick brown fox jumps over the lazy dog; the dog sleeps on.\", "
+                                 "\"max_tokens\": 40, \"ks\": [1, 4, 8, 40]}",
+                                 &perr);
         CHECK(again && json_equal(res, again));
         json_decref(again);
         json_decref(res);

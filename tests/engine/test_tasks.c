@@ -14,11 +14,10 @@
 
 static int kind(const char *name) { return tasks_kind_index(name); }
 
-#define CHECK_ARR(got, want, n)                                                                      \
-    do {                                                                                             \
-        for (int i_ = 0; i_ < (n); i_++)                                                             \
-            CHECK_MSG((got)[i_] == (want)[i_], "%s[%d] = %d, want %d", #got, i_, (int)(got)[i_],     \
-                      (int)(want)[i_]);                                                              \
+#define CHECK_ARR(got, want, n)                                                                                        \
+    do {                                                                                                               \
+        for (int i_ = 0; i_ < (n); i_++)                                                                               \
+            CHECK_MSG((got)[i_] == (want)[i_], "%s[%d] = %d, want %d", #got, i_, (int)(got)[i_], (int)(want)[i_]);     \
     } while (0)
 
 TEST(table_lists_the_four_kinds_with_bounded_params) {
@@ -74,7 +73,8 @@ TEST(hand_built_instances_have_the_right_answers_and_labels) {
 
     /* induction, L = 3: distance 4; lengths 2..5 give distances 3..6, buckets d2 [2,4), d4 [4,8) */
     tasks_config_defaults(&c, kind("induction"));
-    CHECK(tasks_config_set(&c, "len_min", 2, &err) == ENGINE_OK && tasks_config_set(&c, "len_max", 5, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&c, "len_min", 2, &err) == ENGINE_OK &&
+          tasks_config_set(&c, "len_max", 5, &err) == ENGINE_OK);
     CHECK_EQ_INT(tasks_buckets(&c, names), 2);
     CHECK(!strcmp(names[0], "d2") && !strcmp(names[1], "d4"));
     static const uint16_t s2[] = {40, 41, 42};
@@ -111,7 +111,8 @@ TEST(hand_built_instances_have_the_right_answers_and_labels) {
 
     /* relative_order: marked 120 at 2 and 121 at 5, distance 3 (bucket d2 of d1,d2,d4,d8) */
     tasks_config_defaults(&c, kind("relative_order"));
-    CHECK(tasks_config_set(&c, "len_min", 4, &err) == ENGINE_OK && tasks_config_set(&c, "len_max", 10, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&c, "len_min", 4, &err) == ENGINE_OK &&
+          tasks_config_set(&c, "len_max", 10, &err) == ENGINE_OK);
     CHECK(tasks_config_set(&c, "dist_max", 8, &err) == ENGINE_OK);
     CHECK_EQ_INT(tasks_buckets(&c, names), 4);
     static const uint16_t s4[] = {30, 31, 120, 33, 34, 121, 36};
@@ -189,7 +190,7 @@ static size_t solve(const tasks_corpus *tc, solve_stats *st, int32_t *oracle) {
                 size_t s0 = i;
                 while (x[i] != TASKS_QUERY) {
                     if (x[i] < TASKS_FIRST_CONTENT || x[i] >= TASKS_FIRST_CONTENT + nc / 2) return i + 1; /* key */
-                    if (x[i + 1] < TASKS_FIRST_CONTENT + nc / 2) return i + 2;                           /* value */
+                    if (x[i + 1] < TASKS_FIRST_CONTENT + nc / 2) return i + 2;                            /* value */
                     i += 2;
                 }
                 int n = (int)(i - s0) / 2, j = -1;
@@ -207,9 +208,12 @@ static size_t solve(const tasks_corpus *tc, solve_stats *st, int32_t *oracle) {
                 long pa = -1, pb = -1;
                 while (x[i] >= TASKS_FIRST_CONTENT) {
                     if (x[i] >= V - nm) {
-                        if (pa < 0) pa = (long)i;
-                        else if (pb < 0) pb = (long)i;
-                        else return i + 1; /* a third marked token */
+                        if (pa < 0)
+                            pa = (long)i;
+                        else if (pb < 0)
+                            pb = (long)i;
+                        else
+                            return i + 1; /* a third marked token */
                     }
                     i++;
                 }
@@ -323,13 +327,15 @@ TEST(windows_line_up_with_the_corpus_loader) {
     tasks_config c;
     tasks_config_defaults(&c, kind("copy_offset"));
     engine_error err;
-    CHECK(tasks_config_set(&c, "windows", 40, &err) == ENGINE_OK && tasks_config_set(&c, "seq_len", 64, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&c, "windows", 40, &err) == ENGINE_OK &&
+          tasks_config_set(&c, "seq_len", 64, &err) == ENGINE_OK);
     tasks_corpus *tc;
     CHECK(tasks_generate(&tc, &c, &err) == ENGINE_OK);
     corpus *cp;
     CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
     corpus_loader *ld;
-    corpus_loader_config lc = {.seq_len = 64, .batch = 4, .order = CORPUS_ORDER_SHUFFLED, .seed = 5, .val_fraction = 0.1};
+    corpus_loader_config lc = {
+        .seq_len = 64, .batch = 4, .order = CORPUS_ORDER_SHUFFLED, .seed = 5, .val_fraction = 0.1};
     CHECK(corpus_loader_new(&ld, cp, &lc, &err) == ENGINE_OK);
     CHECK_EQ_INT(corpus_loader_windows(ld, CORPUS_SPLIT_TRAIN) + corpus_loader_windows(ld, CORPUS_SPLIT_VAL), 40);
     int32_t batch[4 * 65];
@@ -384,11 +390,13 @@ TEST(bounds_and_cross_field_rules) {
     CHECK(tasks_config_validate(&c, &err) == ENGINE_ERR_INVALID); /* min above max */
     tasks_config_defaults(&c, kind("induction"));
     CHECK(tasks_config_set_offsets(&c, twice, 1, &err) == ENGINE_ERR_INVALID);
-    CHECK(tasks_config_set(&c, "vocab", 64, &err) == ENGINE_OK && tasks_config_set(&c, "len_max", 41, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&c, "vocab", 64, &err) == ENGINE_OK &&
+          tasks_config_set(&c, "len_max", 41, &err) == ENGINE_OK);
     CHECK(tasks_config_set(&c, "seq_len", 256, &err) == ENGINE_OK);
     CHECK(tasks_config_validate(&c, &err) == ENGINE_ERR_INVALID && strstr(err.message, "distinct"));
     tasks_config_defaults(&c, kind("associative_recall"));
-    CHECK(tasks_config_set(&c, "vocab", 64, &err) == ENGINE_OK && tasks_config_set(&c, "pairs_max", 21, &err) == ENGINE_OK);
+    CHECK(tasks_config_set(&c, "vocab", 64, &err) == ENGINE_OK &&
+          tasks_config_set(&c, "pairs_max", 21, &err) == ENGINE_OK);
     CHECK(tasks_config_validate(&c, &err) == ENGINE_ERR_INVALID && strstr(err.message, "keys"));
     tasks_config_defaults(&c, kind("relative_order"));
     CHECK(tasks_config_set(&c, "dist_min", 8, &err) == ENGINE_OK);

@@ -25,16 +25,22 @@ static const char *tricky[] = {
     "it's I'm you're we've they'll he'd don't can't 'S 'T ''s '''ll",
     "IT'S SHOUTING'RE",
     "1234567890 3.14159 1,000,000 0x1F 2nd 10th 007",
-    "caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9 Z\xc3\xbcrich \xc3\x85ngstr\xc3\xb6m stra\xc3\x9f" "e",
+    "caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9 Z\xc3\xbcrich \xc3\x85ngstr\xc3\xb6m stra\xc3\x9f"
+    "e",
     "cafe\xcc\x81 (combining accent)",
-    "\xe4\xb8\xad\xe6\x96\x87\xe6\xb5\x8b\xe8\xaf\x95 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88",
+    "\xe4\xb8\xad\xe6\x96\x87\xe6\xb5\x8b\xe8\xaf\x95 "
+    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88",
     "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xed\x85\x8c\xec\x8a\xa4\xed\x8a\xb8\xec\x9e\x85\xeb\x8b\x88\xeb\x8b\xa4",
-    "emoji \xf0\x9f\x98\x80\xf0\x9f\x98\x83 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd family \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7",
+    "emoji \xf0\x9f\x98\x80\xf0\x9f\x98\x83 \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd family "
+    "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7",
     "int main(void) {\n    return printf(\"%d\\n\", x[i] + 1);\n}\n",
     "def f(x):\n\tif x:\n\t\treturn {'a': [1, 2]}  # comment\n",
     "<|endoftext|> is plain text<|endoftext|>",
-    "\xc2\xa0nbsp\xc2\xa0\xc2\xa0two \xe3\x80\x80ideographic\xe2\x80\xa8ls\xe2\x80\xa9ps\xef\xbb\xbf" "bom",
-    "nel\xc2\x85" "x fs\x1c" "y vt\x0bz ff\x0cw",
+    "\xc2\xa0nbsp\xc2\xa0\xc2\xa0two \xe3\x80\x80ideographic\xe2\x80\xa8ls\xe2\x80\xa9ps\xef\xbb\xbf"
+    "bom",
+    "nel\xc2\x85"
+    "x fs\x1c"
+    "y vt\x0bz ff\x0cw",
     "\",\",\"\"],\"x\",[\"a\"],[1],\"],[\" ',' '\",'",
     "{\"key\": \"value\", \"list\": [\"a\",\"b\"], \"n\": 1},",
     "\xe2\x85\xab roman \xc2\xbd half \xd9\xa3 arabic \xf0\x9d\x94\x98 fraktur \xef\xac\x81 ligature",
@@ -46,12 +52,66 @@ static const char *tricky[] = {
 };
 
 static const char *pieces[] = {
-    "a", "Z", "hello", "The", " ", "  ", "   ", "\n", "\r\n", "\t", "\x0b", "\x0c", "\xc2\xa0",
-    "\xe3\x80\x80", "\xe2\x80\xa8", "\xef\xbb\xbf", "\xc2\x85", "\x1c", "'", "'s", "'t", "'re", "'ll",
-    "'S", "1", "42", "\xc2\xbd", "\xe2\x85\xab", "\xd9\xa3", "\xe4\xb8\xad", "\xe6\x96\x87",
-    "\xed\x95\x9c", "\xf0\x9f\x98\x80", "\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd", "\xcc\x81", ",", "\"",
-    ".", "!", "(", ")", "{", "}", "-", "_", "#", "<|endoftext|>", "\x7f", "\xf0\x9d\x94\x98",
-    "\xef\xac\x81", "\xc3\xa9", "\xc3\x9f", "ing", "tion", "[", "]", "\\", "/", "0", "x",
+    "a",
+    "Z",
+    "hello",
+    "The",
+    " ",
+    "  ",
+    "   ",
+    "\n",
+    "\r\n",
+    "\t",
+    "\x0b",
+    "\x0c",
+    "\xc2\xa0",
+    "\xe3\x80\x80",
+    "\xe2\x80\xa8",
+    "\xef\xbb\xbf",
+    "\xc2\x85",
+    "\x1c",
+    "'",
+    "'s",
+    "'t",
+    "'re",
+    "'ll",
+    "'S",
+    "1",
+    "42",
+    "\xc2\xbd",
+    "\xe2\x85\xab",
+    "\xd9\xa3",
+    "\xe4\xb8\xad",
+    "\xe6\x96\x87",
+    "\xed\x95\x9c",
+    "\xf0\x9f\x98\x80",
+    "\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd",
+    "\xcc\x81",
+    ",",
+    "\"",
+    ".",
+    "!",
+    "(",
+    ")",
+    "{",
+    "}",
+    "-",
+    "_",
+    "#",
+    "<|endoftext|>",
+    "\x7f",
+    "\xf0\x9d\x94\x98",
+    "\xef\xac\x81",
+    "\xc3\xa9",
+    "\xc3\x9f",
+    "ing",
+    "tion",
+    "[",
+    "]",
+    "\\",
+    "/",
+    "0",
+    "x",
 };
 #define N_PIECES (sizeof pieces / sizeof pieces[0])
 
@@ -192,7 +252,8 @@ TEST(matches_npm_on_random_mixes) {
 /* Pre-tokens longer than 64 bytes take the heap BPE: long letter runs, CJK without spaces,
  * punctuation runs full of the quote/comma pairs the package ranks by its "left,right" key. */
 TEST(matches_npm_on_long_words) {
-    static const char *cjk[] = {"\xe4\xb8\xad", "\xe6\x96\x87", "\xe7\x9a\x84", "\xe6\x98\xaf", "\xe4\xba\xba", "\xe5\x9c\xa8"};
+    static const char *cjk[] = {"\xe4\xb8\xad", "\xe6\x96\x87", "\xe7\x9a\x84",
+                                "\xe6\x98\xaf", "\xe4\xba\xba", "\xe5\x9c\xa8"};
     static const char *punct[] = {"\"", ",", "]", "[", "}", ")", ".", "'", ":", "-"};
     json_t *arr = json_array();
     char buf[8192];
@@ -200,10 +261,15 @@ TEST(matches_npm_on_long_words) {
         size_t o = 0, len = 65 + rnd() % 600;
         int kind = s % 4;
         while (o < len) {
-            if (kind == 0) buf[o++] = (char)('a' + rnd() % 26);
-            else if (kind == 1) buf[o++] = "etaoinshrd"[rnd() % 10];
-            else if (kind == 2) { memcpy(buf + o, cjk[rnd() % 6], 3); o += 3; }
-            else buf[o++] = punct[rnd() % 10][0];
+            if (kind == 0)
+                buf[o++] = (char)('a' + rnd() % 26);
+            else if (kind == 1)
+                buf[o++] = "etaoinshrd"[rnd() % 10];
+            else if (kind == 2) {
+                memcpy(buf + o, cjk[rnd() % 6], 3);
+                o += 3;
+            } else
+                buf[o++] = punct[rnd() % 10][0];
         }
         json_array_append_new(arr, json_stringn(buf, o));
     }
@@ -275,8 +341,8 @@ TEST(long_text_matches_npm_and_threads_agree) {
 TEST(safe_cut_rule) {
     const char *s = "ab  cd\xe3\x80\x80 ef";
     size_t n = strlen(s);
-    CHECK_EQ_INT(tokenizer_safe_cut(s, n, 0), 2);  /* after "ab" */
-    CHECK_EQ_INT(tokenizer_safe_cut(s, n, 3), n);  /* "cd" is followed by U+3000 then ' ': no cut */
+    CHECK_EQ_INT(tokenizer_safe_cut(s, n, 0), 2); /* after "ab" */
+    CHECK_EQ_INT(tokenizer_safe_cut(s, n, 3), n); /* "cd" is followed by U+3000 then ' ': no cut */
     CHECK_EQ_INT(tokenizer_safe_cut("abc", 3, 0), 3);
 }
 
@@ -318,11 +384,15 @@ TEST(invalid_utf8_is_bytes) {
     const char *p = tokenizer_piece(gpt2, ff, &len);
     CHECK(p && len == 1 && (unsigned char)p[0] == 0xFF);
     int32_t want[] = {a, ff, b};
-    CHECK(encode_eq("a\xff" "b", 3, want, 3));
+    CHECK(encode_eq("a\xff"
+                    "b",
+                    3, want, 3));
     /* a truncated 3-byte sequence: two byte tokens */
     int32_t e4 = byte_token(0xE4), b8 = byte_token(0xB8);
     int32_t want2[] = {a, e4, b8, b};
-    CHECK(encode_eq("a\xe4\xb8" "b", 4, want2, 4));
+    CHECK(encode_eq("a\xe4\xb8"
+                    "b",
+                    4, want2, 4));
     /* overlong "/" and a UTF-16 surrogate are invalid too */
     int32_t want3[] = {byte_token(0xC0), byte_token(0xAF)};
     CHECK(encode_eq("\xc0\xaf", 2, want3, 2));

@@ -100,8 +100,8 @@ static engine_status run(const train_config *c, int threads, const char *resume,
     count_src s = {c->batch, c->model.seq_len, c->model.vocab, -1};
     if (src_ctx) s = *src_ctx;
     train_source src = {.ctx = &s, .batch = count_batch, .has_val = 1};
-    train_callbacks cb = {.ctx = r, .on_step = on_step, .on_eval = on_eval, .should_stop = should_stop,
-                          .on_checkpoint = on_ckpt};
+    train_callbacks cb = {
+        .ctx = r, .on_step = on_step, .on_eval = on_eval, .should_stop = should_stop, .on_checkpoint = on_ckpt};
     engine_error err;
     engine_status rc = train_run_source(c, &src, threads, resume, &cb, &err);
     if (rc && rc != ENGINE_ERR_CANCELLED) printf("  train: %s\n", err.message);
@@ -137,7 +137,8 @@ TEST(same_seed_is_bit_identical_for_any_thread_count) {
         rec *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
         CHECK(run(&c, 2, NULL, a, NULL) == ENGINE_OK);
         CHECK(run(&c, 2, NULL, b, NULL) == ENGINE_OK);
-        int same = memcmp(a->loss, b->loss, sizeof a->loss) == 0 && memcmp(a->grad_norm, b->grad_norm, sizeof a->grad_norm) == 0;
+        int same = memcmp(a->loss, b->loss, sizeof a->loss) == 0 &&
+                   memcmp(a->grad_norm, b->grad_norm, sizeof a->grad_norm) == 0;
         rec *e = calloc(1, sizeof *e);
         CHECK(run(&c, 3, NULL, e, NULL) == ENGINE_OK); /* another thread count: same bits */
         same &= memcmp(a->loss, e->loss, sizeof a->loss) == 0;

@@ -130,8 +130,8 @@ TEST(task_run_logs_accuracy_the_sparse_evaluator_reproduces) {
     CHECK(model_load(&m, weights, c.batch, 1, 0, &err) == ENGINE_OK);
     sparse_eval *ev = NULL;
     CHECK(sparse_eval_new(&ev, m, c.batch, &err) == ENGINE_OK);
-    corpus_loader_config lc = {.seq_len = 32, .batch = c.batch, .order = c.order, .seed = c.seed,
-                               .val_fraction = c.val_fraction};
+    corpus_loader_config lc = {
+        .seq_len = 32, .batch = c.batch, .order = c.order, .seed = c.seed, .val_fraction = c.val_fraction};
     for (int p = 0; p < 2; p++) {
         /* dense, and exact top-k with k = T (every key): the run's own validation loss, bit for bit */
         sparse_config sc;

@@ -67,8 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int ok = http_parse_event_id(value, &id) == 0;
     int ref_ok = reference_parse(value, &ref) == 0;
     if (ok != ref_ok || (ok && id != ref)) {
-        fprintf(stderr, "fuzz_event_id: '%s': parsed %d (%" PRIu64 "), reference %d (%" PRIu64 ")\n", value, ok, id, ref_ok,
-                ref);
+        fprintf(stderr, "fuzz_event_id: '%s': parsed %d (%" PRIu64 "), reference %d (%" PRIu64 ")\n", value, ok, id,
+                ref_ok, ref);
         abort();
     }
     if (ok) {

@@ -243,13 +243,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (poll(&p, 1, (int)left) <= 0) continue;
         if (p.revents & POLLOUT && off < size) {
             ssize_t w = send(fd, data + off, size - off, MSG_NOSIGNAL);
-            if (w > 0) off += (size_t)w;
-            else if (w < 0 && errno != EAGAIN && errno != EINTR) off = size; /* the server stopped reading */
+            if (w > 0)
+                off += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR)
+                off = size; /* the server stopped reading */
         }
         if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
             ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) closed = 1;
-            else if (n > 0) got = got + (size_t)n < sizeof buf - 1 ? got + (size_t)n : 0;
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                closed = 1;
+            else if (n > 0)
+                got = got + (size_t)n < sizeof buf - 1 ? got + (size_t)n : 0;
         }
     }
     /* The server has closed: end with a reset, so no local port waits in TIME_WAIT. */

@@ -20,7 +20,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         memset(&err, 0, sizeof err);
         json_t *p = probe_params_resolve(probe_kind_at(i), NULL, &err);
         if (!p) {
-            fprintf(stderr, "fuzz_probe_params: defaults of %s do not resolve: %s\n", probe_kind_at(i)->name, err.message);
+            fprintf(stderr, "fuzz_probe_params: defaults of %s do not resolve: %s\n", probe_kind_at(i)->name,
+                    err.message);
             abort();
         }
         json_decref(p);

@@ -46,8 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int overflow = 0;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0) abort();
-            if (t->shape[d] && numel > SIZE_MAX / (size_t)t->shape[d]) overflow = 1;
-            else numel *= (size_t)t->shape[d];
+            if (t->shape[d] && numel > SIZE_MAX / (size_t)t->shape[d])
+                overflow = 1;
+            else
+                numel *= (size_t)t->shape[d];
         }
         int f32 = !strcmp(t->dtype, "F32"), f64 = !strcmp(t->dtype, "F64");
         if (!(f32 || f64) || overflow || numel > (1u << 20)) continue;

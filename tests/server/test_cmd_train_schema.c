@@ -51,11 +51,16 @@ static void flag_of(const char *key, char *out) {
 }
 
 static void value_text(const json_t *v, char *out, size_t len) {
-    if (json_is_string(v)) snprintf(out, len, "%s", json_string_value(v));
-    else if (json_is_integer(v)) snprintf(out, len, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(out, len, "%g", json_real_value(v));
-    else if (json_is_boolean(v)) snprintf(out, len, "%s", json_is_true(v) ? "true" : "false");
-    else out[0] = 0;
+    if (json_is_string(v))
+        snprintf(out, len, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(out, len, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(out, len, "%g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(out, len, "%s", json_is_true(v) ? "true" : "false");
+    else
+        out[0] = 0;
 }
 
 TEST(every_schema_field_is_a_flag_with_its_default_and_values) {
@@ -113,9 +118,8 @@ TEST(flags_are_checked_by_the_api_rules) {
 int main(void) {
     json_error_t jerr;
     json_t *doc = json_load_file("server/openapi.json", 0, &jerr);
-    props = json_object_get(json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
-                                            "RunConfig"),
-                            "properties");
+    props = json_object_get(
+        json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"), "properties");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "'%s' train --help", harness_attnlabd());
     help = run_capture(cmd);

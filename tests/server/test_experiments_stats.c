@@ -29,8 +29,8 @@ static harness_server srv;
 #define T975_DF4 2.7764451051977987
 
 static const char *const VARIANTS[2] = {"rope", "cosine_rope"};
-static const char *const METRICS[] = {"final_train_loss", "final_val_loss", "min_val_loss", "final_tau_spread",
-                                      "final_tau_mean", "tau_drift", "final_entropy_mean"};
+static const char *const METRICS[] = {"final_train_loss", "final_val_loss", "min_val_loss",      "final_tau_spread",
+                                      "final_tau_mean",   "tau_drift",      "final_entropy_mean"};
 #define N_METRICS 7
 
 /* ---- what this test computes itself --------------------------------------------------------- */
@@ -93,8 +93,10 @@ static int figures_of_run(long long id, int tau_learned, double tau0, run_figure
             ent[h] = json_number_value(json_array_get(e, STEPS - 1));
             snprintf(key, sizeof key, "tau.0.%d", h);
             json_t *t = values_of(s, key);
-            if (tau_learned) ok = ok && json_array_size(t) == STEPS;
-            else ok = ok && !t;
+            if (tau_learned)
+                ok = ok && json_array_size(t) == STEPS;
+            else
+                ok = ok && !t;
             tau[h] = json_number_value(json_array_get(t, STEPS - 1));
         }
         f->v[6] = (ent[0] + ent[1]) / 2;
@@ -187,7 +189,8 @@ TEST(replicated_experiment_runs_with_paired_seeds) {
 TEST(stats_match_a_recomputation_from_the_runs_series) {
     CHECK(exp_id > 0);
     char path[128];
-    snprintf(path, sizeof path, "/api/experiments/%lld/stats?k=%d&resamples=%d&seed=%d", exp_id, K, RESAMPLES, BOOT_SEED);
+    snprintf(path, sizeof path, "/api/experiments/%lld/stats?k=%d&resamples=%d&seed=%d", exp_id, K, RESAMPLES,
+             BOOT_SEED);
     long code;
     json_t *j = api_call(&srv, "GET", path, NULL, &code), *stats = json_object_get(j, "stats");
     CHECK_EQ_INT(code, 200);
@@ -316,11 +319,15 @@ static int band_matches(const json_t *band, int v, const char *key) {
             json_t *j = api_call(&srv, "GET", path, NULL, &code), *s = json_object_get(j, "series");
             if (!strcmp(key, "tau.mean")) {
                 x[k] = (json_number_value(json_array_get(values_of(s, "tau.0.0"), 0)) +
-                        json_number_value(json_array_get(values_of(s, "tau.0.1"), 0))) / 2;
+                        json_number_value(json_array_get(values_of(s, "tau.0.1"), 0))) /
+                       2;
             } else {
                 x[k] = json_number_value(json_array_get(values_of(s, key), 0));
             }
-            ok = code == 200 && json_integer_value(json_array_get(json_object_get(json_object_get(s, !strcmp(key, "tau.mean") ? "tau.0.0" : key), "steps"), 0)) == step;
+            ok = code == 200 &&
+                 json_integer_value(json_array_get(
+                     json_object_get(json_object_get(s, !strcmp(key, "tau.mean") ? "tau.0.0" : key), "steps"), 0)) ==
+                     step;
             json_decref(j);
         }
         if (!ok) break;
@@ -375,8 +382,10 @@ TEST(client_starts_replicates_and_shows_the_stats_table) {
     CHECK(f);
     fprintf(f, "{" TINY_CONFIG ",\"steps\":12,\"seed\":100}");
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' --server %s experiments start --base '%s' --vary attention=rope,cosine_rope "
-             "--replicates 5 -q", bin, srv.base_url, base);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --server %s experiments start --base '%s' --vary attention=rope,cosine_rope "
+             "--replicates 5 -q",
+             bin, srv.base_url, base);
     FILE *p = popen(cmd, "r");
     CHECK(p);
     size_t n = fread(out, 1, sizeof out - 1, p);
@@ -404,9 +413,8 @@ TEST(client_starts_replicates_and_shows_the_stats_table) {
     out[n] = 0;
     CHECK_EQ_INT(pclose(p), 0);
     CHECK_MSG(strstr(out, "5 replicates per variant") && strstr(out, "statistics over 5 replicates") &&
-                  strstr(out, "METRIC") && strstr(out, "95% CI (t)") &&
-                  strstr(out, "paired differences a − b") && strstr(out, "P (HOLM)") &&
-                  strstr(out, "95% CI (BOOTSTRAP)"),
+                  strstr(out, "METRIC") && strstr(out, "95% CI (t)") && strstr(out, "paired differences a − b") &&
+                  strstr(out, "P (HOLM)") && strstr(out, "95% CI (BOOTSTRAP)"),
               "%s", out);
     /* Its mean final validation loss of rope, as the API gives it, is in the table. */
     snprintf(path, sizeof path, "/api/experiments/%lld/stats", eid);
@@ -419,8 +427,9 @@ TEST(client_starts_replicates_and_shows_the_stats_table) {
     json_decref(j);
     CHECK_MSG(strstr(out, want), "no %s in\n%s", want, out);
     /* out of range: the server's refusal, exit 4, naming the field */
-    snprintf(cmd, sizeof cmd, "'%s' --server %s experiments start --base '%s' --vary attention=rope --replicates 33 2>&1",
-             bin, srv.base_url, base);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --server %s experiments start --base '%s' --vary attention=rope --replicates 33 2>&1", bin,
+             srv.base_url, base);
     p = popen(cmd, "r");
     CHECK(p);
     n = fread(out, 1, sizeof out - 1, p);
@@ -457,10 +466,13 @@ TEST(fewer_than_three_replicates_say_why_there_is_no_interval) {
     json_t *s = json_object_get(json_object_get(a, "metrics"), "final_val_loss");
     CHECK_EQ_INT(json_integer_value(json_object_get(s, "n")), 2);
     CHECK(json_is_number(json_object_get(s, "std")));
-    CHECK(json_is_null(json_array_get(json_object_get(s, "ci"), 0)) && json_is_null(json_array_get(json_object_get(s, "ci"), 1)));
-    CHECK_MSG(!strcmp(str(json_object_get(s, "reason")), STATS_REASON_NEEDS_3), "%s", str(json_object_get(s, "reason")));
+    CHECK(json_is_null(json_array_get(json_object_get(s, "ci"), 0)) &&
+          json_is_null(json_array_get(json_object_get(s, "ci"), 1)));
+    CHECK_MSG(!strcmp(str(json_object_get(s, "reason")), STATS_REASON_NEEDS_3), "%s",
+              str(json_object_get(s, "reason")));
     const json_t *c = find_comparison(stats, "final_val_loss");
-    CHECK(c && json_is_null(json_object_get(c, "p")) && json_is_null(json_array_get(json_object_get(c, "bootstrap_ci"), 0)));
+    CHECK(c && json_is_null(json_object_get(c, "p")) &&
+          json_is_null(json_array_get(json_object_get(c, "bootstrap_ci"), 0)));
     CHECK(!strcmp(str(json_object_get(c, "reason")), STATS_REASON_NEEDS_3));
     json_decref(j);
 }
@@ -475,7 +487,8 @@ static int expect_422(const char *path, const char *body, const char *field) {
     return ok;
 }
 
-#define TWO_VARIANTS "\"variants\":[{\"name\":\"a\",\"config\":{\"attention\":\"rope\"}},{\"name\":\"b\",\"config\":%s}]"
+#define TWO_VARIANTS                                                                                                   \
+    "\"variants\":[{\"name\":\"a\",\"config\":{\"attention\":\"rope\"}},{\"name\":\"b\",\"config\":%s}]"
 
 TEST(bad_input_is_422_naming_the_field) {
     char body[1024];
@@ -499,7 +512,8 @@ TEST(bad_input_is_422_naming_the_field) {
     snprintf(body, sizeof body, "{\"preset\":\"attention-scale\",\"overrides\":{\"tau_param\":\"cube\"}}");
     ok &= expect_422("/api/experiments", body, "variants[0].config.tau_param");
     /* seeds would pass the largest one */
-    snprintf(body, sizeof body, "{\"replicates\":3,\"base\":{" TINY_CONFIG ",\"seed\":9007199254740990}," TWO_VARIANTS "}",
+    snprintf(body, sizeof body,
+             "{\"replicates\":3,\"base\":{" TINY_CONFIG ",\"seed\":9007199254740990}," TWO_VARIANTS "}",
              "{\"attention\":\"rope\"}");
     ok &= expect_422("/api/experiments", body, "replicates");
     ok &= expect_422("/api/experiments", "{\"preset\":\"nope\"}", "preset");

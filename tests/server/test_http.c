@@ -229,7 +229,8 @@ TEST(empty_database_file_is_migrated) {
     CHECK(sqlite3_open(db, &h) == SQLITE_OK);
     int tables = 0;
     sqlite3_stmt *q;
-    sqlite3_prepare_v2(h, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('runs','metrics','probes')",
+    sqlite3_prepare_v2(h,
+                       "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('runs','metrics','probes')",
                        -1, &q, NULL);
     if (sqlite3_step(q) == SQLITE_ROW) tables = sqlite3_column_int(q, 0);
     sqlite3_finalize(q);

@@ -94,7 +94,8 @@ TEST(a_kill_right_after_a_checkpoint_leaves_no_hole) {
     long long id = api_start_tiny_run(&s, "\"steps\":300,\"checkpoint_every\":100", "killed-at-checkpoint");
     CHECK(id > 0);
     int status = wait_dead(&s, 300000);
-    CHECK_MSG(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the server was not killed (%d)", status);
+    CHECK_MSG(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the server was not killed (%d)",
+              status);
     harness_server s2;
     CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
     json_t *run = get_run(&s2, id);

@@ -107,8 +107,15 @@ TEST(probe_calls_and_training_submissions_from_many_threads) {
     CHECK(harness_tempdir(dir, sizeof dir) == 0);
     corpora *co = corpora_start(st, dir, "/nonexistent");
     CHECK(co);
-    jobs_config jc = {.store = st, .events = ev, .writer = mw, .corpora = co, .data_dir = dir, .train_workers = 2,
-                      .probe_workers = 2, .compute_threads = 2, .max_queued = 8};
+    jobs_config jc = {.store = st,
+                      .events = ev,
+                      .writer = mw,
+                      .corpora = co,
+                      .data_dir = dir,
+                      .train_workers = 2,
+                      .probe_workers = 2,
+                      .compute_threads = 2,
+                      .max_queued = 8};
     jobs *j = jobs_start(&jc);
     CHECK(j);
     atomic_store(&probe_calls, 0);
@@ -122,8 +129,11 @@ TEST(probe_calls_and_training_submissions_from_many_threads) {
     /* Runs whose corpus does not exist fail fast: the workers take them, mark them, move on. */
     long long ids[6];
     for (int i = 0; i < 6; i++) {
-        store_new_run nr = {.name = "x", .config_json = "{\"corpus\":\"missing\",\"steps\":5}", .seed = 1,
-                            .total_steps = 5, .corpus = "missing"};
+        store_new_run nr = {.name = "x",
+                            .config_json = "{\"corpus\":\"missing\",\"steps\":5}",
+                            .seed = 1,
+                            .total_steps = 5,
+                            .corpus = "missing"};
         CHECK(store_run_create(st, &nr, &ids[i]) == STORE_OK);
         CHECK(jobs_submit_run(j, ids[i]) == 0);
         jobs_cancel_run(j, ids[i]);
@@ -149,7 +159,6 @@ TEST(probe_calls_and_training_submissions_from_many_threads) {
     corpora_free(co);
 }
 
-
 /* A run the worker cannot read (the store fails) must not stay queued with nobody to train it. */
 TEST(a_run_that_cannot_be_read_does_not_stay_queued) {
     char dir[256], path[320], err[256];
@@ -157,8 +166,11 @@ TEST(a_run_that_cannot_be_read_does_not_stay_queued) {
     snprintf(path, sizeof path, "%s/broken.db", dir);
     store *bst;
     CHECK(store_open(&bst, path, err, sizeof err) == STORE_OK);
-    store_new_run nr = {.name = "unreadable", .config_json = "{\"corpus\":\"small\",\"steps\":5}", .seed = 1,
-                        .total_steps = 5, .corpus = "small"};
+    store_new_run nr = {.name = "unreadable",
+                        .config_json = "{\"corpus\":\"small\",\"steps\":5}",
+                        .seed = 1,
+                        .total_steps = 5,
+                        .corpus = "small"};
     long long id;
     CHECK(store_run_create(bst, &nr, &id) == STORE_OK);
     /* Reading a run joins its tags: without their table every read of a run fails. */
@@ -169,8 +181,15 @@ TEST(a_run_that_cannot_be_read_does_not_stay_queued) {
     CHECK(store_run_get(bst, id, &row) == STORE_ERROR);
     corpora *co = corpora_start(bst, dir, "/nonexistent");
     CHECK(co);
-    jobs_config jc = {.store = bst, .events = ev, .writer = mw, .corpora = co, .data_dir = dir, .train_workers = 1,
-                      .probe_workers = 1, .compute_threads = 1, .max_queued = 4};
+    jobs_config jc = {.store = bst,
+                      .events = ev,
+                      .writer = mw,
+                      .corpora = co,
+                      .data_dir = dir,
+                      .train_workers = 1,
+                      .probe_workers = 1,
+                      .compute_threads = 1,
+                      .max_queued = 4};
     jobs *j = jobs_start(&jc);
     CHECK(j);
     CHECK(jobs_submit_run(j, id) == 0);
@@ -184,7 +203,8 @@ TEST(a_run_that_cannot_be_read_does_not_stay_queued) {
         sqlite3_stmt *q;
         CHECK(sqlite3_prepare_v2(db, "SELECT status FROM runs WHERE id = ?", -1, &q, NULL) == SQLITE_OK);
         sqlite3_bind_int64(q, 1, id);
-        if (sqlite3_step(q) == SQLITE_ROW) snprintf(status, sizeof status, "%s", (const char *)sqlite3_column_text(q, 0));
+        if (sqlite3_step(q) == SQLITE_ROW)
+            snprintf(status, sizeof status, "%s", (const char *)sqlite3_column_text(q, 0));
         sqlite3_finalize(q);
         if (strcmp(status, "queued") != 0) break;
     }

@@ -93,12 +93,12 @@ static size_t send_some(int fd, const char *buf, size_t len, int timeout_ms) {
 static int send_str(int fd, const char *s) { return send_some(fd, s, strlen(s), 2000) == strlen(s) ? 0 : -1; }
 
 typedef struct {
-    int status;       /* 0: no response */
-    char head[4096];  /* status line and headers */
-    char body[8192];  /* body (cut) */
+    int status;      /* 0: no response */
+    char head[4096]; /* status line and headers */
+    char body[8192]; /* body (cut) */
     size_t body_len;
-    int closed;       /* the server closed the connection after the response (or instead of one) */
-    size_t raw_len;   /* bytes received in all */
+    int closed;     /* the server closed the connection after the response (or instead of one) */
+    size_t raw_len; /* bytes received in all */
 } reply;
 
 /* Reads one response (by Content-Length). With wait_close, then waits for the server to close. */
@@ -162,7 +162,8 @@ static int is_json_error(const reply *r, const char *code) {
     json_error_t e;
     json_t *j = json_loads(r->body, 0, &e);
     const char *c = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-    int ok = c && (!code || !strcmp(c, code)) && json_is_string(json_object_get(json_object_get(j, "error"), "message"));
+    int ok =
+        c && (!code || !strcmp(c, code)) && json_is_string(json_object_get(json_object_get(j, "error"), "message"));
     json_decref(j);
     return ok;
 }
@@ -268,7 +269,8 @@ TEST(a_slow_next_request_on_a_kept_alive_connection_is_closed_too) {
     }
     double ms = now_ms() - t0;
     close(fd);
-    CHECK_MSG(r.status == 408 && r.closed, "slow second head: status %d, closed %d after %.0f ms", r.status, r.closed, ms);
+    CHECK_MSG(r.status == 408 && r.closed, "slow second head: status %d, closed %d after %.0f ms", r.status, r.closed,
+              ms);
     CHECK(is_json_error(&r, "request_timeout"));
     CHECK_MSG(ms < 3500, "closed after %.0f ms; the deadline is 2 s", ms);
 }
@@ -382,20 +384,22 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
     size_t o = (size_t)sprintf(many_headers, "GET /api/health HTTP/1.1\r\nHost: x\r\n");
     for (int i = 0; i < 100; i++) o += (size_t)sprintf(many_headers + o, "X-H%d: 1\r\n", i);
     strcpy(many_headers + o, "\r\n");
-#define ADD(what_, req_, status_)                                                  \
-    do {                                                                           \
-        char *req__ = (req_);                                                      \
-        cases[n++] = (bad_case){(what_), req__, req__ ? len : 0, (status_)};       \
+#define ADD(what_, req_, status_)                                                                                      \
+    do {                                                                                                               \
+        char *req__ = (req_);                                                                                          \
+        cases[n++] = (bad_case){(what_), req__, req__ ? len : 0, (status_)};                                           \
     } while (0)
     ADD("20 KB target", padded("GET /api/", 20000, 'a', " HTTP/1.1\r\nHost: x\r\n\r\n", &len), 414);
     ADD("100 KB target", padded("GET /api/", 100000, 'a', " HTTP/1.1\r\nHost: x\r\n\r\n", &len), 414);
     ADD("40 KB header", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ", 40000, 'b', "\r\n\r\n", &len), 431);
     len = strlen(many_headers);
     ADD("100 header lines", many_headers, 431);
-    ADD("5 KB of cookies", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nCookie: a=", 5000, 'c', "\r\n\r\n", &len), 431);
+    ADD("5 KB of cookies", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nCookie: a=", 5000, 'c', "\r\n\r\n", &len),
+        431);
     const char *plain[][2] = {
         {"HTTP/2.0", "GET /api/health HTTP/2.0\r\nHost: x\r\n\r\n"},
-        {"Content-Length overflow", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
+        {"Content-Length overflow",
+         "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
         {"Content-Length not a number", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n"},
         {"header without a colon", "GET /api/health HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n"},
         {"unknown transfer coding", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"},
@@ -435,8 +439,8 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
         read_reply(fd, 3000, 1, &r);
         close(fd);
         if (r.status != cases[i].status || !is_json_error(&r, NULL) || !r.closed) {
-            test_fail_at(__FILE__, __LINE__, "second request, %s: status %d (want %d), JSON %d, closed %d", cases[i].what,
-                         r.status, cases[i].status, is_json_error(&r, NULL), r.closed);
+            test_fail_at(__FILE__, __LINE__, "second request, %s: status %d (want %d), JSON %d, closed %d",
+                         cases[i].what, r.status, cases[i].status, is_json_error(&r, NULL), r.closed);
             failed = 1;
         }
     }
@@ -550,9 +554,12 @@ TEST(live_streams_have_their_own_limit_and_leave_the_api_alone) {
             buf[got] = 0;
         }
         buf[got] = 0;
-        if (!strncmp(buf, "HTTP/1.1 200", 12)) streaming++;
-        else if (!strncmp(buf, "HTTP/1.1 503", 12) && strstr(buf, "too_many_streams")) refused++;
-        else other++;
+        if (!strncmp(buf, "HTTP/1.1 200", 12))
+            streaming++;
+        else if (!strncmp(buf, "HTTP/1.1 503", 12) && strstr(buf, "too_many_streams"))
+            refused++;
+        else
+            other++;
     }
     /* With every stream slot taken, the API still answers on fresh connections from the same
      * address, up to its own limits. */
@@ -564,8 +571,8 @@ TEST(live_streams_have_their_own_limit_and_leave_the_api_alone) {
     }
     for (int i = 0; i < VIEWERS; i++)
         if (fds[i] >= 0) close(fds[i]);
-    CHECK_MSG(streaming == 3 && refused == VIEWERS - 3 && other == 0, "streams: %d open, %d refused, %d other", streaming,
-              refused, other);
+    CHECK_MSG(streaming == 3 && refused == VIEWERS - 3 && other == 0, "streams: %d open, %d refused, %d other",
+              streaming, refused, other);
     CHECK_EQ_INT(api_ok, 8);
 }
 
@@ -604,8 +611,8 @@ TEST(an_idle_server_with_a_stream_and_a_busy_request_open_uses_no_cpu) {
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--header-timeout", "2", NULL};
-    const char *small_args[] = {"--max-connections",   "6", "--max-connections-per-ip", "4", "--max-streams", "3",
-                                "--header-timeout", "5", NULL};
+    const char *small_args[] = {
+        "--max-connections", "6", "--max-connections-per-ip", "4", "--max-streams", "3", "--header-timeout", "5", NULL};
     if (harness_start(&srv, NULL, args) < 0 || harness_start(&small, NULL, small_args) < 0) {
         printf("FAIL setup: attnlabd did not start\n");
         harness_dump_log(&srv);

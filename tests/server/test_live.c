@@ -128,7 +128,8 @@ TEST(sse_delivers_every_step_in_order_then_the_final_status) {
         last_id = e->id;
         if (e->run_id != id) continue;
         if (!strcmp(e->type, "status") && !strcmp(e->status, "running")) saw_running = 1;
-        if (!strcmp(e->type, "metrics") && e->step == expect) expect++;
+        if (!strcmp(e->type, "metrics") && e->step == expect)
+            expect++;
         else if (!strcmp(e->type, "metrics"))
             CHECK_MSG(e->step < expect, "metrics for step %d arrived when %d was due", e->step, expect);
     }
@@ -313,8 +314,10 @@ TEST(seed_blog_preset_is_the_blog_experiment) {
     CHECK_EQ_INT(code, 201);
     json_t *runs = json_object_get(j, "runs");
     CHECK_EQ_INT(json_array_size(runs), 2);
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 0), "config"), "attention")), "rope"));
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 1), "config"), "attention")), "cosine_rope"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 0), "config"), "attention")),
+                  "rope"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(runs, 1), "config"), "attention")),
+                  "cosine_rope"));
     CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(runs, 0), "seed")),
                  json_integer_value(json_object_get(json_array_get(runs, 1), "seed")));
     json_decref(j);

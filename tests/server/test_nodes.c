@@ -22,7 +22,8 @@
 /* Slow enough to be caught mid-run, with checkpoints to resume from. */
 /* Sanitizer builds train about ten times slower: their runs are shorter (the same cases, fewer steps). */
 static int sanitized;
-static int LONG_STEPS = 120, LONG_KILL_AT = 40, SPREAD_STEPS = 30, WATCH_STEPS = 60, RACE_STEPS = 10, OUTAGE_STEPS = 200;
+static int LONG_STEPS = 120, LONG_KILL_AT = 40, SPREAD_STEPS = 30, WATCH_STEPS = 60, RACE_STEPS = 10,
+           OUTAGE_STEPS = 200;
 static char LONG_CFG[160], SPREAD_CFG[96], WATCH_CFG[96], RACE_CFG[96], OUTAGE_CFG[128];
 
 static void size_runs(void) {
@@ -67,9 +68,21 @@ static int cluster_new(cluster *c) {
 
 /* Starts a node of the cluster; role NULL: all. */
 static int node_start(harness_server *s, const cluster *c, const char *id, const char *role, const char *workers) {
-    const char *args[] = {"--db",         c->db,  "--artifacts", c->artifacts,     "--node-id", id,
-                          "--role",       role ? role : "all", "--lease-timeout", LEASE, "--train-workers",
-                          workers ? workers : "1", "--compute-threads", "1", NULL};
+    const char *args[] = {"--db",
+                          c->db,
+                          "--artifacts",
+                          c->artifacts,
+                          "--node-id",
+                          id,
+                          "--role",
+                          role ? role : "all",
+                          "--lease-timeout",
+                          LEASE,
+                          "--train-workers",
+                          workers ? workers : "1",
+                          "--compute-threads",
+                          "1",
+                          NULL};
     int rc = harness_start(s, NULL, args);
     if (rc != 0) printf("# node %s did not start\n", id);
     return rc;
@@ -175,7 +188,8 @@ TEST(nodes_are_listed_with_their_roles) {
     /* A stopped node shows as not alive. */
     CHECK_EQ_INT(harness_stop(&a), 0);
     j = api_call(&b, "GET", "/api/nodes", NULL, NULL);
-    json_array_foreach(json_object_get(j, "nodes"), i, n) if (!strcmp(json_string_value(json_object_get(n, "id")), "node-a"))
+    json_array_foreach(json_object_get(j, "nodes"), i,
+                       n) if (!strcmp(json_string_value(json_object_get(n, "id")), "node-a"))
         CHECK(json_is_false(json_object_get(n, "alive")));
     json_decref(j);
     CHECK_EQ_INT(harness_stop(&b), 0); /* a clean exit: no leak, no sanitizer report */
@@ -246,7 +260,8 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     for (int waited = 0; waited < 30000 && !t_resumed; waited += 20) {
         char node[64];
         run_node(survivor, id, node, sizeof node);
-        if (node[0] && strcmp(node, first) != 0) t_resumed = now_s();
+        if (node[0] && strcmp(node, first) != 0)
+            t_resumed = now_s();
         else
             sleep_ms(20);
     }
@@ -281,7 +296,8 @@ TEST(a_killed_node_s_run_is_finished_elsewhere_with_identical_losses) {
     CHECK_EQ_INT(json_array_size(l2), LONG_STEPS);
     for (size_t i = 0; i < (size_t)LONG_STEPS; i++) {
         double x = json_number_value(json_array_get(l1, i)), y = json_number_value(json_array_get(l2, i));
-        CHECK_MSG(memcmp(&x, &y, sizeof x) == 0, "step %zu: %.17g after the takeover vs %.17g uninterrupted", i + 1, x, y);
+        CHECK_MSG(memcmp(&x, &y, sizeof x) == 0, "step %zu: %.17g after the takeover vs %.17g uninterrupted", i + 1, x,
+                  y);
     }
     json_decref(l1);
     json_decref(l2);
@@ -479,14 +495,17 @@ TEST(cancel_on_one_node_stops_the_run_on_another) {
 
 TEST(a_bad_database_at_start_exits_2_with_one_line) {
     char err[1024];
-    const char *unreachable[] = {"--port", "0", "--data-dir", "/tmp/attnlab-nodes-never", "--db",
-                                 "postgresql://attnlab:sekrit@127.0.0.1:1/nothing", NULL};
+    const char *unreachable[] = {"--port",     "0",
+                                 "--data-dir", "/tmp/attnlab-nodes-never",
+                                 "--db",       "postgresql://attnlab:sekrit@127.0.0.1:1/nothing",
+                                 NULL};
     char dir[256];
     CHECK(harness_tempdir(dir, sizeof dir) == 0);
     unreachable[3] = dir;
     int rc = harness_run_attnlabd(unreachable, err, sizeof err);
     CHECK_EQ_INT(rc, 2);
-    CHECK_MSG(strstr(err, "attnlabd: database: cannot connect to postgresql://attnlab:***@127.0.0.1:1/nothing"), "%s", err);
+    CHECK_MSG(strstr(err, "attnlabd: database: cannot connect to postgresql://attnlab:***@127.0.0.1:1/nothing"), "%s",
+              err);
     CHECK(!strstr(err, "sekrit"));
     CHECK_MSG(strchr(err, '\n') == err + strlen(err) - 1, "more than one line: %s", err);
 
@@ -534,8 +553,9 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     cluster c;
     CHECK(cluster_new(&c) == 0);
     harness_server a;
-    const char *args[] = {"--db", c.db, "--artifacts", c.artifacts, "--node-id", "alone", "--lease-timeout", "12",
-                          "--compute-threads", "1", NULL};
+    const char *args[] = {
+        "--db", c.db, "--artifacts", c.artifacts, "--node-id", "alone", "--lease-timeout", "12", "--compute-threads",
+        "1",    NULL};
     CHECK(harness_start(&a, NULL, args) == 0);
     long long id = start_run(&a, OUTAGE_CFG, "through an outage");
     CHECK(id > 0);

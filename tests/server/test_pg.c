@@ -175,8 +175,8 @@ TEST(finish_commits_or_rolls_back_whole) {
 TEST(scripts_run_every_statement_or_report_the_failure) {
     pg_conn *c = connect_test_db();
     CHECK(c);
-    CHECK(pg_exec_script(c, "script", "CREATE TABLE sc (v INT); INSERT INTO sc VALUES (1); INSERT INTO sc VALUES (2);") ==
-          STORE_OK);
+    CHECK(pg_exec_script(c, "script",
+                         "CREATE TABLE sc (v INT); INSERT INTO sc VALUES (1); INSERT INTO sc VALUES (2);") == STORE_OK);
     pg_res *r = NULL;
     CHECK(pg_exec(c, "count", "SELECT count(*) FROM sc", NULL, &r) == STORE_OK);
     CHECK_EQ_INT(pg_get_i64(r, 0, 0), 2);

@@ -14,8 +14,8 @@
 
 static harness_server srv;
 
-static const char *const KINDS[] = {"rope_invariance", "pair_turns", "dephasing", "context_extension",
-                                    "rotation_check", "scaling", "cosine_scores"};
+static const char *const KINDS[] = {"rope_invariance", "pair_turns", "dephasing",    "context_extension",
+                                    "rotation_check",  "scaling",    "cosine_scores"};
 
 TEST(every_kind_is_listed_with_its_parameters) {
     long code;
@@ -143,7 +143,8 @@ TEST(model_probes_read_a_trained_run) {
     char body[256];
     long code;
     snprintf(body, sizeof body,
-             "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"Call me Ishmael. Some years ago\"}}", id);
+             "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"Call me Ishmael. Some years ago\"}}",
+             id);
     json_t *j = api_call(&srv, "POST", "/api/probes", body, &code);
     CHECK_EQ_INT(code, 201);
     json_t *p = json_object_get(j, "probe");

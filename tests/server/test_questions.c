@@ -12,8 +12,8 @@
 
 static harness_server srv;
 
-#define TASK_RUN                                                                                                  \
-    "\"corpus\":\"q-copy\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":32,\"batch\":4,\"steps\":12,"  \
+#define TASK_RUN                                                                                                       \
+    "\"corpus\":\"q-copy\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":32,\"batch\":4,\"steps\":12,"         \
     "\"eval_every\":4,\"eval_batches\":2,\"val_fraction\":0.1,\"threads\":1,\"lr\":0.003"
 
 static json_t *get(const char *path, long *code) { return api_call(&srv, "GET", path, NULL, code); }
@@ -44,7 +44,8 @@ TEST(task_kinds_and_task_corpora) {
     c = api_call(&srv, "POST", "/api/task-corpora", spec, &code);
     CHECK_EQ_INT(code, 200);
     json_decref(c);
-    c = api_call(&srv, "POST", "/api/task-corpora", "{\"name\":\"q-copy\",\"kind\":\"induction\",\"seq_len\":32,\"params\":{\"len_max\":8}}", &code);
+    c = api_call(&srv, "POST", "/api/task-corpora",
+                 "{\"name\":\"q-copy\",\"kind\":\"induction\",\"seq_len\":32,\"params\":{\"len_max\":8}}", &code);
     CHECK_EQ_INT(code, 409);
     json_decref(c);
     static const struct {
@@ -87,8 +88,8 @@ static double last_of(long long id, const char *key, int *step) {
 
 TEST(a_task_run_logs_accuracy_and_head_metrics) {
     long code;
-    json_t *r = api_call(&srv, "POST", "/api/runs", "{\"name\":\"acc\",\"config\":{" TASK_RUN ",\"attention\":\"cosine_rope\"}}",
-                         &code);
+    json_t *r = api_call(&srv, "POST", "/api/runs",
+                         "{\"name\":\"acc\",\"config\":{" TASK_RUN ",\"attention\":\"cosine_rope\"}}", &code);
     CHECK_EQ_INT(code, 201);
     long long id = json_integer_value(json_object_get(json_object_get(r, "run"), "id"));
     json_decref(r);
@@ -127,8 +128,10 @@ TEST(a_task_run_logs_accuracy_and_head_metrics) {
 
     /* the sparse_attention probe on it: no text tokenizer, so validation window 0, and the loss */
     char body[256];
-    snprintf(body, sizeof body, "{\"kind\":\"sparse_attention\",\"run_id\":%lld,\"params\":{\"ks\":[1,4,32],"
-                                "\"max_tokens\":33}}", id);
+    snprintf(body, sizeof body,
+             "{\"kind\":\"sparse_attention\",\"run_id\":%lld,\"params\":{\"ks\":[1,4,32],"
+             "\"max_tokens\":33}}",
+             id);
     json_t *p = api_call(&srv, "POST", "/api/probes", body, &code);
     CHECK_MSG(code == 201, "probe answered %ld", code);
     json_t *res = json_object_get(json_object_get(p, "probe"), "result");
@@ -136,7 +139,8 @@ TEST(a_task_run_logs_accuracy_and_head_metrics) {
     json_t *loss = NULL;
     size_t i;
     json_t *t;
-    json_array_foreach(json_object_get(res, "tables"), i, t) if (!strcmp(json_string_value(json_object_get(t, "name")), "loss")) loss = t;
+    json_array_foreach(json_object_get(res, "tables"), i,
+                       t) if (!strcmp(json_string_value(json_object_get(t, "name")), "loss")) loss = t;
     CHECK(loss != NULL);
     json_t *rows = json_object_get(loss, "rows");
     CHECK_EQ_INT(json_array_size(rows), 3);
@@ -305,7 +309,8 @@ TEST(presets_for_the_open_questions) {
                          &code);
     CHECK_MSG(code == 201, "preset answered %ld", code);
     CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), 12);
-    static const char *const corpora[] = {"pp-copy_offset", "pp-induction", "pp-associative_recall", "pp-relative_order"};
+    static const char *const corpora[] = {"pp-copy_offset", "pp-induction", "pp-associative_recall",
+                                          "pp-relative_order"};
     for (int c = 0; c < 4; c++) {
         char path[96];
         snprintf(path, sizeof path, "/api/corpora/%s", corpora[c]);

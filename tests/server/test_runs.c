@@ -56,7 +56,8 @@ static void expect_422(const char *config, const char *field) {
     json_t *j = api_call(&srv, "POST", "/api/runs", body, &code);
     const char *got = api_error_field(j);
     int ok = code == 422 && !strcmp(got, field);
-    if (!ok) test_fail_at(__FILE__, __LINE__, "config {%s}: got %ld field '%s', wanted 422 '%s'", config, code, got, field);
+    if (!ok)
+        test_fail_at(__FILE__, __LINE__, "config {%s}: got %ld field '%s', wanted 422 '%s'", config, code, got, field);
     json_decref(j);
 }
 
@@ -373,7 +374,8 @@ TEST(concurrent_clients_create_and_read) {
     int named = 0;
     size_t i;
     json_t *r;
-    json_array_foreach(json_object_get(j, "runs"), i, r) named += !strcmp(json_string_value(json_object_get(r, "name")), "concurrent");
+    json_array_foreach(json_object_get(j, "runs"), i, r) named +=
+        !strcmp(json_string_value(json_object_get(r, "name")), "concurrent");
     json_decref(j);
     CHECK_EQ_INT(named, 16);
     /* Let them all finish so later tests start with an idle queue. */

@@ -21,7 +21,7 @@ static long get_status(const char *path, const char *const *headers) {
 }
 
 TEST(malformed_route_parameters_do_not_crash_the_server) {
-    const char *bad[] = {"/api/runs/%zz", "/api/runs/%00", "/api/runs/%2F", "/api/runs/%2f/metrics",
+    const char *bad[] = {"/api/runs/%zz",      "/api/runs/%00",  "/api/runs/%2F",   "/api/runs/%2f/metrics",
                          "/api/experiments/%", "/api/probes/%4", "/api/corpora/%zz"};
     for (int round = 0; round < 4; round++) {
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -41,9 +41,9 @@ TEST(malformed_route_parameters_do_not_crash_the_server) {
 }
 
 TEST(no_alias_of_a_private_path_is_readable_without_the_token) {
-    const char *aliases[] = {"//api/runs",    "//api/runs/1/weights", "//api/events", "//metrics",
-                             "/metrics/",     "/api/runs/",           "/api//runs",   "/api/./runs",
-                             "/api/x/../runs", "///api/runs",         "/api/runs//",  "//api/health/../runs"};
+    const char *aliases[] = {"//api/runs",     "//api/runs/1/weights", "//api/events", "//metrics",
+                             "/metrics/",      "/api/runs/",           "/api//runs",   "/api/./runs",
+                             "/api/x/../runs", "///api/runs",          "/api/runs//",  "//api/health/../runs"};
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
         harness_response r;
         CHECK_MSG(harness_request(&srv, "GET", aliases[i], NULL, 0, NULL, &r) == 0, "no answer to %s", aliases[i]);

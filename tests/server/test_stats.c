@@ -23,23 +23,20 @@ TEST(t_quantile_matches_the_published_table) {
     static const struct {
         double df, p, t;
     } tab[] = {
-        {1, 0.975, 12.706},       {2, 0.975, 4.303},       {4, 0.975, 2.776},
-        {9, 0.975, 2.262},        {29, 0.975, 2.045},      {120, 0.975, 1.980},
-        {INFINITY, 0.975, 1.960}, {1, 0.90, 3.078},        {1, 0.95, 6.314},
-        {1, 0.99, 31.821},        {1, 0.995, 63.657},      {3, 0.90, 1.638},
-        {3, 0.95, 2.353},         {3, 0.975, 3.182},       {3, 0.99, 4.541},
-        {3, 0.995, 5.841},        {3, 0.999, 10.215},      {10, 0.90, 1.372},
-        {10, 0.95, 1.812},        {10, 0.975, 2.228},      {10, 0.99, 2.764},
-        {10, 0.995, 3.169},       {10, 0.999, 4.144},      {100, 0.90, 1.290},
-        {100, 0.95, 1.660},       {100, 0.975, 1.984},     {100, 0.99, 2.364},
-        {100, 0.995, 2.626},      {100, 0.999, 3.174},     {INFINITY, 0.90, 1.282},
-        {INFINITY, 0.95, 1.645},  {INFINITY, 0.99, 2.326}, {INFINITY, 0.995, 2.576},
-        {INFINITY, 0.999, 3.090},
+        {1, 0.975, 12.706},       {2, 0.975, 4.303},        {4, 0.975, 2.776},        {9, 0.975, 2.262},
+        {29, 0.975, 2.045},       {120, 0.975, 1.980},      {INFINITY, 0.975, 1.960}, {1, 0.90, 3.078},
+        {1, 0.95, 6.314},         {1, 0.99, 31.821},        {1, 0.995, 63.657},       {3, 0.90, 1.638},
+        {3, 0.95, 2.353},         {3, 0.975, 3.182},        {3, 0.99, 4.541},         {3, 0.995, 5.841},
+        {3, 0.999, 10.215},       {10, 0.90, 1.372},        {10, 0.95, 1.812},        {10, 0.975, 2.228},
+        {10, 0.99, 2.764},        {10, 0.995, 3.169},       {10, 0.999, 4.144},       {100, 0.90, 1.290},
+        {100, 0.95, 1.660},       {100, 0.975, 1.984},      {100, 0.99, 2.364},       {100, 0.995, 2.626},
+        {100, 0.999, 3.174},      {INFINITY, 0.90, 1.282},  {INFINITY, 0.95, 1.645},  {INFINITY, 0.99, 2.326},
+        {INFINITY, 0.995, 2.576}, {INFINITY, 0.999, 3.090},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         double q = stats_t_quantile(tab[i].p, tab[i].df);
-        CHECK_MSG(fabs(q - tab[i].t) <= 0.0005 + 1e-12, "t_{%g,%g} = %.6f, table %.3f", tab[i].p,
-                  tab[i].df, q, tab[i].t);
+        CHECK_MSG(fabs(q - tab[i].t) <= 0.0005 + 1e-12, "t_{%g,%g} = %.6f, table %.3f", tab[i].p, tab[i].df, q,
+                  tab[i].t);
         /* the lower quantile is its mirror image */
         CHECK_NEAR(stats_t_quantile(1.0 - tab[i].p, tab[i].df), -q, 1e-12 * q);
     }
@@ -52,8 +49,7 @@ TEST(t_quantile_matches_closed_forms_for_1_2_and_4_df) {
         double p = ps[i], q = p > 0.5 ? 1 - p : p, sg = p > 0.5 ? 1 : -1; /* q exact */
         /* df 1 (Cauchy): tan(pi (p - 1/2)), near the tails written -+cot(pi q) to keep digits;
          * df 2: (2p - 1) / sqrt(2 p (1 - p)) */
-        double t1 = q > 0.25 ? tan(M_PI * (p - 0.5)) : sg / tan(M_PI * q),
-               t2 = (2 * p - 1) / sqrt(2 * p * (1 - p));
+        double t1 = q > 0.25 ? tan(M_PI * (p - 0.5)) : sg / tan(M_PI * q), t2 = (2 * p - 1) / sqrt(2 * p * (1 - p));
         REL_NEAR(stats_t_quantile(p, 1), t1, 1e-13);
         REL_NEAR(stats_t_quantile(p, 2), t2, 1e-13);
         /* df 4: sign(p - 1/2) 2 sqrt(c - 1), c = cos(acos(sqrt(a)) / 3) / sqrt(a), a = 4p(1-p);
@@ -117,8 +113,7 @@ TEST(t_quantile_inverts_the_cdf_for_fractional_df) {
             double back = stats_t_cdf(t, DF[i]);
             /* compare the smaller tail, which carries the relative accuracy */
             double want = ps[j] < 0.5 ? ps[j] : 1 - ps[j], got = ps[j] < 0.5 ? back : 1 - back;
-            CHECK_MSG(fabs(got - want) <= 1e-11 * want, "df %g p %g: cdf(%.17g) = %.17g", DF[i],
-                      ps[j], t, back);
+            CHECK_MSG(fabs(got - want) <= 1e-11 * want, "df %g p %g: cdf(%.17g) = %.17g", DF[i], ps[j], t, back);
         }
 }
 
@@ -156,8 +151,7 @@ TEST(t_cdf_matches_closed_forms_for_3_and_4_df) {
     /* a tail the closed form cannot give accurately: df 1, cdf(-1e10) = atan(1e-10)/pi */
     REL_NEAR(stats_t_cdf(-1e10, 1), atan(1e-10) / M_PI, 1e-12);
     CHECK(stats_t_cdf(INFINITY, 5) == 1.0 && stats_t_cdf(-INFINITY, 5) == 0.0);
-    CHECK(isnan(stats_t_cdf(NAN, 5)) && isnan(stats_t_cdf(1, 0)) &&
-          isnan(stats_t_p_two_sided(1, -1)));
+    CHECK(isnan(stats_t_cdf(NAN, 5)) && isnan(stats_t_cdf(1, 0)) && isnan(stats_t_p_two_sided(1, -1)));
     /* the normal limit: 2 (1 - Phi(1.959963984540054)) = 0.05 */
     REL_NEAR(stats_t_p_two_sided(1.959963984540054, INFINITY), 0.05, 1e-14);
 }
@@ -191,8 +185,7 @@ TEST(t_cdf_matches_the_finite_series_for_integer_df) {
         for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
             double a = central_series(ts[j], DF[i]);
             double central = stats_t_cdf(ts[j], DF[i]) - stats_t_cdf(-ts[j], DF[i]);
-            CHECK_MSG(fabs(central - a) <= 1e-13, "df %d t %g: %.17g vs %.17g", DF[i], ts[j],
-                      central, a);
+            CHECK_MSG(fabs(central - a) <= 1e-13, "df %d t %g: %.17g vs %.17g", DF[i], ts[j], central, a);
             CHECK_NEAR(1 - stats_t_p_two_sided(ts[j], DF[i]), a, 1e-13);
         }
 }
@@ -206,8 +199,7 @@ TEST(large_df_tails_agree_between_the_two_methods) {
         double n = DF[i];
         /* y = 1 - x is a multiple of 2^-20, so x and 1 - x are both exact and t follows from them
          */
-        for (double y = ldexp(ceil(ldexp(0.025 * pow(n, -1.0 / 6.0), 20)), -20); y < 0.5;
-             y *= 1.5) {
+        for (double y = ldexp(ceil(ldexp(0.025 * pow(n, -1.0 / 6.0), 20)), -20); y < 0.5; y *= 1.5) {
             y = ldexp(floor(ldexp(y, 20)), -20);
             double x = 1 - y, t = sqrt(n * y / x);
             double p = stats_t_p_two_sided(t, n), ib = stats_incbeta(x, n / 2, 0.5);
@@ -266,8 +258,8 @@ TEST(incomplete_beta_matches_binomial_tail_sums) {
                     tail += exp(lc + j * log(p) + (n - j) * log1p(-p));
                 }
                 double got = stats_incbeta(p, k, n - k + 1);
-                CHECK_MSG(fabs(got - tail) <= 1e-12 * tail + 1e-300,
-                          "n %d k %d p %g: %.17g vs %.17g", n, k, p, got, tail);
+                CHECK_MSG(fabs(got - tail) <= 1e-12 * tail + 1e-300, "n %d k %d p %g: %.17g vs %.17g", n, k, p, got,
+                          tail);
             }
         }
 }
@@ -276,8 +268,7 @@ TEST(incomplete_beta_is_one_half_at_the_centre_for_large_equal_parameters) {
     /* I_{1/2}(a, a) = 1/2 by symmetry; for large a both the Stirling-series prefactor and a long
      * continued fraction are exercised. Also I_x(a,a) + I_{1-x}(a,a) = 1 off the centre. */
     for (double a = 20; a <= 1e5; a *= 3.7) {
-        CHECK_MSG(fabs(stats_incbeta(0.5, a, a) - 0.5) < 1e-13, "a %g: %.17g", a,
-                  stats_incbeta(0.5, a, a));
+        CHECK_MSG(fabs(stats_incbeta(0.5, a, a) - 0.5) < 1e-13, "a %g: %.17g", a, stats_incbeta(0.5, a, a));
         double x = 0.5 - ldexp(floor(ldexp(2 / sqrt(a), 30)), -30); /* x and 1 - x exact */
         CHECK_NEAR(stats_incbeta(x, a, a) + stats_incbeta(1 - x, a, a), 1.0, 1e-13);
     }
@@ -326,17 +317,16 @@ static const double SLEEP_D[10] = {1.2, 2.4, 1.3, 1.3, 0.0, 1.0, 1.8, 0.8, 4.6, 
 static int check_sleep(const stats_summary *s) {
     /* the published paired t-test: mean 1.58, t = 4.0621, df 9, p-value = 0.002833,
      * 95 percent CI 0.7001142 2.4598858 (R: t.test(extra ~ group, data = sleep, paired = TRUE)) */
-    return s->n == 10 && fabs(s->mean - 1.58) < 1e-12 && s->df == 9 &&
-           fabs(s->std - 1.229995483) < 5e-10 && fabs(s->t - 4.0621) < 5e-5 &&
-           fabs(s->p - 0.002833) < 5e-7 && fabs(s->ci_lo - 0.7001142) < 5e-8 &&
+    return s->n == 10 && fabs(s->mean - 1.58) < 1e-12 && s->df == 9 && fabs(s->std - 1.229995483) < 5e-10 &&
+           fabs(s->t - 4.0621) < 5e-5 && fabs(s->p - 0.002833) < 5e-7 && fabs(s->ci_lo - 0.7001142) < 5e-8 &&
            fabs(s->ci_hi - 2.4598858) < 5e-8 && s->reason == NULL;
 }
 
 TEST(paired_t_test_reproduces_students_sleep_data) {
     stats_summary s;
     CHECK_EQ_INT(stats_paired(SLEEP_2, SLEEP_1, 10, 0.95, &s), STATS_OK);
-    CHECK_MSG(check_sleep(&s), "mean %.12g std %.12g t %.8g p %.8g ci [%.9g, %.9g]", s.mean, s.std,
-              s.t, s.p, s.ci_lo, s.ci_hi);
+    CHECK_MSG(check_sleep(&s), "mean %.12g std %.12g t %.8g p %.8g ci [%.9g, %.9g]", s.mean, s.std, s.t, s.p, s.ci_lo,
+              s.ci_hi);
     CHECK_EQ_INT(stats_summarize(SLEEP_D, 10, 0.95, &s), STATS_OK);
     CHECK_MSG(check_sleep(&s), "mean %.12g t %.8g p %.8g", s.mean, s.t, s.p);
     /* the other direction: same p, mirrored interval */
@@ -371,8 +361,7 @@ TEST(summary_says_why_it_gives_no_interval) {
     double t = 4 / sqrt(7.0 / 3);
     CHECK_NEAR(s.t, t, 1e-13);
     REL_NEAR(s.p, 1 - t / sqrt(2 + t * t), 1e-12);
-    CHECK_NEAR(s.ci_hi, 4 + 4.302652729749464 * sqrt(7.0 / 3),
-               1e-11); /* t_{.975,2} = sqrt(18.5125..) */
+    CHECK_NEAR(s.ci_hi, 4 + 4.302652729749464 * sqrt(7.0 / 3), 1e-11); /* t_{.975,2} = sqrt(18.5125..) */
     /* all equal: a zero-width interval and no test */
     double c[4] = {0.25, 0.25, 0.25, 0.25};
     CHECK_EQ_INT(stats_summarize(c, 4, 0.95, &s), STATS_OK);
@@ -395,8 +384,7 @@ TEST(summary_refuses_bad_arguments) {
     CHECK_EQ_INT(stats_summarize(x, 2, NAN, &s), STATS_ERR_INVALID);
     CHECK_EQ_INT(stats_paired(x, NULL, 2, 0.95, &s), STATS_ERR_INVALID);
     double big[2] = {1.7e308, -1.7e308}, nbig[2] = {-1.7e308, 1.7e308};
-    CHECK_EQ_INT(stats_paired(big, nbig, 2, 0.95, &s),
-                 STATS_ERR_INVALID); /* differences overflow */
+    CHECK_EQ_INT(stats_paired(big, nbig, 2, 0.95, &s), STATS_ERR_INVALID); /* differences overflow */
 }
 
 /* ---- bootstrap --------------------------------------------------------------------------- */
@@ -411,8 +399,7 @@ TEST(bootstrap_is_deterministic_for_a_seed) {
     CHECK_EQ_INT(stats_bootstrap_mean_ci(SLEEP_D, 10, 0.95, 5000, 43, &lo3, &hi3, NULL), STATS_OK);
     CHECK(lo3 != lo1 || hi3 != hi1);
     /* the paired form resamples pairs: the same as resampling the differences */
-    CHECK_EQ_INT(stats_bootstrap_paired_ci(SLEEP_2, SLEEP_1, 10, 0.95, 5000, 42, &lo2, &hi2, NULL),
-                 STATS_OK);
+    CHECK_EQ_INT(stats_bootstrap_paired_ci(SLEEP_2, SLEEP_1, 10, 0.95, 5000, 42, &lo2, &hi2, NULL), STATS_OK);
     CHECK_NEAR(lo2, lo1, 1e-14);
     CHECK_NEAR(hi2, hi1, 1e-14);
     /* the interval covers the t interval's centre (the sample mean) and lies near the t interval */
@@ -440,8 +427,7 @@ TEST(bootstrap_spread_matches_the_closed_form) {
     CHECK_EQ_INT(stats_mean_std(x, 60, &m, &s), STATS_OK);
     CHECK_EQ_INT(stats_bootstrap_mean_ci(x, 60, 0.95, 40000, 7, &lo, &hi, NULL), STATS_OK);
     double se = sqrt(59.0 / 60.0) * s / sqrt(60.0);
-    CHECK_MSG(fabs((hi - lo) / (2 * 1.959963984540054 * se) - 1) < 0.03, "width %g vs %g", hi - lo,
-              2 * 1.96 * se);
+    CHECK_MSG(fabs((hi - lo) / (2 * 1.959963984540054 * se) - 1) < 0.03, "width %g vs %g", hi - lo, 2 * 1.96 * se);
     CHECK_NEAR(0.5 * (lo + hi), m, 0.05 * se);
 }
 
@@ -457,11 +443,9 @@ TEST(bootstrap_says_why_it_gives_no_interval) {
     CHECK_EQ_INT(stats_bootstrap_mean_ci(c, 5, 0.95, 100, 1, &lo, &hi, &why), STATS_OK);
     CHECK(lo == 2 && hi == 2 && why == NULL);
     CHECK_EQ_INT(stats_bootstrap_mean_ci(x, 3, 1.5, 100, 1, &lo, &hi, NULL), STATS_ERR_INVALID);
-    CHECK_EQ_INT(stats_bootstrap_mean_ci(x, 3, 0.95, STATS_BOOTSTRAP_MAX + 1, 1, &lo, &hi, NULL),
-                 STATS_ERR_INVALID);
+    CHECK_EQ_INT(stats_bootstrap_mean_ci(x, 3, 0.95, STATS_BOOTSTRAP_MAX + 1, 1, &lo, &hi, NULL), STATS_ERR_INVALID);
     CHECK_EQ_INT(stats_bootstrap_mean_ci(x, 3, 0.95, 100, 1, NULL, &hi, NULL), STATS_ERR_INVALID);
-    CHECK_EQ_INT(stats_bootstrap_paired_ci(x, NULL, 3, 0.95, 100, 1, &lo, &hi, NULL),
-                 STATS_ERR_INVALID);
+    CHECK_EQ_INT(stats_bootstrap_paired_ci(x, NULL, 3, 0.95, 100, 1, &lo, &hi, NULL), STATS_ERR_INVALID);
 }
 
 /* ---- bands ------------------------------------------------------------------------------- */
@@ -513,8 +497,7 @@ TEST(band_edges) {
     CHECK_EQ_INT(stats_band(s3, 1, &b, &n), STATS_ERR_INVALID);
     CHECK_EQ_INT(stats_band(s2, 1, NULL, &n), STATS_ERR_INVALID);
     /* a large offset keeps its digits, as in stats_mean_std */
-    stats_point a[] = {{1, 1e9 + 4}}, c[] = {{1, 1e9 + 7}}, d[] = {{1, 1e9 + 13}},
-                e[] = {{1, 1e9 + 16}};
+    stats_point a[] = {{1, 1e9 + 4}}, c[] = {{1, 1e9 + 7}}, d[] = {{1, 1e9 + 13}}, e[] = {{1, 1e9 + 16}};
     stats_series s4[4] = {{a, 1}, {c, 1}, {d, 1}, {e, 1}};
     CHECK_EQ_INT(stats_band(s4, 4, &b, &n), STATS_OK);
     CHECK(n == 1 && b[0].n == 4);

@@ -96,8 +96,8 @@ static int corrupt_later_leaves(const char *path, const char *const *names) {
     int pages[4096], n = 0;
     for (int k = 0; names[k]; k++) {
         sqlite3_stmt *q;
-        if (sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
-                               -1, &q, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", -1,
+                               &q, NULL) != SQLITE_OK)
             break;
         sqlite3_bind_text(q, 1, names[k], -1, SQLITE_STATIC);
         int first = 1;

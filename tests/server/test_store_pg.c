@@ -44,8 +44,13 @@ static int raw(const char *url, const char *sql) {
 
 static long long new_run(store *st, const char *name) {
     json_t *tags = json_pack("[s,s]", "b", "a");
-    store_new_run nr = {.name = name, .config_json = "{\"steps\":5}", .seed = 7, .total_steps = 5, .corpus = "small",
-                        .variant = "rope", .tags = tags};
+    store_new_run nr = {.name = name,
+                        .config_json = "{\"steps\":5}",
+                        .seed = 7,
+                        .total_steps = 5,
+                        .corpus = "small",
+                        .variant = "rope",
+                        .tags = tags};
     long long id = 0;
     store_status s = store_run_create(st, &nr, &id);
     json_decref(tags);
@@ -220,7 +225,8 @@ TEST(experiments_corpora_probes_and_artefacts) {
     json_decref(o);
     CHECK(store_corpus_delete(st, "mine") == STORE_OK);
     CHECK(store_corpus_delete(st, "mine") == STORE_NOT_FOUND);
-    store_corpus task = {.name = "copy", .tokenizer = "task", .status = "ready", .task_json = "{\"kind\":\"copy_offset\"}"};
+    store_corpus task = {
+        .name = "copy", .tokenizer = "task", .status = "ready", .task_json = "{\"kind\":\"copy_offset\"}"};
     CHECK(store_corpus_create(st, &task) == STORE_OK);
     CHECK(store_corpus_get(st, "copy", &o) == STORE_OK);
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(o, "task"), "kind")), "copy_offset"));
@@ -228,8 +234,13 @@ TEST(experiments_corpora_probes_and_artefacts) {
 
     json_t *result = json_pack("{s:s, s:[{s:s, s:[s,s], s:[[i,i],[i,i]]}]}", "summary", "ok", "tables", "name", "t",
                                "columns", "a", "b", "rows", 1, 2, 3, 4);
-    store_new_probe p = {.kind = "k", .params_json = "{}", .cache_key = "ck", .status = "succeeded", .seed = 1,
-                         .duration_ms = 1.5, .result = result};
+    store_new_probe p = {.kind = "k",
+                         .params_json = "{}",
+                         .cache_key = "ck",
+                         .status = "succeeded",
+                         .seed = 1,
+                         .duration_ms = 1.5,
+                         .result = result};
     long long pid = 0, found = 0;
     CHECK(store_probe_insert(st, &p, &pid) == STORE_OK);
     json_decref(result);
@@ -251,8 +262,12 @@ TEST(experiments_corpora_probes_and_artefacts) {
     CHECK(store_probe_table(st, pid, "nope", &o) == STORE_NOT_FOUND);
 
     long long rid = new_run(st, "with checkpoint");
-    store_artifact a = {.path = "runs/x/checkpoint.safetensors", .kind = "checkpoint", .run_id = rid, .step = 4,
-                        .bytes = 10, .sha256 = "ab"};
+    store_artifact a = {.path = "runs/x/checkpoint.safetensors",
+                        .kind = "checkpoint",
+                        .run_id = rid,
+                        .step = 4,
+                        .bytes = 10,
+                        .sha256 = "ab"};
     CHECK(store_artifact_put(st, &a) == STORE_OK);
     a.step = 8;
     CHECK(store_artifact_put(st, &a) == STORE_OK);
@@ -388,8 +403,12 @@ TEST(an_expired_lease_is_taken_over_and_the_old_holder_is_fenced) {
     CHECK(store_run_progress(a, id, 2, 2) == STORE_CONFLICT);
     static const char *const from_running[] = {"running", NULL};
     CHECK(store_run_transition(a, id, from_running, "succeeded", NULL) == STORE_CONFLICT);
-    store_artifact art = {.path = "runs/1/checkpoint.safetensors", .kind = "checkpoint", .run_id = id, .step = 2,
-                          .bytes = 1, .sha256 = "00"};
+    store_artifact art = {.path = "runs/1/checkpoint.safetensors",
+                          .kind = "checkpoint",
+                          .run_id = id,
+                          .step = 2,
+                          .bytes = 1,
+                          .sha256 = "00"};
     CHECK(store_artifact_put(a, &art) == STORE_CONFLICT);
     CHECK(store_run_release(a, id, la.token, "queued", NULL) == STORE_CONFLICT);
     store_lease_drop(a, id); /* A has learned it lost the run */
@@ -429,8 +448,8 @@ TEST(nodes_are_listed_with_their_runs) {
     store *st = open_fresh(url, sizeof url);
     CHECK(st);
     store_set_node(st, "alpha");
-    store_node n = {.id = "alpha", .host = "h1", .url = "http://h1:8080/", .role = "all", .capacity = 2, .pid = 42,
-                    .version = "x"};
+    store_node n = {
+        .id = "alpha", .host = "h1", .url = "http://h1:8080/", .role = "all", .capacity = 2, .pid = 42, .version = "x"};
     CHECK(store_node_register(st, &n) == STORE_OK);
     n.id = "beta";
     n.role = "api";

@@ -7,8 +7,9 @@
 #include "harness.h"
 
 /* A config that trains in well under a second on the built-in "small" corpus. */
-#define TINY_CONFIG \
-    "\"corpus\":\"small\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":16,\"batch\":2,\"eval_every\":5,\"eval_batches\":2,\"threads\":1"
+#define TINY_CONFIG                                                                                                    \
+    "\"corpus\":\"small\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,\"seq_len\":16,\"batch\":2,\"eval_every\":5,"      \
+    "\"eval_batches\":2,\"threads\":1"
 
 /* method + path (+ JSON body or NULL) -> parsed JSON (NULL if none); *status gets the HTTP status. */
 json_t *api_call(harness_server *s, const char *method, const char *path, const char *body, long *status);

@@ -232,9 +232,7 @@ void harness_response_free(harness_response *r) {
     r->body = r->headers = NULL;
 }
 
-json_t *harness_json(const harness_response *r) {
-    return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL;
-}
+json_t *harness_json(const harness_response *r) { return r->body ? json_loadb(r->body, r->len, 0, NULL) : NULL; }
 
 const char *harness_header(const harness_response *r, const char *name, char *buf, size_t len) {
     size_t nl = strlen(name);

@@ -35,8 +35,7 @@ static int first_line_of(const char *cmd, char *buf, size_t len) {
     buf[0] = 0;
     if (!fgets(buf, (int)len, f)) buf[0] = 0;
     char sink[256];
-    while (fgets(sink, sizeof sink, f)) {
-    }
+    while (fgets(sink, sizeof sink, f)) {}
     int rc = pclose(f);
     buf[strcspn(buf, "\n")] = 0;
     return rc == 0 && buf[0] ? 0 : -1;

@@ -43,8 +43,7 @@ void test_run(const char *name, void (*fn)(void)) {
         printf("SKIP %s: %s\n", name, skip_reason);
     } else {
         test_pass_count++;
-        printf("PASS %s (%.0f ms)\n", name,
-               (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        printf("PASS %s (%.0f ms)\n", name, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     }
     fflush(stdout);
 }

@@ -10,8 +10,7 @@
 extern int test_failed_now; /* set by a failing CHECK inside the running case */
 extern int test_pass_count, test_fail_count;
 
-void test_fail_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void test_fail_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void test_run(const char *name, void (*fn)(void));
 /* Ends nothing by itself: marks the running case skipped, so it prints "SKIP name: reason" instead
  * of PASS (counted neither way). For a case that cannot apply to the configuration under test (a
@@ -21,47 +20,47 @@ int test_summary(void); /* prints nothing extra; returns the exit status (0 iff 
 
 #define TEST(name) static void name(void)
 /* Skips the rest of the running case when cond holds (see test_skip). */
-#define SKIP_IF(cond, ...)                                                  \
-    do {                                                                    \
-        if (cond) {                                                         \
-            test_skip(__VA_ARGS__);                                         \
-            return;                                                         \
-        }                                                                   \
+#define SKIP_IF(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            test_skip(__VA_ARGS__);                                                                                    \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 #define RUN(name) test_run(#name, name)
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            test_fail_at(__FILE__, __LINE__, "%s", #cond);                  \
-            return;                                                         \
-        }                                                                   \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            test_fail_at(__FILE__, __LINE__, "%s", #cond);                                                             \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            test_fail_at(__FILE__, __LINE__, __VA_ARGS__);                  \
-            return;                                                         \
-        }                                                                   \
+#define CHECK_MSG(cond, ...)                                                                                           \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            test_fail_at(__FILE__, __LINE__, __VA_ARGS__);                                                             \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                  \
-    do {                                                                    \
-        long long a_ = (long long)(a), b_ = (long long)(b);                 \
-        if (a_ != b_) {                                                     \
-            test_fail_at(__FILE__, __LINE__, "%s == %s (%lld vs %lld)", #a, #b, a_, b_); \
-            return;                                                         \
-        }                                                                   \
+#define CHECK_EQ_INT(a, b)                                                                                             \
+    do {                                                                                                               \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                                            \
+        if (a_ != b_) {                                                                                                \
+            test_fail_at(__FILE__, __LINE__, "%s == %s (%lld vs %lld)", #a, #b, a_, b_);                               \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                               \
-    do {                                                                    \
-        double a_ = (double)(a), b_ = (double)(b);                          \
-        if (!(fabs(a_ - b_) <= (tol))) {                                    \
-            test_fail_at(__FILE__, __LINE__, "%s ~ %s (%.12g vs %.12g, tol %g)", #a, #b, a_, b_, (double)(tol)); \
-            return;                                                         \
-        }                                                                   \
+#define CHECK_NEAR(a, b, tol)                                                                                          \
+    do {                                                                                                               \
+        double a_ = (double)(a), b_ = (double)(b);                                                                     \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                                               \
+            test_fail_at(__FILE__, __LINE__, "%s ~ %s (%.12g vs %.12g, tol %g)", #a, #b, a_, b_, (double)(tol));       \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -10,17 +10,24 @@
 #define MAX_TOKENS 256
 
 static const probe_param params[] = {
-    {.name = "text", .type = PROBE_PARAM_TEXT, .help = "text to run through the model",
-     .def_str = "The cat sat on the mat because it was tired, and then it slept.", .max_len = 4096},
-    {.name = "max_tokens", .type = PROBE_PARAM_INT, .help = "tokens kept from the start of the text", .def = 64,
-     .min = 1, .max = MAX_TOKENS},
+    {.name = "text",
+     .type = PROBE_PARAM_TEXT,
+     .help = "text to run through the model",
+     .def_str = "The cat sat on the mat because it was tired, and then it slept.",
+     .max_len = 4096},
+    {.name = "max_tokens",
+     .type = PROBE_PARAM_INT,
+     .help = "tokens kept from the start of the text",
+     .def = 64,
+     .min = 1,
+     .max = MAX_TOKENS},
 };
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
     const probe_model *m = ctx->model;
     int ids[MAX_TOKENS], T = 0, cut = 0;
-    engine_status st = probe_model_tokens(m, probe_p_str(p, "text"), (int)probe_p_int(p, "max_tokens"), ids, &T,
-                                          &cut, err);
+    engine_status st =
+        probe_model_tokens(m, probe_p_str(p, "text"), (int)probe_p_int(p, "max_tokens"), ids, &T, &cut, err);
     if (st) return st;
     int L = m->n_layer, H = m->n_head;
     size_t nw = (size_t)L * H * T * T;
@@ -38,8 +45,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
 
     probe_model_token_table(out, m, ids, T);
-    static const char *const hcols[] = {"name", "layer", "head", "tau", "mean_entropy", "entropy_fraction",
-                                        "mean_max_weight", "mean_distance"};
+    static const char *const hcols[] = {
+        "name", "layer", "head", "tau", "mean_entropy", "entropy_fraction", "mean_max_weight", "mean_distance"};
     json_t *heads = probe_table(out, "heads", hcols, 8);
     double tau_lo = INFINITY, tau_hi = -INFINITY, worst_sum = 0;
     for (int l = 0; l < L; l++)

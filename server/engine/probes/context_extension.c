@@ -10,22 +10,41 @@
 #include "rope_math.h"
 
 static const probe_param params[] = {
-    {.name = "trained_length", .type = PROBE_PARAM_INT, .help = "context length seen in training", .def = 512,
-     .min = 1, .max = 1000000},
-    {.name = "target_length", .type = PROBE_PARAM_INT, .help = "context length asked for", .def = 4096, .min = 1,
+    {.name = "trained_length",
+     .type = PROBE_PARAM_INT,
+     .help = "context length seen in training",
+     .def = 512,
+     .min = 1,
+     .max = 1000000},
+    {.name = "target_length",
+     .type = PROBE_PARAM_INT,
+     .help = "context length asked for",
+     .def = 4096,
+     .min = 1,
      .max = 100000000},
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "head dimension (even, at least 4)", .def = 16, .min = 4,
+    {.name = "d",
+     .type = PROBE_PARAM_INT,
+     .help = "head dimension (even, at least 4)",
+     .def = 16,
+     .min = 4,
      .max = 4096},
     {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "yarn_alpha", .type = PROBE_PARAM_NUMBER, .help = "YaRN: below this many training rotations a pair is interpolated",
-     .def = 1, .min = 0, .max = 1e6},
-    {.name = "yarn_beta", .type = PROBE_PARAM_NUMBER, .help = "YaRN: above this many training rotations a pair is left alone",
-     .def = 32, .min = 0, .max = 1e6},
+    {.name = "yarn_alpha",
+     .type = PROBE_PARAM_NUMBER,
+     .help = "YaRN: below this many training rotations a pair is interpolated",
+     .def = 1,
+     .min = 0,
+     .max = 1e6},
+    {.name = "yarn_beta",
+     .type = PROBE_PARAM_NUMBER,
+     .help = "YaRN: above this many training rotations a pair is left alone",
+     .def = 32,
+     .min = 0,
+     .max = 1e6},
 };
 
 enum { S_TRAINED, S_UNTOUCHED, S_PI, S_NTK, S_YARN, N_STRAT };
-static const char *const strat_names[N_STRAT] = {"trained", "untouched", "position_interpolation", "ntk_aware",
-                                                 "yarn"};
+static const char *const strat_names[N_STRAT] = {"trained", "untouched", "position_interpolation", "ntk_aware", "yarn"};
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
     double L = (double)probe_p_int(p, "trained_length"), Lt = (double)probe_p_int(p, "target_length");
@@ -33,10 +52,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double base = probe_p_num(p, "base"), alpha = probe_p_num(p, "yarn_alpha"), beta = probe_p_num(p, "yarn_beta");
     if (d % 2) return probe_fail(err, ENGINE_ERR_INVALID, "d", "d must be even (got %d)", d);
     if (Lt < L)
-        return probe_fail(err, ENGINE_ERR_INVALID, "target_length", "target_length (%.0f) must be at least trained_length (%.0f)",
-                          Lt, L);
+        return probe_fail(err, ENGINE_ERR_INVALID, "target_length",
+                          "target_length (%.0f) must be at least trained_length (%.0f)", Lt, L);
     if (beta <= alpha)
-        return probe_fail(err, ENGINE_ERR_INVALID, "yarn_beta", "yarn_beta (%g) must exceed yarn_alpha (%g)", beta, alpha);
+        return probe_fail(err, ENGINE_ERR_INVALID, "yarn_beta", "yarn_beta (%g) must exceed yarn_alpha (%g)", beta,
+                          alpha);
     double s = Lt / L, ntk_base = base * pow(s, (double)d / (d - 2));
 
     double *th = malloc(sizeof(double) * (size_t)(4 * h));
@@ -51,12 +71,13 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         th_yarn[i] = (1 - g) * th[i] / s + g * th[i];
     }
 
-    static const char *const cols[] = {"pair", "theta", "wavelength", "turns_in_training", "angle_trained",
-                                       "angle_untouched", "angle_pi", "angle_ntk", "angle_yarn", "yarn_ramp"};
+    static const char *const cols[] = {"pair",          "theta",           "wavelength", "turns_in_training",
+                                       "angle_trained", "angle_untouched", "angle_pi",   "angle_ntk",
+                                       "angle_yarn",    "yarn_ramp"};
     json_t *rows = probe_table(out, "pairs", cols, 10);
     for (int i = 0; i < h; i++) {
-        double row[10] = {i, th[i], 2 * M_PI / th[i], L * th[i] / (2 * M_PI), L * th[i], Lt * th[i], Lt * th[i] / s,
-                          Lt * th_ntk[i], Lt * th_yarn[i], ramp[i]};
+        double row[10] = {i,          th[i],          2 * M_PI / th[i], L * th[i] / (2 * M_PI), L * th[i],
+                          Lt * th[i], Lt * th[i] / s, Lt * th_ntk[i],   Lt * th_yarn[i],        ramp[i]};
         probe_row_nums(out, rows, row, 10);
     }
 
@@ -64,8 +85,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double pos[N_STRAT] = {L, Lt, Lt, Lt, Lt};
     double fast[N_STRAT] = {th[0], th[0], th[0] / s, th_ntk[0], th_yarn[0]};
     double slow[N_STRAT] = {th[h - 1], th[h - 1], th[h - 1] / s, th_ntk[h - 1], th_yarn[h - 1]};
-    static const char *const scols[] = {"strategy", "position", "slowest_angle", "fastest_angle", "fastest_step",
-                                        "slowest_vs_trained"};
+    static const char *const scols[] = {"strategy",      "position",     "slowest_angle",
+                                        "fastest_angle", "fastest_step", "slowest_vs_trained"};
     rows = probe_table(out, "strategies", scols, 6);
     for (int k = 0; k < N_STRAT; k++)
         probe_row(out, rows, "sddddd", strat_names[k], pos[k], pos[k] * slow[k], pos[k] * fast[k], fast[k],

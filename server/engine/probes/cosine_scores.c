@@ -16,16 +16,41 @@ static const double def_taus[] = {0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
 static const probe_param params[] = {
     {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = MAX_D},
     {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "q", .type = PROBE_PARAM_VECTOR, .help = "query (d numbers); null: random", .min = -1e6, .max = 1e6,
-     .min_len = 2, .max_len = MAX_D},
-    {.name = "k", .type = PROBE_PARAM_VECTOR, .help = "key (d numbers); null: random", .min = -1e6, .max = 1e6,
-     .min_len = 2, .max_len = MAX_D},
-    {.name = "tau", .type = PROBE_PARAM_NUMBER, .help = "temperature of the score curve", .def = 0.1, .min = 1e-4,
+    {.name = "q",
+     .type = PROBE_PARAM_VECTOR,
+     .help = "query (d numbers); null: random",
+     .min = -1e6,
+     .max = 1e6,
+     .min_len = 2,
+     .max_len = MAX_D},
+    {.name = "k",
+     .type = PROBE_PARAM_VECTOR,
+     .help = "key (d numbers); null: random",
+     .min = -1e6,
+     .max = 1e6,
+     .min_len = 2,
+     .max_len = MAX_D},
+    {.name = "tau",
+     .type = PROBE_PARAM_NUMBER,
+     .help = "temperature of the score curve",
+     .def = 0.1,
+     .min = 1e-4,
      .max = 100},
-    {.name = "max_offset", .type = PROBE_PARAM_INT, .help = "offsets 0..max_offset", .def = 128, .min = 0,
+    {.name = "max_offset",
+     .type = PROBE_PARAM_INT,
+     .help = "offsets 0..max_offset",
+     .def = 128,
+     .min = 0,
      .max = 65536},
-    {.name = "taus", .type = PROBE_PARAM_NUMBER_LIST, .help = "temperatures for the sharpness table", .min = 1e-4,
-     .max = 100, .def_list = def_taus, .def_len = 8, .min_len = 1, .max_len = MAX_TAUS},
+    {.name = "taus",
+     .type = PROBE_PARAM_NUMBER_LIST,
+     .help = "temperatures for the sharpness table",
+     .min = 1e-4,
+     .max = 100,
+     .def_list = def_taus,
+     .def_len = 8,
+     .min_len = 1,
+     .max_len = MAX_TAUS},
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
@@ -36,7 +61,8 @@ static engine_status get_vector(const json_t *p, const char *name, double *v, in
         return ENGINE_OK;
     }
     if (n != d) return probe_fail(err, ENGINE_ERR_INVALID, name, "%s has %d numbers; d is %d", name, n, d);
-    if (probe_rope_norm(v, d) == 0) return probe_fail(err, ENGINE_ERR_INVALID, name, "%s must not be the zero vector", name);
+    if (probe_rope_norm(v, d) == 0)
+        return probe_fail(err, ENGINE_ERR_INVALID, name, "%s must not be the zero vector", name);
     return ENGINE_OK;
 }
 

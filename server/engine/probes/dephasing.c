@@ -19,19 +19,32 @@ static const char *const seedings[] = {"single", "per_vector_lcg", NULL};
 static const probe_param params[] = {
     {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 16, .min = 2, .max = 256},
     {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "offsets", .type = PROBE_PARAM_INT_LIST, .help = "relative offsets between query and key", .min = 0,
-     .max = 1000000, .def_list = def_offsets, .def_len = 4, .min_len = 1, .max_len = MAX_OFFSETS},
-    {.name = "n_pairs", .type = PROBE_PARAM_INT, .help = "random (q, k) pairs averaged", .def = 600, .min = 1,
+    {.name = "offsets",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "relative offsets between query and key",
+     .min = 0,
+     .max = 1000000,
+     .def_list = def_offsets,
+     .def_len = 4,
+     .min_len = 1,
+     .max_len = MAX_OFFSETS},
+    {.name = "n_pairs",
+     .type = PROBE_PARAM_INT,
+     .help = "random (q, k) pairs averaged",
+     .def = 600,
+     .min = 1,
      .max = 10000},
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
-    {.name = "seeding", .type = PROBE_PARAM_CHOICE,
+    {.name = "seeding",
+     .type = PROBE_PARAM_CHOICE,
      .help = "single: one generator for the study; per_vector_lcg: also the seeded-per-vector mistake",
-     .def_str = "single", .choices = seedings},
+     .def_str = "single",
+     .choices = seedings},
 };
 
 /* Sum and |sum| of q . R(off) k over pairs, for every offset; cs holds cos, sin per offset and pair. */
-static void accumulate(const double *q, const double *k, int h, const double *cs, int no, double *sum,
-                       double *abs_sum, double *sq_sum) {
+static void accumulate(const double *q, const double *k, int h, const double *cs, int no, double *sum, double *abs_sum,
+                       double *sq_sum) {
     for (int o = 0; o < no; o++) {
         const double *c = cs + (size_t)o * 2 * h, *s = c + h;
         double v = 0;

@@ -6,10 +6,9 @@
 #include <string.h>
 
 static const probe_kind *const kinds[] = {
-    &probe_kind_rope_invariance, &probe_kind_pair_turns,    &probe_kind_dephasing,
-    &probe_kind_context_extension, &probe_kind_rotation_check, &probe_kind_scaling,
-    &probe_kind_cosine_scores,   &probe_kind_attention_map, &probe_kind_topk_prediction,
-    &probe_kind_sparse_attention,
+    &probe_kind_rope_invariance, &probe_kind_pair_turns,       &probe_kind_dephasing,     &probe_kind_context_extension,
+    &probe_kind_rotation_check,  &probe_kind_scaling,          &probe_kind_cosine_scores, &probe_kind_attention_map,
+    &probe_kind_topk_prediction, &probe_kind_sparse_attention,
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -69,8 +68,8 @@ static json_t *default_value(const probe_param *p) {
         json_t *a = json_array();
         if (!a) return NULL;
         for (int i = 0; i < p->def_len; i++) {
-            json_t *v = p->type == PROBE_PARAM_INT_LIST ? json_integer((json_int_t)p->def_list[i])
-                                                        : json_real(p->def_list[i]);
+            json_t *v =
+                p->type == PROBE_PARAM_INT_LIST ? json_integer((json_int_t)p->def_list[i]) : json_real(p->def_list[i]);
             if (json_array_append_new(a, v)) {
                 json_decref(a);
                 return NULL;
@@ -102,7 +101,8 @@ static json_t *param_json(const probe_param *p) {
     if (p->type == PROBE_PARAM_CHOICE) {
         json_t *c = json_array();
         bad |= json_object_set_new(o, "choices", c);
-        for (int i = 0; c && p->choices && p->choices[i]; i++) bad |= json_array_append_new(c, json_string(p->choices[i]));
+        for (int i = 0; c && p->choices && p->choices[i]; i++)
+            bad |= json_array_append_new(c, json_string(p->choices[i]));
     }
     if (bad) {
         json_decref(o);
@@ -191,7 +191,8 @@ static json_t *resolve_one(const probe_param *p, const json_t *v, probe_error *e
     case PROBE_PARAM_NUMBER: {
         snprintf(what, sizeof what, "%s", p->name);
         if ((*st = check_scalar(p, v, what, err))) return NULL;
-        r = p->type == PROBE_PARAM_INT ? json_integer((json_int_t)json_number_value(v)) : json_real(json_number_value(v));
+        r = p->type == PROBE_PARAM_INT ? json_integer((json_int_t)json_number_value(v))
+                                       : json_real(json_number_value(v));
         break;
     }
     case PROBE_PARAM_CHOICE: {
@@ -405,9 +406,12 @@ void probe_row(probe_out *out, json_t *rows, const char *fmt, ...) {
     va_start(ap, fmt);
     for (const char *f = fmt; r && *f; f++) {
         json_t *v = NULL;
-        if (*f == 'd') v = probe_json_num(va_arg(ap, double));
-        else if (*f == 'i') v = json_integer(va_arg(ap, int));
-        else if (*f == 's') v = json_string(va_arg(ap, const char *));
+        if (*f == 'd')
+            v = probe_json_num(va_arg(ap, double));
+        else if (*f == 'i')
+            v = json_integer(va_arg(ap, int));
+        else if (*f == 's')
+            v = json_string(va_arg(ap, const char *));
         if (json_array_append_new(r, v)) {
             json_decref(r);
             r = NULL;
@@ -451,7 +455,8 @@ engine_status probe_run(const char *kind_name, const json_t *params, const probe
     if (!result) return probe_fail(err, ENGINE_ERR_INVALID, "", "no result pointer");
     *result = NULL;
     const probe_kind *kind = probe_find(kind_name);
-    if (!kind) return probe_fail(err, ENGINE_ERR_INVALID, "kind", "unknown probe kind '%s'", kind_name ? kind_name : "");
+    if (!kind)
+        return probe_fail(err, ENGINE_ERR_INVALID, "kind", "unknown probe kind '%s'", kind_name ? kind_name : "");
     json_t *resolved = probe_params_resolve(kind, params, err);
     if (!resolved) return err->status;
     if (kind->needs_model && (!ctx || !ctx->model)) {

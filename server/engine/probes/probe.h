@@ -39,12 +39,12 @@ typedef struct {
     const char *name;
     probe_param_type type;
     const char *help;
-    double def, min, max;          /* scalar default; bounds of scalars and of list items */
-    const double *def_list;        /* list default */
+    double def, min, max;   /* scalar default; bounds of scalars and of list items */
+    const double *def_list; /* list default */
     int def_len;
-    int min_len, max_len;          /* list lengths; TEXT: max_len bytes */
-    const char *def_str;           /* CHOICE and TEXT default */
-    const char *const *choices;    /* CHOICE: NULL-terminated */
+    int min_len, max_len;       /* list lengths; TEXT: max_len bytes */
+    const char *def_str;        /* CHOICE and TEXT default */
+    const char *const *choices; /* CHOICE: NULL-terminated */
 } probe_param;
 
 typedef struct probe_context probe_context;
@@ -52,13 +52,13 @@ typedef struct probe_out probe_out;
 
 typedef struct {
     engine_status status;
-    char field[64];     /* the offending parameter, or "" when the fault is not one field's */
+    char field[64]; /* the offending parameter, or "" when the fault is not one field's */
     char message[256];
 } probe_error;
 
 typedef struct {
     const char *name;
-    const char *title;       /* a short heading for the dashboard (UTF-8) */
+    const char *title; /* a short heading for the dashboard (UTF-8) */
     const char *description;
     const probe_param *params;
     int n_params;
@@ -74,7 +74,7 @@ typedef struct {
 typedef struct {
     int n_layer, n_head, head_dim, max_seq; /* head_dim: size of one head's q and k vectors */
     int vocab_size;
-    void *self;                              /* handed back to each function */
+    void *self; /* handed back to each function */
     /* Text to token ids: writes the first min(cap, count) ids and the text's full token count to *n.
      * NULL when the run's corpus has no text tokenizer (a task corpus): probes then take token ids
      * or a validation window. */
@@ -84,8 +84,8 @@ typedef struct {
      *   weights (may be NULL): [l][h][t][s] the causal attention weights (0 for s > t);
      *   tau (may be NULL): [l][h] the head's temperature (cosine attention) or its fixed scale.
      * Buffers are owned by the caller and sized from the fields above. */
-    engine_status (*inspect)(void *self, const int *ids, int T, float *q, float *k, float *weights,
-                             float *tau, engine_error *err);
+    engine_status (*inspect)(void *self, const int *ids, int T, float *q, float *k, float *weights, float *tau,
+                             engine_error *err);
     /* A display label for token id (like snprintf: returns the length needed, -1 for a bad id).
      * May be NULL: tokens are then labelled by id. */
     int (*piece)(void *self, int id, char *buf, size_t cap);
@@ -114,7 +114,7 @@ struct probe_context {
 
 /* The registry, in a fixed order. */
 int probe_kind_count(void);
-const probe_kind *probe_kind_at(int i);       /* NULL when out of range */
+const probe_kind *probe_kind_at(int i);         /* NULL when out of range */
 const probe_kind *probe_find(const char *name); /* NULL when unknown */
 
 /* The kinds and their schemas as JSON: [{"name","description","needs_model","params":[{"name",

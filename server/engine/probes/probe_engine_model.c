@@ -55,8 +55,8 @@ static engine_status pe_val_window(void *self, long index, int *ids, int cap, in
     return ENGINE_OK;
 }
 
-engine_status probe_engine_model_set_corpus(probe_engine_model *pm, const corpus *data,
-                                            const corpus_loader_config *lc, engine_error *err) {
+engine_status probe_engine_model_set_corpus(probe_engine_model *pm, const corpus *data, const corpus_loader_config *lc,
+                                            engine_error *err) {
     corpus_loader_config c = *lc;
     c.batch = 1;
     corpus_loader *l = NULL;
@@ -94,8 +94,8 @@ static engine_status pe_inspect(void *self, const int *ids, int T, float *q, flo
 engine_status probe_engine_model_init(probe_engine_model *pm, model *m, const tokenizer *tok, engine_error *err) {
     const model_config *c = model_get_config(m);
     if (tok && tokenizer_vocab_size(tok) > c->vocab)
-        return engine_fail(err, ENGINE_ERR_INVALID, "tokenizer %s has %d ids but the model only %d", tokenizer_name(tok),
-                           tokenizer_vocab_size(tok), c->vocab);
+        return engine_fail(err, ENGINE_ERR_INVALID, "tokenizer %s has %d ids but the model only %d",
+                           tokenizer_name(tok), tokenizer_vocab_size(tok), c->vocab);
     memset(pm, 0, sizeof *pm);
     pm->model = m;
     pm->tok = tok;

@@ -16,7 +16,7 @@ typedef struct {
     probe_model view; /* what the probes read */
     model *model;
     const tokenizer *tok;
-    const corpus *data;       /* probe_engine_model_set_corpus */
+    const corpus *data; /* probe_engine_model_set_corpus */
     corpus_loader_config lc;
 } probe_engine_model;
 
@@ -29,7 +29,7 @@ engine_status probe_engine_model_init(probe_engine_model *pm, model *m, const to
 /* Gives the view the run's corpus and its loader settings (seq_len, order, seed, val_fraction as
  * the run has them; batch is ignored): view.val_window and view.val_windows. ENGINE_ERR_INVALID
  * when the corpus has no validation window under lc (val_window stays NULL then). */
-engine_status probe_engine_model_set_corpus(probe_engine_model *pm, const corpus *data,
-                                            const corpus_loader_config *lc, engine_error *err);
+engine_status probe_engine_model_set_corpus(probe_engine_model *pm, const corpus *data, const corpus_loader_config *lc,
+                                            engine_error *err);
 
 #endif

@@ -8,7 +8,7 @@
 #include "probe.h"
 
 struct probe_out {
-    json_t *result;  /* {"kind","params","summary","tables","charts"} */
+    json_t *result; /* {"kind","params","summary","tables","charts"} */
     int oom;
 };
 

@@ -40,8 +40,8 @@ void probe_model_token_table(probe_out *out, const probe_model *m, const int *id
     }
 }
 
-engine_status probe_model_input(const probe_model *m, const json_t *p, int max_tokens, int *ids, int *n,
-                                int *truncated, char *source, size_t source_len, probe_error *err) {
+engine_status probe_model_input(const probe_model *m, const json_t *p, int max_tokens, int *ids, int *n, int *truncated,
+                                char *source, size_t source_len, probe_error *err) {
     const int cap = max_tokens < m->max_seq + 1 ? max_tokens : m->max_seq + 1;
     const json_t *jids = json_object_get(p, "ids"), *jw = json_object_get(p, "window");
     long window = json_is_integer(jw) ? (long)json_integer_value(jw) : -1;
@@ -53,8 +53,8 @@ engine_status probe_model_input(const probe_model *m, const json_t *p, int max_t
         json_array_foreach(jids, i, v) {
             long id = (long)json_integer_value(v);
             if (id >= m->vocab_size)
-                return probe_fail(err, ENGINE_ERR_INVALID, "ids", "ids[%zu] = %ld is outside the model's vocabulary (0..%d)",
-                                  i, id, m->vocab_size - 1);
+                return probe_fail(err, ENGINE_ERR_INVALID, "ids",
+                                  "ids[%zu] = %ld is outside the model's vocabulary (0..%d)", i, id, m->vocab_size - 1);
             if (k < cap) ids[k++] = (int)id;
         }
         *n = k;

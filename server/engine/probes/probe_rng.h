@@ -14,7 +14,7 @@ typedef struct {
 } probe_lcg;
 
 void probe_lcg_seed(probe_lcg *g, uint32_t seed);
-uint32_t probe_lcg_next(probe_lcg *g);   /* the next state, in [1, 2^31 - 2] */
-double probe_lcg_normal(probe_lcg *g);   /* N(0, 1) by the polar method on the LCG's uniforms */
+uint32_t probe_lcg_next(probe_lcg *g); /* the next state, in [1, 2^31 - 2] */
+double probe_lcg_normal(probe_lcg *g); /* N(0, 1) by the polar method on the LCG's uniforms */
 
 #endif

@@ -14,19 +14,49 @@ static const double def_shifts[] = {0, 1, 10, 100, 1000, 4000};
 static const probe_param params[] = {
     {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 1024},
     {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "gap", .type = PROBE_PARAM_INT, .help = "distance between query and key", .def = 2, .min = 0, .max = 1000000},
-    {.name = "starts", .type = PROBE_PARAM_INT_LIST, .help = "query positions for the fixed gap", .min = 0,
-     .max = 1000000, .def_list = def_starts, .def_len = 4, .min_len = 1, .max_len = 64},
-    {.name = "offsets", .type = PROBE_PARAM_INT_LIST, .help = "relative offsets of the grid", .min = 0,
-     .max = 1000000, .def_list = def_offsets, .def_len = 7, .min_len = 1, .max_len = 64},
-    {.name = "shifts", .type = PROBE_PARAM_INT_LIST, .help = "absolute shifts of the grid", .min = 0,
-     .max = 1000000, .def_list = def_shifts, .def_len = 6, .min_len = 1, .max_len = 64},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed for q and k", .def = 1234, .min = 0,
+    {.name = "gap",
+     .type = PROBE_PARAM_INT,
+     .help = "distance between query and key",
+     .def = 2,
+     .min = 0,
+     .max = 1000000},
+    {.name = "starts",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "query positions for the fixed gap",
+     .min = 0,
+     .max = 1000000,
+     .def_list = def_starts,
+     .def_len = 4,
+     .min_len = 1,
+     .max_len = 64},
+    {.name = "offsets",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "relative offsets of the grid",
+     .min = 0,
+     .max = 1000000,
+     .def_list = def_offsets,
+     .def_len = 7,
+     .min_len = 1,
+     .max_len = 64},
+    {.name = "shifts",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "absolute shifts of the grid",
+     .min = 0,
+     .max = 1000000,
+     .def_list = def_shifts,
+     .def_len = 6,
+     .min_len = 1,
+     .max_len = 64},
+    {.name = "seed",
+     .type = PROBE_PARAM_INT,
+     .help = "random seed for q and k",
+     .def = 1234,
+     .min = 0,
      .max = 2147483647},
 };
 
-static double additive_score(const double *q, const double *k, double *pm, double *pn, int d, double base,
-                             double m, double n) {
+static double additive_score(const double *q, const double *k, double *pm, double *pn, int d, double base, double m,
+                             double n) {
     probe_rope_sinusoid(pm, d, base, m);
     probe_rope_sinusoid(pn, d, base, n);
     double s = 0;
@@ -66,8 +96,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_num(out, "rotary_score", rmin);
     probe_summary_num(out, "content_score", probe_rope_dot(q, k, d));
 
-    static const char *const ccols[] = {"offset", "shift", "rotary", "rotary_reference", "rotary_deviation",
-                                        "additive", "additive_deviation"};
+    static const char *const ccols[] = {
+        "offset", "shift", "rotary", "rotary_reference", "rotary_deviation", "additive", "additive_deviation"};
     rows = probe_table(out, "grid", ccols, 7);
     double worst = 0, worst_add = 0;
     for (int i = 0; i < no; i++) {
@@ -86,8 +116,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_num(out, "worst_additive_deviation", worst_add);
     /* The score's natural scale, sum over pairs of |q_pair| |k_pair|, for a relative figure. */
     double scale = 0;
-    for (int i = 0; i < d / 2; i++)
-        scale += hypot(q[2 * i], q[2 * i + 1]) * hypot(k[2 * i], k[2 * i + 1]);
+    for (int i = 0; i < d / 2; i++) scale += hypot(q[2 * i], q[2 * i + 1]) * hypot(k[2 * i], k[2 * i + 1]);
     probe_summary_num(out, "worst_rotary_relative_deviation", worst / scale);
     static const char *const vcols[] = {"component", "q", "k"};
     rows = probe_table(out, "vectors", vcols, 3);

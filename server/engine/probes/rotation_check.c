@@ -20,12 +20,33 @@ static const double def_lengths[] = {1, 4, 16, 64, 256, 1024};
 static const probe_param params[] = {
     {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 256},
     {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "positions", .type = PROBE_PARAM_INT_LIST, .help = "positions for the matrix, norm and float32 checks",
-     .min = 0, .max = 100000000, .def_list = def_positions, .def_len = 7, .min_len = 1, .max_len = MAX_LIST},
-    {.name = "offsets", .type = PROBE_PARAM_INT_LIST, .help = "relative offsets for the layout comparison", .min = 0,
-     .max = 1000000, .def_list = def_offsets, .def_len = 10, .min_len = 1, .max_len = MAX_LIST},
-    {.name = "gen_lengths", .type = PROBE_PARAM_INT_LIST, .help = "generation lengths for the cache re-rotation bug",
-     .min = 1, .max = 4096, .def_list = def_lengths, .def_len = 6, .min_len = 1, .max_len = MAX_LIST},
+    {.name = "positions",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "positions for the matrix, norm and float32 checks",
+     .min = 0,
+     .max = 100000000,
+     .def_list = def_positions,
+     .def_len = 7,
+     .min_len = 1,
+     .max_len = MAX_LIST},
+    {.name = "offsets",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "relative offsets for the layout comparison",
+     .min = 0,
+     .max = 1000000,
+     .def_list = def_offsets,
+     .def_len = 10,
+     .min_len = 1,
+     .max_len = MAX_LIST},
+    {.name = "gen_lengths",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "generation lengths for the cache re-rotation bug",
+     .min = 1,
+     .max = 4096,
+     .def_list = def_lengths,
+     .def_len = 6,
+     .min_len = 1,
+     .max_len = MAX_LIST},
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
@@ -127,9 +148,12 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                 probe_rope_rotate(q, x, d, theta, m, (probe_rope_layout)l);
                 probe_rope_rotate(k, y, d, theta, m + offs[o], (probe_rope_layout)l);
                 double s = probe_rope_dot(x, y, d);
-                if (sh == 0) ref = s;
-                else if (l == 0) inv_il = fmax(inv_il, fabs(s - ref));
-                else inv_hs = fmax(inv_hs, fabs(s - ref));
+                if (sh == 0)
+                    ref = s;
+                else if (l == 0)
+                    inv_il = fmax(inv_il, fabs(s - ref));
+                else
+                    inv_hs = fmax(inv_hs, fabs(s - ref));
             }
             sc[l] = ref;
         }

@@ -18,12 +18,26 @@ static const double def_dks[] = {16, 32, 64, 128, 256, 512, 1024};
 static const double def_taus[] = {0.05, 0.1, 0.2, 0.5, 1.0};
 
 static const probe_param params[] = {
-    {.name = "dks", .type = PROBE_PARAM_INT_LIST, .help = "key dimensions", .min = 1, .max = 4096,
-     .def_list = def_dks, .def_len = 7, .min_len = 1, .max_len = MAX_DKS},
+    {.name = "dks",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "key dimensions",
+     .min = 1,
+     .max = 4096,
+     .def_list = def_dks,
+     .def_len = 7,
+     .min_len = 1,
+     .max_len = MAX_DKS},
     {.name = "n_keys", .type = PROBE_PARAM_INT, .help = "keys per softmax", .def = 32, .min = 2, .max = 4096},
     {.name = "trials", .type = PROBE_PARAM_INT, .help = "queries averaged per d_k", .def = 8, .min = 1, .max = 1024},
-    {.name = "taus", .type = PROBE_PARAM_NUMBER_LIST, .help = "temperatures for cos/tau", .min = 1e-4, .max = 100,
-     .def_list = def_taus, .def_len = 5, .min_len = 1, .max_len = MAX_TAUS},
+    {.name = "taus",
+     .type = PROBE_PARAM_NUMBER_LIST,
+     .help = "temperatures for cos/tau",
+     .min = 1e-4,
+     .max = 100,
+     .def_list = def_taus,
+     .def_len = 5,
+     .min_len = 1,
+     .max_len = MAX_TAUS},
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
@@ -49,8 +63,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
 
     int ncols = 6 + 2 * nt;
     json_t *cols = json_array();
-    static const char *const fixed[] = {"dk", "var_dot", "entropy_raw", "max_weight_raw", "entropy_scaled",
-                                        "max_weight_scaled"};
+    static const char *const fixed[] = {
+        "dk", "var_dot", "entropy_raw", "max_weight_raw", "entropy_scaled", "max_weight_scaled"};
     for (int i = 0; cols && i < 6; i++) json_array_append_new(cols, json_string(fixed[i]));
     char name[64];
     for (int t = 0; cols && t < nt; t++) {

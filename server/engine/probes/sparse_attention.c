@@ -30,34 +30,76 @@
 static const double def_ks[] = {1, 2, 4, 8, 16, 32};
 
 static const probe_param params[] = {
-    {.name = "text", .type = PROBE_PARAM_TEXT, .help = "text to run through the model",
+    {.name = "text",
+     .type = PROBE_PARAM_TEXT,
+     .help = "text to run through the model",
      .def_str = "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river "
                 "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
                 "stood still.",
      .max_len = 8192},
-    {.name = "ids", .type = PROBE_PARAM_INT_LIST,
-     .help = "token ids to run instead of the text (a task corpus has no text tokenizer)", .min = 0,
-     .max = 1048575, .min_len = 0, .max_len = MAX_TOKENS + 1},
-    {.name = "window", .type = PROBE_PARAM_INT,
-     .help = "a validation window of the run's corpus instead of the text (-1: the text or ids)", .def = -1,
-     .min = -1, .max = 100000000},
-    {.name = "windows", .type = PROBE_PARAM_INT,
+    {.name = "ids",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "token ids to run instead of the text (a task corpus has no text tokenizer)",
+     .min = 0,
+     .max = 1048575,
+     .min_len = 0,
+     .max_len = MAX_TOKENS + 1},
+    {.name = "window",
+     .type = PROBE_PARAM_INT,
+     .help = "a validation window of the run's corpus instead of the text (-1: the text or ids)",
+     .def = -1,
+     .min = -1,
+     .max = 100000000},
+    {.name = "windows",
+     .type = PROBE_PARAM_INT,
      .help = "validation windows from `window` that the loss is averaged over (recall and mass: the first)",
-     .def = 1, .min = 1, .max = MAX_WINDOWS},
-    {.name = "max_tokens", .type = PROBE_PARAM_INT, .help = "tokens kept from the start of the input", .def = 64,
-     .min = 2, .max = MAX_TOKENS + 1},
-    {.name = "ks", .type = PROBE_PARAM_INT_LIST, .help = "how many keys each query keeps", .min = 1,
-     .max = MAX_TOKENS, .def_list = def_ks, .def_len = 6, .min_len = 1, .max_len = MAX_KS},
-    {.name = "lsh_tables", .type = PROBE_PARAM_INT, .help = "LSH: hash tables", .def = 4, .min = 1,
+     .def = 1,
+     .min = 1,
+     .max = MAX_WINDOWS},
+    {.name = "max_tokens",
+     .type = PROBE_PARAM_INT,
+     .help = "tokens kept from the start of the input",
+     .def = 64,
+     .min = 2,
+     .max = MAX_TOKENS + 1},
+    {.name = "ks",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "how many keys each query keeps",
+     .min = 1,
+     .max = MAX_TOKENS,
+     .def_list = def_ks,
+     .def_len = 6,
+     .min_len = 1,
+     .max_len = MAX_KS},
+    {.name = "lsh_tables",
+     .type = PROBE_PARAM_INT,
+     .help = "LSH: hash tables",
+     .def = 4,
+     .min = 1,
      .max = SPARSE_MAX_TABLES},
-    {.name = "lsh_bits", .type = PROBE_PARAM_INT,
-     .help = "LSH: hyperplanes per table (0: about k keys per bucket)", .def = 0, .min = 0,
+    {.name = "lsh_bits",
+     .type = PROBE_PARAM_INT,
+     .help = "LSH: hyperplanes per table (0: about k keys per bucket)",
+     .def = 0,
+     .min = 0,
      .max = SPARSE_MAX_LSH_BITS},
-    {.name = "lsh_candidates", .type = PROBE_PARAM_INT,
-     .help = "LSH: most recent bucket mates taken per table (0: k)", .def = 0, .min = 0, .max = 4096},
-    {.name = "hamming_bits", .type = PROBE_PARAM_INT, .help = "Hamming ranking: code length", .def = 32, .min = 1,
+    {.name = "lsh_candidates",
+     .type = PROBE_PARAM_INT,
+     .help = "LSH: most recent bucket mates taken per table (0: k)",
+     .def = 0,
+     .min = 0,
+     .max = 4096},
+    {.name = "hamming_bits",
+     .type = PROBE_PARAM_INT,
+     .help = "Hamming ranking: code length",
+     .def = 32,
+     .min = 1,
      .max = SPARSE_MAX_HAMMING_BITS},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "seed of the hyperplanes", .def = 1234, .min = 0,
+    {.name = "seed",
+     .type = PROBE_PARAM_INT,
+     .help = "seed of the hyperplanes",
+     .def = 1234,
+     .min = 0,
      .max = 2147483647},
 };
 
@@ -78,8 +120,8 @@ static void head_vectors(const probe_model *m, const float *Q, const float *K, i
             double r = m->cosine ? 1.0 / sqrt(n2 + COSINE_NORM_EPS) : 1.0;
             for (int i = 0; i < D; i++) tmp[i] = x[i] * r;
             if (m->rope_base > 0)
-                probe_rope_rotate(tmp, tmp + D, D, theta, t, m->rope_half_split ? PROBE_ROPE_HALF_SPLIT
-                                                                                  : PROBE_ROPE_INTERLEAVED);
+                probe_rope_rotate(tmp, tmp + D, D, theta, t,
+                                  m->rope_half_split ? PROBE_ROPE_HALF_SPLIT : PROBE_ROPE_INTERLEAVED);
             else
                 memcpy(tmp + D, tmp, sizeof(double) * (size_t)D);
             for (int i = 0; i < D; i++) used[(size_t)t * D + i] = (real)tmp[D + i];
@@ -96,8 +138,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     const int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
     int ids[MAX_TOKENS + 1], n_in = 0, cut = 0;
     char source[64];
-    engine_status st = probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source,
-                                         sizeof source, err);
+    engine_status st =
+        probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source, sizeof source, err);
     if (st) return st;
     /* attention over at most max_seq positions; the loss also scores the token after them */
     const int T = n_in < m->max_seq ? n_in : m->max_seq;
@@ -145,8 +187,18 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             for (int lh = 0; lh < L * H; lh++) {
                 head_vectors(m, q + (size_t)lh * T * D, k + (size_t)lh * T * D, T, D, theta, qu, ku, qr, kr, tmp);
                 for (size_t i = 0; i < (size_t)T * T; i++) att[i] = (real)w[(size_t)lh * T * T + i];
-                sparse_input in = {.T = T, .d = D, .q = qu, .k = ku, .v = qu, .q_stride = D, .k_stride = D,
-                                   .v_stride = D, .scale = 1, .q_unrot = qr, .k_unrot = kr, .unrot_stride = D};
+                sparse_input in = {.T = T,
+                                   .d = D,
+                                   .q = qu,
+                                   .k = ku,
+                                   .v = qu,
+                                   .q_stride = D,
+                                   .k_stride = D,
+                                   .v_stride = D,
+                                   .scale = 1,
+                                   .q_unrot = qr,
+                                   .k_unrot = kr,
+                                   .unrot_stride = D};
                 if ((st = sparse_select(ws, &in, &e))) {
                     st = probe_fail(err, st, "run", "%s", e.message);
                     goto done;
@@ -195,8 +247,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                     c.seed = (uint64_t)probe_p_int(p, "seed");
                     double v = 0;
                     if ((st = m->sparse_loss(m->self, src, nw_tok, &c, &v, &e))) {
-                        st = probe_fail(err, st, "run", "the %s loss failed: %s",
-                                        sparse_predictor_name(c.predictor), e.message);
+                        st = probe_fail(err, st, "run", "the %s loss failed: %s", sparse_predictor_name(c.predictor),
+                                        e.message);
                         goto done;
                     }
                     loss[(size_t)pi * nk + j] += v / n_windows;

@@ -18,15 +18,28 @@
 static const double def_ks[] = {4, 8, 16, 32};
 
 static const probe_param params[] = {
-    {.name = "text", .type = PROBE_PARAM_TEXT, .help = "text to run through the model",
+    {.name = "text",
+     .type = PROBE_PARAM_TEXT,
+     .help = "text to run through the model",
      .def_str = "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river "
                 "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
                 "stood still.",
      .max_len = 8192},
-    {.name = "max_tokens", .type = PROBE_PARAM_INT, .help = "tokens kept from the start of the text", .def = 64,
-     .min = 2, .max = MAX_TOKENS},
-    {.name = "ks", .type = PROBE_PARAM_INT_LIST, .help = "how many keys each query keeps", .min = 1,
-     .max = MAX_TOKENS, .def_list = def_ks, .def_len = 4, .min_len = 1, .max_len = MAX_KS},
+    {.name = "max_tokens",
+     .type = PROBE_PARAM_INT,
+     .help = "tokens kept from the start of the text",
+     .def = 64,
+     .min = 2,
+     .max = MAX_TOKENS},
+    {.name = "ks",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "how many keys each query keeps",
+     .min = 1,
+     .max = MAX_TOKENS,
+     .def_list = def_ks,
+     .def_len = 4,
+     .min_len = 1,
+     .max_len = MAX_KS},
 };
 
 /* idx[0..k) = the k largest of v[0..n), largest first; ties go to the lower index. O(n k). */
@@ -57,8 +70,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     int ids[MAX_TOKENS + 1], T = 0, cut = 0;
     char source[64];
     /* text, or validation window 0 of a run without a text tokenizer (a task corpus) */
-    engine_status st = probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &T, &cut, source,
-                                         sizeof source, err);
+    engine_status st =
+        probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &T, &cut, source, sizeof source, err);
     if (st) return st;
     if (T > m->max_seq) T = m->max_seq;
     int L = m->n_layer, H = m->n_head;
@@ -90,7 +103,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             size_t lh = (size_t)l * H + h;
             const float *Q = q + lh * T * D, *K = k + lh * T * D, *W = w + lh * T * T;
             for (int s = 0; s < T; s++) {
-                if (rope) rotate_f(K + (size_t)s * D, kr + (size_t)s * D, D, theta, s, m->rope_half_split);
+                if (rope)
+                    rotate_f(K + (size_t)s * D, kr + (size_t)s * D, D, theta, s, m->rope_half_split);
                 else
                     for (int i = 0; i < D; i++) kr[(size_t)s * D + i] = K[(size_t)s * D + i];
                 double n2 = 0;
@@ -99,7 +113,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             }
             for (int t = 0; t < T; t++) {
                 const float *qt = Q + (size_t)t * D;
-                if (rope) rotate_f(qt, qr, D, theta, t, m->rope_half_split);
+                if (rope)
+                    rotate_f(qt, qr, D, theta, t, m->rope_half_split);
                 else
                     for (int i = 0; i < D; i++) qr[i] = qt[i];
                 double qn = 0;
@@ -133,11 +148,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             }
         }
 
-    static const char *const cols[] = {"k", "recall_before", "mass_before", "recall_after", "mass_after",
-                                       "recall_random", "queries"};
+    static const char *const cols[] = {"k",          "recall_before", "mass_before", "recall_after",
+                                       "mass_after", "recall_random", "queries"};
     json_t *rows = probe_table(out, "topk", cols, 7);
-    static const char *const hcols[] = {"layer", "head", "k", "recall_before", "recall_after", "mass_before",
-                                        "mass_after"};
+    static const char *const hcols[] = {"layer",        "head",        "k",         "recall_before",
+                                        "recall_after", "mass_before", "mass_after"};
     json_t *hrows = probe_table(out, "topk_by_head", hcols, 7);
     for (int j = 0; j < nk; j++) {
         double tot[6] = {0};
@@ -149,8 +164,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                       a[3] / c);
         }
         double c = tot[4] > 0 ? tot[4] : NAN;
-        probe_row(out, rows, "idddddd", (int)ks_d[j], tot[0] / c, tot[1] / c, tot[2] / c, tot[3] / c,
-                  tot[5] / c, (double)tot[4]);
+        probe_row(out, rows, "idddddd", (int)ks_d[j], tot[0] / c, tot[1] / c, tot[2] / c, tot[3] / c, tot[5] / c,
+                  (double)tot[4]);
     }
     probe_summary_int(out, "n_tokens", T);
     probe_summary_int(out, "truncated", cut);
@@ -182,7 +197,8 @@ done:
 const probe_kind probe_kind_topk_prediction = {
     .name = "topk_prediction",
     .title = "Top-k key prediction (trained run)",
-    .description = "recall@k and mass captured when keys are ranked by cosine of normalised q, k (before/after rotation)",
+    .description =
+        "recall@k and mass captured when keys are ranked by cosine of normalised q, k (before/after rotation)",
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .needs_model = 1,
