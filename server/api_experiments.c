@@ -18,10 +18,12 @@ void api_experiments_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
-    static const char *const fields[] = {"name", "preset", "base", "overrides", "variants", "tags", "replicates", NULL};
+    static const char *const fields[] = {"name", "preset",     "base", "overrides", "variants",
+                                         "grid", "replicates", "tags", NULL};
     svc_experiment_request r = {.base = json_object_get(body, "base"),
                                 .overrides = json_object_get(body, "overrides"),
                                 .variants = json_object_get(body, "variants"),
+                                .grid = json_object_get(body, "grid"),
                                 .replicates = json_object_get(body, "replicates")};
     json_t *tags;
     svc_experiment_plan plan;
@@ -96,7 +98,7 @@ void api_experiments_get(http_request *req, void *ctx) {
     long long id, total;
     json_t *exp, *runs;
     if (api_load_by_id(req, a, "experiment", store_experiment_get, &id, &exp) < 0) return;
-    /* Every run: at most 16 variants x 32 replicates. */
+    /* Every run: at most SVC_EXPERIMENTS_MAX_RUNS (older experiments: 16 variants x 32 replicates). */
     store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
     if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
         json_decref(exp);

@@ -10,6 +10,8 @@
 
 #include "api_series.h"
 #include "app.h"
+#include "checkpoints.h"
+#include "log.h"
 #include "run_config.h"
 #include "svc_runs.h"
 
@@ -73,18 +75,73 @@ done:
     json_decref(body);
 }
 
+/* The config filters of a runs list being read: the store's filter and the value texts it points to. */
+typedef struct {
+    store_run_filter *f;
+    char keys[STORE_RUN_MAX_CONFIG_FILTERS][64];
+    char *values[STORE_RUN_MAX_CONFIG_FILTERS];
+    int too_many;
+    run_config_error err; /* err.field[0] != 0: a bad filter */
+} config_filters;
+
+/* http_request_each_query's visitor: reads one `config.KEY=VALUE` argument into cf (others are left
+ * alone). Returns non-zero to stop at the first bad or surplus filter. */
+static int read_config_filter(const char *key, const char *value, void *ctx) {
+    config_filters *cf = ctx;
+    if (strncmp(key, "config.", 7) != 0) return 0;
+    const char *name = key + 7;
+    if (cf->f->n_config == STORE_RUN_MAX_CONFIG_FILTERS) {
+        cf->too_many = 1;
+        return 1;
+    }
+    json_t *v = NULL;
+    if (strlen(name) >= sizeof cf->keys[0]) {
+        snprintf(cf->err.field, sizeof cf->err.field, "config.");
+        snprintf(cf->err.message, sizeof cf->err.message, "%.60s... is not a known field", key);
+        return 1;
+    }
+    if (run_config_field_from_text(name, value ? value : "", "config.", &v, &cf->err) < 0) return 1;
+    /* Written as stored configs are (15 significant digits), so equal numbers have equal texts. */
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(v);
+    if (!text) {
+        snprintf(cf->err.field, sizeof cf->err.field, "%s", key);
+        snprintf(cf->err.message, sizeof cf->err.message, "out of memory");
+        return 1;
+    }
+    int i = cf->f->n_config++;
+    snprintf(cf->keys[i], sizeof cf->keys[i], "%s", name);
+    cf->values[i] = text;
+    cf->f->config[i].key = cf->keys[i];
+    cf->f->config[i].value_json = text;
+    return 0;
+}
+
 void api_runs_list(http_request *req, void *ctx) {
     app *a = ctx;
     static const char *const statuses[] = {"queued",    "running",     "succeeded", "failed",
                                            "cancelled", "interrupted", NULL};
-    static const char *const sorts[] = {"id",    "-id",    "created_at", "-created_at", "name",
-                                        "-name", "status", "-status",    NULL};
+    static const char *const sorts[] = {
+        "id",       "-id",       "created_at",   "-created_at",   "name",     "-name",
+        "status",   "-status",   "loss",         "-loss",         "val_loss", "-val_loss",
+        "min_loss", "-min_loss", "min_val_loss", "-min_val_loss", NULL};
     store_run_filter f = {0};
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", statuses, &f.status) < 0 || api_query_enum(req, "sort", sorts, &f.sort) < 0 ||
         api_query_page(req, &limit, &offset) < 0 ||
         api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
         return;
+    config_filters cf = {.f = &f};
+    http_request_each_query(req, read_config_filter, &cf);
+    if (cf.too_many || cf.err.field[0]) {
+        if (cf.too_many)
+            http_reply_error(req, 422, "invalid_field", "config", "at most %d config.KEY filters",
+                             STORE_RUN_MAX_CONFIG_FILTERS);
+        else
+            http_reply_error(req, 422, "invalid_field", cf.err.field, "%s", cf.err.message);
+        for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
+        return;
+    }
     f.tag = http_request_query(req, "tag");
     f.variant = http_request_query(req, "variant");
     f.experiment_id = experiment;
@@ -92,7 +149,9 @@ void api_runs_list(http_request *req, void *ctx) {
     f.offset = (int)offset;
     json_t *runs;
     long long total;
-    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
+    store_status s = store_run_list(a->store, &f, &runs, &total);
+    for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
+    if (s != STORE_OK) {
         api_store_failed(req);
         return;
     }
@@ -239,21 +298,43 @@ void api_runs_csv(http_request *req, void *ctx) {
     free(csv);
 }
 
+/* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
+ * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it. */
 void api_runs_weights(http_request *req, void *ctx) {
     app *a = ctx;
-    long long id;
+    long long id, optimizer;
     if (!run_exists(req, a, &id)) return;
-    char path[PATH_MAX];
+    if (api_query_int(req, "optimizer", 0, 1, 0, &optimizer) < 0) return;
+    char path[PATH_MAX], disp[96];
     jobs_run_checkpoint(a->jobs, id, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        if (fd >= 0) close(fd);
+    if (optimizer) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            if (fd >= 0) close(fd);
+            http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+            return;
+        }
+        snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-checkpoint.safetensors\"", id);
+        http_reply_header(req, "Content-Disposition", disp);
+        http_reply_fd(req, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
+        return;
+    }
+    char dir[PATH_MAX], why[512];
+    jobs_run_dir(a->jobs, id, dir, sizeof dir);
+    int fd;
+    uint64_t size;
+    int rc = checkpoint_weights_only(path, dir, &fd, &size, why, sizeof why);
+    if (rc > 0) {
         http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
         return;
     }
-    char disp[80];
+    if (rc < 0) {
+        log_error("run %lld: the weights could not be served: %s", id, why);
+        http_reply_error(req, 500, "internal", NULL, "the weights of run %lld could not be read: %s", id, why);
+        return;
+    }
     snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld.safetensors\"", id);
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_fd(req, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
+    http_reply_fd(req, 200, "application/octet-stream", fd, size);
 }

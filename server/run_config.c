@@ -1,8 +1,10 @@
 #include "run_config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const char openapi_json[];
@@ -153,6 +155,49 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
         return -1;
     }
     *out = cfg;
+    return 0;
+}
+
+int run_config_check_field(const char *key, const json_t *v, const char *prefix, run_config_error *err) {
+    if (!prefix) prefix = "";
+    const json_t *prop = json_object_get(schema_props, key);
+    if (!prop) return fail(err, prefix, key, "is not a known field");
+    return check_value(prefix, key, v, prop, err);
+}
+
+int run_config_field_from_text(const char *key, const char *text, const char *prefix, json_t **out,
+                               run_config_error *err) {
+    *out = NULL;
+    if (!prefix) prefix = "";
+    const json_t *prop = json_object_get(schema_props, key);
+    if (!prop) return fail(err, prefix, key, "is not a known field");
+    const char *type = json_string_value(json_object_get(prop, "type"));
+    json_t *v = NULL;
+    char *end = NULL;
+    if (!strcmp(type, "integer")) {
+        errno = 0;
+        long long x = strtoll(text, &end, 10);
+        if (!*text || *end || errno) return fail(err, prefix, key, "must be an integer, not '%.40s'", text);
+        v = json_integer(x);
+    } else if (!strcmp(type, "number")) {
+        errno = 0;
+        double x = strtod(text, &end);
+        if (!*text || *end || errno || !isfinite(x))
+            return fail(err, prefix, key, "must be a number, not '%.40s'", text);
+        v = json_real(x);
+    } else if (!strcmp(type, "boolean")) {
+        if (strcmp(text, "true") && strcmp(text, "false"))
+            return fail(err, prefix, key, "must be true or false, not '%.40s'", text);
+        v = json_boolean(!strcmp(text, "true"));
+    } else {
+        v = json_string(text);
+    }
+    if (!v) return fail(err, prefix, key, "could not be read (out of memory, or not UTF-8)");
+    if (check_value(prefix, key, v, prop, err) < 0) {
+        json_decref(v);
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 

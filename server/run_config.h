@@ -24,6 +24,15 @@ typedef struct {
 /* Validates `in` (NULL = empty) and returns a new object with every field set: -1 on the first bad
  * field, named in err. `prefix` is prepended to field names in messages (e.g. "config."). */
 int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run_config_error *err);
+/* Checks one field on its own against its RunConfig property (type, bounds, enum, pattern; no rule
+ * that ties fields together): 0 when `key` is a RunConfig field and `v` a value it takes, -1 with
+ * the reason in err otherwise (an unknown key included). err's field is prefix + key. */
+int run_config_check_field(const char *key, const json_t *v, const char *prefix, run_config_error *err);
+/* The text of one field's value as its RunConfig type reads it ("3" an integer, "1e-3" a number,
+ * "true"/"false" a boolean, anything else a string), then checked as run_config_check_field does:
+ * 0 with a new value in *out, or -1 with *out NULL and the reason in err. */
+int run_config_field_from_text(const char *key, const char *text, const char *prefix, json_t **out,
+                               run_config_error *err);
 /* Copies the fields of `overrides` over `base` (both objects); a new reference. */
 json_t *run_config_merge(const json_t *base, const json_t *overrides);
 /* A normalised config -> the engine's config. vocab comes from the corpus's tokenizer. */

@@ -73,10 +73,25 @@ store_status store_run_create(store *st, const store_new_run *run, long long *id
 /* One run; STORE_NOT_FOUND when there is none. */
 store_status store_run_get(store *st, long long id, json_t **out);
 
+/* Most config filters one list takes. */
+#define STORE_RUN_MAX_CONFIG_FILTERS 8
+/* A run matches when its config's member `key` equals the JSON value `value_json` (numbers compare
+ * as numbers: 1 equals 1.0; a run whose config lacks the key does not match). The key is a RunConfig
+ * field name (a-z, 0-9, _), checked by the caller; the store passes both as parameters, never as SQL. */
+typedef struct {
+    const char *key;
+    const char *value_json;
+} store_config_filter;
+
 typedef struct {
     const char *status, *tag, *variant; /* NULL: any */
     long long experiment_id;            /* 0: any */
-    const char *sort;                   /* id, created_at, name, status, each optionally '-' prefixed */
+    /* id, created_at, name, status, and by the run's metric series: loss and val_loss (the value at
+     * the last step), min_loss and min_val_loss (the minimum); each optionally '-' prefixed for
+     * descending. Runs without the series come last either way; ties by id (descending with '-'). */
+    const char *sort;
+    store_config_filter config[STORE_RUN_MAX_CONFIG_FILTERS]; /* all must match */
+    int n_config;                                             /* 0..STORE_RUN_MAX_CONFIG_FILTERS */
     int limit, offset;
 } store_run_filter;
 /* A page of runs (array) and the number of runs matching the filter. */

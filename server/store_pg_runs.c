@@ -145,6 +145,23 @@ static store_status run_exists(pg_conn *c, long long id) {
     return spg_fail(c, s);
 }
 
+/* The final (last step's) and the lowest value of a run's series, for ORDER BY. */
+#define LAST_OF(key)                                                                                                   \
+    "(SELECT m.value FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "' ORDER BY m.step DESC LIMIT 1)"
+#define MIN_OF(key) "(SELECT min(m.value) FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "')"
+/* Runs without the series last, in either direction; ties by id. */
+#define BY_METRIC(x) x " ASC NULLS LAST, r.id ASC"
+#define BY_METRIC_DESC(x) x " DESC NULLS LAST, r.id DESC"
+
+/* 1 when a config filter's key is a plain field name (a-z, 0-9, _; 1-63 characters). */
+static int config_key_ok(const char *k) {
+    size_t n = k ? strlen(k) : 0;
+    if (n < 1 || n > 63) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_')) return 0;
+    return 1;
+}
+
 store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
     *runs = NULL;
     *total = 0;
@@ -160,21 +177,41 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
         {"-name", "r.name COLLATE \"C\" DESC, r.id DESC"},
         {"status", "r.status COLLATE \"C\" ASC, r.id ASC"},
         {"-status", "r.status COLLATE \"C\" DESC, r.id DESC"},
+        {"loss", BY_METRIC(LAST_OF("loss"))},
+        {"-loss", BY_METRIC_DESC(LAST_OF("loss"))},
+        {"val_loss", BY_METRIC(LAST_OF("val_loss"))},
+        {"-val_loss", BY_METRIC_DESC(LAST_OF("val_loss"))},
+        {"min_loss", BY_METRIC(MIN_OF("loss"))},
+        {"-min_loss", BY_METRIC_DESC(MIN_OF("loss"))},
+        {"min_val_loss", BY_METRIC(MIN_OF("val_loss"))},
+        {"-min_val_loss", BY_METRIC_DESC(MIN_OF("val_loss"))},
     };
     const char *order = "r.id DESC";
     for (size_t i = 0; f->sort && i < sizeof sorts / sizeof sorts[0]; i++)
         if (!strcmp(f->sort, sorts[i].name)) order = sorts[i].sql;
-    static const char where[] =
+    if (f->n_config < 0 || f->n_config > STORE_RUN_MAX_CONFIG_FILTERS)
+        return spg_fail_msg("list runs: too many filters");
+    char where[1600] =
         " WHERE ($1::text IS NULL OR r.status = $1::text) AND ($2::text IS NULL OR r.variant = $2::text) "
         "AND ($3::bigint = 0 OR r.experiment_id = $3::bigint) "
         "AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag = $4::text))";
+    /* Config filter i: its key is $(7+2i), its value (JSON text) $(8+2i); jsonb compares numbers as
+     * numbers. */
+    for (int i = 0; i < f->n_config; i++) {
+        if (!config_key_ok(f->config[i].key) || !f->config[i].value_json)
+            return spg_fail_msg("list runs: a config filter's key is not a field name");
+        size_t used = strlen(where);
+        snprintf(where + used, sizeof where - used, " AND (r.config::jsonb -> $%d::text) = $%d::jsonb", 7 + 2 * i,
+                 8 + 2 * i);
+    }
     /* The page and the number of matching runs in one statement (one snapshot); a page past the
      * end has no row to carry the count, which is then read alone. */
-    char sql[1400], count_sql[700];
+    char sql[4096], count_sql[2048];
     snprintf(sql, sizeof sql,
              "SELECT " RUN_COLUMNS ", count(*) OVER () FROM runs r %s ORDER BY %s LIMIT $5::bigint OFFSET $6::bigint",
              where, order);
-    snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM runs r %s", where);
+    /* Every parameter is sent to both; the count names the page's two so that their types are known. */
+    snprintf(count_sql, sizeof count_sql, "SELECT count(*), $5::bigint, $6::bigint FROM runs r %s", where);
     pg_params p;
     pg_params_init(&p);
     pg_p_text(&p, f->status);
@@ -183,6 +220,10 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
     pg_p_text(&p, f->tag);
     pg_p_int(&p, f->limit);
     pg_p_int(&p, f->offset);
+    for (int i = 0; i < f->n_config; i++) {
+        pg_p_text(&p, f->config[i].key);
+        pg_p_text(&p, f->config[i].value_json);
+    }
 
     json_t *list = json_array();
     if (!list) return spg_fail_msg("list runs: out of memory");
@@ -200,7 +241,6 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
     pg_clear(r);
     r = NULL;
     if (s == STORE_OK && json_array_size(list) == 0 && f->offset > 0) {
-        p.n = 4; /* the filter's parameters only */
         s = spg_fail(c, pg_exec(c, "count runs", count_sql, &p, &r));
         if (s == STORE_OK) count = pg_get_i64(r, 0, 0);
         pg_clear(r);

@@ -126,6 +126,23 @@ static store_status run_exists_locked(store *st, long long id) {
     return s;
 }
 
+/* The final (last step's) and the lowest value of a run's series, for ORDER BY. */
+#define LAST_OF(key)                                                                                                   \
+    "(SELECT m.value FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "' ORDER BY m.step DESC LIMIT 1)"
+#define MIN_OF(key) "(SELECT min(m.value) FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "')"
+/* Runs without the series last, in either direction; ties by id. */
+#define BY_METRIC(x) x " IS NULL, " x " ASC, r.id ASC"
+#define BY_METRIC_DESC(x) x " IS NULL, " x " DESC, r.id DESC"
+
+/* 1 when a config filter's key is a plain field name (a-z, 0-9, _; 1-63 characters). */
+static int config_key_ok(const char *k) {
+    size_t n = k ? strlen(k) : 0;
+    if (n < 1 || n > 63) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_')) return 0;
+    return 1;
+}
+
 store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
     if (st->pg) return store_pg_run_list(st, f, runs, total);
     *runs = NULL;
@@ -142,15 +159,33 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
         {"-name", "r.name DESC, r.id DESC"},
         {"status", "r.status ASC, r.id ASC"},
         {"-status", "r.status DESC, r.id DESC"},
+        {"loss", BY_METRIC(LAST_OF("loss"))},
+        {"-loss", BY_METRIC_DESC(LAST_OF("loss"))},
+        {"val_loss", BY_METRIC(LAST_OF("val_loss"))},
+        {"-val_loss", BY_METRIC_DESC(LAST_OF("val_loss"))},
+        {"min_loss", BY_METRIC(MIN_OF("loss"))},
+        {"-min_loss", BY_METRIC_DESC(MIN_OF("loss"))},
+        {"min_val_loss", BY_METRIC(MIN_OF("val_loss"))},
+        {"-min_val_loss", BY_METRIC_DESC(MIN_OF("val_loss"))},
     };
     const char *order = "r.id DESC";
     for (size_t i = 0; f->sort && i < sizeof sorts / sizeof sorts[0]; i++)
         if (!strcmp(f->sort, sorts[i].name)) order = sorts[i].sql;
-    static const char where[] =
-        " WHERE (?1 IS NULL OR r.status = ?1) AND (?2 IS NULL OR r.variant = ?2) "
-        "AND (?3 = 0 OR r.experiment_id = ?3) "
-        "AND (?4 IS NULL OR EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag = ?4))";
-    char sql[1024], count_sql[512];
+    if (f->n_config < 0 || f->n_config > STORE_RUN_MAX_CONFIG_FILTERS) return db_fail("list runs: too many filters");
+    char where[1600] = " WHERE (?1 IS NULL OR r.status = ?1) AND (?2 IS NULL OR r.variant = ?2) "
+                       "AND (?3 = 0 OR r.experiment_id = ?3) "
+                       "AND (?4 IS NULL OR EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag = ?4))";
+    /* Config filter i: its path is ?(7+2i), its value (JSON text) ?(8+2i). */
+    char paths[STORE_RUN_MAX_CONFIG_FILTERS][72];
+    for (int i = 0; i < f->n_config; i++) {
+        if (!config_key_ok(f->config[i].key) || !f->config[i].value_json)
+            return db_fail("list runs: a config filter's key is not a field name");
+        snprintf(paths[i], sizeof paths[i], "$.\"%s\"", f->config[i].key);
+        size_t used = strlen(where);
+        snprintf(where + used, sizeof where - used, " AND json_extract(r.config, ?%d) = json_extract(?%d, '$')",
+                 7 + 2 * i, 8 + 2 * i);
+    }
+    char sql[4096], count_sql[2048];
     snprintf(sql, sizeof sql, "SELECT " RUN_COLUMNS " FROM runs r %s ORDER BY %s LIMIT ?5 OFFSET ?6", where, order);
     snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM runs r %s", where);
 
@@ -167,6 +202,10 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
         db_bind_text(x, 2, f->variant);
         sqlite3_bind_int64(x, 3, f->experiment_id);
         db_bind_text(x, 4, f->tag);
+        for (int i = 0; i < f->n_config; i++) {
+            db_bind_text(x, 7 + 2 * i, paths[i]);
+            db_bind_text(x, 8 + 2 * i, f->config[i].value_json);
+        }
     }
     if (s == STORE_OK) {
         sqlite3_bind_int(q, 5, f->limit);

@@ -1,5 +1,6 @@
 #include "svc_experiments.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,12 +197,121 @@ static const preset_def *preset_find(const char *name) {
 
 static int valid_variant_name(const char *s) {
     size_t n = strlen(s);
-    if (n < 1 || n > 40) return 0;
+    if (n < 1 || n > SVC_EXPERIMENTS_MAX_VARIANT_NAME) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-              strchr("_.-=", s[i])))
+              strchr("_.-=,+", s[i])))
             return 0;
     return 1;
+}
+
+/* A grid value as a variant name shows it: integers and booleans as JSON writes them, numbers to 15
+ * significant digits (1e-3 is "0.001"), strings as they are. Writes at most len - 1 characters;
+ * returns the length it needed. */
+static int grid_value_text(const json_t *v, char *buf, size_t len) {
+    if (json_is_string(v)) return snprintf(buf, len, "%s", json_string_value(v));
+    if (json_is_integer(v)) return snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    if (json_is_real(v)) return snprintf(buf, len, "%.15g", json_real_value(v));
+    return snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
+}
+
+/* Checks a grid: an object of 1..SVC_EXPERIMENTS_MAX_GRID_KEYS RunConfig keys, each an array of
+ * 1..SVC_EXPERIMENTS_MAX_GRID_VALUES distinct values that the key takes; *n gets the number of
+ * combinations, or SIZE_MAX once it passes SVC_EXPERIMENTS_MAX_RUNS. */
+static svc_status grid_check(const json_t *grid, size_t *n, svc_error *err) {
+    *n = 0;
+    if (!json_is_object(grid) || json_object_size(grid) < 1 || json_object_size(grid) > SVC_EXPERIMENTS_MAX_GRID_KEYS)
+        return svc_fail(err, SVC_INVALID, "invalid_field", "grid",
+                        "grid must be an object of 1 to %d config keys, each with an array of values",
+                        SVC_EXPERIMENTS_MAX_GRID_KEYS);
+    size_t product = 1;
+    const char *key;
+    const json_t *vals;
+    json_object_foreach((json_t *)grid, key, vals) {
+        char field[96];
+        snprintf(field, sizeof field, "grid.%.80s", key);
+        size_t nv = json_array_size(vals);
+        if (!json_is_array(vals) || nv < 1 || nv > SVC_EXPERIMENTS_MAX_GRID_VALUES)
+            return svc_fail(err, SVC_INVALID, "invalid_field", field, "%s must be an array of 1 to %d values", field,
+                            SVC_EXPERIMENTS_MAX_GRID_VALUES);
+        for (size_t i = 0; i < nv; i++) {
+            const json_t *v = json_array_get(vals, i);
+            run_config_error cerr;
+            if (run_config_check_field(key, v, "grid.", &cerr) < 0)
+                return svc_fail(err, SVC_INVALID, "invalid_field", cerr.field, "%s", cerr.message);
+            for (size_t k = 0; k < i; k++)
+                if (json_equal((json_t *)v, json_array_get(vals, k)))
+                    return svc_fail(err, SVC_INVALID, "invalid_field", field, "%s has the value at [%zu] twice", field,
+                                    i);
+        }
+        product = product > SVC_EXPERIMENTS_MAX_RUNS ? product : product * nv;
+    }
+    *n = product > SVC_EXPERIMENTS_MAX_RUNS ? SIZE_MAX : product;
+    return SVC_OK;
+}
+
+/* The variants of a checked grid of n combinations: [{"name":"k1=v1,k2=v2","config":{k1:v1,k2:v2}}]
+ * with the first key varying slowest. NULL with err set when out of memory or a name would be too
+ * long. */
+static json_t *grid_variants(const json_t *grid, size_t n, svc_error *err) {
+    size_t nk = json_object_size(grid);
+    const char *keys[SVC_EXPERIMENTS_MAX_GRID_KEYS];
+    const json_t *vals[SVC_EXPERIMENTS_MAX_GRID_KEYS];
+    size_t k = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)grid, key, v) {
+        keys[k] = key;
+        vals[k++] = v;
+    }
+    json_t *out = json_array();
+    for (size_t c = 0; out && c < n; c++) {
+        char name[SVC_EXPERIMENTS_MAX_VARIANT_NAME + 64] = "";
+        size_t used = 0, rest = c;
+        json_t *cfg = json_object();
+        int bad = !cfg;
+        /* Combination c in mixed radix, the last key's index changing fastest. */
+        size_t idx[SVC_EXPERIMENTS_MAX_GRID_KEYS];
+        for (size_t j = nk; j-- > 0;) {
+            idx[j] = rest % json_array_size(vals[j]);
+            rest /= json_array_size(vals[j]);
+        }
+        for (size_t j = 0; j < nk && !bad; j++) {
+            const json_t *x = json_array_get(vals[j], idx[j]);
+            char text[64];
+            grid_value_text(x, text, sizeof text);
+            int w = snprintf(name + used, sizeof name - used, "%s%s=%s", j ? "," : "", keys[j], text);
+            if (w < 0 || (size_t)w >= sizeof name - used) {
+                used = sizeof name;
+                break;
+            }
+            used += (size_t)w;
+            bad = json_object_set_new(cfg, keys[j], json_deep_copy(x)) < 0;
+        }
+        if (!bad && (used > SVC_EXPERIMENTS_MAX_VARIANT_NAME || !valid_variant_name(name))) {
+            json_decref(cfg);
+            json_decref(out);
+            svc_fail(err, SVC_INVALID, "invalid_field", "grid",
+                     "the grid's variant name '%.60s...' is longer than %d characters or has characters other than "
+                     "letters, digits and _ . - = , +",
+                     name, SVC_EXPERIMENTS_MAX_VARIANT_NAME);
+            return NULL;
+        }
+        json_t *variant = bad ? NULL : json_pack("{s:s, s:o}", "name", name, "config", cfg);
+        if (!variant) {
+            if (!bad) cfg = NULL; /* json_pack's "o" took it even on failure */
+            json_decref(cfg);
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+        if (json_array_append_new(out, variant) < 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    if (!out) svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    return out;
 }
 
 void svc_experiments_plan_free(svc_experiment_plan *plan) {
@@ -248,8 +358,6 @@ static svc_status plan_base(app *a, const svc_experiment_request *r, svc_experim
     if (!p->base) return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     if (r->overrides && json_object_update(p->base, (json_t *)r->overrides) < 0)
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
-    if (!json_is_array(p->variants) || json_array_size(p->variants) < 1 || json_array_size(p->variants) > 16)
-        return svc_fail(err, SVC_INVALID, "invalid_field", "variants", "variants must be an array of 1 to 16 objects");
     if (r->replicates) {
         json_int_t n = json_is_integer(r->replicates) ? json_integer_value(r->replicates) : 0;
         if (n < 1 || n > SVC_EXPERIMENTS_MAX_REPLICATES)
@@ -257,6 +365,33 @@ static svc_status plan_base(app *a, const svc_experiment_request *r, svc_experim
                             "replicates must be an integer from 1 to %d (runs per variant, seeds seed, seed+1, ...)",
                             SVC_EXPERIMENTS_MAX_REPLICATES);
         p->replicates = (int)n;
+    }
+    size_t nv;
+    if (r->grid) {
+        if (r->variants)
+            return svc_fail(err, SVC_INVALID, "invalid_field", "grid", "give either grid or variants, not both");
+        svc_status gs = grid_check(r->grid, &nv, err);
+        if (gs != SVC_OK) return gs;
+    } else {
+        nv = json_array_size(p->variants);
+        if (!json_is_array(p->variants) || nv < 1 || nv > SVC_EXPERIMENTS_MAX_RUNS)
+            return svc_fail(err, SVC_INVALID, "invalid_field", "variants",
+                            "variants must be an array of 1 to %d objects", SVC_EXPERIMENTS_MAX_RUNS);
+    }
+    /* The bound is checked before a grid's product is built. */
+    if (nv == SIZE_MAX || nv * (size_t)p->replicates > SVC_EXPERIMENTS_MAX_RUNS) {
+        if (nv == SIZE_MAX)
+            return svc_fail(err, SVC_INVALID, "invalid_field", "grid",
+                            "the grid makes more than %d variants; an experiment has at most %d runs (variants x "
+                            "replicates)",
+                            SVC_EXPERIMENTS_MAX_RUNS, SVC_EXPERIMENTS_MAX_RUNS);
+        return svc_fail(err, SVC_INVALID, "invalid_field", r->grid ? "grid" : "variants",
+                        "%zu variants x %d replicates make %zu runs; an experiment has at most %d runs", nv,
+                        p->replicates, nv * (size_t)p->replicates, SVC_EXPERIMENTS_MAX_RUNS);
+    }
+    if (r->grid) {
+        json_decref(p->variants);
+        if (!(p->variants = grid_variants(r->grid, nv, err))) return err->status;
     }
     return SVC_OK;
 }
@@ -274,7 +409,9 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
     if (!json_is_object(v) || !vname || !valid_variant_name(vname) || (vcfg && !json_is_object(vcfg)) ||
         json_object_size(v) != (size_t)(1 + (vcfg != NULL)))
         return svc_fail(err, SVC_INVALID, "invalid_field", field,
-                        "%s must be {\"name\": 1-40 characters, \"config\": {fields that differ}}", field);
+                        "%s must be {\"name\": 1-%d characters of letters, digits and _ . - = , +, \"config\": "
+                        "{fields that differ}}",
+                        field, SVC_EXPERIMENTS_MAX_VARIANT_NAME);
     for (size_t k = 0; k < i; k++)
         if (!strcmp(json_string_value(json_object_get(json_array_get(p->variants, k), "name")), vname))
             return svc_fail(err, SVC_INVALID, "invalid_field", field, "variant name '%s' is used twice", vname);

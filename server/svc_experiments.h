@@ -16,6 +16,13 @@ struct app;
 
 /* Most replicates an experiment may ask for. */
 #define SVC_EXPERIMENTS_MAX_REPLICATES 32
+/* Most runs one experiment makes (variants x replicates), and so most variants. */
+#define SVC_EXPERIMENTS_MAX_RUNS 256
+/* Most config keys one grid varies, and most values per key. */
+#define SVC_EXPERIMENTS_MAX_GRID_KEYS 8
+#define SVC_EXPERIMENTS_MAX_GRID_VALUES 32
+/* Longest variant name (a grid's are "key=value,key=value"). */
+#define SVC_EXPERIMENTS_MAX_VARIANT_NAME 100
 
 /* The presets, each {"name","description","base":{…},"variants":[…],"replicates":n,
  * "tiny":{overrides for a classroom-sized run}}, seed-blog first: a new array (NULL when out of
@@ -26,6 +33,9 @@ json_t *svc_experiments_presets(void);
 typedef struct {
     const char *name, *preset;
     const json_t *base, *overrides, *variants, *tags;
+    /* A sweep instead of variants: {"key": [values], ...}, one variant per combination (the first key
+     * varying slowest), named "key=value,key=value" in the grid's key order. */
+    const json_t *grid;
     const json_t *replicates; /* NULL: the preset's count, or 1; else an integer 1..32 */
 } svc_experiment_request;
 
@@ -41,10 +51,14 @@ typedef struct {
     size_t n_runs;      /* variants x replicates */
 } svc_experiment_plan;
 
-/* Checks a request and plans its runs: the preset or base, overrides, every variant merged,
- * normalised and admitted, the replicate count (SVC_INVALID on field "replicates" outside 1..32,
- * or when the last replicate's seed would pass the largest seed), and room in the training queue
- * for all n_runs of them. On failure the plan holds nothing. */
+/* Checks a request and plans its runs: the preset or base, overrides, the variants (given, or
+ * the product of a grid: SVC_INVALID on field "grid" for grid and variants together, a grid that
+ * is not an object of 1..8 RunConfig keys each with 1..32 distinct values, or on "grid.KEY" for a
+ * value the key does not take), every variant merged, normalised and admitted, the replicate count
+ * (SVC_INVALID on field "replicates" outside 1..32, or when the last replicate's seed would pass
+ * the largest seed), at most SVC_EXPERIMENTS_MAX_RUNS runs in all (SVC_INVALID on "grid" or
+ * "variants", naming the bound), and room in the training queue for all n_runs of them. On
+ * failure the plan holds nothing. */
 svc_status svc_experiments_plan(struct app *a, const svc_experiment_request *r, svc_experiment_plan *plan,
                                 svc_error *err);
 /* Creates the planned experiment and its runs in one transaction and queues every run, or
