@@ -10,8 +10,8 @@
 
 const char cmd_experiments_help[] =
     "usage: attnlab experiments start --preset NAME [--tiny] [--replicates N] [--set KEY=VALUE ...]\n"
-    "                                 [--KEY VALUE ...] [--vary KEY=V1,V2,...] [--name NAME] [--tag T ...] [-q]\n"
-    "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--replicates N] [--set ...]\n"
+    "                                 [--KEY VALUE ...] [--vary KEY=V1,V2,... ...] [--name NAME] [--tag T ...] [-q]\n"
+    "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--vary ...] [--replicates N] [--set ...]\n"
     "       attnlab experiments list\n"
     "       attnlab experiments show ID [--k K] [--csv]\n"
     "       attnlab experiments head-spread ID [--at STEP] [--csv]\n"
@@ -26,8 +26,10 @@ const char cmd_experiments_help[] =
     "         times a learned log-scale from 10 clamped at 100 (the server's /api/presets has them\n"
     "         in full). --tiny applies the preset's classroom-sized overrides (built-in corpus, small\n"
     "         model); config flags override the preset, e.g. --set steps=20 --set d_model=32.\n"
-    "         --vary attention=rope,cosine_rope makes one variant per value. -q prints only the run\n"
-    "         ids, one per line\n"
+    "         --vary attention=rope,cosine_rope makes one variant per value; two or more --vary make\n"
+    "         a sweep: --vary lr=1e-3,3e-4 --vary tau_param=linear,log runs every combination (4\n"
+    "         variants named lr=0.001,tau_param=linear, ...; at most 256 runs with replicates).\n"
+    "         -q prints only the run ids, one per line\n"
     "list     experiments with their runs\n"
     "show     one experiment: its runs, the comparison of its variants (final and best loss,\n"
     "         validation loss, tau from its initial value to the final range over heads), each\n"
@@ -86,6 +88,37 @@ json_t *cmd_experiments_vary(const char *spec, char *msg, size_t msglen) {
     return variants;
 }
 
+int cmd_experiments_grid_add(json_t *grid, const char *spec, char *msg, size_t msglen) {
+    json_t *variants = cmd_experiments_vary(spec, msg, msglen);
+    if (!variants) return -1;
+    json_t *values = json_array();
+    const char *key = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(variants, i, v) {
+        json_t *cfg = json_object_get(v, "config");
+        void *it = json_object_iter(cfg);
+        key = json_object_iter_key(it);
+        if (!values || json_array_append(values, json_object_iter_value(it)) < 0) {
+            snprintf(msg, msglen, "out of memory");
+            json_decref(values);
+            json_decref(variants);
+            return -1;
+        }
+    }
+    int rc = 0;
+    if (json_object_get(grid, key)) {
+        snprintf(msg, msglen, "--vary %s is given twice", key);
+        rc = -1;
+    } else if (json_object_set(grid, key, values) < 0) {
+        snprintf(msg, msglen, "out of memory");
+        rc = -1;
+    }
+    json_decref(values);
+    json_decref(variants);
+    return rc;
+}
+
 /* The runs of an experiment answer, as an array (embedded objects or bare ids). */
 static json_t *exp_runs(json_t *e) {
     json_t *r = json_object_get(e, "runs");
@@ -117,7 +150,8 @@ static int preset_tiny(const cli_ctx *ctx, const char *preset, json_t *overrides
 }
 
 static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
-    json_t *body = json_object(), *overrides = json_object(), *tags = json_array(), *variants = NULL, *base = NULL;
+    json_t *body = json_object(), *overrides = json_object(), *tags = json_array(), *variants = NULL, *base = NULL,
+           *grid = NULL;
     const char *preset = NULL, *base_file = NULL, *name = NULL, *replicates = NULL;
     int quiet = 0, tiny = 0, code = CLI_EXIT_OK;
     char msg[512];
@@ -142,11 +176,15 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "--base wants a file");
             base_file = v;
         } else if ((r = cli_opt_value(argc, argv, &i, "--vary", &v)) != 0) {
+            /* One --vary: a variant per value, named by it; two or more: their grid (every
+             * combination, named key=value,key=value by the server). */
             if (r < 0)
                 code = cli_usage(ctx, "experiments ", "--vary wants KEY=V1,V2,...");
-            else if (variants)
-                code = cli_usage(ctx, "experiments ", "one --vary per experiment");
-            else if (!(variants = cmd_experiments_vary(v, msg, sizeof msg)))
+            else if (!variants && !(variants = cmd_experiments_vary(v, msg, sizeof msg)))
+                code = cli_usage(ctx, "experiments ", "%s", msg);
+            else if (!grid && !(grid = json_object()))
+                code = cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+            else if (cmd_experiments_grid_add(grid, v, msg, sizeof msg) < 0)
                 code = cli_usage(ctx, "experiments ", "%s", msg);
         } else if ((r = cli_opt_value(argc, argv, &i, "--name", &v)) != 0) {
             if (r < 0) code = cli_usage(ctx, "experiments ", "--name wants a value");
@@ -196,7 +234,10 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
         json_object_update(base, overrides);
         json_object_set(body, "base", base);
     }
-    if (variants) json_object_set(body, "variants", variants);
+    if (json_object_size(grid) > 1)
+        json_object_set(body, "grid", grid);
+    else if (variants)
+        json_object_set(body, "variants", variants);
     if (name) json_object_set_new(body, "name", json_string(name));
     if (json_array_size(tags)) json_object_set(body, "tags", tags);
     json_t *e;
@@ -232,6 +273,7 @@ out:
     json_decref(overrides);
     json_decref(tags);
     json_decref(variants);
+    json_decref(grid);
     json_decref(base);
     return code;
 }

@@ -12,4 +12,8 @@ extern const char cmd_experiments_help[];
  * config values (cli_config_set). NULL with msg when malformed. */
 json_t *cmd_experiments_vary(const char *spec, char *msg, size_t msglen);
 
+/* Adds "KEY=V1,V2,..." to a grid object as KEY: [V1, V2, ...] (typed as cmd_experiments_vary
+ * types them): 0, or -1 with msg when malformed or KEY is in the grid already. */
+int cmd_experiments_grid_add(json_t *grid, const char *spec, char *msg, size_t msglen);
+
 #endif

@@ -10,7 +10,7 @@
 
 const char cmd_runs_help[] =
     "usage: attnlab runs list [--status S] [--tag T] [--experiment E] [--variant V] [--sort KEY]\n"
-    "                         [--limit N] [--offset N]\n"
+    "                         [--where KEY=VALUE ...] [--limit N] [--offset N]\n"
     "       attnlab runs show ID\n"
     "       attnlab runs start [--config FILE.json] [--set KEY=VALUE ...] [--KEY VALUE ...]\n"
     "                          [--name NAME] [--tag T ...] [--note TEXT] [--watch] [-q]\n"
@@ -18,7 +18,11 @@ const char cmd_runs_help[] =
     "       attnlab runs tag ID TAG...\n"
     "       attnlab runs note ID TEXT...\n"
     "\n"
-    "list     runs, newest first; S is queued|running|succeeded|failed|cancelled|interrupted\n"
+    "list     runs, newest first; S is queued|running|succeeded|failed|cancelled|interrupted.\n"
+    "         --sort id|created_at|name|status|loss|val_loss|min_loss|min_val_loss, '-' first for\n"
+    "         descending (loss: the final value, min_loss: the lowest; runs without one last);\n"
+    "         --where tau_param=log keeps the runs whose config has that value (repeatable, all\n"
+    "         must hold)\n"
     "show     one run: status, progress, config, latest values and per-key summaries\n"
     "start    queues a training run. The config is FILE.json (a RunConfig object) with the flags\n"
     "         on top; any RunConfig key works as --KEY VALUE or --set KEY=VALUE, e.g.\n"
@@ -79,14 +83,52 @@ void cmd_runs_print_table(const cli_ctx *ctx, json_t *runs) {
     table_free(t);
 }
 
+/* Most --where filters one list sends (the server takes 8 and answers 422 past them). */
+#define MAX_WHERE 16
+
 static int runs_list(const cli_ctx *ctx, int argc, char **argv) {
-    static const char *const opts[] = {"--status", "--tag",   "--experiment", "--variant",
-                                       "--sort",   "--limit", "--offset",     NULL};
+    static const char *const fixed[] = {"--status", "--tag",   "--experiment", "--variant",
+                                        "--sort",   "--limit", "--offset"};
+    enum { N_FIXED = sizeof fixed / sizeof fixed[0] };
     static const char *const keys[] = {"runs", "items", "data", NULL};
-    json_t *body, *runs;
-    int code = cli_list_fetch(ctx, "runs list", argc, argv, opts, "/api/runs", keys, &body, &runs);
+    /* --where KEY=VALUE becomes --config.KEY VALUE, an option of its own, so it is sent as
+     * config.KEY=VALUE with the others. */
+    const char *opts[N_FIXED + MAX_WHERE + 1];
+    char names[MAX_WHERE][80];
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) return cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+    int n_opts = 0, n_args = 0, n_where = 0, code = CLI_EXIT_OK;
+    for (; n_opts < N_FIXED; n_opts++) opts[n_opts] = fixed[n_opts];
+    for (int i = 0; i < argc && !code; i++) {
+        const char *v;
+        int r = cli_opt_value(argc, argv, &i, "--where", &v);
+        if (r == 0) {
+            args[n_args++] = argv[i];
+            continue;
+        }
+        char key[64];
+        const char *val;
+        if (r < 0 || cli_split_kv(v, key, sizeof key, &val) < 0) {
+            code = cli_usage(ctx, "runs ", "--where wants KEY=VALUE (a config key), e.g. --where tau_param=log");
+            break;
+        }
+        for (char *k = key; *k; k++)
+            if (*k == '-') *k = '_';
+        if (n_where == MAX_WHERE) {
+            code = cli_usage(ctx, "runs ", "at most %d --where filters", MAX_WHERE);
+            break;
+        }
+        snprintf(names[n_where], sizeof names[n_where], "--config.%s", key);
+        opts[n_opts++] = names[n_where++];
+        args[n_args++] = names[n_where - 1];
+        args[n_args++] = (char *)val;
+    }
+    opts[n_opts] = NULL;
+    json_t *body = NULL, *runs = NULL;
+    if (!code) code = cli_list_fetch(ctx, "runs list", n_args, args, opts, "/api/runs", keys, &body, &runs);
     if (!code && runs) cmd_runs_print_table(ctx, runs);
     json_decref(body);
+    free(args);
     return code;
 }
 
