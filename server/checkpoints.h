@@ -11,6 +11,7 @@
 #define ATTNLAB_CHECKPOINTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store.h"
 
@@ -31,5 +32,26 @@ int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step
  * checkpoint whose rename a kill interrupted is finished here. */
 int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,
                       const char *final, const char **resume, char *err, size_t errlen);
+
+/* Where a run's tokens come from, as extra metadata for its checkpoints and weights
+ * (train_config.meta_kv): run_id, corpus, tokenizer ("gpt2", "bytes", "task", or "unknown" when the
+ * corpus row cannot be read) and vocab_source (what the ids mean: the GPT-2 BPE files, raw bytes,
+ * or a task corpus's synthetic ids). kv points into the struct: keep it alive while it is used. */
+typedef struct {
+    char run_id[24], corpus[128], tokenizer[16], vocab_source[256];
+    const char *kv[8];
+    int n; /* pairs in kv */
+} checkpoint_provenance;
+void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name);
+
+/* The model weights of a checkpoint, without the optimiser state: a safetensors file with its model
+ * tensors (none of the "adamw.*" moments), bytes as they are, and its metadata with "format" =
+ * "attnlab-weights", plus the description keys of model_config_metadata (RoPE layout, epsilons,
+ * GELU, ...) that a checkpoint written before they existed lacks (attnlab_version excepted: the
+ * version that trained it is not known). Written to an unlinked temporary file in dir: *fd is
+ * open on it at offset 0 (the caller closes it), *size its length. 0; 1 when there is no
+ * checkpoint at that path; -1 with a reason in err (unreadable or malformed checkpoint, a full
+ * disk). */
+int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err, size_t errlen);
 
 #endif

@@ -358,6 +358,10 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         train_config tc;
         run_config_to_train(cfg, vocab, &tc);
         tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
+        checkpoint_provenance prov;      /* the tokenizer and run in the checkpoint's metadata */
+        checkpoint_provenance_fill(&prov, j->cfg.store, run_id, corpus_name);
+        tc.meta_kv = prov.kv;
+        tc.n_meta = prov.n;
         t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
         tc.tasks = tasks;
         pthread_mutex_lock(&j->lock);

@@ -921,11 +921,34 @@ void model_tau(const model *m, float *out) {
 
 /* ---- weights files ---- */
 
+#ifndef ATTNLAB_VERSION
+#define ATTNLAB_VERSION "unknown"
+#endif
+
+/* How the row's q/k transform is built from its flags: "none", "rope", "l2norm", "l2norm,rope", or
+ * "custom" for a transform the flags do not describe. */
+static const char *qk_transform_name(const attention_variant *v) {
+    int rot = (v->flags & ATTENTION_ROTATES) != 0, norm = (v->flags & ATTENTION_NORMALISES_QK) != 0;
+    if (rot && norm) return "l2norm,rope";
+    if (rot) return "rope";
+    if (norm) return "l2norm";
+    return v->qk_forward ? "custom" : "none";
+}
+
+static const char *score_scale_name(attention_scale_form f) {
+    return f == ATTENTION_SCALE_TAU ? "inv_tau" : f == ATTENTION_SCALE_MULT ? "mult" : "fixed";
+}
+
 void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48],
                            const char *kv[2 * MODEL_META_COUNT]) {
-    static const char *keys[MODEL_META_COUNT] = {"n_layer",   "n_head",     "d_model",     "seq_len",
-                                                 "vocab",     "attention",  "rope_base",   "tau_init",
-                                                 "tau_param", "scale_init", "scale_param", "scale_clamp"};
+    static const char *keys[MODEL_META_COUNT] = {
+        "n_layer", "n_head", "d_model", "seq_len", "vocab", "attention", "rope_base", "tau_init", "tau_param",
+        "scale_init", "scale_param", "scale_clamp",
+        /* how the engine computes (model.h): enough to rebuild the model elsewhere */
+        "positions", "qk_transform", "rope_layout", "cosine_eps", "score_scale", "fixed_scale", "layernorm_eps", "gelu",
+        "attnlab_version"};
+    const attention_variant *v = model_config_attention(c);
+    attention_scale sc = model_config_scale(c);
     snprintf(vals[0], 48, "%d", c->n_layer);
     snprintf(vals[1], 48, "%d", c->n_head);
     snprintf(vals[2], 48, "%d", c->d_model);
@@ -938,6 +961,18 @@ void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48
     snprintf(vals[9], 48, "%.17g", scale_init_value(c));
     snprintf(vals[10], 48, "%s", tau_param_name(c->scale_param));
     snprintf(vals[11], 48, "%.17g", c->scale_clamp);
+    snprintf(vals[12], 48, "%s", v && (v->flags & ATTENTION_LEARNED_POSITIONS) ? "learned" : "none");
+    snprintf(vals[13], 48, "%s", v ? qk_transform_name(v) : "none");
+    snprintf(vals[14], 48, "%s", MODEL_ROPE_LAYOUT);
+    snprintf(vals[15], 48, "%.17g", COSINE_NORM_EPS);
+    snprintf(vals[16], 48, "%s", score_scale_name(sc.form));
+    if (v && sc.form == ATTENTION_SCALE_FIXED)
+        snprintf(vals[17], 48, "%.17g", v->fixed_scale(c->d_model / c->n_head));
+    else
+        snprintf(vals[17], 48, "none");
+    snprintf(vals[18], 48, "%.17g", LAYERNORM_EPS);
+    snprintf(vals[19], 48, "%s", MODEL_GELU);
+    snprintf(vals[20], 48, "%s", ATTNLAB_VERSION);
     for (int i = 0; i < MODEL_META_COUNT; i++) {
         kv[2 * i] = keys[i];
         kv[2 * i + 1] = vals[i];
@@ -957,9 +992,9 @@ engine_status model_save(const model *m, const char *path, const char *const *ex
         e[i].data = m->params + t->offset;
     }
     char vals[MODEL_META_COUNT][48];
-    const char *kv[2 * MODEL_META_COUNT + 2 + 2 * 32];
+    const char *kv[2 * MODEL_META_COUNT + 2 + 2 * MODEL_SAVE_MAX_EXTRA];
     model_config_metadata(&m->cfg, vals, kv);
-    if (n_extra > 32) {
+    if (n_extra < 0 || n_extra > MODEL_SAVE_MAX_EXTRA) {
         free(e);
         return engine_fail(err, ENGINE_ERR_INVALID, "too many metadata entries");
     }
@@ -979,6 +1014,28 @@ static engine_status meta_int(const safetensors *st, const char *path, const cha
     if (end == s || *end || v < -2147483647L || v > 2147483647L)
         return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata '%s' = '%s' is not an integer", path, key, s);
     *out = (int)v;
+    return ENGINE_OK;
+}
+
+/* The description keys model_config_metadata writes after the config (index 12 on), where the file
+ * has them, against what this engine computes for c. attnlab_version is not checked. Numbers are
+ * compared as numbers (a file may spell 1e-5 as 1.0000000000000001e-05). */
+static engine_status check_description(const safetensors *st, const char *path, const model_config *c,
+                                       engine_error *err) {
+    char vals[MODEL_META_COUNT][48];
+    const char *kv[2 * MODEL_META_COUNT];
+    model_config_metadata(c, vals, kv);
+    for (int i = 12; i < MODEL_META_COUNT; i++) {
+        const char *key = kv[2 * i], *want = kv[2 * i + 1], *got = safetensors_meta(st, key);
+        if (!got || !strcmp(key, "attnlab_version") || !strcmp(got, want)) continue;
+        char *e1, *e2;
+        double g = strtod(got, &e1), w = strtod(want, &e2);
+        if (e1 != got && !*e1 && e2 != want && !*e2 && g == w) continue;
+        return engine_fail(err, ENGINE_ERR_FORMAT,
+                           "%s: metadata '%s' = '%s', but this engine computes %s with '%s': refusing a model it "
+                           "would compute differently",
+                           path, key, got, attention_kind_name(c->attention), want);
+    }
     return ENGINE_OK;
 }
 
@@ -1009,7 +1066,12 @@ static engine_status config_from_st(const safetensors *st, const char *path, mod
     engine_error e2;
     if (model_config_validate(c, &e2))
         return engine_fail(err, ENGINE_ERR_FORMAT, "%s: metadata config is invalid: %s", path, e2.message);
-    return ENGINE_OK;
+    return check_description(st, path, c, err);
+}
+
+engine_status model_config_from_safetensors(const safetensors *st, const char *path, model_config *cfg,
+                                            engine_error *err) {
+    return config_from_st(st, path, cfg, err);
 }
 
 engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err) {

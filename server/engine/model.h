@@ -12,7 +12,8 @@
  *                tau a learned parameter per layer and head, stored as tau (linear) or log tau (log)
  *   cosine_rope_scale  as cosine_rope but score = min(s_h, clamp) (R_m q^).(R_n k^), s learned per layer
  *                and head, stored as s or log s (Swin V2: log, init 10, clamp 100; nGPT: init sqrt(d))
- * RoPE: adjacent pairs (2i, 2i+1), angle m * base^(-2i/d), tables computed in double.
+ * RoPE: adjacent pairs (2i, 2i+1) ("interleaved"), angle m * base^(-2i/d), tables computed in double.
+ * LayerNorm: eps LAYERNORM_EPS (1e-5) inside the square root, biased variance.
  *
  * Parameters, gradients and activations each live in one allocation made by model_new; nothing
  * is allocated per step. A model is used by one caller thread at a time; it owns a pool of
@@ -140,17 +141,41 @@ void model_tau(const model *m, float *out);
  * h.{l}.ln2.w, h.{l}.ln2.b,
  * h.{l}.mlp.fc.w [4C,C], h.{l}.mlp.fc.b, h.{l}.mlp.proj.w [C,4C], h.{l}.mlp.proj.b, lnf.w, lnf.b,
  * lm_head.w [V,C]. __metadata__ carries the config (n_layer, n_head, d_model, seq_len, vocab,
- * attention, rope_base, tau_init, tau_param, scale_init, scale_param, scale_clamp) as strings, plus
- * any extra pairs given. */
+ * attention, rope_base, tau_init, tau_param, scale_init, scale_param, scale_clamp) and how the engine
+ * computes with it, so that the file alone rebuilds the model elsewhere:
+ *   positions      "learned" (wpe added to wte[tok]) or "none"
+ *   qk_transform   what q, k go through before the score: "none", "rope", "l2norm", "l2norm,rope"
+ *                  (l2norm: q / sqrt(sum q^2 + cosine_eps), then rotated), "custom" (test-only rows)
+ *   rope_layout    MODEL_ROPE_LAYOUT: "interleaved", pairs (2i, 2i+1), angle pos * rope_base^(-2i/d)
+ *   cosine_eps     COSINE_NORM_EPS, as "%.17g"
+ *   score_scale    the score's multiplier g (score = g q_used.k_used): "fixed" (g = fixed_scale),
+ *                  "inv_tau" (g = 1/tau, h.{l}.attn.tau holds tau, or log tau when tau_param is log),
+ *                  "mult" (g = min(s, scale_clamp), clamp 0 = none; h.{l}.attn.scale holds s or log s)
+ *   fixed_scale    g for "fixed" ("%.17g", 1/sqrt(d)); "none" for the learned forms
+ *   layernorm_eps  LAYERNORM_EPS: y = (x - mean) / sqrt(var + eps) w + b, biased variance
+ *   gelu           MODEL_GELU: "tanh", 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *   attnlab_version  the version that wrote the file
+ * (all strings), then "format" = "attnlab-weights" and any extra pairs given. */
 engine_status model_save(const model *m, const char *path, const char *const *extra_meta, int n_extra,
                          engine_error *err);
-/* The config as safetensors metadata: kv[2i] = key, kv[2i+1] = value (pointing into vals). */
-#define MODEL_META_COUNT 12
+/* The most extra pairs model_save takes. */
+#define MODEL_SAVE_MAX_EXTRA 32
+#define MODEL_ROPE_LAYOUT "interleaved"
+#define MODEL_GELU "tanh"
+/* The config and the engine's description of it (above) as safetensors metadata: kv[2i] = key,
+ * kv[2i+1] = value (pointing into vals or static strings). */
+#define MODEL_META_COUNT 21
 void model_config_metadata(const model_config *c, char vals[MODEL_META_COUNT][48],
                            const char *kv[2 * MODEL_META_COUNT]);
 /* Reads the config from a weights or checkpoint file's metadata (ENGINE_ERR_FORMAT if absent or
- * invalid). */
+ * invalid). The description keys are optional (files written before them load as before), but one
+ * that is present must agree with how this engine computes for that config (ENGINE_ERR_FORMAT
+ * otherwise: a file that says half-split RoPE or erf GELU is not one this engine can run). */
 engine_status model_config_from_file(const char *path, model_config *cfg, engine_error *err);
+/* The same on a file already open (safetensors.h); path only names it in messages. */
+struct safetensors;
+engine_status model_config_from_safetensors(const struct safetensors *st, const char *path, model_config *cfg,
+                                            engine_error *err);
 /* Copies the parameters from a weights or checkpoint file into m: every tensor must be present
  * with the model's shape and the file's config must match m's (ENGINE_ERR_FORMAT otherwise). */
 engine_status model_load_params(model *m, const char *path, engine_error *err);

@@ -303,3 +303,72 @@ nomem:
     json_decref(h);
     return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
 }
+
+/* Tensors in the order of their data in the file. */
+static int by_data(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+engine_status safetensors_write_subset(const safetensors *src, FILE *f, const char *drop_prefix,
+                                       const char *const *meta_kv, int n_meta, engine_error *err) {
+    size_t plen = drop_prefix ? strlen(drop_prefix) : 0;
+    const st_tensor **keep = malloc(sizeof *keep * (size_t)(src->n ? src->n : 1));
+    json_t *h = json_object(), *m = json_object();
+    if (!keep || !h || !m) goto nomem;
+    int nk = 0;
+    for (int i = 0; i < src->n; i++)
+        if (!plen || strncmp(src->tensors[i].name, drop_prefix, plen)) keep[nk++] = &src->tensors[i];
+    qsort(keep, (size_t)nk, sizeof *keep, by_data);
+    json_t *old = json_object_get(src->header, "__metadata__");
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(old, mk, mv) {
+        if (json_object_set(m, mk, mv)) goto nomem;
+    }
+    for (int i = 0; i < n_meta; i++)
+        if (json_object_set_new(m, meta_kv[2 * i], json_string(meta_kv[2 * i + 1]))) goto nomem;
+    if (json_object_set_new(h, "__metadata__", m)) {
+        m = NULL;
+        goto nomem;
+    }
+    m = NULL;
+    uint64_t off = 0;
+    for (int i = 0; i < nk; i++) {
+        const st_tensor *t = keep[i];
+        /* append_new and set_new take the value even when they fail; set adds a reference, and ours
+         * are dropped at the end whatever happened */
+        json_t *sh = json_array(), *offs = json_array(), *e = NULL;
+        int bad = !sh || !offs;
+        for (int d = 0; !bad && d < t->ndim; d++) bad = json_array_append_new(sh, json_integer(t->shape[d]));
+        bad = bad || json_array_append_new(offs, json_integer((json_int_t)off)) ||
+              json_array_append_new(offs, json_integer((json_int_t)(off + t->nbytes)));
+        bad = bad || !(e = json_object()) || json_object_set_new(e, "dtype", json_string(t->dtype)) ||
+              json_object_set(e, "shape", sh) || json_object_set(e, "data_offsets", offs) ||
+              json_object_set(h, t->name, e);
+        json_decref(sh);
+        json_decref(offs);
+        json_decref(e);
+        if (bad) goto nomem;
+        off += t->nbytes;
+    }
+    char *hs = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(h);
+    h = NULL;
+    if (!hs) goto nomem;
+    size_t hlen = strlen(hs), padded = (hlen + 7) / 8 * 8;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hs, 1, hlen, f) == hlen;
+    free(hs);
+    for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    for (int i = 0; ok && i < nk; i++) ok = fwrite(keep[i]->data, 1, keep[i]->nbytes, f) == keep[i]->nbytes;
+    free(keep);
+    if (!ok || fflush(f) != 0) return engine_fail(err, ENGINE_ERR_IO, "cannot write the weights: %s", strerror(errno));
+    return ENGINE_OK;
+nomem:
+    free(keep);
+    json_decref(h);
+    json_decref(m);
+    return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
+}

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "real.h"
@@ -49,5 +50,13 @@ typedef struct {
  * then renames it over path, so a reader never sees half a file. */
 engine_status safetensors_write(const char *path, const st_write_entry *entries, int n, const char *const *meta_kv,
                                 int n_meta, engine_error *err);
+
+/* Writes to f (open for writing, at its start) a safetensors file with src's tensors whose names do
+ * not begin with drop_prefix (NULL: all), their dtypes and bytes as they are and in src's data
+ * order, and src's metadata with the pairs meta_kv[2i] -> meta_kv[2i+1] set over it (a pair
+ * replaces the key it names, or adds it). Flushes f; ENGINE_ERR_IO when a write fails,
+ * ENGINE_ERR_NOMEM. What f holds after an error is unspecified. */
+engine_status safetensors_write_subset(const safetensors *src, FILE *f, const char *drop_prefix,
+                                       const char *const *meta_kv, int n_meta, engine_error *err);
 
 #endif

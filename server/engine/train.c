@@ -69,6 +69,19 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
         return engine_fail(err, ENGINE_ERR_INVALID, "checkpoint_every %ld is negative", c->checkpoint_every);
     if ((unsigned)c->order > CORPUS_ORDER_SHUFFLED)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown data order %d", (int)c->order);
+    if (c->n_meta < 0 || c->n_meta > TRAIN_MAX_META || (c->n_meta > 0 && !c->meta_kv))
+        return engine_fail(err, ENGINE_ERR_INVALID, "%d extra metadata pairs (at most %d)", c->n_meta, TRAIN_MAX_META);
+    for (int i = 0; i < c->n_meta; i++) {
+        const char *k = c->meta_kv[2 * i];
+        if (!k || !*k || !c->meta_kv[2 * i + 1])
+            return engine_fail(err, ENGINE_ERR_INVALID, "extra metadata pair %d has no key or value", i);
+        char vals[MODEL_META_COUNT][48];
+        const char *kv[2 * MODEL_META_COUNT];
+        model_config_metadata(&c->model, vals, kv);
+        int taken = !strcmp(k, "format") || !strcmp(k, "step") || !strcmp(k, "precision");
+        for (int j = 0; j < MODEL_META_COUNT && !taken; j++) taken = !strcmp(k, kv[2 * j]);
+        if (taken) return engine_fail(err, ENGINE_ERR_INVALID, "extra metadata key '%s' is the engine's own", k);
+    }
     if ((unsigned)c->precision > PRECISION_BF16)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown precision %d", (int)c->precision);
     return ENGINE_OK;
@@ -179,6 +192,23 @@ static void adam_fn(void *ctx, int tid, int nth) {
     }
 }
 
+/* The pairs a run adds to the model's metadata: step (completed steps, formatted into step_buf),
+ * precision, then the config's meta_kv. Returns the pair count (at most RUN_META_MAX). */
+#define RUN_META_MAX (2 + TRAIN_MAX_META)
+static int run_meta(const run_state *s, char *step_buf, size_t step_len, const char **kv) {
+    snprintf(step_buf, step_len, "%ld", s->step);
+    kv[0] = "step";
+    kv[1] = step_buf;
+    kv[2] = "precision";
+    kv[3] = precision_name(model_precision(s->m));
+    int n = 2;
+    for (int i = 0; i < s->cfg->n_meta && i < TRAIN_MAX_META; i++, n++) {
+        kv[2 * n] = s->cfg->meta_kv[2 * i];
+        kv[2 * n + 1] = s->cfg->meta_kv[2 * i + 1];
+    }
+    return n;
+}
+
 static engine_status save_checkpoint(run_state *s, const char *path, engine_error *err) {
     model *m = s->m;
     int n = model_tensor_count(m);
@@ -207,16 +237,12 @@ static engine_status save_checkpoint(run_state *s, const char *path, engine_erro
         e[2 * n + i].data = s->adam_v + t->offset;
     }
     char step[32], vals[MODEL_META_COUNT][48];
-    snprintf(step, sizeof step, "%ld", s->step);
-    const char *kv[2 * MODEL_META_COUNT + 6];
+    const char *kv[2 * MODEL_META_COUNT + 2 + 2 * RUN_META_MAX];
     model_config_metadata(model_get_config(m), vals, kv);
     kv[2 * MODEL_META_COUNT] = "format";
     kv[2 * MODEL_META_COUNT + 1] = "attnlab-checkpoint";
-    kv[2 * MODEL_META_COUNT + 2] = "step";
-    kv[2 * MODEL_META_COUNT + 3] = step;
-    kv[2 * MODEL_META_COUNT + 4] = "precision";
-    kv[2 * MODEL_META_COUNT + 5] = precision_name(model_precision(m));
-    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 3, err);
+    int n_run = run_meta(s, step, sizeof step, kv + 2 * MODEL_META_COUNT + 2);
+    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 1 + n_run, err);
     free(e);
     free(names);
     return rc;
@@ -454,7 +480,12 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         }
     }
     rc = checkpoint(&s, cb, err);
-    if (!rc && c->save_path && *c->save_path) rc = model_save(s.m, c->save_path, NULL, 0, err);
+    if (!rc && c->save_path && *c->save_path) {
+        char step[32];
+        const char *kv[2 * RUN_META_MAX];
+        int n_run = run_meta(&s, step, sizeof step, kv);
+        rc = model_save(s.m, c->save_path, kv, n_run, err);
+    }
 done:
     sparse_eval_free(s.ev);
     free(s.argmax);

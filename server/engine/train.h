@@ -47,16 +47,24 @@ typedef struct {
     int lmhead_blas;             /* 1: BLAS output layer even where the own kernels apply (bench) */
     precision_kind precision;    /* fp32 (default) or bf16 mixed precision (model_set_precision); a
                                   * checkpoint records it and a resume must ask for the same */
+    const char *const *meta_kv;  /* n_meta extra metadata pairs (meta_kv[2i] -> meta_kv[2i+1]) written into every
+                                  * checkpoint and the saved weights: where the tokens came from (tokenizer,
+                                  * vocab_source, corpus, run_id); keys of the engine's own are not allowed.
+                                  * NULL/0 (default): none. Read only; must outlive the run */
+    int n_meta;                  /* 0..TRAIN_MAX_META */
     const tasks_corpus *tasks;   /* NULL (default): none. The task corpus whose tokens the run trains on:
                                   * accuracy on its answers at every evaluation (needs the source's
                                   * window_start; train_run provides it). Read only; must outlive the run */
 } train_config;
 
+#define TRAIN_MAX_META 8
+
 void train_config_defaults(train_config *c);
 /* ENGINE_ERR_INVALID with a message for: the model limits (model_config_validate), batch
  * 1..512, steps 1..1e7, lr in (0, 1], betas in [0, 1), eps > 0, weight_decay in [0, 1),
  * scale_lr_mult in (0, 1000], grad_clip >= 0, warmup in 0..steps, min_lr_ratio in [0, 1],
- * val_fraction in [0, 0.5], eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0. */
+ * val_fraction in [0, 0.5], eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0,
+ * n_meta 0..TRAIN_MAX_META pairs with non-empty keys that are not the engine's own. */
 engine_status train_config_validate(const train_config *c, engine_error *err);
 /* Estimated peak bytes of a run (model, gradients, optimiser state, activations, scratch). */
 size_t train_config_memory_bytes(const train_config *c, int n_threads);
@@ -127,6 +135,8 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
                                const char *resume_checkpoint, const train_callbacks *cb, engine_error *err);
 
 /* Checkpoint files are safetensors: the model's tensors, "adamw.m.<name>" and "adamw.v.<name>"
- * for each, and metadata with the model config, "format" = "attnlab-checkpoint" and "step". */
+ * for each, and metadata with the model config and its description (model_config_metadata),
+ * "format" = "attnlab-checkpoint", "step" (completed steps), "precision" and the config's meta_kv.
+ * The saved weights (save_path) carry the same metadata with "format" = "attnlab-weights". */
 
 #endif
