@@ -22,16 +22,23 @@ const COLUMNS = [
   { key: 'variant', label: 'variant', get: (r) => r.variant },
   { key: 'status', label: 'status', get: (r) => STATUSES.indexOf(r.status) * 1e9 + (r.step || 0) },
   { key: 'config', label: 'config', get: (r) => r.config.d_model * 1e4 + r.config.n_layer },
-  { key: 'loss', label: 'loss last / min', get: (r) => r.last?.loss?.last ?? Infinity },
+  // Sorted by the server (GET /api/runs?sort=loss): every run, not only the page loaded here.
+  { key: 'loss', label: 'loss last / min', api: 'loss', get: (r) => r.last?.loss?.last ?? Infinity },
+  { key: 'val_loss', label: 'val loss last / min', api: 'val_loss', get: (r) => r.last?.val_loss?.last ?? Infinity },
   { key: 'tau', label: 'final τ range', get: (r) => r.last?.tau?.min ?? Infinity },
   { key: 'tags', label: 'tags', get: (r) => (r.tags || []).join(',') },
   { key: 'created', label: 'created', get: (r) => r.created_at },
 ];
 
-function lossText(r) {
-  const loss = r.last?.loss;
+function lossText(r, key = 'loss') {
+  const loss = r.last?.[key];
   return loss ? `${fmt(loss.last)} / ${fmt(loss.min)}` : '–';
 }
+
+// The server's orders by a run's series (final value, or minimum), for the sort select.
+const API_SORTS = [['', 'order: the table’s'], ['loss', 'final loss ↑'], ['-loss', 'final loss ↓'], ['min_loss', 'min loss ↑'],
+  ['-min_loss', 'min loss ↓'], ['val_loss', 'final val loss ↑'], ['-val_loss', 'final val loss ↓'],
+  ['min_val_loss', 'min val loss ↑'], ['-min_val_loss', 'min val loss ↓']];
 
 // The keys configSummary shows for every run; the card adds the others that differ among the runs.
 const SUMMARY_KEYS = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'precision', 'corpus'];
@@ -108,8 +115,9 @@ export function runActions(r, after) {
 export function mount(root) {
   let runs = [];
   let experiments = [];
-  let sort = { key: 'id', dir: -1 };
+  let sort = { key: 'id', dir: -1 };  // sort.api: the server's order (API_SORTS), kept as it came
   const filters = { text: '', status: '', variant: '' };
+  const configFilter = { key: '', value: '' }; // sent as config.KEY=VALUE: the server filters
 
   const tbody = h('tbody');
   const thead = h('thead');
@@ -124,6 +132,19 @@ export function mount(root) {
   h('option', { value: '' }, 'any status'), STATUSES.map((s) => h('option', { value: s }, s)));
   const variantFilter = h('select#runs-variant', { 'aria-label': 'filter runs by variant',
     onchange: (e) => { filters.variant = e.target.value; render(); } }, h('option', { value: '' }, 'any variant'));
+  const sortSel = h('select#runs-sort', { 'aria-label': 'sort runs by a loss (the server sorts)',
+    onchange: (e) => { sort = e.target.value ? { api: e.target.value } : { key: 'id', dir: -1 }; refresh(); } },
+  API_SORTS.map(([v, label]) => h('option', { value: v }, label)));
+  const cfgKey = h('select#runs-config-key', { 'aria-label': 'filter runs by a config key' }, h('option', { value: '' }, 'any config'));
+  const cfgValue = h('input#runs-config-value', { type: 'text', placeholder: 'value', 'aria-label': 'the config value to keep', size: 10 });
+  const cfgError = h('span.field-error#runs-config-error', { role: 'alert' });
+  const applyConfig = () => { configFilter.key = cfgKey.value; configFilter.value = cfgValue.value.trim(); refresh(); };
+  cfgKey.addEventListener('change', applyConfig);
+  cfgValue.addEventListener('change', applyConfig);
+  cached('/api/openapi.json').then((doc) => {
+    const keys = Object.keys(doc.components.schemas.RunConfig.properties).sort();
+    cfgKey.append(...keys.map((k) => h('option', { value: k }, k)));
+  }).catch(() => { /* the filter stays at "any config" */ });
   const compareBtn = h('button#compare-selected', { type: 'button', onclick: () => { location.hash = compareHref([...selected]); } });
   const clearBtn = h('button#compare-clear', { type: 'button', onclick: () => { selected.clear(); saveSelection(); render(); } }, 'Clear selection');
   function syncCompare() {
@@ -144,10 +165,22 @@ export function mount(root) {
       onchange: (e) => { for (const r of shownNow) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); } render(); } });
     allBox.indeterminate = some && !all;
     keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox), COLUMNS.map((c) => {
-      const active = sort.key === c.key;
-      return h('th', { scope: 'col', 'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
-        h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => { sort = { key: c.key, dir: active ? -sort.dir : 1 }; render(); } },
-          c.label, active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
+      // A loss column is active for its final and its minimum order alike.
+      const apiKey = sort.api?.replace(/^-/, '').replace(/^min_/, '');
+      const active = c.api ? apiKey === c.api : !sort.api && sort.key === c.key;
+      const dir = sort.api ? (sort.api.startsWith('-') ? -1 : 1) : sort.dir;
+      return h('th', { scope: 'col', dataset: { col: c.key }, 'aria-sort': active ? (dir > 0 ? 'ascending' : 'descending') : 'none' },
+        h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => {
+          if (c.api) {
+            sort = { api: active && dir > 0 ? `-${sort.api.replace(/^-/, '')}` : c.api };
+            sortSel.value = sort.api;
+            refresh();
+          } else {
+            sort = { key: c.key, dir: active ? -sort.dir : 1 };
+            sortSel.value = '';
+            if (sortWasApi()) refresh(); else render();
+          }
+        } }, c.label, active ? (dir > 0 ? ' ▲' : ' ▼') : ''));
     }), h('th', { scope: 'col' }, 'actions'))));
   }
 
@@ -175,15 +208,19 @@ export function mount(root) {
       h('td.cell-status', {}, progressCell(r)),
       h('td.small.cell-config', {}, configSummary(r.config, diffKeys)),
       h('td.num.cell-loss', {}, lossText(r)),
+      h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
       h('td.num', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
       h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
       h('td.small', {}, fmtTime(r.created_at)),
       h('td.actions', {}, runActions(r, () => refresh())));
   }
 
+  // The list last loaded was in a server order (so a table order needs the default list again).
+  let loadedApi = false;
+  const sortWasApi = () => loadedApi;
   function render() {
     const col = COLUMNS.find((c) => c.key === sort.key);
-    const shown = runs.filter(matches).sort((a, b) => {
+    const shown = sort.api ? runs.filter(matches) : runs.filter(matches).sort((a, b) => {
       const x = col.get(a), y = col.get(b);
       return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
     });
@@ -194,7 +231,7 @@ export function mount(root) {
     // name is not its attention).
     const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
     keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 2 },
-      runs.length ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
+      runs.length || configFilter.key ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
     count.textContent = `${shown.length} of ${runs.length} runs`;
     const variants = [...new Set(runs.map((r) => r.variant))].sort();
     const cur = variantFilter.value;
@@ -218,8 +255,20 @@ export function mount(root) {
   async function refresh() {
     if (!alive) return;
     try {
-      const [r, e] = await Promise.all([api('/api/runs?limit=500&sort=-id'), api('/api/experiments')]);
+      const q = new URLSearchParams({ limit: '500', sort: sort.api || '-id' });
+      if (configFilter.key && configFilter.value) q.set(`config.${configFilter.key}`, configFilter.value);
+      let r;
+      try {
+        r = await api(`/api/runs?${q}`);
+        cfgError.textContent = '';
+      } catch (err) {
+        if (err.status !== 422) throw err;
+        cfgError.textContent = err.message; // a value the key does not take: the server says why
+        r = { runs: [] };
+      }
+      const e = await api('/api/experiments');
       if (!alive) return;
+      loadedApi = !!sort.api;
       runs = r.runs;
       experiments = e.experiments;
       render();
@@ -237,6 +286,7 @@ export function mount(root) {
       if (!tr) continue;
       clear(tr.querySelector('.cell-status'), progressCell(r));
       tr.querySelector('.cell-loss').textContent = lossText(r);
+      tr.querySelector('.cell-val-loss').textContent = lossText(r, 'val_loss');
     }
     liveCells.clear();
   });
@@ -266,7 +316,7 @@ export function mount(root) {
     h('div.cards', {}, preset),
     h('section.card', { 'aria-labelledby': 'runs-list-title' },
       h('h3#runs-list-title', {}, 'All runs'),
-      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, count, compareBtn, clearBtn, h('span.spacer'),
+      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, sortSel, cfgKey, cfgValue, cfgError, count, compareBtn, clearBtn, h('span.spacer'),
         h('button#goto-start', { type: 'button', onclick: () => {
           const f = document.getElementById('start');
           f.scrollIntoView({ behavior: 'smooth', block: 'start' });
@@ -378,10 +428,61 @@ function startForm(onCreated) {
       h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes,
       h('label.check', { for: 'exp-replicates' }, 'replicates per variant '), expReps,
       h('span.small.muted', {}, 'seeds seed, seed+1, …, shared by the variants'));
+    // A sweep: keys with several values each; the experiment runs their product (it replaces the
+    // variants ticked above).
+    const keyNames = Object.keys(schema.properties).sort();
+    const gridRows = h('div#grid-rows');
+    const gridCount = h('span.small.muted#grid-count', { 'aria-live': 'polite' });
+    const gridRow = (key = '', values = '') => {
+      const sel = h('select.grid-key', { 'aria-label': 'config key to sweep' }, h('option', { value: '' }, 'key…'),
+        keyNames.map((k) => h('option', { value: k }, k)));
+      sel.value = key;
+      const vals = h('input.grid-values', { type: 'text', placeholder: 'values, comma separated', value: values, 'aria-label': 'values to sweep' });
+      const row = h('div.toolbar.grid-row', {}, sel, vals,
+        h('button.small', { type: 'button', 'aria-label': 'remove this key', onclick: () => { row.remove(); syncGrid(); } }, 'Remove'));
+      sel.addEventListener('change', syncGrid);
+      vals.addEventListener('input', syncGrid);
+      return row;
+    };
+    // The grid as the API takes it, {key: [typed values]}; null for no key; throws on a bad value.
+    const gridValue = () => {
+      const out = {};
+      for (const row of gridRows.querySelectorAll('.grid-row')) {
+        const key = row.querySelector('.grid-key').value;
+        const texts = row.querySelector('.grid-values').value.split(',').map((t) => t.trim()).filter(Boolean);
+        if (!key || !texts.length) continue;
+        const type = schema.properties[key]?.type;
+        out[key] = texts.map((t) => {
+          if (type === 'integer' || type === 'number') {
+            const n = Number(t);
+            if (!Number.isFinite(n) || (type === 'integer' && !Number.isInteger(n))) throw new Error(`${key}: “${t}” is not ${type === 'integer' ? 'an integer' : 'a number'}`);
+            return n;
+          }
+          if (type === 'boolean') {
+            if (t !== 'true' && t !== 'false') throw new Error(`${key}: “${t}” is not true or false`);
+            return t === 'true';
+          }
+          return t;
+        });
+      }
+      return Object.keys(out).length ? out : null;
+    };
+    const syncGrid = () => {
+      let g = null;
+      try { g = gridValue(); } catch { /* shown on submit */ }
+      const n = g ? Object.values(g).reduce((a, v) => a * v.length, 1) : 0;
+      const reps = Number(expReps.value) || 1;
+      gridCount.textContent = g ? `${n} variant${n === 1 ? '' : 's'} × ${reps} = ${n * reps} runs (at most 256); the ticked variants are not used` : '';
+    };
+    expReps.addEventListener('input', syncGrid);
+    const gridBox = h('fieldset.grid#grid', { disabled: true },
+      h('legend', {}, 'Sweep (optional): every combination of these values'), gridRows,
+      h('div.toolbar', {}, h('button.small#grid-add', { type: 'button', onclick: () => { const r = gridRow(); gridRows.append(r); r.querySelector('select').focus(); syncGrid(); } }, 'Add a key'), gridCount));
     const formErr = h('div.field-error#start-error', { role: 'alert' });
     const submit = h('button.primary#start-submit', { type: 'submit' }, 'Start');
     const syncMode = () => {
       variantsRow.disabled = !modeExp.checked;
+      gridBox.disabled = !modeExp.checked;
       submit.textContent = modeExp.checked ? 'Start experiment' : 'Start run';
     };
     modeRun.addEventListener('change', syncMode);
@@ -394,6 +495,7 @@ function startForm(onCreated) {
       h('fieldset.mode', {}, h('legend', {}, 'Start'),
         h('label.check', {}, modeRun, ' one run'), h('label.check', {}, modeExp, ' an experiment')),
       variantsRow,
+      gridBox,
       fields.el,
       h('div.toolbar', {}, submit, formErr));
     syncMode();
@@ -407,7 +509,15 @@ function startForm(onCreated) {
       const tagList = tags.value.split(',').map((t) => t.trim()).filter(Boolean);
       submit.disabled = true;
       try {
+        let grid = null;
         if (modeExp.checked) {
+          try { grid = gridValue(); } catch (e) { formErr.textContent = e.message; return; }
+        }
+        if (modeExp.checked && grid) {
+          const res = await post('/api/experiments', { name: name.value.trim() || undefined, tags: tagList, base: config,
+            replicates: Number(expReps.value) || 1, grid });
+          location.hash = `#/experiment/${res.experiment.id}`;
+        } else if (modeExp.checked) {
           const chosen = variantBoxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
           if (chosen.length < 1) { formErr.textContent = 'Pick at least one variant.'; return; }
           delete config.attention;

@@ -82,6 +82,8 @@ export function mount(root, params) {
   const repl = isExp && chartsAvailable()
     ? replicatesSection({ expId: id, runs: () => runs, series: (rid) => series.get(rid), state }) : null;
   const replSlot = h('div#replicates-slot'); // holds the panel once the experiment is known to have replicates
+  // An experiment of three or more runs: its config keys against the final validation loss.
+  const parBox = isExp ? parcoordsBox(`experiment-${id}`) : null;
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
     titleEl, note, headerBox,
@@ -90,6 +92,7 @@ export function mount(root, params) {
       h('label.check', {}, logIn, ' log-scale loss'),
       h('label', { for: 'x-axis' }, 'x axis'), xSel),
     replSlot,
+    parBox ? parBox.el : null,
     h('div.chart-grid', {}, lossBox, tauBox,
       box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
       box('tokens', 'Tokens per second', 'tokens per second'),
@@ -344,7 +347,7 @@ export function mount(root, params) {
   // Run objects (status, last/min loss, checkpoint) without refetching the series.
   const refreshRunsSoon = debounce(async () => {
     if (!alive) return; // a timer set before the view closed
-    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); replicatesSoon(); } } catch { /* the next event retries */ }
+    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); replicatesSoon(); if (parBox) parBox.draw(runs); } } catch { /* the next event retries */ }
   }, 400);
 
   async function reload() {
@@ -361,6 +364,7 @@ export function mount(root, params) {
       }
       renderHeaders();
       build();
+      if (parBox) parBox.draw(runs);
       questions.load();
       if (repl && replicates > 1) {
         if (!repl.el.isConnected) replSlot.append(repl.el);
@@ -371,8 +375,74 @@ export function mount(root, params) {
       note.textContent = `Could not load: ${e.message}`;
     }
   }
-  const unTheme = onTheme(() => redraw());
+  const unTheme = onTheme(() => { redraw(); if (parBox) parBox.draw(runs); });
   reload();
-  return () => { alive = false; unsub(); unTheme(); if (repl) repl.destroy(); for (const c of Object.values(charts)) c.destroy(); };
+  return () => { alive = false; unsub(); unTheme(); if (repl) repl.destroy(); if (parBox) parBox.destroy(); for (const c of Object.values(charts)) c.destroy(); };
+}
+
+// Low validation loss blue, high red (t in 0..1).
+const lossColor = (t) => `hsl(${Math.round(220 - 220 * t)}, 75%, 48%)`;
+
+// One axis of the parallel coordinates: a config key's values (or the final validation loss) put
+// on 0..1. Numbers linearly, or logarithmically when positive and spread over a factor of 10 or
+// more (a learning rate); anything else as categories in sorted order.
+export function parAxis(values) {
+  const present = values.filter((v) => v !== undefined && v !== null);
+  if (present.length && present.every((v) => typeof v === 'number')) {
+    const log = present.every((v) => v > 0) && Math.max(...present) / Math.min(...present) >= 10;
+    const f = log ? Math.log10 : (x) => x;
+    const lo = Math.min(...present.map(f)), hi = Math.max(...present.map(f));
+    return { kind: log ? 'log' : 'linear', lo: log ? 10 ** lo : lo, hi: log ? 10 ** hi : hi,
+      pos: (v) => (typeof v !== 'number' ? null : hi > lo ? (f(v) - lo) / (hi - lo) : 0.5) };
+  }
+  const cats = [...new Set(present.map(String))].sort();
+  return { kind: 'category', cats, pos: (v) => (v === undefined || v === null ? null : cats.length > 1 ? cats.indexOf(String(v)) / (cats.length - 1) : 0.5) };
+}
+
+// The parallel-coordinates chart of an experiment: one line per run across the config keys that
+// differ among its runs (the seed left out: replicates differ in it by design), ending in the
+// run's final validation loss, coloured by it. Hidden below three runs or with no differing key.
+function parcoordsBox(name) {
+  const canvas = h('canvas#chart-parcoords', { role: 'img', 'aria-label': 'parallel coordinates: config keys against the final validation loss' });
+  const legend = h('div.small.muted#parcoords-legend');
+  let chart = null;
+  const el = h('figure.chart-box.wide#box-parcoords', { hidden: true },
+    h('figcaption', {}, h('span', {}, 'Config keys against the final validation loss: one line per run, blue = low, red = high'),
+      chartExport(() => chart, `${name}-parcoords`, 'parallel coordinates chart')),
+    h('div.chart-canvas.tall', {}, canvas), legend);
+  function draw(runs) {
+    const keys = differingKeys(runs, ['seed']);
+    if (!window.Chart || runs.length < 3 || !keys.length) { el.hidden = true; return; }
+    el.hidden = false;
+    const finals = runs.map((r) => r.last?.val_loss?.last ?? null);
+    const axes = keys.map((k) => parAxis(runs.map((r) => r.config[k])));
+    const lossAxis = parAxis(finals);
+    const labels = [...keys, 'final val_loss'];
+    const datasets = runs.map((r, i) => {
+      const raw = [...keys.map((k) => r.config[k]), finals[i]];
+      const t = finals[i] === null ? null : lossAxis.pos(finals[i]);
+      const color = t === null ? cssVar('--muted') || '#888' : lossColor(t);
+      return { label: `#${r.id} ${r.variant}`, runId: r.id, raw, finalValLoss: finals[i],
+        data: [...axes.map((a, j) => a.pos(raw[j])), t],
+        borderColor: color, backgroundColor: color, borderWidth: 2, pointRadius: 3, tension: 0, spanGaps: false };
+    });
+    legend.textContent = labels.map((k, j) => {
+      const a = j < axes.length ? axes[j] : lossAxis;
+      return a.kind === 'category' ? `${k}: ${a.cats.join(' → ')}` : `${k}: ${fmt(a.lo, 4)} → ${fmt(a.hi, 4)}${a.kind === 'log' ? ' (log)' : ''}`;
+    }).join(' · ');
+    if (chart) { chart.data.labels = labels; chart.data.datasets = datasets; chart.update('none'); return; }
+    chart = new window.Chart(canvas, {
+      type: 'line',
+      data: { labels, datasets },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        plugins: { legend: { display: false },
+          tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${labels[c.dataIndex]} = ${fmtConfig(c.dataset.raw[c.dataIndex])}` } } },
+        scales: { x: { type: 'category', title: { display: true, text: 'config key → final validation loss' } },
+          y: { min: -0.05, max: 1.05, ticks: { display: false }, title: { display: true, text: 'low → high along each axis' } } },
+      },
+    });
+  }
+  return { el, draw, destroy: () => { if (chart) chart.destroy(); chart = null; } };
 }
 

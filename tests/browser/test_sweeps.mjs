@@ -1,0 +1,243 @@
+// Sweeps and the runs list's server-side orders and filters in a real browser (Debian's chromium
+// driven by playwright-core). Starts attnlabd on a free port with an empty data directory and a tiny
+// byte corpus, then plays a user: builds a two-key sweep (lr x tau_param) in the new-experiment
+// form, checks the four runs the server made, waits for them to train, reads the experiment view's
+// parallel-coordinates chart (one line per run across lr and tau_param ending in its final
+// validation loss, coloured by it), sorts the runs list by final and minimum loss through its
+// column headers and select (the order the API gives), filters it by a config key, and sees the
+// server's refusal of a bad value. Any console error (but the 422s asked for) fails the suite.
+// Screenshots go to <build>/<mode>/artifacts/browser/sweeps-*.png.
+// Prints "PASS name" / "FAIL name: why" per case and exits non-zero on any failure.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const ATTNLABD = process.env.ATTNLABD || join(ROOT, 'build/release/attnlabd');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = join(dirname(ATTNLABD), 'artifacts', 'browser');
+const STEPS = 40;
+const TINY = { corpus: 'tinybytes', n_layer: 1, n_head: 2, d_model: 16, seq_len: 16, batch: 4, steps: STEPS, eval_every: 10,
+  checkpoint_every: 0 };
+
+let failures = 0;
+const consoleErrors = [];
+const cleanups = [];
+
+async function step(name, fn) {
+  const before = consoleErrors.length;
+  try {
+    await fn();
+    if (consoleErrors.length > before) throw new Error(`console error: ${consoleErrors.slice(before).join(' | ')}`);
+    console.log(`PASS ${name}`);
+    return true;
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}: ${String(e && e.message || e).split('\n')[0]}`);
+    return false;
+  }
+}
+
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+const sameSet = (a, b) => a.length === b.length && [...a].sort().join() === [...b].sort().join();
+
+function startServer(dataDir) {
+  return new Promise((res, rej) => {
+    const env = { ...process.env };
+    delete env.ATTNLAB_TOKEN;
+    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn'],
+      { stdio: ['ignore', 'pipe', 'pipe'], env });
+    let stderr = '';
+    proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
+    const rl = createInterface({ input: proc.stdout });
+    rl.once('line', (line) => {
+      clearTimeout(timer);
+      const m = /(http:\/\/\S+)/.exec(line);
+      if (!m) { proc.kill('SIGKILL'); rej(new Error(`unexpected first line: ${line}`)); return; }
+      res({ proc, url: m[1].replace(/\/$/, '') });
+    });
+    proc.once('exit', (code) => { clearTimeout(timer); rej(new Error(`attnlabd exited with ${code}: ${stderr.trim().split('\n').pop()}`)); });
+  });
+}
+
+async function api(base, path, { method = 'GET', body, raw } = {}) {
+  const r = await fetch(base + path, { method, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+    headers: raw !== undefined ? { 'Content-Type': 'text/plain' } : body !== undefined ? { 'Content-Type': 'application/json' } : {} });
+  const text = await r.text();
+  assert(r.ok, `${method} ${path}: HTTP ${r.status} ${text.slice(0, 200)}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < timeoutMs) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+
+async function main() {
+  if (!existsSync(ATTNLABD)) { console.log(`FAIL setup: no attnlabd at ${ATTNLABD} (make build first)`); process.exit(1); }
+  if (!existsSync(join(ROOT, 'static/vendor/chart.umd.min.js'))) { console.log('FAIL setup: static/vendor/chart.umd.min.js is missing (make build copies it)'); process.exit(1); }
+  if (!existsSync(CHROMIUM)) { console.log(`FAIL setup: no browser at ${CHROMIUM} (scripts/deps.sh --test installs chromium)`); process.exit(1); }
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const dataDir = mkdtempSync(join(tmpdir(), 'attnlab-sweeps-data-'));
+  const profile = mkdtempSync(join(tmpdir(), 'attnlab-sweeps-profile-'));
+  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(profile, { recursive: true, force: true }));
+
+  const srv = await startServer(dataDir);
+  srv.proc.removeAllListeners('exit');
+  cleanups.unshift(() => new Promise((r) => { if (srv.proc.exitCode !== null) return r(); srv.proc.once('exit', r); srv.proc.kill('SIGTERM'); setTimeout(() => { srv.proc.kill('SIGKILL'); r(); }, 5000); }));
+  const base = srv.url;
+
+  const setup = await step('set-up: a byte corpus', async () => {
+    const text = Array.from({ length: 300 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n');
+    await api(base, '/api/corpora?name=tinybytes&encoding=bytes', { method: 'POST', raw: text });
+    await waitFor(async () => (await api(base, '/api/corpora/tinybytes')).corpus.status === 'ready', 'the corpus to be tokenized', 20000);
+  });
+  if (!setup) return;
+
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run',
+      '--disable-component-update', '--disable-sync'],
+  });
+  cleanups.unshift(() => ctx.close());
+  const page = ctx.pages()[0] || await ctx.newPage();
+  page.setDefaultTimeout(20000);
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (/^Failed to load resource: the server responded with a status of 422\b/.test(m.text())) return;
+    consoleErrors.push(m.text());
+  });
+  page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `sweeps-${name}.png`), fullPage: true });
+
+  let expId = null, runs = [];
+  const built = await step('new-experiment form builds a two-key sweep and the server makes its four runs', async () => {
+    await page.goto(base + '/#/runs');
+    await page.waitForSelector('#start-form #cfg-n_head');
+    await page.check('#start-form input[name="mode"][value="experiment"]');
+    assert(!(await page.$eval('#grid', (e) => e.disabled)), 'the sweep fieldset is still disabled in experiment mode');
+    await page.fill('#cfg-corpus', 'tinybytes');
+    for (const [k, v] of Object.entries(TINY)) if (k !== 'corpus') await page.fill(`#cfg-${k}`, String(v));
+    await page.selectOption('#cfg-attention', 'cosine_rope');
+    await page.fill('#run-name', 'lr-by-tau');
+    await page.click('#grid-add');
+    await page.click('#grid-add');
+    const rows = await page.$$('#grid-rows .grid-row');
+    assert(rows.length === 2, `${rows.length} sweep rows after two clicks`);
+    await page.selectOption('#grid-rows .grid-row:nth-child(1) .grid-key', 'lr');
+    await page.fill('#grid-rows .grid-row:nth-child(1) .grid-values', '0.003, 0.0003');
+    await page.selectOption('#grid-rows .grid-row:nth-child(2) .grid-key', 'tau_param');
+    await page.fill('#grid-rows .grid-row:nth-child(2) .grid-values', 'linear,log');
+    const count = await page.textContent('#grid-count');
+    assert(/4 variants × 1 = 4 runs/.test(count), `the form counts: "${count}"`);
+    await shot('form');
+    await page.click('#start-submit');
+    await page.waitForURL(/#\/experiment\/\d+/);
+    expId = Number(/experiment\/(\d+)/.exec(page.url())[1]);
+    const d = await api(base, `/api/experiments/${expId}`);
+    const names = d.runs.map((r) => r.variant);
+    const want = ['lr=0.003,tau_param=linear', 'lr=0.003,tau_param=log', 'lr=0.0003,tau_param=linear', 'lr=0.0003,tau_param=log'];
+    assert(JSON.stringify(names) === JSON.stringify(want), `variants ${names}`);
+    assert(d.runs.every((r) => r.config.attention === 'cosine_rope' && r.config.steps === STEPS), 'the base config did not reach the runs');
+    await waitFor(async () => {
+      const e = await api(base, `/api/experiments/${expId}`);
+      const failed = e.runs.find((r) => r.status === 'failed');
+      if (failed) throw new Error(`run ${failed.id} failed: ${failed.error}`);
+      runs = e.runs;
+      return e.runs.every((r) => r.status === 'succeeded');
+    }, 'four runs to succeed', 120000, 300);
+  });
+  if (!built) return;
+
+  await step('experiment view: parallel coordinates of lr and tau_param against the final validation loss', async () => {
+    await page.goto(base + `/#/experiment/${expId}`);
+    const st = await waitFor(() => page.evaluate(() => {
+      const box = document.querySelector('#box-parcoords');
+      const c = box && !box.hidden && window.Chart.getChart(document.querySelector('#chart-parcoords'));
+      if (!c || c.data.datasets.length < 4) return null;
+      return { labels: c.data.labels, datasets: c.data.datasets.map((d) => ({ runId: d.runId, raw: d.raw, data: d.data, color: d.borderColor, final: d.finalValLoss })) };
+    }), 'the parallel-coordinates chart', 20000);
+    assert(JSON.stringify(st.labels) === JSON.stringify(['lr', 'tau_param', 'final val_loss']), `axes ${st.labels}`);
+    for (const r of runs) {
+      const d = st.datasets.find((x) => x.runId === r.id);
+      assert(d, `no line for run ${r.id}`);
+      assert(d.final === r.last.val_loss.last, `run ${r.id}: final val_loss ${d.final}, API ${r.last.val_loss.last}`);
+      assert(d.raw[0] === r.config.lr && d.raw[1] === r.config.tau_param, `run ${r.id}: raw ${d.raw}`);
+      assert(d.data.every((y) => y >= 0 && y <= 1), `run ${r.id}: positions ${d.data}`);
+      // lr 0.0003 at the bottom of its axis, 0.003 at the top; linear below log.
+      assert(d.data[0] === (r.config.lr > 0.001 ? 1 : 0) && d.data[1] === (r.config.tau_param === 'log' ? 1 : 0), `run ${r.id}: ${d.data}`);
+    }
+    const byLoss = [...st.datasets].sort((a, b) => a.final - b.final);
+    assert(byLoss[0].data[2] === 0 && byLoss[3].data[2] === 1, 'the lowest and highest final losses are not the ends of the last axis');
+    assert(byLoss[0].color !== byLoss[3].color, 'the best and the worst run share a colour');
+    await shot('parcoords');
+  });
+
+  const tableIds = () => page.$$eval('#runs-table tbody tr[data-run-id]', (trs) => trs.map((t) => Number(t.dataset.runId)));
+  const apiIds = async (q) => (await api(base, `/api/runs?limit=500&${q}`)).runs.map((r) => r.id);
+  const waitOrder = async (q, what) => {
+    const want = await apiIds(q);
+    await waitFor(async () => JSON.stringify(await tableIds()) === JSON.stringify(want), `${what}: order ${want}`, 10000);
+  };
+
+  await step('runs list sorts by final validation loss (header, both ways) and minimum loss (select), in the API order', async () => {
+    await page.goto(base + '/#/runs');
+    await page.waitForSelector(`#runs-table tr[data-run-id="${runs[0].id}"]`);
+    await page.click('#runs-table th[data-col="val_loss"] button');
+    await waitOrder('sort=val_loss', 'ascending final val_loss');
+    assert(await page.getAttribute('#runs-table th[data-col="val_loss"]', 'aria-sort') === 'ascending', 'the header does not say ascending');
+    const vals = await page.$$eval('#runs-table tbody tr .cell-val-loss', (tds) => tds.map((t) => Number(t.textContent.split('/')[0])));
+    assert(vals.every((v, i) => i === 0 || v >= vals[i - 1] - 1e-3), `shown final val losses not ascending: ${vals}`);
+    await page.click('#runs-table th[data-col="val_loss"] button');
+    await waitOrder('sort=-val_loss', 'descending final val_loss');
+    assert(await page.inputValue('#runs-sort') === '-val_loss', 'the select does not follow the header');
+    await page.selectOption('#runs-sort', 'min_loss');
+    await waitOrder('sort=min_loss', 'ascending minimum loss');
+    assert(await page.getAttribute('#runs-table th[data-col="loss"]', 'aria-sort') === 'ascending', 'the loss header is not marked');
+    await page.click('#runs-table th[data-col="id"] button');
+    await waitFor(async () => { const ids = await tableIds(); return ids.length === 4 && ids.every((v, i) => i === 0 || v > ids[i - 1]); }, 'ascending ids again');
+    await shot('sorted');
+  });
+
+  await step('runs list filters by a config key on the server; a bad value shows its refusal', async () => {
+    await page.selectOption('#runs-config-key', 'tau_param');
+    await page.fill('#runs-config-value', 'log');
+    await page.dispatchEvent('#runs-config-value', 'change');
+    const want = runs.filter((r) => r.config.tau_param === 'log').map((r) => r.id).sort((a, b) => a - b);
+    await waitFor(async () => JSON.stringify(await tableIds()) === JSON.stringify(want), `only the log runs ${want}`, 10000);
+    await page.selectOption('#runs-sort', '-min_val_loss');
+    await waitOrder('sort=-min_val_loss&config.tau_param=log', 'filtered and sorted');
+    await page.selectOption('#runs-config-key', 'lr');
+    await page.fill('#runs-config-value', 'fast');
+    await page.dispatchEvent('#runs-config-value', 'change');
+    await page.waitForFunction(() => /config\.lr/.test(document.querySelector('#runs-config-error').textContent));
+    assert((await tableIds()).length === 0, 'rows shown for a refused filter');
+    await page.fill('#runs-config-value', '');
+    await page.dispatchEvent('#runs-config-value', 'change');
+    await waitFor(async () => (await tableIds()).length === 4, 'every run again');
+    assert(await page.textContent('#runs-config-error') === '', 'the refusal stays after the filter is cleared');
+  });
+}
+
+try {
+  await main();
+} catch (e) {
+  failures++;
+  console.log(`FAIL unexpected: ${String(e && e.message || e).split('\n')[0]}`);
+} finally {
+  for (const c of cleanups) { try { await c(); } catch { /* ignore */ } }
+}
+process.exit(failures ? 1 : 0);
