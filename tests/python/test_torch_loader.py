@@ -236,6 +236,23 @@ def compare(meta, tensors, ids, server_att, server_loss):
     return (att - server_att).abs().max().item(), abs(m.loss(ids) - server_loss) / abs(server_loss)
 
 
+def readme_example():
+    """The README's loader example (the python block under 'Loading a run's weights in PyTorch')."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("```python\n", text.index("### Loading a run's weights in PyTorch")) + len("```python\n")
+    return text[start:text.index("```", start)]
+
+
+def run_readme_example(srv, run_id, ids):
+    """The README example's loss on ids, for run_id's weights from srv."""
+    code = readme_example().replace("http://127.0.0.1:8080/api/runs/2/weights", f"{srv.url}/api/runs/{run_id}/weights")
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    out = scope["logits"](ids[:-1])
+    return F.cross_entropy(out.double(), torch.tensor(ids[1:])).item()
+
+
 def check_run(srv, label, run_id, want_steps):
     code, raw, ctype = srv.call("GET", f"/api/runs/{run_id}/weights")
     if code != 200:
@@ -283,6 +300,15 @@ def check_run(srv, label, run_id, want_steps):
     else:
         bad(f"torch_matches_server_{label}",
             f"attention {att_err:.3g} (tolerance {ATT_TOL}), loss {loss_err:.3g} (tolerance {LOSS_TOL})")
+
+    # The README's example, in float32 like the server.
+    readme_loss = run_readme_example(srv, run_id, loss_ids)
+    readme_err = abs(readme_loss - server_loss) / abs(server_loss)
+    if readme_err <= LOSS_TOL * 10:
+        ok(f"readme_loader_example_{label}")
+    else:
+        bad(f"readme_loader_example_{label}", f"loss {readme_loss} against the server's {server_loss}")
+    print(f"#   README example: relative loss difference {readme_err:.2e}", flush=True)
 
     # One metadata value changed: the rebuilt model must then fail the check above.
     changes = {"layernorm_eps": "0.01", "gelu": "erf" if meta["gelu"] == "tanh" else "tanh"}
