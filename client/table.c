@@ -191,7 +191,8 @@ void table_print(const table *t, FILE *out) {
     free(right);
 }
 
-void table_csv_field(const char *s, FILE *out) {
+/* Writes one CSV field (quoted when needed). */
+static void table_csv_field(const char *s, FILE *out) {
     if (!strpbrk(s, ",\"\r\n")) {
         fputs(s, out);
         return;

@@ -28,7 +28,5 @@ void table_free(table *t);
 size_t table_display_width(const char *s);
 /* 1 when s reads as a number (optional sign, digits, '.', exponent; also nan, inf). */
 int table_is_numeric(const char *s);
-/* Writes one CSV field (quoted when needed). */
-void table_csv_field(const char *s, FILE *out);
 
 #endif

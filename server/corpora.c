@@ -357,7 +357,8 @@ int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field
     return 0;
 }
 
-json_t *corpora_task_config_json(const tasks_config *cfg) {
+/* The config as the JSON that is stored (every parameter explicit); NULL on allocation failure. */
+static json_t *corpora_task_config_json(const tasks_config *cfg) {
     const tasks_kind *k = tasks_kind_at(cfg->kind);
     if (!k) return NULL;
     json_t *params = json_object();

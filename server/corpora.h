@@ -54,8 +54,6 @@ void corpora_remove_files(corpora *c, const char *name);
  * message. */
 int corpora_task_config_parse(const json_t *spec, tasks_config *out, char *field, size_t field_len, char *msg,
                               size_t msg_len);
-/* The config as the JSON that is stored (every parameter explicit); NULL on allocation failure. */
-json_t *corpora_task_config_json(const tasks_config *cfg);
 
 typedef enum {
     CORPORA_TASK_CREATED,

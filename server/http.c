@@ -150,7 +150,9 @@ static int hex_value(char c) {
     return -1;
 }
 
-long http_url_decode(const char *src, size_t len, char *dst, int plus_is_space) {
+/* Percent-decodes src[0..len) into dst (at least len+1 bytes); '+' becomes ' ' when plus_is_space.
+ * Returns the decoded length, or -1 on a malformed escape or a decoded NUL byte. */
+static long http_url_decode(const char *src, size_t len, char *dst, int plus_is_space) {
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         char c = src[i];
@@ -488,7 +490,7 @@ void http_server_each_route(const http_server *s, void (*fn)(const char *, const
  * or NUL, and is neither "." nor "..". Only canonical paths reach authorisation, routing and static
  * files, so all three see the same path (an alias such as "//api/runs" or "/metrics/" cannot be
  * routed one way and authorised another). Returns 1 when canonical. */
-int http_path_canonical(const char *raw) {
+static int http_path_canonical(const char *raw) {
     if (!raw || raw[0] != '/') return 0;
     if (raw[1] == 0) return 1;
     const char *p = raw + 1;
@@ -557,14 +559,11 @@ static int route_match(const route *r, const char *path, http_request *req) {
 
 /* ---- request accessors ------------------------------------------------------------------ */
 
-const char *http_request_method(const http_request *req) { return req->method; }
-
 const char *http_request_upload_path(const http_request *req, size_t *size) {
     if (size) *size = req->body_len;
     return req->upload_path;
 }
 const char *http_request_path(const http_request *req) { return req->path; }
-void *http_request_app(const http_request *req) { return req->server->cfg.app; }
 
 const char *http_request_param(const http_request *req, const char *name) {
     for (int i = 0; i < req->n_params; i++)
@@ -631,11 +630,6 @@ int http_request_each_query(http_request *req, int (*fn)(const char *, const cha
 
 const char *http_request_header(const http_request *req, const char *name) {
     return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
-}
-
-const char *http_request_body(const http_request *req, size_t *len) {
-    if (len) *len = req->body_len;
-    return req->body ? req->body : "";
 }
 
 json_t *http_request_json_object(http_request *req) {

@@ -75,7 +75,6 @@ void http_server_status_counts(const http_server *s, uint64_t counts[600]);
 void http_server_each_route(const http_server *s, void (*fn)(const char *method, const char *pattern, void *ctx),
                             void *ctx);
 
-const char *http_request_method(const http_request *req);
 const char *http_request_path(const http_request *req);
 const char *http_request_param(const http_request *req, const char *name);
 /* A query-string argument, percent- and '+'-decoded; NULL when absent. */
@@ -83,10 +82,8 @@ const char *http_request_query(http_request *req, const char *name);
 /* Calls fn for every query argument (raw key, decoded value); stops early when fn returns non-zero. */
 int http_request_each_query(http_request *req, int (*fn)(const char *key, const char *value, void *ctx), void *ctx);
 const char *http_request_header(const http_request *req, const char *name);
-const char *http_request_body(const http_request *req, size_t *len);
 /* Parses the body as a JSON object; on failure answers 400 and returns NULL. Caller owns the result. */
 json_t *http_request_json_object(http_request *req);
-void *http_request_app(const http_request *req);
 /* The temporary file holding an upload route's body, and its size. */
 const char *http_request_upload_path(const http_request *req, size_t *size);
 
@@ -151,13 +148,5 @@ int http_parse_event_id(const char *value, uint64_t *id);
 /* Writes src as valid UTF-8 into dst (cap bytes, always terminated): each byte that does not
  * begin a well-formed sequence becomes the four characters \xHH. Returns dst. */
 char *http_utf8_clean(const char *src, char *dst, size_t cap);
-
-/* 1 when raw is a canonical request path (see http.c: no empty, "." or ".." segments, no trailing
- * '/', every escape valid and none decoding to '/', '\\' or NUL); anything else is answered 404. */
-int http_path_canonical(const char *raw);
-
-/* Percent-decodes src[0..len) into dst (at least len+1 bytes); '+' becomes ' ' when plus_is_space.
- * Returns the decoded length, or -1 on a malformed escape or a decoded NUL byte. */
-long http_url_decode(const char *src, size_t len, char *dst, int plus_is_space);
 
 #endif

@@ -31,7 +31,6 @@ int nodes_role_valid(const char *role) {
 }
 
 const char *nodes_id(const nodes *n) { return n->id; }
-const char *nodes_role(const nodes *n) { return n->role; }
 double nodes_stale_seconds(const nodes *n) { return n->cfg.stale_s; }
 
 int nodes_default_id(const char *data_dir, char *buf, size_t len) {

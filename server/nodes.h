@@ -36,7 +36,6 @@ void nodes_stop(nodes *n);
 void nodes_free(nodes *n);
 
 const char *nodes_id(const nodes *n);
-const char *nodes_role(const nodes *n);
 /* Seconds after which a silent node is shown as not alive. */
 double nodes_stale_seconds(const nodes *n);
 /* This node's lines for /metrics (Prometheus text). */

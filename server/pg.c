@@ -229,6 +229,9 @@ store_status pg_exec(pg_conn *c, const char *what, const char *sql, const pg_par
     return STORE_OK;
 }
 
+/* Rows a command changed, 0 for a query. */
+static long long pg_affected(const pg_res *r);
+
 store_status pg_cmd(pg_conn *c, const char *what, const char *sql, const pg_params *params, long long *affected) {
     if (affected) *affected = 0;
     pg_res *r = NULL;
@@ -302,7 +305,7 @@ static int in_range(const pg_res *r, int row, int col) {
 
 int pg_nrows(const pg_res *r) { return r ? PQntuples(r->r) : 0; }
 
-long long pg_affected(const pg_res *r) {
+static long long pg_affected(const pg_res *r) {
     if (!r) return 0;
     const char *t = PQcmdTuples(r->r);
     return t && *t ? strtoll(t, NULL, 10) : 0;
@@ -335,7 +338,7 @@ int pg_get_bool(const pg_res *r, int row, int col) {
 
 /* ---- LISTEN / NOTIFY ---------------------------------------------------------------------------- */
 
-int pg_socket(pg_conn *c) { return pg_alive(c) ? PQsocket(c->conn) : -1; }
+static int pg_socket(pg_conn *c) { return pg_alive(c) ? PQsocket(c->conn) : -1; }
 
 int pg_notifications(pg_conn *c, pg_notify_fn fn, void *ctx) {
     if (!pg_alive(c)) return -1;

@@ -85,7 +85,6 @@ void pg_clear(pg_res *r);
 /* ---- results ---------------------------------------------------------------------------------
  * Row and column indexes are 0-based; out of range reads as NULL. */
 int pg_nrows(const pg_res *r);
-long long pg_affected(const pg_res *r); /* rows a command changed, 0 for a query */
 int pg_get_isnull(const pg_res *r, int row, int col);
 const char *pg_get_text(const pg_res *r, int row, int col); /* NULL for SQL NULL */
 long long pg_get_i64(const pg_res *r, int row, int col);    /* 0 for NULL or not a number */
@@ -94,8 +93,6 @@ double pg_get_double(const pg_res *r, int row, int col); /* 0 for NULL */
 int pg_get_bool(const pg_res *r, int row, int col);      /* 't' or a non-zero number: 1 */
 
 /* ---- LISTEN / NOTIFY -------------------------------------------------------------------------- */
-/* The descriptor to poll for notifications; -1 when the connection is down. */
-int pg_socket(pg_conn *c);
 typedef void (*pg_notify_fn)(void *ctx, const char *channel, const char *payload, int sender_pid);
 /* Reads what the server sent and calls fn for each notification that arrived, in order. Returns
  * how many were delivered, or -1 when the connection broke. Never blocks. */

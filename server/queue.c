@@ -226,5 +226,3 @@ unsigned long long queue_claims(queue *q) {
     pthread_mutex_unlock(&q->lock);
     return n;
 }
-
-double queue_lease_seconds(const queue *q) { return q->lease_s; }

@@ -42,7 +42,5 @@ void queue_cancel_heard(queue *q, long long run_id);
 /* Runs held here now, and claims made since the start. */
 int queue_held(queue *q);
 unsigned long long queue_claims(queue *q);
-/* The lease time this queue was started with. */
-double queue_lease_seconds(const queue *q);
 
 #endif

@@ -200,21 +200,6 @@ store_status spg_notify(pg_conn *c, const char *channel, const char *payload) {
     return pg_cmd(c, "notify", "SELECT pg_notify($1, $2)", &q, NULL);
 }
 
-store_status spg_notify_status(store *st, pg_conn *c, long long run_id, const char *to) {
-    json_t *o = json_pack("{s:s, s:I, s:s}", "t", "s", "run", (json_int_t)run_id, "node", spg_node(st));
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!text) return STORE_ERROR;
-    store_status s = spg_notify(c, "attnlab_events", text);
-    free(text);
-    if (s == STORE_OK && to && !strcmp(to, "queued")) {
-        char id[32];
-        snprintf(id, sizeof id, "%lld", run_id);
-        s = spg_notify(c, "attnlab_jobs", id);
-    }
-    return s;
-}
-
 json_t *spg_text(const pg_res *r, int row, int col) {
     const char *t = pg_get_text(r, row, col);
     return t ? json_string(t) : json_null();

@@ -52,8 +52,6 @@ const char *spg_node(store *st);
 long long spg_held_token(store *st, long long run_id);
 /* Queues a NOTIFY on channel with payload, inside the caller's transaction. */
 store_status spg_notify(pg_conn *c, const char *channel, const char *payload);
-/* {"t":"s","run":id,"node":N} on attnlab_events, and {id} on attnlab_jobs when to is "queued". */
-store_status spg_notify_status(store *st, pg_conn *c, long long run_id, const char *to);
 
 /* Column values as new JSON values (NULL only when out of memory); SQL NULL becomes JSON null. */
 json_t *spg_text(const pg_res *r, int row, int col);

@@ -40,7 +40,9 @@ static int same_file(const hash_entry *e, const char *path, const struct stat *s
            e->size == sb->st_size && e->mtime.tv_sec == sb->st_mtim.tv_sec && e->mtime.tv_nsec == sb->st_mtim.tv_nsec;
 }
 
-void svc_probes_weights_hash(app *a, long long run_id, char hex[65]) {
+/* The checkpoint content hash the cache key uses: 64 hex digits, or "" when the run has no
+ * checkpoint that can be read. */
+static void svc_probes_weights_hash(app *a, long long run_id, char hex[65]) {
     hex[0] = 0;
     char path[PATH_MAX];
     jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);

@@ -23,8 +23,4 @@ struct app;
 svc_status svc_probes_run(struct app *a, const probe_kind *kind, const json_t *params, long long run_id, long long *id,
                           int *cached, svc_error *err);
 
-/* The checkpoint content hash the cache key uses: 64 hex digits, or "" when the run has no
- * checkpoint that can be read. */
-void svc_probes_weights_hash(struct app *a, long long run_id, char hex[65]);
-
 #endif

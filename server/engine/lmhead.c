@@ -12,8 +12,9 @@
 
 #if !REAL_IS_DOUBLE
 
-/* Softmax cross-entropy of one row in three vectorised passes (max; exp and sum; scale). */
-double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
+/* Softmax cross-entropy of one row in three vectorised passes (max; exp and sum; scale); when
+ * want_grad, x is replaced by (softmax - onehot) * scale. Returns the loss. */
+static double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
     int nv = V / 16 * 16;
     fm_v16 vmx;
     float mx = -INFINITY;
@@ -61,7 +62,7 @@ double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
     return loss;
 }
 #else
-double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
+static double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
     double mx = -INFINITY;
     for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
     double xt = x[target], sum = 0;

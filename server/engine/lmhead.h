@@ -73,8 +73,4 @@ size_t lmhead_bf16_bytes(int V, int C);
 /* Rounds w [V][C] into b's copies, on every thread of pool (pool may be NULL: this thread). */
 void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool);
 
-/* One row: softmax cross-entropy of logits[V] against target; when want_grad, logits is
- * replaced by (softmax - onehot) * scale. Returns the loss. Exposed for tests. */
-double lmhead_row_xent(real *logits, int V, int target, real scale, int want_grad);
-
 #endif

@@ -143,7 +143,8 @@ engine_status tasks_config_set_offsets(tasks_config *c, const int *offsets, int 
 static int n_content(const tasks_config *c) { return c->vocab - TASKS_FIRST_CONTENT; }
 static int n_marked(const tasks_config *c) { return n_content(c) / 4 < 2 ? 2 : n_content(c) / 4; }
 
-int tasks_max_instance_len(const tasks_config *c) {
+/* The length of the longest instance c can generate. */
+static int tasks_max_instance_len(const tasks_config *c) {
     switch (c->kind) {
     case K_COPY: return c->p[1] + 3;
     case K_INDUCTION: return 2 * c->p[1] + 2;
@@ -184,7 +185,8 @@ int tasks_buckets(const tasks_config *c, char names[TASKS_MAX_BUCKETS][12]) {
     return n;
 }
 
-int tasks_bucket_of(const tasks_config *c, int x) {
+/* The bucket of an answer at distance (or, for copy_offset, of offset index) x; -1 if none. */
+static int tasks_bucket_of(const tasks_config *c, int x) {
     int n = tasks_buckets(c, NULL);
     if (c->kind == K_COPY) return x >= 0 && x < n ? x : -1;
     if (x < 1) return -1;

@@ -121,12 +121,8 @@ typedef struct {
 engine_status tasks_emit_instance(const tasks_config *c, const tasks_instance *inst, uint16_t *tokens, uint8_t *labels,
                                   int cap, int *len, engine_error *err);
 
-/* The length of the longest instance c can generate. */
-int tasks_max_instance_len(const tasks_config *c);
 /* Answer buckets of c: their number (1..16) and names ("k3", "d8"); names may be NULL. */
 int tasks_buckets(const tasks_config *c, char names[TASKS_MAX_BUCKETS][12]);
-/* The bucket of an answer at distance (or, for copy_offset, of offset index) x; -1 if none. */
-int tasks_bucket_of(const tasks_config *c, int x);
 
 typedef struct {
     tasks_config cfg;
