@@ -190,11 +190,17 @@ class Server:
         return code, json.loads(raw) if raw else None
 
     def stop(self):
+        """Stops the server; returns (exit status, its log's sanitizer or runtime error lines)."""
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=30)
+            rc = self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            rc = self.proc.wait()
+        self.log.close()
+        with open(self.log.name, errors="replace") as f:
+            errors = [l for l in f if "Sanitizer" in l or "runtime error:" in l]
+        return rc, errors
 
 
 def probe(srv, kind, run_id, params):
@@ -374,7 +380,11 @@ def main():
             label = attention + "".join(f"_{v}" for k, v in extra.items() if k.endswith("_param"))
             check_run(srv, label, run_id, BASE["steps"])
     finally:
-        srv.stop()
+        rc, errors = srv.stop()
+        if rc == 0 and not errors:
+            ok("torch_loader_server_stopped_cleanly")
+        else:
+            bad("torch_loader_server_stopped_cleanly", f"exit status {rc}; {''.join(errors[:3])}")
     print(f"# {time.time() - t0:.1f} s", flush=True)
 
 
