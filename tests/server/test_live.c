@@ -376,6 +376,42 @@ TEST(openapi_describes_every_route) {
     json_decref(doc);
 }
 
+/* The preset enum of POST /api/experiments in openapi.json names exactly the presets the server
+ * serves, in its order (a new preset row must be described too). */
+TEST(openapi_preset_enum_is_the_presets_table) {
+    long code;
+    json_t *doc = api_call(&srv, "GET", "/api/openapi.json", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *en = json_object_get(
+        json_object_get(
+            json_object_get(
+                json_object_get(
+                    json_object_get(
+                        json_object_get(
+                            json_object_get(json_object_get(json_object_get(doc, "paths"), "/api/experiments"), "post"),
+                            "requestBody"),
+                        "content"),
+                    "application/json"),
+                "schema"),
+            "properties"),
+        "preset");
+    en = json_object_get(en, "enum");
+    json_t *j = api_call(&srv, "GET", "/api/presets", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *ps = json_object_get(j, "presets");
+    CHECK(json_is_array(en) && json_is_array(ps));
+    CHECK_MSG(json_array_size(en) == json_array_size(ps), "openapi.json lists %zu presets, the server serves %zu",
+              json_array_size(en), json_array_size(ps));
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        const char *want = json_string_value(json_object_get(json_array_get(ps, i), "name"));
+        const char *got = json_string_value(json_array_get(en, i));
+        CHECK_MSG(want && got && !strcmp(want, got), "preset %zu: openapi.json says '%s', the server '%s'", i,
+                  got ? got : "(none)", want ? want : "(none)");
+    }
+    json_decref(j);
+    json_decref(doc);
+}
+
 TEST(prometheus_metrics) {
     harness_response r;
     CHECK(harness_get(&srv, "/metrics", &r) == 0);
@@ -402,6 +438,7 @@ int main(void) {
     RUN(experiment_makes_one_run_per_variant_with_one_seed);
     RUN(seed_blog_preset_is_the_blog_experiment);
     RUN(openapi_describes_every_route);
+    RUN(openapi_preset_enum_is_the_presets_table);
     RUN(prometheus_metrics);
     int rc = harness_stop(&srv);
     if (rc != 0) {
