@@ -12,6 +12,7 @@
 #include "app.h"
 #include "checkpoints.h"
 #include "log.h"
+#include "reply_cache.h"
 #include "run_config.h"
 #include "svc_runs.h"
 
@@ -234,10 +235,37 @@ static int run_exists(http_request *req, app *a, long long *id) {
     return 1;
 }
 
+/* Loads the run of the {id} path (404 otherwise) and writes into key, when the run has ended, a
+ * cache key naming everything its metric answers depend on: the run's id, status, step, creation
+ * and end times (a resumed run changes them) and what (the route and its query). key is "" while
+ * the run can still write metrics. Returns 0, or -1 once an answer has been sent. */
+static int run_series_key(http_request *req, app *a, const char *what, long long *id, char *key, size_t cap) {
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return -1;
+    const char *status = json_string_value(json_object_get(row, "status"));
+    int ended = status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+    int n = snprintf(key, cap, "%lld|%s|%lld|%.17g|%.17g|%s", *id, status ? status : "",
+                     (long long)json_integer_value(json_object_get(row, "step")),
+                     json_number_value(json_object_get(row, "created_at")),
+                     json_number_value(json_object_get(row, "finished_at")), what);
+    if (!ended || n < 0 || (size_t)n >= cap) key[0] = 0;
+    json_decref(row);
+    return 0;
+}
+
+/* Answers a cached body for key; 1 when it did. */
+static int reply_cached(http_request *req, app *a, const char *key, const char *content_type) {
+    char *body;
+    size_t len;
+    if (!key[0] || !reply_cache_get(a->replies, key, &body, &len)) return 0;
+    http_reply_take(req, 200, content_type, body, len);
+    return 1;
+}
+
 void api_runs_metrics(http_request *req, void *ctx) {
     app *a = ctx;
     long long id, since, max_points;
-    if (!run_exists(req, a, &id)) return;
+    char what[2100], key[2400];
     if (api_query_int(req, "since_step", 0, 100000000, 0, &since) < 0 ||
         api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0)
         return;
@@ -246,6 +274,9 @@ void api_runs_metrics(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "keys", "keys must be at most 2000 characters");
         return;
     }
+    snprintf(what, sizeof what, "metrics|%lld|%lld|%s", since, max_points, keys ? keys : "\x01all");
+    if (run_series_key(req, a, what, &id, key, sizeof key) < 0) return;
+    if (reply_cached(req, a, key, "application/json")) return;
     store_metric *points;
     size_t n;
     if (store_metrics_points(a->store, id, keys, (int)since, &points, &n) != STORE_OK) {
@@ -258,7 +289,16 @@ void api_runs_metrics(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series));
+    json_t *body = json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series);
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(body);
+    if (!text) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    size_t len = strlen(text);
+    if (key[0]) reply_cache_put(a->replies, key, text, len);
+    http_reply_take(req, 200, "application/json", text, len);
 }
 
 void api_runs_summary(http_request *req, void *ctx) {
@@ -276,7 +316,16 @@ void api_runs_summary(http_request *req, void *ctx) {
 void api_runs_csv(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
-    if (!run_exists(req, a, &id)) return;
+    char key[256], disp[80];
+    if (run_series_key(req, a, "csv", &id, key, sizeof key) < 0) return;
+    snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-metrics.csv\"", id);
+    char *body;
+    size_t blen;
+    if (key[0] && reply_cache_get(a->replies, key, &body, &blen)) {
+        http_reply_header(req, "Content-Disposition", disp);
+        http_reply_take(req, 200, "text/csv; charset=utf-8", body, blen);
+        return;
+    }
     store_metric *points;
     size_t n;
     if (store_metrics_points(a->store, id, NULL, 0, &points, &n) != STORE_OK) {
@@ -291,11 +340,9 @@ void api_runs_csv(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    char disp[80];
-    snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-metrics.csv\"", id);
+    if (key[0]) reply_cache_put(a->replies, key, csv, len);
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_bytes(req, 200, "text/csv; charset=utf-8", csv, len);
-    free(csv);
+    http_reply_take(req, 200, "text/csv; charset=utf-8", csv, len);
 }
 
 /* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser

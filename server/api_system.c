@@ -64,6 +64,18 @@ void api_prometheus(http_request *req, void *ctx) {
             "attnlab_event_subscribers %zu\n",
             events_subscriber_count(a->events));
     nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
+    unsigned long long hits, misses;
+    int cached;
+    size_t cached_bytes;
+    reply_cache_stats(a->replies, &hits, &misses, &cached, &cached_bytes);
+    fprintf(f,
+            "# HELP attnlab_reply_cache_requests_total Metric answers about ended runs, served from the cache "
+            "or not.\n# TYPE attnlab_reply_cache_requests_total counter\n"
+            "attnlab_reply_cache_requests_total{result=\"hit\"} %llu\n"
+            "attnlab_reply_cache_requests_total{result=\"miss\"} %llu\n"
+            "# HELP attnlab_reply_cache_bytes Bytes of answers held.\n# TYPE attnlab_reply_cache_bytes gauge\n"
+            "attnlab_reply_cache_bytes %zu\n",
+            hits, misses, cached_bytes);
     fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",

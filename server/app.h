@@ -13,6 +13,7 @@
 #include "metrics_writer.h"
 #include "nodes.h"
 #include "queue.h"
+#include "reply_cache.h"
 #include "store.h"
 #include "svc.h"
 
@@ -21,6 +22,7 @@ typedef struct app {
     http_server *http;
     events *events;
     metrics_writer *writer;
+    reply_cache *replies; /* answers about ended runs' metrics; NULL: none cached */
     corpora *corpora;
     jobs *jobs;
     nodes *nodes;            /* this process as a node (GET /api/nodes, /metrics) */

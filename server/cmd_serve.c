@@ -449,6 +449,8 @@ int cmd_serve(int argc, char **argv) {
         }
     }
     a.events = events_new(8192, 15);
+    /* Ended runs' metric answers: up to 64 MiB in 256 answers (one above 16 MiB is not kept). */
+    a.replies = reply_cache_new(64u << 20, 256);
     a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
     a.corpora = a.writer ? corpora_start(a.store, artifacts, NULL) : NULL;
     jobs_config jc = {.store = a.store,
@@ -461,7 +463,7 @@ int cmd_serve(int argc, char **argv) {
                       .compute_threads = f.compute_threads,
                       .max_queued = f.max_queued,
                       .queue = a.queue};
-    a.jobs = a.events && a.corpora ? jobs_start(&jc) : NULL;
+    a.jobs = a.events && a.replies && a.corpora ? jobs_start(&jc) : NULL;
     if (!a.jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
         rc = 1;
@@ -521,6 +523,7 @@ stop_http:
     metrics_writer_stop(a.writer);
     nodes_stop(a.nodes);
     events_free(a.events);
+    reply_cache_free(a.replies);
     corpora_free(a.corpora);
     run_config_cleanup();
     store_close(a.store);

@@ -700,6 +700,12 @@ void http_reply_fd(http_request *req, int status, const char *content_type, int 
     queue(req, status, resp, content_type);
 }
 
+void http_reply_take(http_request *req, int status, const char *content_type, char *body, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) free(body);
+    queue(req, status, resp, content_type);
+}
+
 void http_reply_json(http_request *req, int status, json_t *body) {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);

@@ -94,6 +94,8 @@ void http_reply_bytes(http_request *req, int status, const char *content_type, c
 /* Sends an open file of the given size; the layer owns (and closes) fd from here on. */
 void http_reply_fd(http_request *req, int status, const char *content_type, int fd, uint64_t size);
 /* Sends a JSON value and drops the caller's reference to it. */
+/* Like http_reply_bytes, but takes body (malloc'd) instead of copying it: it is freed once sent. */
+void http_reply_take(http_request *req, int status, const char *content_type, char *body, size_t len);
 void http_reply_json(http_request *req, int status, json_t *body);
 /* Sends {"error":{"code":code,"message":...,"field":field}}; field may be NULL. */
 void http_reply_error(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
