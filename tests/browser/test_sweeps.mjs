@@ -8,95 +8,17 @@
 // server's refusal of a bad value. Any console error (but the 422s asked for) fails the suite.
 // Screenshots go to <build>/<mode>/artifacts/browser/sweeps-*.png.
 // Prints "PASS name" / "FAIL name: why" per case and exits non-zero on any failure.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const ATTNLABD = process.env.ATTNLABD || join(ROOT, 'build/release/attnlabd');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const ARTIFACTS = join(dirname(ATTNLABD), 'artifacts', 'browser');
+import { join } from 'node:path';
+import { ARTIFACTS, assert, step, api, waitFor, checkSetup, startFresh, launchBrowser, run } from './support/harness.mjs';
 const STEPS = 40;
 const TINY = { corpus: 'tinybytes', n_layer: 1, n_head: 2, d_model: 16, seq_len: 16, batch: 4, steps: STEPS, eval_every: 10,
   checkpoint_every: 0 };
 
-let failures = 0;
-const consoleErrors = [];
-const cleanups = [];
-
-async function step(name, fn) {
-  const before = consoleErrors.length;
-  try {
-    await fn();
-    if (consoleErrors.length > before) throw new Error(`console error: ${consoleErrors.slice(before).join(' | ')}`);
-    console.log(`PASS ${name}`);
-    return true;
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${String(e && e.message || e).split('\n')[0]}`);
-    return false;
-  }
-}
-
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-const sameSet = (a, b) => a.length === b.length && [...a].sort().join() === [...b].sort().join();
-
-function startServer(dataDir) {
-  return new Promise((res, rej) => {
-    const env = { ...process.env };
-    delete env.ATTNLAB_TOKEN;
-    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn'],
-      { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let stderr = '';
-    proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
-    const rl = createInterface({ input: proc.stdout });
-    rl.once('line', (line) => {
-      clearTimeout(timer);
-      const m = /(http:\/\/\S+)/.exec(line);
-      if (!m) { proc.kill('SIGKILL'); rej(new Error(`unexpected first line: ${line}`)); return; }
-      res({ proc, url: m[1].replace(/\/$/, '') });
-    });
-    proc.once('exit', (code) => { clearTimeout(timer); rej(new Error(`attnlabd exited with ${code}: ${stderr.trim().split('\n').pop()}`)); });
-  });
-}
-
-async function api(base, path, { method = 'GET', body, raw } = {}) {
-  const r = await fetch(base + path, { method, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
-    headers: raw !== undefined ? { 'Content-Type': 'text/plain' } : body !== undefined ? { 'Content-Type': 'application/json' } : {} });
-  const text = await r.text();
-  assert(r.ok, `${method} ${path}: HTTP ${r.status} ${text.slice(0, 200)}`);
-  return text ? JSON.parse(text) : null;
-}
-
-async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
-  const t0 = Date.now();
-  while (Date.now() - t0 < timeoutMs) {
-    const v = await fn();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 
 async function main() {
-  if (!existsSync(ATTNLABD)) { console.log(`FAIL setup: no attnlabd at ${ATTNLABD} (make build first)`); process.exit(1); }
-  if (!existsSync(join(ROOT, 'static/vendor/chart.umd.min.js'))) { console.log('FAIL setup: static/vendor/chart.umd.min.js is missing (make build copies it)'); process.exit(1); }
-  if (!existsSync(CHROMIUM)) { console.log(`FAIL setup: no browser at ${CHROMIUM} (scripts/deps.sh --test installs chromium)`); process.exit(1); }
-  mkdirSync(ARTIFACTS, { recursive: true });
-  const dataDir = mkdtempSync(join(tmpdir(), 'attnlab-sweeps-data-'));
-  const profile = mkdtempSync(join(tmpdir(), 'attnlab-sweeps-profile-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(profile, { recursive: true, force: true }));
-
-  const srv = await startServer(dataDir);
-  srv.proc.removeAllListeners('exit');
-  cleanups.unshift(() => new Promise((r) => { if (srv.proc.exitCode !== null) return r(); srv.proc.once('exit', r); srv.proc.kill('SIGTERM'); setTimeout(() => { srv.proc.kill('SIGKILL'); r(); }, 5000); }));
-  const base = srv.url;
+  checkSetup();
+  const { base, profile } = await startFresh('sweeps');
 
   const setup = await step('set-up: a byte corpus', async () => {
     const text = Array.from({ length: 300 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n');
@@ -105,22 +27,8 @@ async function main() {
   });
   if (!setup) return;
 
-  const ctx = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run',
-      '--disable-component-update', '--disable-sync'],
-  });
-  cleanups.unshift(() => ctx.close());
-  const page = ctx.pages()[0] || await ctx.newPage();
-  page.setDefaultTimeout(20000);
-  page.on('console', (m) => {
-    if (m.type() !== 'error') return;
-    if (/^Failed to load resource: the server responded with a status of 422\b/.test(m.text())) return;
-    consoleErrors.push(m.text());
-  });
-  page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  const { page } = await launchBrowser(profile, { viewport: { width: 1400, height: 900 },
+    ignore: /^Failed to load resource: the server responded with a status of 422\b/ });
   const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `sweeps-${name}.png`), fullPage: true });
 
   let expId = null, runs = [];
@@ -232,12 +140,4 @@ async function main() {
   });
 }
 
-try {
-  await main();
-} catch (e) {
-  failures++;
-  console.log(`FAIL unexpected: ${String(e && e.message || e).split('\n')[0]}`);
-} finally {
-  for (const c of cleanups) { try { await c(); } catch { /* ignore */ } }
-}
-process.exit(failures ? 1 : 0);
+await run(main);
