@@ -44,13 +44,22 @@ const API_SORTS = [['', 'order: the table’s'], ['loss', 'final loss ↑'], ['-
 const SUMMARY_KEYS = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'precision', 'corpus'];
 const MAX_DIFFS = 6;
 
+// The summary line of a run's config; the keys that differ among the listed runs get columns of
+// their own (the first MAX_DIFFS), the rest are named here.
 function configSummary(c, diffKeys = []) {
-  const shown = diffKeys.slice(0, MAX_DIFFS), rest = diffKeys.slice(MAX_DIFFS);
+  const rest = diffKeys.slice(MAX_DIFFS);
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
     h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.precision || 'fp32'} · ${c.corpus}`),
-    shown.length ? h('div.differs', { dataset: { keys: diffKeys.join(',') } },
-      shown.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))]),
-      rest.length ? h('span.muted', { title: rest.map((k) => `${k} ${fmtConfig(c[k])}`).join(', ') }, ` · +${rest.length} more`) : null) : null];
+    rest.length ? h('div.differs.small', { dataset: { keys: rest.join(',') } },
+      rest.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))])) : null];
+}
+
+// Orders config values: numbers by value, anything else as text, absent ones last.
+function configOrder(x, y) {
+  if (x === undefined || x === null) return y === undefined || y === null ? 0 : 1;
+  if (y === undefined || y === null) return -1;
+  if (typeof x === 'number' && typeof y === 'number') return x - y;
+  return String(x) < String(y) ? -1 : String(x) > String(y) ? 1 : 0;
 }
 
 // A config value for people: numbers to six significant digits, booleans and strings as they are.
@@ -158,6 +167,9 @@ export function mount(root) {
   }
   let shownNow = [];
 
+  // The differing config keys that have a column now (set by render).
+  let diffCols = [];
+
   function renderHead() {
     const all = shownNow.length > 0 && shownNow.every((r) => selected.has(r.id));
     const some = shownNow.some((r) => selected.has(r.id));
@@ -181,7 +193,16 @@ export function mount(root) {
             if (sortWasApi()) refresh(); else render();
           }
         } }, c.label, active ? (dir > 0 ? ' ▲' : ' ▼') : ''));
-    }), h('th', { scope: 'col' }, 'actions'))));
+    }).flatMap((th, i) => COLUMNS[i].key !== 'config' ? [th] : [th, ...diffCols.map((k) => {
+      const active = !sort.api && sort.key === `config.${k}`;
+      return h('th.diff-col', { scope: 'col', dataset: { diffKey: k }, title: `config key ${k}: differs among the listed runs`,
+        'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
+        h('button.sort', { type: 'button', 'aria-label': `sort by ${k}`, onclick: () => {
+          sort = { key: `config.${k}`, dir: active ? -sort.dir : 1 };
+          sortSel.value = '';
+          if (sortWasApi()) refresh(); else render();
+        } }, h('span.diff-key', {}, k), active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
+    })]), h('th', { scope: 'col' }, 'actions'))));
   }
 
   function matches(r) {
@@ -207,6 +228,7 @@ export function mount(root) {
       h('td', {}, variantTag(r.variant)),
       h('td.cell-status', {}, progressCell(r)),
       h('td.small.cell-config', {}, configSummary(r.config, diffKeys)),
+      diffCols.map((k) => h('td.small.num.cell-diff', { dataset: { key: k } }, fmtConfig(r.config[k]))),
       h('td.num.cell-loss', {}, lossText(r)),
       h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
       h('td.num', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
@@ -219,18 +241,21 @@ export function mount(root) {
   let loadedApi = false;
   const sortWasApi = () => loadedApi;
   function render() {
+    const byConfig = sort.key?.startsWith('config.') ? sort.key.slice(7) : null;
     const col = COLUMNS.find((c) => c.key === sort.key);
     const shown = sort.api ? runs.filter(matches) : runs.filter(matches).sort((a, b) => {
+      if (byConfig) return configOrder(a.config[byConfig], b.config[byConfig]) * sort.dir || b.id - a.id;
       const x = col.get(a), y = col.get(b);
       return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
     });
     shownNow = shown;
+    // What tells the shown runs apart beyond the summary line (attention too, where a variant's
+    // name is not its attention): the first few get columns.
+    const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
+    diffCols = diffKeys.slice(0, MAX_DIFFS);
     syncCompare();
     renderHead();
-    // What tells the shown runs apart beyond the summary line (attention too, where a variant's
-    // name is not its attention).
-    const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
-    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + 2 },
+    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + diffCols.length + 2 },
       runs.length || configFilter.key ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
     count.textContent = `${shown.length} of ${runs.length} runs`;
     const variants = [...new Set(runs.map((r) => r.variant))].sort();

@@ -65,18 +65,28 @@ async function main() {
   const emulate = (scheme) => cdp.send('Emulation.setEmulatedMedia', { features: [{ name: 'prefers-color-scheme', value: scheme }] });
   await emulate('light');
 
-  await step('runs list: rows show the config keys that differ, so the two tau_param runs are told apart', async () => {
+  await step('runs list: the config keys that differ get columns of their own, so the two tau_param runs are told apart', async () => {
     await page.goto(base + '/#/runs');
     await page.waitForSelector(`#runs-table tr[data-run-id="${C}"]`);
-    const cell = (id) => page.$eval(`#runs-table tr[data-run-id="${id}"] .cell-config`, (e) => ({ text: e.textContent, keys: e.querySelector('.differs')?.dataset.keys || '' }));
-    const a = await cell(A), b = await cell(B);
-    assert(a.text !== b.text, `runs ${A} and ${B} show identical config cells: ${a.text}`);
-    assert(a.keys.split(',').includes('tau_param') && /tau_param\s*linear/.test(a.text) && /tau_param\s*log/.test(b.text),
-      `tau_param not shown: "${a.text}" / "${b.text}"`);
+    const cols = () => page.$$eval('#runs-table th.diff-col', (ths) => ths.map((t) => t.dataset.diffKey));
+    const cell = (id, k) => page.$eval(`#runs-table tr[data-run-id="${id}"] td.cell-diff[data-key="${k}"]`, (e) => e.textContent.trim());
+    const keys = await cols();
+    assert(keys.includes('tau_param'), `differing-key columns: ${JSON.stringify(keys)}`);
+    assert(await cell(A, 'tau_param') === 'linear' && await cell(B, 'tau_param') === 'log',
+      `tau_param cells: "${await cell(A, 'tau_param')}" / "${await cell(B, 'tau_param')}"`);
+    // Every row has a cell under every differing-key column.
+    const widths = await page.$$eval('#runs-table tbody tr', (trs) => trs.map((tr) => tr.querySelectorAll('td').length));
+    const heads = await page.$$eval('#runs-table thead th', (ths) => ths.length);
+    assert(widths.every((w) => w === heads), `rows of ${JSON.stringify(widths)} cells under ${heads} headers`);
     // Filtered down to the two cosine_rope runs, tau_param is the one key that differs.
     await page.selectOption('#runs-variant', 'cosine_rope');
-    const only = await cell(A);
-    assert(only.keys === 'tau_param', `with only ${A} and ${B} shown the differing keys are "${only.keys}"`);
+    await waitFor(async () => JSON.stringify(await cols()) === '["tau_param"]', 'tau_param to be the only differing column', 5000);
+    // Its header sorts by it: linear before log, then the other way.
+    const order = () => page.$$eval('#runs-table tbody tr', (trs) => trs.map((tr) => Number(tr.dataset.runId)));
+    await page.click('#runs-table th.diff-col[data-diff-key="tau_param"] button');
+    assert(JSON.stringify(await order()) === JSON.stringify([A, B]), `ascending tau_param order ${JSON.stringify(await order())}`);
+    await page.click('#runs-table th.diff-col[data-diff-key="tau_param"] button');
+    assert(JSON.stringify(await order()) === JSON.stringify([B, A]), `descending tau_param order ${JSON.stringify(await order())}`);
     await page.selectOption('#runs-variant', '');
     await shot('runs');
   });
