@@ -190,11 +190,19 @@ clean:
 # `make fuzz` (FUZZ_TIME=seconds per target): the libFuzzer targets of tests/fuzz/.
 include tests/fuzz/fuzz.mk
 
-# `make loadtest`: load figures (wrk) during a training run, next to their targets.
+# `make loadtest`: load figures (wrk) during a training run, next to their targets, then the fault
+# drills (SIGKILL mid-training and mid-tokenization, disk full, database unwritable), one row each.
 loadtest:
 	scripts/deps.sh --test
 	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
 	scripts/loadtest.sh $(BUILD)/release
-.PHONY: loadtest
+	scripts/faultdrill.sh $(BUILD)/release
+
+# `make faultdrill`: the fault drills alone (the tmpfs ones need root; without it they say skipped).
+faultdrill:
+	scripts/deps.sh --test
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
+	scripts/faultdrill.sh $(BUILD)/release
+.PHONY: loadtest faultdrill
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

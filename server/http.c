@@ -119,6 +119,7 @@ struct http_request {
     char *body;
     size_t body_len, body_cap;
     int body_too_large;
+    int upload_errno; /* the upload could not be written to disk (ENOSPC, …): answered at its end */
     int replied;
     int status;
     struct timespec started;
@@ -945,6 +946,7 @@ static const char *reason_phrase(int status) {
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 505: return "HTTP Version Not Supported";
+    case 507: return "Insufficient Storage";
     default: return "Error";
     }
 }
@@ -1503,10 +1505,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 req->body_too_large = 1;
             } else {
                 size_t off = 0;
-                while (off < *upload_data_size) {
+                while (!req->upload_errno && off < *upload_data_size) {
                     ssize_t w = write(req->upload_fd, upload_data + off, *upload_data_size - off);
-                    if (w <= 0) return MHD_NO;
-                    off += (size_t)w;
+                    /* A full disk is answered once the body is read, not by closing the connection. */
+                    if (w <= 0)
+                        req->upload_errno = w < 0 && errno ? errno : ENOSPC;
+                    else
+                        off += (size_t)w;
                 }
                 req->body_len += *upload_data_size;
             }
@@ -1545,6 +1550,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         req->upload_fd = -1;
     }
     if (req->replied) return MHD_YES;
+    if (req->upload_errno && !req->body_too_large) {
+        int full = req->upload_errno == ENOSPC || req->upload_errno == EDQUOT;
+        http_reply_error(req, full ? 507 : 500, full ? "insufficient_storage" : "internal", NULL,
+                         "the upload could not be stored: %s", strerror(req->upload_errno));
+        return MHD_YES;
+    }
     if (req->body_too_large) {
         size_t limit = req->route && req->route->upload_max ? req->route->upload_max : s->cfg.max_body;
         http_reply_header(req, MHD_HTTP_HEADER_CONNECTION, "close");

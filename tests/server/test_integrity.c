@@ -339,6 +339,46 @@ TEST(a_run_cannot_ask_for_more_threads_than_the_service_has) {
     CHECK_EQ_INT(harness_stop(&s), 0);
 }
 
+/* An upload that meets a full disk is answered, as JSON 507, not cut off (scripts/faultdrill.sh
+ * found the connection closed unanswered). Needs root to mount a small tmpfs as the data dir. */
+TEST(an_upload_on_a_full_disk_is_answered_507) {
+    SKIP_IF(geteuid() != 0, "needs root to mount a tmpfs");
+    char dir[256], cmd[700];
+    CHECK(harness_tempdir(dir, sizeof dir) == 0);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=4m tmpfs '%s' 2>/dev/null", dir);
+    SKIP_IF(system(cmd) != 0, "a tmpfs could not be mounted here");
+    harness_server s;
+    int started = harness_start(&s, dir, ARGS) == 0;
+    long status = 0;
+    const char *code = "";
+    json_t *j = NULL;
+    harness_response r = {0};
+    size_t len = 1 << 20;
+    char *text = malloc(len);
+    if (started && text) {
+        memset(text, 'a', len);
+        snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%s/filler' bs=64k 2>/dev/null", dir);
+        if (system(cmd) == -1) printf("# dd did not run\n");
+        const char *hdr[] = {"Content-Type: text/plain", NULL};
+        if (harness_request(&s, "POST", "/api/corpora?name=full&encoding=bytes", text, len, hdr, &r) == 0) {
+            status = r.status;
+            j = harness_json(&r);
+            code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+        }
+    }
+    int stopped = started ? harness_stop(&s) : -1;
+    snprintf(cmd, sizeof cmd, "umount '%s' || umount -l '%s'", dir, dir);
+    int unmounted = system(cmd) == 0;
+    free(text);
+    CHECK(started);
+    CHECK_MSG(status == 507, "the upload on a full disk got HTTP %ld", status);
+    CHECK_MSG(code && !strcmp(code, "insufficient_storage"), "error code %s", code ? code : "(none)");
+    json_decref(j);
+    harness_response_free(&r);
+    CHECK_EQ_INT(stopped, 0);
+    CHECK(unmounted);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     RUN(a_kill_right_after_a_checkpoint_leaves_no_hole);
@@ -350,6 +390,7 @@ int main(void) {
     RUN(metric_points_that_fail_for_a_moment_are_retried);
     RUN(a_corpus_cut_off_while_tokenizing_is_recovered_at_start);
     RUN(a_run_cannot_ask_for_more_threads_than_the_service_has);
+    RUN(an_upload_on_a_full_disk_is_answered_507);
     curl_global_cleanup();
     return test_summary();
 }
