@@ -229,7 +229,11 @@ svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, 
     json_decref(keyobj);
     svc_status v = key ? SVC_OK : svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     long long found = 0;
-    store_status fs = v == SVC_OK ? store_probe_find(a->store, kind->name, key, &found) : STORE_ERROR;
+    /* A timing kind measures this machine: every request is a new measurement, stored without a
+     * cache key so that no later request is answered with it. */
+    store_status fs = v != SVC_OK    ? STORE_ERROR
+                      : kind->timing ? STORE_NOT_FOUND
+                                     : store_probe_find(a->store, kind->name, key, &found);
     if (v == SVC_OK && fs == STORE_OK) {
         *id = found;
         *cached = 1;
@@ -247,7 +251,7 @@ svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, 
             json_t *seed = json_object_get(resolved, "seed");
             store_new_probe np = {.kind = kind->name,
                                   .params_json = params_text,
-                                  .cache_key = key,
+                                  .cache_key = kind->timing ? NULL : key,
                                   .status = "succeeded",
                                   .seed = seed ? json_integer_value(seed) : 0,
                                   .run_id = run_id,

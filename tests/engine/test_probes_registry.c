@@ -1,5 +1,6 @@
 /* The probe registry and its contract: kinds listed with schemas, parameters validated (an
- * error names the field), the result shape, determinism, and the time the defaults take. */
+ * error names the field), the result shape, determinism (for a timing kind: the same shape, and
+ * times that are finite and positive), and the time the defaults take. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,9 @@ static const char *const analytic[] = {"rope_invariance", "pair_turns", "dephasi
 
 TEST(registry_lists_every_kind_with_a_title_and_schema) {
     /* The kinds the seed texts and the service rely on are all there; the registry is the list. */
-    static const char *const known[] = {"rope_invariance",   "pair_turns",     "dephasing",
-                                        "context_extension", "rotation_check", "scaling",
-                                        "cosine_scores",     "attention_map",  "topk_prediction"};
+    static const char *const known[] = {"rope_invariance", "pair_turns", "dephasing",     "context_extension",
+                                        "rotation_check",  "scaling",    "cosine_scores", "attention_map",
+                                        "topk_prediction", "sparse_cost"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         CHECK_MSG(probe_find(known[i]) != NULL, "kind %s missing", known[i]);
     int n = probe_kind_count();
@@ -27,7 +28,10 @@ TEST(registry_lists_every_kind_with_a_title_and_schema) {
         CHECK_MSG(k->title && k->title[0], "kind %s has no title", k->name);
         CHECK_MSG(strlen(k->description) > 10, "kind %s has no description", k->name);
         CHECK(k->run != NULL);
+        CHECK_MSG(!(k->timing && k->needs_model), "timing kind %s needs a model", k->name);
     }
+    CHECK(probe_find("sparse_cost")->timing == 1);
+    CHECK(probe_find("dephasing")->timing == 0);
     CHECK(probe_find("nope") == NULL);
     CHECK(probe_kind_at(n) == NULL);
     CHECK(probe_kind_at(-1) == NULL);
@@ -96,6 +100,73 @@ TEST(same_params_same_result_and_seed_matters) {
     json_decref(a), json_decref(b), json_decref(c);
 }
 
+/* The shape of a result: table names, columns and row counts, chart hints; no cell values. */
+static json_t *shape_of(const json_t *res) {
+    json_t *s = json_object(), *tabs = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(res, "tables"), i, t) {
+        json_array_append_new(tabs, json_pack("{s:O, s:O, s:I}", "name", json_object_get(t, "name"), "columns",
+                                              json_object_get(t, "columns"), "rows",
+                                              (json_int_t)json_array_size(json_object_get(t, "rows"))));
+    }
+    json_object_set_new(s, "tables", tabs);
+    json_object_set(s, "charts", json_object_get(res, "charts"));
+    json_object_set(s, "params", json_object_get(res, "params"));
+    json_t *keys = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(res, "summary"), key, v) json_array_append_new(keys, json_string(key));
+    json_object_set_new(s, "summary_keys", keys);
+    return s;
+}
+
+TEST(timing_kinds_give_the_same_shape_and_positive_times) {
+    /* A timing kind's figures are measurements: two runs give the same tables, columns, rows,
+     * charts and summary keys, and every time in them is finite and positive. */
+    const char *small = "{\"ns\": [16, 64], \"ks\": [4, 8], \"min_ms\": 0.05, \"rounds\": 1}";
+    for (int i = 0; i < probe_kind_count(); i++) {
+        const probe_kind *k = probe_kind_at(i);
+        if (!k->timing) continue;
+        CHECK(!strcmp(k->name, "sparse_cost")); /* the one there is; a new one needs its small params here */
+        json_t *a = tp_run(k->name, small, NULL), *b = tp_run(k->name, small, NULL);
+        CHECK_MSG(a && b, "%s failed", k->name);
+        if (!a || !b) {
+            json_decref(a), json_decref(b);
+            continue;
+        }
+        json_t *sa = shape_of(a), *sb = shape_of(b);
+        CHECK(json_equal(sa, sb));
+        json_decref(sa), json_decref(sb);
+        json_t *tabs[2] = {tp_table(a, "us_per_query"), tp_table(a, "cost")};
+        CHECK(tabs[0] && tabs[1]);
+        CHECK_EQ_INT(tp_nrows(tabs[0]), 2);
+        CHECK_EQ_INT(tp_nrows(tabs[1]), 2 * 4 * 2);
+        static const char *const wide[] = {"dense",     "window_k4", "lsh_k4",     "hamming_k4", "topk_k4",
+                                           "window_k8", "lsh_k8",    "hamming_k8", "topk_k8"};
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 9; c++) {
+                double v = tp_cell(tabs[0], r, wide[c]);
+                CHECK_MSG(isfinite(v) && v > 0, "%s row %d %s = %g", k->name, r, wide[c], v);
+            }
+        static const char *const times[] = {"us_per_query", "predictor_us_per_query", "dense_us_per_query",
+                                            "ratio_to_dense"};
+        for (int r = 0; r < tp_nrows(tabs[1]); r++)
+            for (int c = 0; c < 4; c++) {
+                double v = tp_cell(tabs[1], r, times[c]);
+                CHECK_MSG(isfinite(v) && v > 0, "%s cost row %d %s = %g", k->name, r, times[c], v);
+            }
+        /* The chart hint: log-log, dense as the reference, every column there. */
+        json_t *ch = json_array_get(json_object_get(a, "charts"), 0);
+        CHECK(!strcmp(json_string_value(json_object_get(ch, "table")), "us_per_query"));
+        CHECK(json_is_true(json_object_get(ch, "log_x")) && json_is_true(json_object_get(ch, "log_y")));
+        CHECK(!strcmp(json_string_value(json_object_get(ch, "reference")), "dense"));
+        CHECK_EQ_INT(json_array_size(json_object_get(ch, "y")), 9);
+        CHECK_EQ_INT(tp_sum(a, "skipped"), 0);
+        json_decref(a), json_decref(b);
+    }
+}
+
 static void expect_field(const char *kind, const char *params, const char *field) {
     probe_error err;
     memset(&err, 0, sizeof err);
@@ -133,6 +204,22 @@ TEST(bad_params_name_the_field) {
     expect_field("nope", NULL, "kind");
     expect_field("attention_map", NULL, "run");
     expect_field("topk_prediction", "{\"text\": \"\"}", "text");
+    expect_field("sparse_cost", "{\"ns\": [16384, 32768]}", "ns");
+    expect_field("sparse_cost", "{\"ns\": [8]}", "ns");
+    expect_field("sparse_cost", "{\"ns\": [64, 32]}", "ns");
+    expect_field("sparse_cost", "{\"ns\": [64, 64]}", "ns");
+    expect_field("sparse_cost", "{\"ns\": []}", "ns");
+    expect_field("sparse_cost", "{\"ks\": [0]}", "ks");
+    expect_field("sparse_cost", "{\"ks\": [8, 8]}", "ks");
+    expect_field("sparse_cost", "{\"ks\": [1, 2, 3, 4, 5]}", "ks");
+    expect_field("sparse_cost", "{\"d\": 257}", "d");
+    expect_field("sparse_cost", "{\"predictors\": \"window,dense\"}", "predictors");
+    expect_field("sparse_cost", "{\"predictors\": \"unrotated\"}", "predictors");
+    expect_field("sparse_cost", "{\"predictors\": \"lsh,lsh\"}", "predictors");
+    expect_field("sparse_cost", "{\"predictors\": \"lsh,\"}", "predictors");
+    expect_field("sparse_cost", "{\"budget_ms\": 60000}", "budget_ms");
+    expect_field("sparse_cost", "{\"min_ms\": 0}", "min_ms");
+    expect_field("sparse_cost", "{\"rounds\": 9}", "rounds");
     /* the field is named even in a list item's message */
     probe_error err;
     json_t *res = tp_run("pair_turns", "{\"gaps\": [1, 0]}", &err);
@@ -173,8 +260,10 @@ TEST(every_json_allocation_failure_is_reported) {
         {"rotation_check", "{\"d\": 4, \"positions\": [1], \"offsets\": [2], \"gen_lengths\": [2]}"},
         {"scaling", "{\"dks\": [4], \"n_keys\": 2, \"trials\": 1, \"taus\": [1]}"},
         {"cosine_scores", "{\"d\": 4, \"max_offset\": 2, \"taus\": [1]}"},
+        {"sparse_cost",
+         "{\"ns\": [16, 32], \"ks\": [4], \"predictors\": \"window,lsh\", \"min_ms\": 0.05, \"rounds\": 1}"},
     };
-    for (int c = 0; c < 7; c++) {
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
         json_t *params = json_loads(cases[c][1], 0, NULL);
         CHECK(params != NULL);
         int ok = 0;
@@ -237,6 +326,7 @@ int main(void) {
     RUN(registry_lists_every_kind_with_a_title_and_schema);
     RUN(defaults_fill_every_param_and_shape_is_right);
     RUN(same_params_same_result_and_seed_matters);
+    RUN(timing_kinds_give_the_same_shape_and_positive_times);
     RUN(bad_params_name_the_field);
     RUN(params_not_an_object_is_refused);
     RUN(null_error_pointer_is_fine);

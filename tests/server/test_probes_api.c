@@ -77,6 +77,58 @@ TEST(repeated_request_is_answered_from_the_store) {
     json_decref(a);
 }
 
+TEST(timing_probe_is_measured_afresh_every_time) {
+    /* sparse_cost measures this machine: never answered from the store, each result stored anew. */
+    const char *body = "{\"kind\":\"sparse_cost\",\"params\":{\"ns\":[16,32],\"ks\":[4],\"min_ms\":0.05,"
+                       "\"rounds\":1}}";
+    long c1, c2;
+    json_t *a = api_call(&srv, "POST", "/api/probes", body, &c1), *b = api_call(&srv, "POST", "/api/probes", body, &c2);
+    CHECK_EQ_INT(c1, 201);
+    CHECK_EQ_INT(c2, 201);
+    json_t *pa = json_object_get(a, "probe"), *pb = json_object_get(b, "probe");
+    CHECK(json_integer_value(json_object_get(pa, "id")) != json_integer_value(json_object_get(pb, "id")));
+    CHECK(!json_is_true(json_object_get(pb, "cached")));
+    json_t *t = json_array_get(json_object_get(json_object_get(pb, "result"), "tables"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(t, "name")), "cost"));
+    CHECK_EQ_INT(json_array_size(json_object_get(t, "rows")), 2 * 4);
+    /* the stored result reads back, and its tables come as CSV */
+    char path[96];
+    snprintf(path, sizeof path, "/api/probes/%lld/csv?table=us_per_query",
+             (long long)json_integer_value(json_object_get(pb, "id")));
+    harness_response r;
+    CHECK(harness_get(&srv, path, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(r.body && !strncmp(r.body, "N,dense,window_k4", 17));
+    harness_response_free(&r);
+    long code;
+    json_decref(a);
+    json_decref(b);
+    json_t *kinds = api_call(&srv, "GET", "/api/probe-kinds", NULL, &code);
+    size_t i;
+    json_t *k;
+    int seen = 0;
+    json_array_foreach(json_object_get(kinds, "kinds"), i, k) {
+        int timing = json_is_true(json_object_get(k, "timing"));
+        CHECK(json_is_boolean(json_object_get(k, "timing")));
+        if (!strcmp(json_string_value(json_object_get(k, "name")), "sparse_cost"))
+            seen = timing;
+        else
+            CHECK(!timing);
+    }
+    CHECK(seen);
+    json_decref(kinds);
+    /* bad parameters name the field, as for every kind */
+    json_t *j = api_call(&srv, "POST", "/api/probes", "{\"kind\":\"sparse_cost\",\"params\":{\"ns\":[64,32]}}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(j), "params.ns"));
+    json_decref(j);
+    j = api_call(&srv, "POST", "/api/probes", "{\"kind\":\"sparse_cost\",\"params\":{\"predictors\":\"dense\"}}",
+                 &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(j), "params.predictors"));
+    json_decref(j);
+}
+
 TEST(bad_probe_requests_name_the_field) {
     long code;
     json_t *j = api_call(&srv, "POST", "/api/probes", "{\"kind\":\"astrology\"}", &code);
@@ -391,6 +443,7 @@ int main(void) {
     RUN(each_kind_runs_with_defaults_and_is_stored);
     RUN(context_extension_figures_of_the_seed_text);
     RUN(repeated_request_is_answered_from_the_store);
+    RUN(timing_probe_is_measured_afresh_every_time);
     RUN(bad_probe_requests_name_the_field);
     RUN(list_get_and_csv);
     RUN(model_probes_read_a_trained_run);

@@ -8,7 +8,7 @@
 static const probe_kind *const kinds[] = {
     &probe_kind_rope_invariance, &probe_kind_pair_turns,       &probe_kind_dephasing,     &probe_kind_context_extension,
     &probe_kind_rotation_check,  &probe_kind_scaling,          &probe_kind_cosine_scores, &probe_kind_attention_map,
-    &probe_kind_topk_prediction, &probe_kind_sparse_attention,
+    &probe_kind_topk_prediction, &probe_kind_sparse_attention, &probe_kind_sparse_cost,
 };
 #define N_KINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -123,6 +123,7 @@ json_t *probe_kinds_json(void) {
             bad |= json_object_set_new(o, "title", json_string(k->title));
             bad |= json_object_set_new(o, "description", json_string(k->description));
             bad |= json_object_set_new(o, "needs_model", json_boolean(k->needs_model));
+            bad |= json_object_set_new(o, "timing", json_boolean(k->timing));
             for (int j = 0; j < k->n_params && !bad; j++) bad |= json_array_append_new(ps, param_json(&k->params[j]));
             bad |= json_object_set(o, "params", ps);
         }
@@ -427,6 +428,11 @@ void probe_row(probe_out *out, json_t *rows, const char *fmt, ...) {
 
 void probe_chart(probe_out *out, const char *table, const char *type, const char *x, const char *const *ys,
                  const char *title, int log_x) {
+    probe_chart_with(out, table, type, x, ys, title, &(probe_chart_opts){.log_x = log_x});
+}
+
+void probe_chart_with(probe_out *out, const char *table, const char *type, const char *x, const char *const *ys,
+                      const char *title, const probe_chart_opts *opts) {
     if (out->oom) return;
     json_t *c = json_object(), *y = json_array();
     if (!c || !y) {
@@ -441,7 +447,10 @@ void probe_chart(probe_out *out, const char *table, const char *type, const char
     set(out, c, "x", json_string(x));
     set(out, c, "y", y);
     set(out, c, "title", json_string(title));
-    set(out, c, "log_x", json_boolean(log_x));
+    set(out, c, "log_x", json_boolean(opts->log_x));
+    set(out, c, "log_y", json_boolean(opts->log_y));
+    if (opts->reference) set(out, c, "reference", json_string(opts->reference));
+    if (opts->has_y_line) set(out, c, "y_line", probe_json_num(opts->y_line));
     append(out, json_object_get(out->result, "charts"), c);
 }
 

@@ -4,16 +4,22 @@
  * so the API and the dashboard can list and validate without knowing the kinds. probe_run takes
  * the kind name and a JSON object of parameters; missing ones take their defaults, unknown ones
  * are refused, and every numeric one (and every list length) is bounded, so no request can make a
- * probe allocate without limit or run for seconds. The same kind and parameters always give the
- * same result (the random seed is a parameter with a fixed default).
+ * probe allocate without limit or run for seconds (a timing kind: for at most its budget_ms). The
+ * same kind and parameters always give the same result (the random seed is a parameter with a
+ * fixed default) - except a timing kind (probe_kind.timing), whose figures are measurements of
+ * this machine: the same parameters give the same tables, columns and rows but other times, so
+ * the service never answers one from the store.
  *
  * The result is a JSON object:
  *   {"kind": name, "params": {every parameter, defaults filled},
  *    "summary": {key figures},
  *    "tables": [{"name":..., "columns":[...], "rows":[[...], ...]}],
- *    "charts": [{"table":..., "type":"line|bar|heatmap", "x":col, "y":[cols], "title":..., "log_x":bool}]}
+ *    "charts": [{"table":..., "type":"line|bar|heatmap", "x":col, "y":[cols], "title":..., "log_x":bool,
+ *                "log_y":bool, "reference":col, "y_line":number}]}
  * Cells are numbers, strings or null (a figure that is not finite). A heatmap has an empty y: each
- * row is one line of the map (labelled by column x) and every other column one cell.
+ * row is one line of the map (labelled by column x) and every other column one cell. "reference"
+ * (optional) names the y column the others are read against (drawn dashed), "y_line" (optional) a
+ * horizontal reference line; a log axis leaves out values that are not positive.
  *
  * Kinds attention_map, topk_prediction and sparse_attention read a trained model through probe_model
  * (below); the caller fills a probe_context with it. The others need no context (NULL is fine). */
@@ -63,6 +69,9 @@ typedef struct {
     const probe_param *params;
     int n_params;
     int needs_model; /* 1: requires ctx->model */
+    int timing;      /* 1: the result holds measured times: not deterministic, never answered from the
+                        store (svc_probes), and the tests check its shape and that times are finite and
+                        positive instead of comparing two runs */
     /* Fills out (see probe_impl.h); params are already validated and complete. */
     engine_status (*run)(probe_out *out, const json_t *params, const probe_context *ctx, probe_error *err);
 } probe_kind;
@@ -117,7 +126,7 @@ int probe_kind_count(void);
 const probe_kind *probe_kind_at(int i);         /* NULL when out of range */
 const probe_kind *probe_find(const char *name); /* NULL when unknown */
 
-/* The kinds and their schemas as JSON: [{"name","description","needs_model","params":[{"name",
+/* The kinds and their schemas as JSON: [{"name","description","needs_model","timing","params":[{"name",
  * "type","help","default","min","max","min_len","max_len","choices"}]}]. NULL on allocation failure. */
 json_t *probe_kinds_json(void);
 

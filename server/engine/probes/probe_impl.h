@@ -41,6 +41,15 @@ void probe_row(probe_out *out, json_t *rows, const char *fmt, ...);
 /* A chart over table `table`: x column, ys columns (NULL-terminated). */
 void probe_chart(probe_out *out, const char *table, const char *type, const char *x, const char *const *ys,
                  const char *title, int log_x);
+/* The same with more of the hint (probe.h): log axes and reference lines. */
+typedef struct {
+    int log_x, log_y;
+    const char *reference; /* a column of ys the others are read against (drawn dashed), or NULL */
+    double y_line;         /* a horizontal reference line at y_line, when has_y_line */
+    int has_y_line;
+} probe_chart_opts;
+void probe_chart_with(probe_out *out, const char *table, const char *type, const char *x, const char *const *ys,
+                      const char *title, const probe_chart_opts *opts);
 
 /* A number cell: json real, or null when v is not finite. NULL only on oom. */
 json_t *probe_json_num(double v);
@@ -72,5 +81,6 @@ extern const probe_kind probe_kind_cosine_scores;
 extern const probe_kind probe_kind_attention_map;
 extern const probe_kind probe_kind_topk_prediction;
 extern const probe_kind probe_kind_sparse_attention;
+extern const probe_kind probe_kind_sparse_cost;
 
 #endif

@@ -1,0 +1,330 @@
+/* sparse_cost: the seed blog's question 3 as a cost. CPU time per query of sparse attention (the
+ * predictor's own work included) against exact dense attention, one head on the probe's thread, on
+ * random unit q, k, v, for a list of N at head width d; the crossover N per predictor and k. The
+ * kernels and the timing are sparse_timing.h's, the same code `make bench` (bench_sparse) runs.
+ *
+ * A timing probe (probe_kind.timing): its figures are measurements and differ between runs, so the
+ * service never answers it from the store. A wall-clock budget bounds the request: before each
+ * measurement its time is estimated (the same series at the previous N scaled as N^2, the worst
+ * any of these kernels grows per call; a series' first N from a calibration call of the dense
+ * kernel), and a measurement that would not fit in what is left is skipped (its cells null,
+ * counted in summary.skipped). Exact top-k is timed up to N = 4096, as in the benchmark. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "probe_impl.h"
+#include "sparse_timing.h"
+
+#define MAX_NS 12
+#define MAX_KS 4
+#define MAX_PRED 4
+#define MAX_SERIES (1 + MAX_KS * MAX_PRED)
+
+static const double def_ns[] = {128, 256, 512, 1024, 2048, 4096};
+static const double def_ks[] = {32, 64};
+
+static const probe_param params[] = {
+    {.name = "ns",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "sequence lengths N (queries and causal keys), increasing",
+     .min = 16,
+     .max = 16384,
+     .def_list = def_ns,
+     .def_len = 6,
+     .min_len = 1,
+     .max_len = MAX_NS},
+    {.name = "ks",
+     .type = PROBE_PARAM_INT_LIST,
+     .help = "keys kept per query",
+     .min = 1,
+     .max = 256,
+     .def_list = def_ks,
+     .def_len = 2,
+     .min_len = 1,
+     .max_len = MAX_KS},
+    {.name = "d", .type = PROBE_PARAM_INT, .help = "head width d_head", .def = 32, .min = 1, .max = 256},
+    {.name = "predictors",
+     .type = PROBE_PARAM_TEXT,
+     .help = "comma-separated predictors: window, lsh, hamming, topk",
+     .def_str = "window,lsh,hamming,topk",
+     .max_len = 64},
+    {.name = "min_ms",
+     .type = PROBE_PARAM_NUMBER,
+     .help = "CPU ms each timed round lasts at least",
+     .def = 2,
+     .min = 0.05,
+     .max = 50},
+    {.name = "rounds", .type = PROBE_PARAM_INT, .help = "timed rounds, the best kept", .def = 3, .min = 1, .max = 5},
+    {.name = "budget_ms",
+     .type = PROBE_PARAM_INT,
+     .help = "wall-clock ms for all measurements; what would not fit is skipped",
+     .def = 4000,
+     .min = 50,
+     .max = 20000},
+    {.name = "seed",
+     .type = PROBE_PARAM_INT,
+     .help = "random seed of q, k, v",
+     .def = 1234,
+     .min = 0,
+     .max = 2147483647},
+};
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The predictors named in s, at most MAX_PRED, each once; dense (always the reference) and
+ * unrotated (needs unrotated vectors) are refused. Returns the count, or -1 with err filled. */
+static int parse_predictors(const char *s, sparse_predictor *out, probe_error *err) {
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && *p == ' ') p++, len--;
+        while (len && p[len - 1] == ' ') len--;
+        char name[32];
+        if (len == 0 || len >= sizeof name) {
+            probe_fail(err, ENGINE_ERR_INVALID, "predictors", "predictors must be names separated by commas");
+            return -1;
+        }
+        memcpy(name, p, len);
+        name[len] = 0;
+        sparse_predictor sp;
+        if (sparse_predictor_parse(name, &sp) != 0 || sp == SPARSE_DENSE || sp == SPARSE_UNROTATED) {
+            probe_fail(err, ENGINE_ERR_INVALID, "predictors",
+                       "predictor '%s' is not one of window, lsh, hamming, topk (dense is the reference)", name);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (out[i] == sp) {
+                probe_fail(err, ENGINE_ERR_INVALID, "predictors", "predictor '%s' is named twice", name);
+                return -1;
+            }
+        if (n == MAX_PRED) {
+            probe_fail(err, ENGINE_ERR_INVALID, "predictors", "at most %d predictors", MAX_PRED);
+            return -1;
+        }
+        out[n++] = sp;
+        if (!e) break;
+        p = e + 1;
+    }
+    return n;
+}
+
+/* What the measurements so far say about the ones to come. */
+typedef struct {
+    double last_call_s[MAX_SERIES]; /* CPU s per call at last_n; 0: not measured yet */
+    int last_n[MAX_SERIES];
+    double dense_coef; /* CPU s per call per N^2, from the calibration call */
+    double cpu_used, wall_used;
+    double t0, budget_s;
+    sparse_timing_cfg timing;
+} planner;
+
+/* Estimated wall seconds of `calls_sets` timings (1 dense, 2 sparse: with and without the
+ * attention) of series s at N. */
+static double estimate(const planner *pl, int s, int N, int sets) {
+    double call;
+    double r = pl->last_n[s] ? (double)N / pl->last_n[s] : 0;
+    if (pl->last_call_s[s] > 0)
+        call = pl->last_call_s[s] * r * r;
+    else
+        call = pl->dense_coef * (double)N * N * (s == 0 ? 1 : 8); /* a first sparse series: a margin */
+    double cpu = sets * (pl->timing.rounds * fmax(pl->timing.min_s, call) + call);
+    double slow = pl->cpu_used > 0 ? fmax(1, pl->wall_used / pl->cpu_used) : 1;
+    return cpu * slow;
+}
+
+static int fits(const planner *pl, double est) { return wall_s() - pl->t0 + est <= pl->budget_s; }
+
+static void account(planner *pl, int s, int N, double us_per_query, double cpu0, double w0) {
+    pl->last_call_s[s] = us_per_query * N / 1e6;
+    pl->last_n[s] = N;
+    pl->cpu_used += sparse_timing_cpu_s() - cpu0;
+    pl->wall_used += wall_s() - w0;
+}
+
+static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
+    (void)ctx;
+    double nsd[MAX_NS], ksd[MAX_KS];
+    int nn = probe_p_list(p, "ns", nsd, MAX_NS), nk = probe_p_list(p, "ks", ksd, MAX_KS);
+    int ns[MAX_NS], ks[MAX_KS];
+    for (int i = 0; i < nn; i++) {
+        ns[i] = (int)nsd[i];
+        if (i && ns[i] <= ns[i - 1])
+            return probe_fail(err, ENGINE_ERR_INVALID, "ns", "ns must be increasing (ns[%d] = %d after %d)", i, ns[i],
+                              ns[i - 1]);
+    }
+    for (int i = 0; i < nk; i++) {
+        ks[i] = (int)ksd[i];
+        for (int j = 0; j < i; j++)
+            if (ks[j] == ks[i]) return probe_fail(err, ENGINE_ERR_INVALID, "ks", "k = %d is named twice", ks[i]);
+    }
+    sparse_predictor preds[MAX_PRED];
+    int np = parse_predictors(probe_p_str(p, "predictors"), preds, err);
+    if (np < 0) return err->status;
+    int d = (int)probe_p_int(p, "d");
+    planner pl = {.timing = {.min_s = probe_p_num(p, "min_ms") / 1e3, .rounds = (int)probe_p_int(p, "rounds")},
+                  .budget_s = (double)probe_p_int(p, "budget_ms") / 1e3};
+
+    engine_error ee = {0};
+    sparse_timing *tm = NULL;
+    engine_status st = sparse_timing_new(&tm, ns[nn - 1], d, (uint64_t)probe_p_int(p, "seed"), &ee);
+    if (st) return probe_fail(err, st, "", "%s", ee.message);
+    pl.t0 = wall_s();
+    /* Calibration: one dense call at a small N gives the first estimate of every series. */
+    {
+        int n0 = ns[0] < 256 ? ns[0] : 256;
+        sparse_timing_cfg once = {.min_s = 1e-9, .rounds = 1};
+        double us = 0;
+        if ((st = sparse_timing_dense(tm, n0, &once, &us, &ee))) {
+            sparse_timing_free(tm);
+            return probe_fail(err, st, "", "%s", ee.message);
+        }
+        pl.dense_coef = us * n0 / 1e6 / ((double)n0 * n0);
+    }
+
+    /* Measurements: dense[i]; total/pred[kk][pp][i] (NAN: skipped, -1: not timed at this N). */
+    double dense[MAX_NS], total[MAX_KS][MAX_PRED][MAX_NS], pred[MAX_KS][MAX_PRED][MAX_NS];
+    int skipped = 0;
+    for (int i = 0; i < nn; i++) {
+        int N = ns[i];
+        dense[i] = NAN;
+        double est = estimate(&pl, 0, N, 1);
+        if (fits(&pl, est)) {
+            double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
+            st = sparse_timing_dense(tm, N, &pl.timing, &dense[i], &ee);
+            if (st) break;
+            account(&pl, 0, N, dense[i], cpu0, w0);
+        } else {
+            skipped++;
+        }
+        for (int kk = 0; kk < nk; kk++)
+            for (int pp = 0; pp < np && !st; pp++) {
+                int s = 1 + kk * np + pp;
+                total[kk][pp][i] = pred[kk][pp][i] = NAN;
+                if (preds[pp] == SPARSE_TOPK && N > SPARSE_TIMING_TOPK_MAX_N) {
+                    total[kk][pp][i] = pred[kk][pp][i] = -1;
+                    continue;
+                }
+                if (!fits(&pl, estimate(&pl, s, N, 2))) {
+                    skipped++;
+                    continue;
+                }
+                sparse_config cfg;
+                sparse_config_defaults(&cfg, preds[pp], ks[kk]);
+                double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
+                st = sparse_timing_sparse(tm, &cfg, N, &pl.timing, &total[kk][pp][i], &pred[kk][pp][i], &ee);
+                if (!st) account(&pl, s, N, total[kk][pp][i], cpu0, w0);
+            }
+        if (st) break;
+    }
+    double wall_ms = (wall_s() - pl.t0) * 1e3;
+    sparse_timing_free(tm);
+    if (st) return probe_fail(err, st, "", "%s", ee.message);
+
+    /* The long table: one row per N, predictor and k. */
+    static const char *const cols[] = {
+        "N", "predictor", "k", "us_per_query", "predictor_us_per_query", "dense_us_per_query", "ratio_to_dense"};
+    json_t *rows = probe_table(out, "cost", cols, 7);
+    for (int i = 0; i < nn; i++)
+        for (int pp = 0; pp < np; pp++)
+            for (int kk = 0; kk < nk; kk++) {
+                double t = total[kk][pp][i] < 0 ? NAN : total[kk][pp][i];
+                double pr = pred[kk][pp][i] < 0 ? NAN : pred[kk][pp][i];
+                probe_row(out, rows, "isidddd", ns[i], sparse_predictor_name(preds[pp]), ks[kk], t, pr, dense[i],
+                          t / dense[i]);
+            }
+
+    /* The chart's table: N, dense, then one column per predictor and k. */
+    json_t *wcols = json_array(), *rcols = json_array();
+    const char *ys[2 + MAX_KS * MAX_PRED], *rys[1 + MAX_KS * MAX_PRED];
+    char names[MAX_KS * MAX_PRED][40];
+    int ny = 0;
+    ys[ny++] = "dense";
+    for (int kk = 0; kk < nk; kk++)
+        for (int pp = 0; pp < np; pp++) {
+            char *nm = names[kk * np + pp];
+            snprintf(nm, sizeof names[0], "%s_k%d", sparse_predictor_name(preds[pp]), ks[kk]);
+            rys[ny - 1] = nm;
+            ys[ny++] = nm;
+        }
+    ys[ny] = NULL;
+    rys[ny - 1] = NULL;
+    if (wcols && json_array_append_new(wcols, json_string("N"))) json_decref(wcols), wcols = NULL;
+    if (rcols && json_array_append_new(rcols, json_string("N"))) json_decref(rcols), rcols = NULL;
+    for (int j = 0; j < ny; j++) {
+        if (wcols && json_array_append_new(wcols, json_string(ys[j]))) json_decref(wcols), wcols = NULL;
+        if (j && rcols && json_array_append_new(rcols, json_string(ys[j]))) json_decref(rcols), rcols = NULL;
+    }
+    json_t *wrows = probe_table_cols(out, "us_per_query", wcols);
+    json_t *rrows = probe_table_cols(out, "ratio_to_dense", rcols);
+    for (int i = 0; i < nn; i++) {
+        double w[1 + 1 + MAX_KS * MAX_PRED], r[1 + MAX_KS * MAX_PRED];
+        w[0] = r[0] = ns[i];
+        w[1] = dense[i];
+        for (int kk = 0; kk < nk; kk++)
+            for (int pp = 0; pp < np; pp++) {
+                double t = total[kk][pp][i] < 0 ? NAN : total[kk][pp][i];
+                w[2 + kk * np + pp] = t;
+                r[1 + kk * np + pp] = t / dense[i];
+            }
+        probe_row_nums(out, wrows, w, 1 + ny);
+        probe_row_nums(out, rrows, r, ny);
+    }
+    probe_chart_with(out, "us_per_query", "line", "N", ys, "CPU µs per query (dense = exact attention)",
+                     &(probe_chart_opts){.log_x = 1, .log_y = 1, .reference = "dense"});
+    probe_chart_with(out, "ratio_to_dense", "line", "N", rys, "sparse time ÷ dense time (below 1: sparse is cheaper)",
+                     &(probe_chart_opts){.log_x = 1, .log_y = 1, .y_line = 1, .has_y_line = 1});
+
+    /* The crossovers: a table and one summary figure per predictor and k (null: none). */
+    static const char *const ccols[] = {"predictor", "k", "crossover_N", "largest_N", "speedup_at_largest_N"};
+    json_t *crows = probe_table(out, "crossover", ccols, 5);
+    for (int pp = 0; pp < np; pp++)
+        for (int kk = 0; kk < nk; kk++) {
+            double sp[MAX_NS];
+            int last = -1;
+            for (int i = 0; i < nn; i++) {
+                sp[i] = isfinite(total[kk][pp][i]) ? total[kk][pp][i] : -1;
+                if (sp[i] >= 0 && isfinite(dense[i])) last = i;
+            }
+            int from = sparse_timing_crossover(dense, sp, nn);
+            double cross = from < 0 ? NAN : ns[from];
+            probe_row(out, crows, "sidid", sparse_predictor_name(preds[pp]), ks[kk], cross, last < 0 ? 0 : ns[last],
+                      last < 0 ? NAN : dense[last] / sp[last]);
+            char key[64];
+            snprintf(key, sizeof key, "crossover_N_%s_k%d", sparse_predictor_name(preds[pp]), ks[kk]);
+            probe_summary_num(out, key, cross);
+        }
+    probe_summary_num(out, "dense_us_per_query_at_largest_N", dense[nn - 1]);
+    probe_summary_int(out, "skipped", skipped);
+    probe_summary_num(out, "wall_ms", wall_ms);
+    double load = NAN;
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf", &load) != 1) load = NAN;
+        fclose(lf);
+    }
+    probe_summary_num(out, "load_average_1m", load);
+    probe_summary_str(out, "clock", "CPU time of the probe's thread, best of the rounds");
+    return ENGINE_OK;
+}
+
+const probe_kind probe_kind_sparse_cost = {
+    .name = "sparse_cost",
+    .title = "Sparse attention: time per query vs dense",
+    .description = "Question 3 as a cost: CPU time per query of sparse attention with k keys chosen by each predictor "
+                   "(window, angular LSH, Hamming ranking, exact top-k; the predictor's own time included and shown "
+                   "apart) against exact dense attention, one head on random unit q, k, v, for each N; the crossover "
+                   "N from which sparse stays cheaper. The kernels make bench times. Measured, so never cached.",
+    .params = params,
+    .n_params = (int)(sizeof params / sizeof params[0]),
+    .timing = 1,
+    .run = run,
+};
