@@ -146,9 +146,8 @@ static store_status run_exists(pg_conn *c, long long id) {
 }
 
 /* The final (last step's) and the lowest value of a run's series, for ORDER BY. */
-#define LAST_OF(key)                                                                                                   \
-    "(SELECT m.value FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "' ORDER BY m.step DESC LIMIT 1)"
-#define MIN_OF(key) "(SELECT min(m.value) FROM metrics m WHERE m.run_id = r.id AND m.key = '" key "')"
+#define LAST_OF(key) "(SELECT m.last_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
+#define MIN_OF(key) "(SELECT m.min_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
 /* Runs without the series last, in either direction; ties by id. */
 #define BY_METRIC(x) x " ASC NULLS LAST, r.id ASC"
 #define BY_METRIC_DESC(x) x " DESC NULLS LAST, r.id DESC"

@@ -3,6 +3,7 @@
  * nothing). Failures are made the way they happen in the field: a table that is gone, pages that
  * are corrupt. */
 #include <fcntl.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,7 @@ TEST(brief_leaves_no_output_on_error) {
     CHECK(store_run_brief(st, id, &brief) == STORE_OK);
     CHECK(json_is_object(brief));
     json_decref(brief);
-    CHECK(raw_exec(path, "DROP TABLE metrics") == 0);
+    CHECK(raw_exec(path, "DROP TABLE metric_summaries") == 0);
     brief = (json_t *)0x1; /* whatever the caller had there */
     store_status s = store_run_brief(st, id, &brief);
     CHECK_MSG(s != STORE_OK, "the brief of a run without a metrics table came back OK");
@@ -242,11 +243,255 @@ TEST(metric_points_come_back_by_key_then_step) {
     store_close(st);
 }
 
+/* ---- series summaries (migration 0008) against a recomputation from the rows ------------------ */
+
+/* What GET /api/runs/{id}/summary gave before the summaries: SQLite's aggregates over the rows,
+ * on a connection of its own. */
+static json_t *summary_from_rows(const char *path, long long run_id) {
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return NULL;
+    sqlite3_stmt *q = NULL;
+    json_t *sum = json_object();
+    if (sqlite3_prepare_v2(db,
+                           "SELECT m.key, min(m.value), max(m.value), avg(m.value), count(*), max(m.step), "
+                           "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
+                           "   ORDER BY l.step DESC LIMIT 1), "
+                           "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
+                           "   AND s.value = min(m.value)) "
+                           "FROM metrics m WHERE m.run_id = ? GROUP BY m.key ORDER BY m.key",
+                           -1, &q, NULL) != SQLITE_OK) {
+        json_decref(sum);
+        sum = NULL;
+    }
+    int rc = SQLITE_DONE;
+    if (sum) sqlite3_bind_int64(q, 1, run_id);
+    while (sum && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0),
+                            json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", sqlite3_column_double(q, 6), "min",
+                                      sqlite3_column_double(q, 1), "max", sqlite3_column_double(q, 2), "mean",
+                                      sqlite3_column_double(q, 3), "step_of_min", sqlite3_column_int(q, 7), "count",
+                                      (json_int_t)sqlite3_column_int64(q, 4), "last_step", sqlite3_column_int(q, 5)));
+    if (sum && rc != SQLITE_DONE) {
+        json_decref(sum);
+        sum = NULL;
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return sum;
+}
+
+/* The runs list's brief as it was computed from the rows. */
+static json_t *brief_from_rows(const char *path, long long run_id) {
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return NULL;
+    json_t *brief = json_object();
+    static const char *const keys[] = {"loss", "val_loss"};
+    for (int k = 0; k < 3 && brief; k++) {
+        sqlite3_stmt *q = NULL;
+        const char *sql = k < 2 ? "SELECT min(value), count(*), (SELECT value FROM metrics WHERE run_id = ?1 AND "
+                                  "key = ?2 ORDER BY step DESC LIMIT 1) FROM metrics WHERE run_id = ?1 AND key = ?2"
+                                : "SELECT min(value), max(value), count(*) FROM metrics WHERE run_id = ?1 AND key >= "
+                                  "'tau.' AND key < 'tau/' AND step = (SELECT max(step) FROM metrics WHERE run_id = "
+                                  "?1 AND key = 'tau.0.0')";
+        if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
+            json_decref(brief);
+            brief = NULL;
+            break;
+        }
+        sqlite3_bind_int64(q, 1, run_id);
+        if (k < 2) sqlite3_bind_text(q, 2, keys[k], -1, SQLITE_STATIC);
+        if (sqlite3_step(q) != SQLITE_ROW) {
+            json_decref(brief);
+            brief = NULL;
+        } else if (k < 2 && sqlite3_column_int64(q, 1) > 0) {
+            json_object_set_new(
+                brief, keys[k],
+                json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 2), "min", sqlite3_column_double(q, 0)));
+        } else if (k == 2 && sqlite3_column_int64(q, 2) > 0) {
+            json_object_set_new(
+                brief, "tau",
+                json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max", sqlite3_column_double(q, 1)));
+        }
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return brief;
+}
+
+/* 1 when the store's answer is the recomputation's, byte for byte; prints both otherwise. */
+static int same_json(const char *what, long long run_id, json_t *got, json_t *want) {
+    char *a = got ? json_dumps(got, JSON_COMPACT) : NULL, *b = want ? json_dumps(want, JSON_COMPACT) : NULL;
+    int same = a && b && !strcmp(a, b);
+    if (!same) printf("# run %lld %s:\n#   store: %s\n#   rows:  %s\n", run_id, what, a ? a : "-", b ? b : "-");
+    free(a);
+    free(b);
+    json_decref(got);
+    json_decref(want);
+    return same;
+}
+
+static int store_matches_rows(store *st, const char *path, long long run_id) {
+    json_t *sum = NULL, *brief = NULL;
+    if (store_metrics_summary(st, run_id, &sum) != STORE_OK || store_run_brief(st, run_id, &brief) != STORE_OK) {
+        json_decref(sum);
+        return 0;
+    }
+    return same_json("summary", run_id, sum, summary_from_rows(path, run_id)) &
+           same_json("brief", run_id, brief, brief_from_rows(path, run_id));
+}
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+static unsigned rnd(unsigned n) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(rng_state >> 33) % n;
+}
+
+/* Random batches over two runs: steps appended (some skipped, to arrive late), rewritten with the
+ * same value (a bit-identical resume) or another, twice in one batch, NaN (no point); values with
+ * ties, 0 and -0 among them. The tau.* series are written together, as training writes them. */
+#define SERIES 4
+#define MAX_STEP 400
+typedef struct {
+    long long run[2];
+    int next[2][SERIES];
+    unsigned char stored[2][SERIES][MAX_STEP];
+    double value[2][SERIES][MAX_STEP];
+} series_model;
+
+static double random_value(int signed_zero) {
+    static const double ties[] = {0.5, 1, 1.25, 2, 3};
+    switch (rnd(6)) {
+    case 0: return ties[rnd(5)];
+    case 1: return signed_zero ? (rnd(2) ? 0.0 : -0.0) : 0.75;
+    default: return (double)rnd(1000000) / 300007.0 + 0.1;
+    }
+}
+
+static size_t random_batch(series_model *m, store_metric *pts, size_t cap, int signed_zero) {
+    static const char *const names[SERIES] = {"loss", "val_loss", "lr", "tau"};
+    size_t n = 0, want = 1 + rnd(30);
+    while (n + 2 <= cap && n < want) {
+        int r = (int)rnd(2), k = (int)rnd(SERIES), kind = (int)rnd(20), step;
+        double v = random_value(signed_zero);
+        int *next = &m->next[r][k];
+        if (kind < 12 || *next <= 1) { /* append, now and then leaving a step out */
+            if (*next == 0) *next = 1;
+            if (rnd(5) == 0) *next += 1;
+            step = (*next)++;
+        } else {
+            step = 1 + (int)rnd((unsigned)(*next - 1));
+            if (kind < 15 && m->stored[r][k][step]) v = m->value[r][k][step]; /* the same value again */
+        }
+        if (step >= MAX_STEP) continue;
+        if (kind == 19) v = NAN;
+        for (int t = 0; t < (k == 3 ? 2 : 1); t++) {
+            store_metric *p = &pts[n++];
+            *p = (store_metric){.run_id = m->run[r], .step = step, .value = v + t, .wall_time = 1000 + n};
+            if (k == 3)
+                snprintf(p->key, sizeof p->key, "tau.0.%d", t);
+            else
+                snprintf(p->key, sizeof p->key, "%s", names[k]);
+        }
+        if (!isnan(v)) {
+            m->stored[r][k][step] = 1;
+            m->value[r][k][step] = v;
+        }
+        if (rnd(8) == 0 && n < cap) { /* twice in one batch */
+            pts[n] = pts[n - 1];
+            n++;
+        }
+    }
+    return n;
+}
+
+TEST(summaries_equal_a_recomputation_from_the_rows) {
+    store *st;
+    char path[320];
+    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    m.run[0] = new_run(st, "sum-a");
+    m.run[1] = new_run(st, "sum-b");
+    CHECK(m.run[0] > 0 && m.run[1] > 0);
+    store_metric pts[96];
+    for (int b = 0; b < 150; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
+    }
+    /* The loss orders of the runs list read the summaries: the same order as the rows give. */
+    static const char *const sorts[] = {"loss", "-loss", "min_val_loss", "-min_val_loss"};
+    for (int i = 0; i < 4; i++) {
+        json_t *list = NULL;
+        long long total = 0;
+        store_run_filter f = {.limit = 10, .sort = sorts[i]};
+        CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+        json_t *sum0 = NULL, *sum1 = NULL;
+        CHECK(store_metrics_summary(st, m.run[0], &sum0) == STORE_OK);
+        CHECK(store_metrics_summary(st, m.run[1], &sum1) == STORE_OK);
+        const char *key = i < 2 ? "loss" : "val_loss", *field = i < 2 ? "last" : "min";
+        double a = json_real_value(json_object_get(json_object_get(sum0, key), field));
+        double b = json_real_value(json_object_get(json_object_get(sum1, key), field));
+        int a_first =
+            (i % 2 == 0) ? (a < b || (a == b && m.run[0] < m.run[1])) : (a > b || (a == b && m.run[0] > m.run[1]));
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(list, 0), "id")), a_first ? m.run[0] : m.run[1]);
+        json_decref(sum0);
+        json_decref(sum1);
+        json_decref(list);
+    }
+    /* A deleted run takes its summaries with it. */
+    CHECK(store_run_transition(st, m.run[0], (const char *const[]){"queued", NULL}, "cancelled", NULL) == STORE_OK);
+    CHECK(store_run_delete(st, m.run[0]) == STORE_OK);
+    store_close(st);
+    sqlite3 *db;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_stmt *q;
+    CHECK(sqlite3_prepare_v2(db, "SELECT count(*) FROM metric_summaries WHERE run_id = ?", -1, &q, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(q, 1, m.run[0]);
+    CHECK(sqlite3_step(q) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(q, 0), 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
+TEST(an_old_database_gets_its_summaries_from_the_migration) {
+    store *st;
+    char path[320], err[256];
+    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    m.run[0] = new_run(st, "old-a");
+    m.run[1] = new_run(st, "old-b");
+    CHECK(m.run[0] > 0 && m.run[1] > 0);
+    store_metric pts[96];
+    for (int b = 0; b < 40; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+    }
+    store_close(st);
+    /* The database as schema version 7 left it: points, no summaries (and points no summary saw). */
+    CHECK(raw_exec(path, "DROP TABLE metric_summaries; PRAGMA user_version = 7; "
+                         "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
+                         "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
+    CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);
+    CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, path, m.run[r]));
+    /* and they are kept from there on */
+    for (int b = 0; b < 20; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
+    }
+    store_close(st);
+}
+
 int main(void) {
     RUN(summary_names_the_step_of_the_minimum);
     RUN(brief_leaves_no_output_on_error);
     RUN(a_read_error_is_an_error_not_the_end_of_the_rows);
     RUN(an_experiment_is_created_whole_or_not_at_all);
     RUN(metric_points_come_back_by_key_then_step);
+    RUN(summaries_equal_a_recomputation_from_the_rows);
+    RUN(an_old_database_gets_its_summaries_from_the_migration);
     return test_summary();
 }

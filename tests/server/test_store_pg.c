@@ -2,6 +2,7 @@
  * resource gives back what SQLite gives, the schema is refused when it is not attnlab's or newer,
  * claims hand one run to one claimer, fencing keeps a node that lost its lease from writing, and a
  * database that goes away answers STORE_ERROR marked unavailable, then comes back. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -636,6 +637,223 @@ TEST(two_node_processes_drain_a_queue_each_run_once) {
     store_close(st);
 }
 
+/* ---- series summaries (migration 0008) against a recomputation from the rows ------------------ */
+
+/* What the summary and the brief gave before the summaries: PostgreSQL's aggregates over the rows,
+ * on a connection of its own (avg over the rows in step order: without an order of its own the
+ * sum's order is the plan's). */
+static json_t *summary_from_rows(const char *url, long long run_id) {
+    char err[512];
+    pg_conn *c = pg_connect(url, 5, "test", err, sizeof err);
+    if (!c) return NULL;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_res *r = NULL;
+    json_t *sum = NULL;
+    if (pg_exec(c, "summary",
+                "SELECT m.key, min(m.value), max(m.value), avg(m.value ORDER BY m.step), count(*), max(m.step), "
+                "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
+                "   ORDER BY l.step DESC LIMIT 1), "
+                "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
+                "   AND s.value = min(m.value)) "
+                "FROM metrics m WHERE m.run_id = $1 GROUP BY m.run_id, m.key ORDER BY m.key COLLATE \"C\"",
+                &p, &r) == STORE_OK) {
+        sum = json_object();
+        for (int i = 0; sum && i < pg_nrows(r); i++)
+            json_object_set_new(sum, pg_get_text(r, i, 0),
+                                json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", pg_get_double(r, i, 6), "min",
+                                          pg_get_double(r, i, 1), "max", pg_get_double(r, i, 2), "mean",
+                                          pg_get_double(r, i, 3), "step_of_min", pg_get_int(r, i, 7), "count",
+                                          (json_int_t)pg_get_i64(r, i, 4), "last_step", pg_get_int(r, i, 5)));
+        pg_clear(r);
+    }
+    r = NULL;
+    json_t *brief = NULL;
+    if (sum &&
+        pg_exec(c, "brief",
+                "SELECT (SELECT count(*) FROM metrics WHERE run_id = $1 AND key = 'loss'), "
+                "(SELECT min(value) FROM metrics WHERE run_id = $1 AND key = 'loss'), "
+                "(SELECT value FROM metrics WHERE run_id = $1 AND key = 'loss' ORDER BY step DESC LIMIT 1), "
+                "(SELECT count(*) FROM metrics WHERE run_id = $1 AND key = 'val_loss'), "
+                "(SELECT min(value) FROM metrics WHERE run_id = $1 AND key = 'val_loss'), "
+                "(SELECT value FROM metrics WHERE run_id = $1 AND key = 'val_loss' ORDER BY step DESC "
+                "LIMIT 1), t.n, t.lo, t.hi FROM (SELECT count(*) AS n, min(value) AS lo, max(value) AS hi "
+                "FROM metrics WHERE run_id = $1 AND starts_with(key, 'tau.') AND step = (SELECT max(step) "
+                "FROM metrics WHERE run_id = $1 AND key = 'tau.0.0')) t",
+                &p, &r) == STORE_OK &&
+        pg_nrows(r) == 1) {
+        brief = json_object();
+        static const char *const keys[] = {"loss", "val_loss"};
+        for (int k = 0; k < 2; k++)
+            if (pg_get_i64(r, 0, 3 * k) > 0)
+                json_object_set_new(brief, keys[k],
+                                    json_pack("{s:f, s:f}", "last", pg_get_double(r, 0, 3 * k + 2), "min",
+                                              pg_get_double(r, 0, 3 * k + 1)));
+        if (pg_get_i64(r, 0, 6) > 0)
+            json_object_set_new(brief, "tau",
+                                json_pack("{s:f, s:f}", "min", pg_get_double(r, 0, 7), "max", pg_get_double(r, 0, 8)));
+    }
+    pg_clear(r);
+    pg_close(c);
+    json_t *both = sum && brief ? json_pack("{s:o, s:o}", "summary", sum, "brief", brief) : NULL;
+    if (!both) {
+        json_decref(sum);
+        json_decref(brief);
+    }
+    return both;
+}
+
+/* 1 when the store's summary and brief are the recomputation's, byte for byte. */
+static int store_matches_rows(store *st, const char *url, long long run_id) {
+    json_t *sum = NULL, *brief = NULL;
+    if (store_metrics_summary(st, run_id, &sum) != STORE_OK || store_run_brief(st, run_id, &brief) != STORE_OK) {
+        json_decref(sum);
+        return 0;
+    }
+    json_t *got = json_pack("{s:o, s:o}", "summary", sum, "brief", brief), *want = summary_from_rows(url, run_id);
+    char *a = got ? json_dumps(got, JSON_COMPACT) : NULL, *b = want ? json_dumps(want, JSON_COMPACT) : NULL;
+    int same = a && b && !strcmp(a, b);
+    if (!same) printf("# run %lld:\n#   store: %s\n#   rows:  %s\n", run_id, a ? a : "-", b ? b : "-");
+    free(a);
+    free(b);
+    json_decref(got);
+    json_decref(want);
+    return same;
+}
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+static unsigned rnd(unsigned n) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(rng_state >> 33) % n;
+}
+
+/* Random batches over two runs: steps appended (some skipped, to arrive late), rewritten with the
+ * same value (a bit-identical resume) or another, twice in one batch, NaN (no point); values with
+ * ties. The tau.* series are written together, as training writes them. */
+#define SERIES 4
+#define MAX_STEP 400
+typedef struct {
+    long long run[2];
+    int next[2][SERIES];
+    unsigned char stored[2][SERIES][MAX_STEP];
+    double value[2][SERIES][MAX_STEP];
+} series_model;
+
+static size_t random_batch(series_model *m, store_metric *pts, size_t cap) {
+    static const char *const names[SERIES] = {"loss", "val_loss", "lr", "tau"};
+    static const double ties[] = {0.5, 1, 1.25, 2, 3};
+    size_t n = 0, want = 1 + rnd(30);
+    while (n + 2 <= cap && n < want) {
+        int r = (int)rnd(2), k = (int)rnd(SERIES), kind = (int)rnd(20), step;
+        double v = rnd(3) == 0 ? ties[rnd(5)] : (double)rnd(1000000) / 300007.0 + 0.1;
+        int *next = &m->next[r][k];
+        if (kind < 12 || *next <= 1) { /* append, now and then leaving a step out */
+            if (*next == 0) *next = 1;
+            if (rnd(5) == 0) *next += 1;
+            step = (*next)++;
+        } else {
+            step = 1 + (int)rnd((unsigned)(*next - 1));
+            if (kind < 15 && m->stored[r][k][step]) v = m->value[r][k][step]; /* the same value again */
+        }
+        if (step >= MAX_STEP) continue;
+        if (kind == 19) v = NAN;
+        for (int t = 0; t < (k == 3 ? 2 : 1); t++) {
+            store_metric *p = &pts[n++];
+            *p = (store_metric){.run_id = m->run[r], .step = step, .value = v + t, .wall_time = 1000 + n};
+            if (k == 3)
+                snprintf(p->key, sizeof p->key, "tau.0.%d", t);
+            else
+                snprintf(p->key, sizeof p->key, "%s", names[k]);
+        }
+        if (!isnan(v)) {
+            m->stored[r][k][step] = 1;
+            m->value[r][k][step] = v;
+        }
+        if (rnd(8) == 0 && n < cap) { /* twice in one batch */
+            pts[n] = pts[n - 1];
+            n++;
+        }
+    }
+    return n;
+}
+
+TEST(summaries_equal_a_recomputation_from_the_rows) {
+    char url[1024];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    m.run[0] = new_run(st, "sum-a");
+    m.run[1] = new_run(st, "sum-b");
+    CHECK(m.run[0] > 0 && m.run[1] > 0);
+    store_metric pts[96];
+    for (int b = 0; b < 60; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0]);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, url, m.run[r]), "after batch %d", b);
+    }
+    /* The loss orders of the runs list read the summaries. */
+    static const char *const sorts[] = {"loss", "-loss", "min_val_loss", "-min_val_loss"};
+    for (int i = 0; i < 4; i++) {
+        json_t *list = NULL, *sum0 = NULL, *sum1 = NULL;
+        long long total = 0;
+        store_run_filter f = {.limit = 10, .sort = sorts[i]};
+        CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+        CHECK(store_metrics_summary(st, m.run[0], &sum0) == STORE_OK);
+        CHECK(store_metrics_summary(st, m.run[1], &sum1) == STORE_OK);
+        const char *key = i < 2 ? "loss" : "val_loss", *field = i < 2 ? "last" : "min";
+        double a = json_real_value(json_object_get(json_object_get(sum0, key), field));
+        double b = json_real_value(json_object_get(json_object_get(sum1, key), field));
+        int a_first =
+            i % 2 == 0 ? (a < b || (a == b && m.run[0] < m.run[1])) : (a > b || (a == b && m.run[0] > m.run[1]));
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(list, 0), "id")), a_first ? m.run[0] : m.run[1]);
+        json_decref(sum0);
+        json_decref(sum1);
+        json_decref(list);
+    }
+    /* A deleted run takes its summaries with it. */
+    CHECK(store_run_transition(st, m.run[0], (const char *const[]){"queued", NULL}, "cancelled", NULL) == STORE_OK);
+    CHECK(store_run_delete(st, m.run[0]) == STORE_OK);
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "DO $$ BEGIN IF EXISTS (SELECT 1 FROM metric_summaries WHERE run_id = %lld) THEN "
+             "RAISE EXCEPTION 'summaries left'; END IF; END $$",
+             m.run[0]);
+    CHECK(raw(url, sql) == 0);
+    store_close(st);
+}
+
+TEST(an_old_database_gets_its_summaries_from_the_migration) {
+    char url[1024], err[512];
+    store *st = open_fresh(url, sizeof url);
+    CHECK(st);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    m.run[0] = new_run(st, "old-a");
+    m.run[1] = new_run(st, "old-b");
+    CHECK(m.run[0] > 0 && m.run[1] > 0);
+    store_metric pts[96];
+    for (int b = 0; b < 40; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0]);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+    }
+    store_close(st);
+    /* The database as schema version 7 left it: points, no summaries (and points no summary saw). */
+    CHECK(raw(url, "DROP TABLE metric_summaries; DELETE FROM attnlab_schema WHERE version = 8; "
+                   "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                   "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
+    CHECK(store_open(&st, url, err, sizeof err) == STORE_OK);
+    CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, url, m.run[r]));
+    for (int b = 0; b < 20; b++) {
+        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0]);
+        CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, url, m.run[r]), "after batch %d", b);
+    }
+    store_close(st);
+}
+
 int main(void) {
     if (!pgtest_server_url()) {
         printf("FAIL test_store_pg: no PostgreSQL server for the tests\n");
@@ -643,6 +861,8 @@ int main(void) {
     }
     RUN(runs_round_trip_like_sqlite);
     RUN(metrics_are_stored_exactly_and_summarised);
+    RUN(summaries_equal_a_recomputation_from_the_rows);
+    RUN(an_old_database_gets_its_summaries_from_the_migration);
     RUN(experiments_corpora_probes_and_artefacts);
     RUN(a_foreign_or_newer_database_is_refused);
     RUN(migrations_apply_once_when_nodes_start_together);
