@@ -98,6 +98,8 @@ void api_experiments_get(http_request *req, void *app);
 void api_experiments_stats(http_request *req, void *app);
 void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
+void api_experiments_bundle(http_request *req, void *app);
+void api_experiments_bundle_csv(http_request *req, void *app);
 
 /* The seed blog's open questions over an experiment (api_questions.c): head spread and accuracy. */
 void api_experiments_head_spread(http_request *req, void *app);

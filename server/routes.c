@@ -39,6 +39,8 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
     rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
 
+    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle", api_experiments_bundle);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle.csv", api_experiments_bundle_csv);
     rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread", api_experiments_head_spread);
     rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread.csv", api_experiments_head_spread_csv);
     rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy", api_experiments_accuracy);

@@ -41,6 +41,10 @@ export function mount(root, params) {
   const headerBox = h('div.run-headers');
   const titleEl = h('h2', {}, isExp ? `Experiment ${id}` : `Run ${id}`);
   const note = h('p.muted#run-note', { 'aria-live': 'polite' }, 'Loading…');
+  // An experiment's whole result in one file: configs, summaries and series (JSON), or every point (CSV).
+  const bundleBar = isExp ? h('div.toolbar.small#bundle-links', {}, h('span.muted', {}, 'whole experiment: '),
+    downloadLink(`/api/experiments/${id}/bundle`, `experiment-${id}.json`, 'JSON bundle', 'a.button.small'), ' ',
+    downloadLink(`/api/experiments/${id}/bundle.csv`, `experiment-${id}.csv`, 'CSV of every point', 'a.button.small')) : null;
 
   const smoothIn = h('input#smooth', { type: 'range', min: 0, max: 0.99, step: 0.01, value: state.smooth, 'aria-describedby': 'smooth-val' });
   const smoothVal = h('output#smooth-val', {}, state.smooth.toFixed(2));
@@ -86,7 +90,7 @@ export function mount(root, params) {
   const parBox = isExp ? parcoordsBox(`experiment-${id}`) : null;
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
-    titleEl, note, headerBox,
+    titleEl, bundleBar, note, headerBox,
     h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
       h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
       h('label.check', {}, logIn, ' log-scale loss'),

@@ -113,6 +113,21 @@ async function main() {
     assert(href === `/api/experiments/${expId}/stats.csv`, `CSV link ${href}`);
   });
 
+  await step('the whole experiment downloads as one JSON bundle and one CSV of every point', async () => {
+    await page.goto(`${base}/#/experiment/${expId}`);
+    await page.waitForSelector('#bundle-links a');
+    const links = await page.$$eval('#bundle-links a', (as) => as.map((a) => ({ href: a.getAttribute('href'), download: a.download })));
+    assert(links.length === 2 && links[0].href === `/api/experiments/${expId}/bundle` && links[1].href === `/api/experiments/${expId}/bundle.csv`,
+      `bundle links: ${JSON.stringify(links)}`);
+    const bundle = await page.evaluate(async (u) => (await fetch(u)).json(), links[0].href);
+    assert(bundle.runs.length === 2 * REPS && bundle.runs.every((r) => r.config && r.summary && r.series && r.series.loss),
+      `the bundle has ${bundle.runs.length} runs, not each with config, summary and a loss series`);
+    const csv = await page.evaluate(async (u) => (await fetch(u)).text(), links[1].href + '?keys=loss');
+    const rows = csv.trim().split('\n');
+    assert(rows[0].startsWith('run_id,name,variant,replicate,seed,status,') && rows[0].endsWith(',key,step,value,wall_time'), `CSV header ${rows[0]}`);
+    assert(rows.length - 1 === 2 * REPS * STEPS, `the CSV has ${rows.length - 1} loss rows, not ${2 * REPS * STEPS}`);
+  });
+
   await step('classroom mode: larger type, one chart per row, nothing wider than the screen', async () => {
     const before = await page.$eval('#stats-table', (t) => parseFloat(getComputedStyle(t).fontSize));
     await page.click('#classroom');

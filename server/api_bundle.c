@@ -1,0 +1,226 @@
+/* GET /api/experiments/{id}/bundle and bundle.csv: an experiment's whole result in one download.
+ * The service (svc_bundle.h) reads it a run at a time; this file presents it: JSON with the
+ * experiment, every run's config, summary and series, or one long CSV of every point with the run,
+ * its variant and the config keys that differ among the runs as columns. Both downsample each
+ * series like GET /api/runs/{id}/metrics (max_points) and refuse (422 too_large) an answer of more
+ * than BUNDLE_MAX_POINTS points. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_series.h"
+#include "app.h"
+#include "svc_bundle.h"
+
+#define BUNDLE_MAX_POINTS 2000000
+
+typedef struct {
+    int max_points;
+    size_t emitted; /* points written so far, against BUNDLE_MAX_POINTS */
+    json_t *runs;   /* JSON: the runs so far */
+    FILE *csv;      /* CSV: the text so far */
+} bundle_ctx;
+
+/* The number of points in a series object of api_series_json. */
+static size_t series_points(const json_t *series) {
+    size_t n = 0;
+    const char *k;
+    const json_t *s;
+    json_object_foreach((json_t *)series, k, s) n += json_array_size(json_object_get(s, "steps"));
+    return n;
+}
+
+static int add_json_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
+    (void)differing;
+    bundle_ctx *b = ctx;
+    json_t *series = api_series_json(points, n, b->max_points);
+    if (!series) return -1;
+    b->emitted += series_points(series);
+    if (b->emitted > BUNDLE_MAX_POINTS) {
+        json_decref(series);
+        return -2;
+    }
+    if (json_object_set_new(run, "series", series) < 0 || json_array_append(b->runs, run) < 0) return -1;
+    return 0;
+}
+
+/* One CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A config value as a CSV field: strings as they are, numbers exactly, absent as empty. */
+static void csv_value(FILE *f, const json_t *v) {
+    if (!v || json_is_null(v)) return;
+    if (json_is_string(v))
+        csv_field(f, json_string_value(v));
+    else if (json_is_integer(v))
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        fprintf(f, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        fputs(json_is_true(v) ? "true" : "false", f);
+    else {
+        char *t = json_dumps(v, JSON_COMPACT);
+        if (t) csv_field(f, t);
+        free(t);
+    }
+}
+
+static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
+    bundle_ctx *b = ctx;
+    json_t *series = api_series_json(points, n, b->max_points);
+    if (!series) return -1;
+    b->emitted += series_points(series);
+    if (b->emitted > BUNDLE_MAX_POINTS) {
+        json_decref(series);
+        return -2;
+    }
+    /* The run's columns, the same on each of its rows. */
+    char *lead = NULL;
+    size_t lead_len = 0;
+    FILE *l = open_memstream(&lead, &lead_len);
+    if (!l) {
+        json_decref(series);
+        return -1;
+    }
+    const json_t *cfg = json_object_get(run, "config");
+    fprintf(l, "%lld,", (long long)json_integer_value(json_object_get(run, "id")));
+    csv_value(l, json_object_get(run, "name"));
+    fputc(',', l);
+    csv_value(l, json_object_get(run, "variant"));
+    fprintf(l, ",%lld,%lld,", (long long)json_integer_value(json_object_get(run, "replicate")),
+            (long long)json_integer_value(json_object_get(run, "seed")));
+    csv_value(l, json_object_get(run, "status"));
+    size_t i;
+    const json_t *k;
+    json_array_foreach(differing, i, k) {
+        fputc(',', l);
+        csv_value(l, json_object_get(cfg, json_string_value(k)));
+    }
+    if (fclose(l) != 0) {
+        free(lead);
+        json_decref(series);
+        return -1;
+    }
+    const char *key;
+    const json_t *s;
+    json_object_foreach(series, key, s) {
+        const json_t *steps = json_object_get(s, "steps"), *values = json_object_get(s, "values"),
+                     *walls = json_object_get(s, "wall_times");
+        for (size_t j = 0; j < json_array_size(steps); j++) {
+            fputs(lead, b->csv);
+            fputc(',', b->csv);
+            csv_field(b->csv, key);
+            fprintf(b->csv, ",%lld,%.17g,%.17g\n", (long long)json_integer_value(json_array_get(steps, j)),
+                    json_number_value(json_array_get(values, j)), json_number_value(json_array_get(walls, j)));
+        }
+    }
+    free(lead);
+    json_decref(series);
+    return ferror(b->csv) ? -1 : 0;
+}
+
+/* The query of both routes: max_points (0: every point, else 2..100000; default 1000 for JSON, 0
+ * for CSV) and keys (as GET /api/runs/{id}/metrics). Answers 422 and returns -1 when bad. */
+static int bundle_query(http_request *req, long long def_points, long long *id, long long *max_points,
+                        const char **keys) {
+    if (api_path_id(req, id) < 0 || api_query_int(req, "max_points", 0, 100000, def_points, max_points) < 0) return -1;
+    if (*max_points == 1) {
+        http_reply_error(req, 422, "invalid_field", "max_points", "max_points must be 0 (every point) or 2 to 100000");
+        return -1;
+    }
+    *keys = http_request_query(req, "keys");
+    if (*keys && strlen(*keys) > 2000) {
+        http_reply_error(req, 422, "invalid_field", "keys", "keys must be at most 2000 characters");
+        return -1;
+    }
+    return 0;
+}
+
+void api_experiments_bundle(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, max_points;
+    const char *keys;
+    if (bundle_query(req, 1000, &id, &max_points, &keys) < 0) return;
+    bundle_ctx b = {.max_points = (int)max_points, .runs = json_array()};
+    if (!b.runs) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    json_t *exp, *differing;
+    svc_error err;
+    if (svc_bundle_each(a, id, keys, &exp, &differing, add_json_run, &b, &err) != SVC_OK) {
+        json_decref(b.runs);
+        api_reply_svc_error(req, &err);
+        return;
+    }
+    char disp[96];
+    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.json\"", id);
+    http_reply_header(req, "Content-Disposition", disp);
+    http_reply_json(req, 200,
+                    json_pack("{s:o, s:o, s:o, s:i, s:s?, s:I}", "experiment", exp, "differing_keys", differing, "runs",
+                              b.runs, "max_points", (int)max_points, "keys", keys, "points", (json_int_t)b.emitted));
+}
+
+void api_experiments_bundle_csv(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, max_points;
+    const char *keys;
+    if (bundle_query(req, 0, &id, &max_points, &keys) < 0) return;
+    char *text = NULL;
+    size_t len = 0;
+    bundle_ctx b = {.max_points = (int)max_points, .csv = open_memstream(&text, &len)};
+    if (!b.csv) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    /* The header needs the differing keys, known once the service has looked at every run: the
+     * rows go to b.csv, the header is written before them at the end. */
+    json_t *exp, *differing = NULL;
+    svc_error err;
+    svc_status st = svc_bundle_each(a, id, keys, &exp, &differing, add_csv_run, &b, &err);
+    if (st != SVC_OK) {
+        fclose(b.csv);
+        free(text);
+        api_reply_svc_error(req, &err);
+        return;
+    }
+    json_decref(exp);
+    int bad = fclose(b.csv) != 0;
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *o = bad ? NULL : open_memstream(&out, &out_len);
+    if (o) {
+        fputs("run_id,name,variant,replicate,seed,status", o);
+        size_t i;
+        const json_t *k;
+        json_array_foreach(differing, i, k) {
+            fputc(',', o);
+            csv_field(o, json_string_value(k));
+        }
+        fputs(",key,step,value,wall_time\n", o);
+        fwrite(text, 1, len, o);
+        bad = fclose(o) != 0;
+    }
+    free(text);
+    json_decref(differing);
+    if (!o || bad) {
+        free(out);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    char disp[96];
+    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.csv\"", id);
+    http_reply_header(req, "Content-Disposition", disp);
+    http_reply_take(req, 200, "text/csv; charset=utf-8", out, out_len);
+}

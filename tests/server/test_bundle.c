@@ -1,0 +1,195 @@
+/* An experiment's whole result in one download, against a real attnlabd: the JSON bundle holds the
+ * experiment, the keys that differ and every run with its config, summary and series (equal to the
+ * run's own /summary and /metrics answers); the CSV has one row per point with the differing keys
+ * as columns and the same values; bad queries are 422 naming the field, an unknown experiment 404. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/api.h"
+#include "../support/harness.h"
+#include "../support/test.h"
+
+static harness_server srv;
+static long long exp_id;
+static long long run_ids[4];
+
+#define BASE "{" TINY_CONFIG ",\"steps\":14,\"attention\":\"rope\",\"checkpoint_every\":0}"
+
+TEST(setup_a_two_by_two_sweep_trained) {
+    long status;
+    json_t *r =
+        api_call(&srv, "POST", "/api/experiments",
+                 "{\"name\":\"bundle\",\"base\":" BASE ",\"grid\":{\"lr\":[1e-3,3e-4],\"tau_param\":[\"linear\","
+                 "\"log\"]}}",
+                 &status);
+    CHECK_EQ_INT(status, 201);
+    exp_id = json_integer_value(json_object_get(json_object_get(r, "experiment"), "id"));
+    json_t *runs = json_object_get(r, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 4);
+    for (int i = 0; i < 4; i++) run_ids[i] = json_integer_value(json_object_get(json_array_get(runs, i), "id"));
+    json_decref(r);
+    for (int i = 0; i < 4; i++) {
+        char *st = api_wait_status(&srv, run_ids[i], "succeeded", 120000);
+        CHECK_MSG(st && !strcmp(st, "succeeded"), "run %lld ended %s", run_ids[i], st ? st : "(timeout)");
+        free(st);
+    }
+}
+
+/* GET path as JSON with status 200 (NULL otherwise). */
+static json_t *get_ok(const char *path) {
+    long status;
+    json_t *j = api_call(&srv, "GET", path, NULL, &status);
+    if (status != 200) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+TEST(the_json_bundle_is_every_runs_config_summary_and_series) {
+    CHECK(exp_id > 0);
+    char path[160];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?max_points=0", exp_id);
+    json_t *b = get_ok(path);
+    CHECK(b);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(b, "experiment"), "id")), exp_id);
+    json_t *diff = json_object_get(b, "differing_keys");
+    int has_lr = 0, has_tau = 0, has_layers = 0;
+    size_t i;
+    json_t *k;
+    json_array_foreach(diff, i, k) {
+        has_lr |= !strcmp(json_string_value(k), "lr");
+        has_tau |= !strcmp(json_string_value(k), "tau_param");
+        has_layers |= !strcmp(json_string_value(k), "n_layer");
+    }
+    CHECK_MSG(has_lr && has_tau && !has_layers, "differing keys %s", json_dumps(diff, 0));
+    json_t *runs = json_object_get(b, "runs");
+    CHECK_EQ_INT(json_array_size(runs), 4);
+    long long points = 0;
+    for (int r = 0; r < 4; r++) {
+        json_t *run = json_array_get(runs, r);
+        CHECK_EQ_INT(json_integer_value(json_object_get(run, "id")), run_ids[r]);
+        CHECK(json_is_object(json_object_get(run, "config")));
+        char p[128];
+        snprintf(p, sizeof p, "/api/runs/%lld/summary", run_ids[r]);
+        json_t *sum = get_ok(p);
+        CHECK(sum);
+        CHECK_MSG(json_equal(json_object_get(sum, "summary"), json_object_get(run, "summary")),
+                  "run %lld: the bundle's summary is not the run's", run_ids[r]);
+        json_decref(sum);
+        snprintf(p, sizeof p, "/api/runs/%lld/metrics", run_ids[r]);
+        json_t *m = get_ok(p);
+        CHECK(m);
+        CHECK_MSG(json_equal(json_object_get(m, "series"), json_object_get(run, "series")),
+                  "run %lld: the bundle's series are not the run's", run_ids[r]);
+        json_t *s;
+        const char *key;
+        json_object_foreach(json_object_get(run, "series"), key, s) points +=
+            (long long)json_array_size(json_object_get(s, "steps"));
+        CHECK_EQ_INT(
+            json_integer_value(json_object_get(json_object_get(json_object_get(run, "series"), "loss"), "count")), 14);
+        json_decref(m);
+    }
+    CHECK_EQ_INT(json_integer_value(json_object_get(b, "points")), points);
+    json_decref(b);
+    /* Downsampled and one key only. */
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?max_points=4&keys=loss", exp_id);
+    b = get_ok(path);
+    CHECK(b);
+    json_t *series = json_object_get(json_array_get(json_object_get(b, "runs"), 0), "series");
+    CHECK_EQ_INT(json_object_size(series), 1);
+    CHECK(json_array_size(json_object_get(json_object_get(series, "loss"), "steps")) <= 4);
+    json_decref(b);
+}
+
+TEST(the_csv_bundle_has_a_row_per_point_with_the_differing_keys) {
+    CHECK(exp_id > 0);
+    char path[160];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle.csv?keys=loss", exp_id);
+    harness_response r;
+    CHECK(harness_get(&srv, path, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    char ct[128], disp[160];
+    CHECK(strstr(harness_header(&r, "Content-Type", ct, sizeof ct), "text/csv"));
+    CHECK(strstr(harness_header(&r, "Content-Disposition", disp, sizeof disp), "attachment"));
+    const char *nl = strchr(r.body, '\n');
+    CHECK(nl);
+    char header[512];
+    snprintf(header, sizeof header, "%.*s", (int)(nl - r.body), r.body);
+    CHECK_MSG(!strncmp(header, "run_id,name,variant,replicate,seed,status,", 42) && strstr(header, ",lr,") &&
+                  strstr(header, ",tau_param,") && strstr(header, ",key,step,value,wall_time"),
+              "header: %s", header);
+    int rows = 0, linear = 0;
+    for (const char *p = nl + 1; *p; p = strchr(p, '\n') + 1) {
+        rows++;
+        if (strstr(p, ",linear,") && strstr(p, ",linear,") < strchr(p, '\n')) linear++;
+        if (!strchr(p, '\n')) break;
+    }
+    CHECK_EQ_INT(rows, 4 * 14);
+    CHECK_EQ_INT(linear, 2 * 14);
+    /* The first run's loss at step 1, exactly as its own series says. */
+    char p[128];
+    snprintf(p, sizeof p, "/api/runs/%lld/metrics?keys=loss", run_ids[0]);
+    json_t *m = get_ok(p);
+    CHECK(m);
+    double v = json_number_value(
+        json_array_get(json_object_get(json_object_get(json_object_get(m, "series"), "loss"), "values"), 0));
+    json_decref(m);
+    char want[64];
+    snprintf(want, sizeof want, ",loss,1,%.17g,", v);
+    CHECK_MSG(strstr(r.body, want), "no row %s", want);
+    harness_response_free(&r);
+}
+
+TEST(bad_queries_are_422_and_unknown_experiments_404) {
+    static const struct {
+        const char *query, *field;
+    } bad[] = {
+        {"max_points=1", "max_points"},
+        {"max_points=-1", "max_points"},
+        {"max_points=100001", "max_points"},
+        {"max_points=abc", "max_points"},
+    };
+    char path[2400];
+    long status;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int csv = 0; csv < 2; csv++) {
+            snprintf(path, sizeof path, "/api/experiments/%lld/bundle%s?%s", exp_id, csv ? ".csv" : "", bad[i].query);
+            json_t *j = api_call(&srv, "GET", path, NULL, &status);
+            CHECK_MSG(status == 422 && !strcmp(api_error_field(j), bad[i].field), "%s: %ld %s", path, status,
+                      api_error_field(j));
+            json_decref(j);
+        }
+    }
+    char keys[2100];
+    memset(keys, 'a', sizeof keys - 1);
+    keys[sizeof keys - 1] = 0;
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?keys=%s", exp_id, keys);
+    json_t *j = api_call(&srv, "GET", path, NULL, &status);
+    CHECK_MSG(status == 422 && !strcmp(api_error_field(j), "keys"), "long keys: %ld", status);
+    json_decref(j);
+    j = api_call(&srv, "GET", "/api/experiments/999999/bundle", NULL, &status);
+    CHECK_EQ_INT(status, 404);
+    json_decref(j);
+    j = api_call(&srv, "GET", "/api/experiments/999999/bundle.csv", NULL, &status);
+    CHECK_EQ_INT(status, 404);
+    json_decref(j);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (harness_start(&srv, NULL, NULL) < 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(&srv);
+        return 1;
+    }
+    RUN(setup_a_two_by_two_sweep_trained);
+    RUN(the_json_bundle_is_every_runs_config_summary_and_series);
+    RUN(the_csv_bundle_has_a_row_per_point_with_the_differing_keys);
+    RUN(bad_queries_are_422_and_unknown_experiments_404);
+    harness_stop(&srv);
+    curl_global_cleanup();
+    return test_summary();
+}
