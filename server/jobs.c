@@ -294,6 +294,8 @@ static const char *const FROM_QUEUED[] = {"queued", NULL};
 static const char *const FROM_RUNNING[] = {"running", NULL};
 
 /* Trains one run from its stored config; every outcome ends in a final status. */
+static int jobs_stopping(void *ctx);
+
 static void train_one(jobs *j, live_run *live, long long run_id) {
     json_t *run = NULL;
     store_status got = store_run_get(j->cfg.store, run_id, &run);
@@ -411,8 +413,21 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         final = atomic_load(&live->cancel) ? "cancelled" : stopping ? "interrupted" : "cancelled";
     else
         final = "failed";
-    store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final,
-                         s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? NULL : err.message);
+    /* The final status must reach the store, or the run would look alive for ever (a full disk, a
+     * database away for a moment): retried every second until it is stored or the service stops.
+     * A service that stops first leaves it "running", which the next start marks interrupted. */
+    for (int attempt = 0;; attempt++) {
+        store_status ts = store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final,
+                                               s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? NULL : err.message);
+        if (ts != STORE_ERROR) break; /* stored, or no longer running here (deleted, taken over) */
+        if (attempt == 0)
+            log_error("run %lld: its final status '%s' cannot be stored yet (retrying every second): %s", run_id, final,
+                      store_last_error());
+        if (jobs_stopping(j)) break;
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        if (attempt > 0 && attempt % 60 == 0) log_warn("run %lld: still retrying its final status '%s'", run_id, final);
+    }
     log_info("run %lld: %s%s%s", run_id, final, s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : ": ",
              s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : err.message);
     publish_status(j, run_id);

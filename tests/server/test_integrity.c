@@ -300,6 +300,39 @@ TEST(metric_points_that_fail_for_a_moment_are_retried) {
     CHECK_EQ_INT(harness_stop(&s2), 0);
 }
 
+/* A run whose final status cannot be written at first (the disk full when it ends) does not stay
+ * "running" for ever: the status is retried and lands once the store takes writes again. */
+TEST(a_final_status_that_cannot_be_stored_at_first_is_retried) {
+    SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    CHECK_EQ_INT(harness_stop(&s), 0);
+    CHECK(raw_exec(s.data_dir, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
+                               "CREATE TRIGGER status_full BEFORE UPDATE OF status ON runs "
+                               "WHEN NEW.status IN ('succeeded', 'failed', 'cancelled') "
+                               "AND (SELECT on_ FROM test_full) = 1 "
+                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
+    harness_server s2;
+    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    long long id = api_start_tiny_run(&s2, "\"steps\":10", "final-status-later");
+    CHECK(id > 0);
+    int refused = 0;
+    for (int i = 0; i < 3000 && !refused; i++) {
+        refused = log_has(&s2, "cannot be stored yet");
+        if (!refused) sleep_ms(20);
+    }
+    CHECK_MSG(refused, "the final status was never refused");
+    json_t *run = get_run(&s2, id);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "running"));
+    json_decref(run);
+    CHECK(raw_exec(s.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
+    char *st = api_wait_status(&s2, id, "succeeded", 30000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "the run ended %s once the store took writes", st ? st : "(timeout)");
+    free(st);
+    CHECK_MSG(loss_steps_are_whole(&s2, id, 10), "the run's loss series is not whole");
+    CHECK_EQ_INT(harness_stop(&s2), 0);
+}
+
 TEST(a_corpus_cut_off_while_tokenizing_is_recovered_at_start) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
     harness_server s;
@@ -388,6 +421,7 @@ int main(void) {
     RUN(health_notices_a_database_that_cannot_be_written);
     RUN(metric_points_that_cannot_be_stored_fail_the_run);
     RUN(metric_points_that_fail_for_a_moment_are_retried);
+    RUN(a_final_status_that_cannot_be_stored_at_first_is_retried);
     RUN(a_corpus_cut_off_while_tokenizing_is_recovered_at_start);
     RUN(a_run_cannot_ask_for_more_threads_than_the_service_has);
     RUN(an_upload_on_a_full_disk_is_answered_507);
