@@ -128,7 +128,10 @@ export function setAxisTypes(chart, { logX, logY }) {
   if (logY !== undefined) chart.options.scales.y.type = logY ? 'logarithmic' : 'linear';
 }
 
-// A chart drawn from a probe result's hint {table, type, x, y, title, log_x}.
+// A chart drawn from a probe result's hint {table, type, x, y, title, log_x, log_y, reference, y_line}:
+// log_x / log_y put that axis on a log scale (values that are not positive are left out), reference
+// names the y column the others are read against (drawn dashed in the text colour, "(reference)" in
+// the legend), y_line adds a dashed horizontal line at that y (e.g. a ratio of 1).
 export function chartFromHint(hint, table, fileName = hint.table) {
   const xi = table.columns.indexOf(hint.x);
   const caption = h('figcaption', {}, h('span', {}, hint.title || hint.table));
@@ -164,22 +167,35 @@ export function chartFromHint(hint, table, fileName = hint.table) {
       },
     });
   } else {
-    const logX = !!hint.log_x;
-    chart = lineChart(canvas, { xTitle: hint.x, logX });
+    const logX = !!hint.log_x, logY = !!hint.log_y;
+    chart = lineChart(canvas, { xTitle: hint.x, logX, logY });
     const gi = groupColumn(table, xi, ys);
     const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
+    const refColor = cssVar('--chart-fg', '#1d1f24');
     chart.data.datasets = ys.flatMap((c, i) => groups.map((g, k) => {
       const yi = table.columns.indexOf(c);
-      const col = headShade(seriesColor(c, i), k, groups.length);
+      const ref = c === hint.reference;
+      const col = ref ? refColor : headShade(seriesColor(c, i), k, groups.length);
       const pts = table.rows
         .filter((r) => gi < 0 || r[gi] === g)
         .map((r) => ({ x: Number(r[xi]), y: r[yi] === null ? null : Number(r[yi]) }))
         .filter((p) => Number.isFinite(p.x) && (!logX || p.x > 0))
+        .map((p) => (logY && !(p.y > 0) ? { x: p.x, y: null } : p))
         .sort((a, b) => a.x - b.x);
-      return { label: gi < 0 ? c : `${c}, ${table.columns[gi]} ${fmt(g)}`, data: pts, borderColor: col, backgroundColor: col,
+      const label = gi < 0 ? c : `${c}, ${table.columns[gi]} ${fmt(g)}`;
+      return { label: ref ? `${label} (reference)` : label, data: pts, borderColor: col, backgroundColor: col,
+        borderDash: ref ? [6, 4] : undefined, reference: ref || undefined,
         pointRadius: pts.length <= 40 ? 3 : 0, hideInLegend: k > 0, tooltip: true,
         legendText: gi < 0 ? undefined : `${c} (one line per ${table.columns[gi]})` };
     }));
+    if (Number.isFinite(hint.y_line) && (!logY || hint.y_line > 0)) {
+      const xs = chart.data.datasets.flatMap((d) => d.data.map((p) => p.x));
+      if (xs.length) {
+        chart.data.datasets.push({ label: `${fmt(hint.y_line)} (reference)`, data: [{ x: Math.min(...xs), y: hint.y_line },
+          { x: Math.max(...xs), y: hint.y_line }], borderColor: refColor, backgroundColor: refColor, borderDash: [6, 4],
+        borderWidth: 1, pointRadius: 0, reference: true, tooltip: false });
+      }
+    }
     chart.update('none');
   }
   return { el: wrap, chart };

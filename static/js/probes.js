@@ -44,7 +44,8 @@ export function mount(root, params) {
     const status = h('p.muted.probe-status', { 'aria-live': 'polite' });
     const result = h('div.probe-result#probe-result');
     const formErr = h('div.field-error', { role: 'alert' });
-    const schedule = debounce(run, kind.params.some((p) => p.type === 'text') ? 500 : 200);
+    // A timing kind measures the server for up to its budget: wait longer before re-measuring.
+    const schedule = debounce(run, kind.timing ? 1000 : kind.params.some((p) => p.type === 'text') ? 500 : 200);
     const controls = kind.params.map((p) => paramControl(kind.name, p, schedule));
     let runSel = null;
     if (kind.needs_model) {
@@ -62,6 +63,7 @@ export function mount(root, params) {
       h('h3', {}, kind.title || kind.name),
       h('p', {}, kind.description),
       kind.name === 'attention_map' ? h('p.small', {}, 'The ', h('a', { href: '#/attention' }, 'Attention view'), ' draws these maps larger, with token labels.') : null,
+      kind.timing ? h('p.small.muted.probe-timing-note', {}, 'Measured on the server each time it runs (never answered from the store): times depend on the machine and its load.') : null,
       h('form.probe-form', { onsubmit: (e) => { e.preventDefault(); run(); } },
         runSel ? h('div.param', {}, h('label', { for: 'probe-run' }, 'run'), runSel) : null,
         h('div.params', {}, controls.map((c) => c.el)),
@@ -93,7 +95,7 @@ export function mount(root, params) {
         const res = await api('/api/probes', { method: 'POST', body, signal: abort.signal });
         if (!alive || my !== seq) return;
         const p = res.probe;
-        status.textContent = `${p.cached ? 'from the store' : 'computed'} in ${fmt(p.duration_ms, 3)} ms`;
+        status.textContent = `${p.cached ? 'from the store' : kind.timing ? 'measured' : 'computed'} in ${fmt(p.duration_ms, 3)} ms`;
         renderResult(result, p);
       } catch (e) {
         if (e.name === 'AbortError' || my !== seq) return;

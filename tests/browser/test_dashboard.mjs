@@ -1,8 +1,8 @@
 // The dashboard in a real browser (Debian's chromium driven by playwright-core): starts attnlabd on a
 // free port with an empty data directory and plays a user — loads the page, sends an invalid form
 // and reads the field error, starts a tiny run and watches its loss chart grow live, moves a probe
-// slider, opens the finished run's attention map, reproduces the blog preset on a tiny config and
-// cancels it, turns on classroom type. Any console error fails the suite. Screenshots of each view
+// slider, draws sparse_cost's log-log chart for small N, opens the finished run's attention map,
+// reproduces the blog preset on a tiny config and cancels it, turns on classroom type. Any console error fails the suite. Screenshots of each view
 // go to <build>/<mode>/artifacts/browser/ next to the binary under test.
 // Prints "PASS name" / "FAIL name: why" per case and exits non-zero on any failure.
 import { spawn } from 'node:child_process';
@@ -248,6 +248,39 @@ async function main() {
     await page.waitForFunction((old) => document.querySelector('.rotor-readout').textContent !== old, r1);
     assert((await page.textContent('.rotor-readout')).includes('gap·θ'), 'rotor readout lacks the angle');
     await shot('rotor');
+  });
+
+  await step('sparse_cost: time per query against dense on a log-log chart, dense as the reference', async () => {
+    await page.goto(base + '/#/probes/sparse_cost');
+    await page.waitForSelector('.probe-timing-note');
+    // Small N and a short budget: the chart must follow the request, not the defaults' first run.
+    await page.fill('#p-sparse_cost-ns', '16, 64, 256');
+    await page.fill('#p-sparse_cost-ks', '8');
+    await page.fill('#p-sparse_cost-min_ms', '0.1');
+    await page.fill('#p-sparse_cost-budget_ms', '2000');
+    const rows = '#probe-table-us_per_query tbody tr';
+    await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 3
+      && [...document.querySelectorAll(sel)].map((r) => r.cells[0].textContent).join(' ') === '16 64 256', rows, { timeout: 30000 });
+    const chart = await page.evaluate(() => {
+      const c = [...document.querySelectorAll('#probe-result canvas')].map((x) => window.Chart.getChart(x))
+        .find((x) => x && x.data.datasets.some((d) => d.label === 'dense (reference)'));
+      if (!c) return null;
+      return { x: c.options.scales.x.type, y: c.options.scales.y.type,
+        labels: c.data.datasets.map((d) => d.label), dashed: c.data.datasets.filter((d) => d.borderDash).map((d) => d.label),
+        points: c.data.datasets.map((d) => d.data.filter((p) => p.y > 0).length) };
+    });
+    assert(chart, 'no chart with dense as the reference');
+    assert(chart.x === 'logarithmic' && chart.y === 'logarithmic', `axes ${chart.x} / ${chart.y}, wanted log-log`);
+    for (const l of ['window_k8', 'lsh_k8', 'hamming_k8', 'topk_k8']) assert(chart.labels.includes(l), `no ${l} line: ${chart.labels}`);
+    assert(chart.dashed.length === 1 && chart.dashed[0] === 'dense (reference)', `dashed lines: ${chart.dashed}`);
+    assert(chart.points.every((n) => n === 3), `points per line: ${chart.points}`);
+    // The ratio chart has its line at 1, and the status says the result was measured, not stored.
+    const ratio = await page.evaluate(() => [...document.querySelectorAll('#probe-result canvas')].map((x) => window.Chart.getChart(x))
+      .some((c) => c && c.data.datasets.some((d) => d.reference && d.data.every((p) => p.y === 1))));
+    assert(ratio, 'no ratio chart with a reference line at 1');
+    assert(/^measured in/.test(await page.textContent('.probe-status')), 'status does not say measured');
+    assert(await page.textContent('#probe-result dl.summary').then((t) => /crossover N window k8/.test(t)), 'no crossover in the summary');
+    await shot('probe-sparse-cost');
   });
 
   await step('attention map of the finished run', async () => {

@@ -322,7 +322,7 @@ const probe_kind probe_kind_sparse_cost = {
     .description = "Question 3 as a cost: CPU time per query of sparse attention with k keys chosen by each predictor "
                    "(window, angular LSH, Hamming ranking, exact top-k; the predictor's own time included and shown "
                    "apart) against exact dense attention, one head on random unit q, k, v, for each N; the crossover "
-                   "N from which sparse stays cheaper. The kernels make bench times. Measured, so never cached.",
+                   "N from which sparse stays cheaper. The same kernels as make bench; measured, so never cached.",
     .params = params,
     .n_params = (int)(sizeof params / sizeof params[0]),
     .timing = 1,
