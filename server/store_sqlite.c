@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 
 #include "log.h"
 #include "store_impl.h"
+
+static int refuse_lost_file(void *ctx);
 #include "store_pg.h"
 #include "store_migrations.h"
 
@@ -224,9 +227,24 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
     if (stat(st->path, &sb) == 0) {
         st->dev = sb.st_dev;
         st->ino = sb.st_ino;
+        sqlite3_commit_hook(db, refuse_lost_file, st);
     }
     *out = st;
     return STORE_OK;
+}
+
+/* SQLite's commit hook: a transaction about to commit into a file that is no longer the one at the
+ * database's path (deleted, or replaced) is rolled back instead, so that no write the caller
+ * believes stored vanishes at the next start. The writer then sees SQLITE_CONSTRAINT_COMMITHOOK. */
+static int refuse_lost_file(void *ctx) {
+    store *st = ctx;
+    struct stat sb;
+    if (stat(st->path, &sb) == 0 && sb.st_dev == st->dev && sb.st_ino == st->ino) return 0;
+    static atomic_int told;
+    if (!atomic_exchange(&told, 1))
+        log_error("store: the database file %s was deleted or replaced: writes are refused (restart attnlabd)",
+                  st->path);
+    return 1;
 }
 
 void store_close(store *st) {

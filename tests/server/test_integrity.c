@@ -229,6 +229,53 @@ TEST(health_notices_a_database_that_cannot_be_written) {
     CHECK_MSG(strstr(err, "read-only") || strstr(err, "readonly"), "reason: %s", err);
 }
 
+static int log_has(const harness_server *s, const char *needle) {
+    FILE *f = fopen(s->log_path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A database file replaced under the running service: health says so, and writes are refused (a
+ * JSON 5xx) instead of going to the old file, where they would vanish at the next start. */
+TEST(writes_to_a_replaced_database_file_are_refused) {
+    SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    long code;
+    json_t *j =
+        api_call(&s, "POST", "/api/runs", "{\"name\":\"before\",\"config\":{" TINY_CONFIG ",\"steps\":2}}", &code);
+    CHECK_EQ_INT(code, 201);
+    json_decref(j);
+    char db[512], copy[512];
+    snprintf(db, sizeof db, "%s/attnlab.db", s.data_dir);
+    snprintf(copy, sizeof copy, "%s/attnlab.db.copy", s.data_dir);
+    FILE *in = fopen(db, "rb"), *out = fopen(copy, "wb");
+    CHECK(in && out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
+    fclose(in);
+    CHECK(fclose(out) == 0);
+    CHECK(rename(copy, db) == 0); /* the path now names another file */
+    j = api_call(&s, "GET", "/api/health", NULL, &code);
+    CHECK_MSG(code == 503, "health answered %ld for a replaced database", code);
+    CHECK(strstr(json_string_value(json_object_get(j, "db_error")), "replaced"));
+    json_decref(j);
+    j = api_call(&s, "POST", "/api/runs", "{\"name\":\"after\",\"config\":{" TINY_CONFIG ",\"steps\":2}}", &code);
+    CHECK_MSG(code >= 500 && code < 600 && json_is_object(json_object_get(j, "error")),
+              "a run was created into the replaced file: %ld", code);
+    json_decref(j);
+    j = api_call(&s, "PATCH", "/api/runs/1", "{\"note\":\"lost?\"}", &code);
+    CHECK_MSG(code >= 500 && code < 600, "a change was accepted into the replaced file: %ld", code);
+    json_decref(j);
+    CHECK(log_has(&s, "writes are refused"));
+    harness_kill(&s);
+}
+
 TEST(metric_points_that_cannot_be_stored_fail_the_run) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
     harness_server s;
@@ -249,16 +296,6 @@ TEST(metric_points_that_cannot_be_stored_fail_the_run) {
     CHECK_MSG(err && strstr(err, "metrics"), "error: %s", err ? err : "(none)");
     json_decref(run);
     CHECK_EQ_INT(harness_stop(&s2), 0);
-}
-
-static int log_has(const harness_server *s, const char *needle) {
-    FILE *f = fopen(s->log_path, "r");
-    if (!f) return 0;
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
 }
 
 TEST(metric_points_that_fail_for_a_moment_are_retried) {
@@ -419,6 +456,7 @@ int main(void) {
     RUN(a_checkpoint_swapped_for_another_runs_is_refused_on_resume);
     RUN(built_in_corpus_names_cannot_be_uploaded);
     RUN(health_notices_a_database_that_cannot_be_written);
+    RUN(writes_to_a_replaced_database_file_are_refused);
     RUN(metric_points_that_cannot_be_stored_fail_the_run);
     RUN(metric_points_that_fail_for_a_moment_are_retried);
     RUN(a_final_status_that_cannot_be_stored_at_first_is_retried);
