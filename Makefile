@@ -205,4 +205,11 @@ faultdrill:
 	scripts/faultdrill.sh $(BUILD)/release
 .PHONY: loadtest faultdrill
 
+# `make bench-cluster`: a throw-away PostgreSQL and two nodes: claims/s, API p99 against SQLite, resume time.
+bench-cluster:
+	scripts/deps.sh --test
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
+	scripts/cluster_bench.sh $(BUILD)
+.PHONY: bench-cluster
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
