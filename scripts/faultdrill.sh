@@ -284,12 +284,12 @@ drill_disk_full() {
     bad+=("an upload on a full disk got $CODE without a JSON error")
     note "upload on a full disk: $CODE (no JSON error)"
   fi
-  st=$(wait_run_final "$id" 60)
+  # The run stops when its metrics cannot be stored; its final status cannot be written to a full
+  # disk either: the service retries it, and it must land once there is space again (below).
+  end=$((SECONDS + 60))
+  until grep -q "its final status 'failed' cannot be stored yet" "$work/server.log" 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
   api GET "/api/runs/$id"
-  err=$(js 'd["run"]["error"]')
-  runstep=$(js 'd["run"]["step"]')
-  note "the training run on a full disk: '$st' at step $runstep: ${err:-no error}"
-  [ "$st" = failed ] && [ -n "$err" ] || bad+=("the training run did not fail with a reason ('$st': $err)")
+  note "the training run on a full disk: '$(js 'd["run"]["status"]')' at step $(js 'd["run"]["step"]')"
   api GET /api/health
   health=$CODE
   [ "$CODE" = 200 ] || [ "$CODE" = 503 ] || bad+=("health answered $CODE on a full disk")
@@ -298,6 +298,12 @@ drill_disk_full() {
   sleep 2 # a metrics flush (every second) to retry what was kept
   api GET /api/health
   [ "$CODE" = 200 ] || bad+=("health answered $CODE once space was freed")
+  st=$(wait_run_final "$id" 30)
+  api GET "/api/runs/$id"
+  err=$(js 'd["run"]["error"]')
+  note "once space was freed: '$st': ${err:-no error}"
+  [ "$st" = failed ] && [ -n "$err" ] || bad+=("the training run did not fail with a reason once space was freed ('$st': $err)")
+  case "$err" in *"$work"*) bad+=("the run's error names the server's path: $err") ;; esac
   read -r steps first last whole <<<"$(loss_steps "$id")" || true
   api GET "/api/runs/$id"
   runstep=$(js 'd["run"]["step"]')

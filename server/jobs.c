@@ -296,6 +296,20 @@ static const char *const FROM_RUNNING[] = {"running", NULL};
 /* Trains one run from its stored config; every outcome ends in a final status. */
 static int jobs_stopping(void *ctx);
 
+/* Removes every "<dir>/" from msg in place: a run's error names its files relative to the data
+ * directory, never by the server's absolute paths. */
+static void scrub_dir(char *msg, const char *dir) {
+    size_t dl = strlen(dir);
+    if (!dl) return;
+    for (char *p = msg; (p = strstr(p, dir));) {
+        if (p[dl] != '/') {
+            p += dl;
+            continue;
+        }
+        memmove(p, p + dl + 1, strlen(p + dl + 1) + 1);
+    }
+}
+
 static void train_one(jobs *j, live_run *live, long long run_id) {
     json_t *run = NULL;
     store_status got = store_run_get(j->cfg.store, run_id, &run);
@@ -416,6 +430,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     /* The final status must reach the store, or the run would look alive for ever (a full disk, a
      * database away for a moment): retried every second until it is stored or the service stops.
      * A service that stops first leaves it "running", which the next start marks interrupted. */
+    scrub_dir(err.message, j->data_dir);
     for (int attempt = 0;; attempt++) {
         store_status ts = store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final,
                                                s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? NULL : err.message);
