@@ -20,8 +20,11 @@ json_t *api_run_view(app *a, json_t *row) {
     long long id = json_integer_value(json_object_get(row, "id"));
     json_t *live = jobs_run_live(a->jobs, id);
     if (live) {
-        /* The live counters are fresher than the row, which the writer updates once a second. */
-        json_object_set(row, "step", json_object_get(live, "step"));
+        /* The live counters are fresher than the row, which the writer updates once a second; a run
+         * resuming has step 0 until its checkpoint is loaded: it shows the checkpoint's step meanwhile. */
+        json_int_t step = json_integer_value(json_object_get(live, "step")),
+                   ckpt = json_integer_value(json_object_get(row, "checkpoint_step"));
+        json_object_set_new(row, "step", json_integer(step > ckpt ? step : ckpt));
         json_object_set(row, "eta_s", json_object_get(live, "eta_s"));
         json_object_set(row, "tokens_per_s", json_object_get(live, "tokens_per_s"));
         json_object_set(row, "cancel_requested", json_object_get(live, "cancel_requested"));
