@@ -266,6 +266,12 @@ int store_schema_version(store *st) {
     return v;
 }
 
+/* The last component of path. */
+static const char *file_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 store_status store_ping(store *st) {
     if (st->pg) return store_pg_ping(st);
     db_lock(st);
@@ -280,13 +286,15 @@ store_status store_ping(store *st) {
     } else if (sqlite3_db_readonly(st->db, "main") == 1) {
         s = db_fail("the database is read-only");
     } else if (stat(st->path, &sb) != 0) {
+        /* (Health is open to anyone: the file is named without the server's directories.) */
         /* SQLite goes on writing to the unlinked file: all of it would be gone at the next start. */
-        snprintf(why, sizeof why, "the database file %s is gone (%s): writes would be lost", st->path, strerror(errno));
+        snprintf(why, sizeof why, "the database file %s is gone (%s): writes would be lost", file_name(st->path),
+                 strerror(errno));
     } else if (sb.st_dev != st->dev || sb.st_ino != st->ino) {
         snprintf(why, sizeof why, "the database file %s was replaced since it was opened: writes go to the old one",
-                 st->path);
+                 file_name(st->path));
     } else if (access(st->path, W_OK) != 0) {
-        snprintf(why, sizeof why, "the database file %s cannot be written: %s", st->path, strerror(errno));
+        snprintf(why, sizeof why, "the database file %s cannot be written: %s", file_name(st->path), strerror(errno));
     }
     if (why[0]) s = db_fail(why);
     db_unlock(st);

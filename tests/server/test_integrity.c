@@ -264,6 +264,8 @@ TEST(writes_to_a_replaced_database_file_are_refused) {
     j = api_call(&s, "GET", "/api/health", NULL, &code);
     CHECK_MSG(code == 503, "health answered %ld for a replaced database", code);
     CHECK(strstr(json_string_value(json_object_get(j, "db_error")), "replaced"));
+    CHECK_MSG(!strstr(json_string_value(json_object_get(j, "db_error")), s.data_dir),
+              "open health names the server's directory: %s", json_string_value(json_object_get(j, "db_error")));
     json_decref(j);
     j = api_call(&s, "POST", "/api/runs", "{\"name\":\"after\",\"config\":{" TINY_CONFIG ",\"steps\":2}}", &code);
     CHECK_MSG(code >= 500 && code < 600 && json_is_object(json_object_get(j, "error")),
