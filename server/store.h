@@ -125,7 +125,9 @@ typedef struct {
 } store_metric;
 
 /* Inserts (or replaces: a resumed run rewrites the same steps) all points in one transaction:
- * all of them are stored or none. Points of a run that no longer exists are skipped. */
+ * all of them are stored or none. Points of a run that no longer exists are skipped. The same
+ * transaction keeps each series' summary (store_summary.h: what store_metrics_summary,
+ * store_run_brief and the loss orders of store_run_list read), so no read scans the points. */
 store_status store_metrics_insert(store *st, const store_metric *points, size_t n);
 /* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
  * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
@@ -136,7 +138,8 @@ store_status store_metrics_points(store *st, long long run_id, const char *keys,
  * first step at which the series took its minimum. */
 store_status store_metrics_summary(store *st, long long run_id, json_t **out);
 /* What a runs table shows: {"loss":{"last","min"}, "val_loss":{"last","min"}, "tau":{"min","max"}
- * (of the latest step)}; members are absent when the run has no such series. */
+ * (over the tau.* series whose last step is tau.0.0's)}; members are absent when the run has no
+ * such series. O(series) per run. */
 store_status store_run_brief(store *st, long long run_id, json_t **out);
 
 /* ---- experiments -------------------------------------------------------------------------- */
