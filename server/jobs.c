@@ -220,6 +220,9 @@ static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
     publish_points(t, n, m->step);
 }
 
+/* How long the metrics writer may have been failing before a checkpoint fails its run (seconds). */
+#define CHECKPOINT_GRACE_S 10.0
+
 /* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
  * store before the checkpoint takes its name: the engine wrote it at the staging name, and it is
  * sealed (recorded, then renamed; checkpoints.h) only once everything before it is stored. A kill
@@ -232,7 +235,17 @@ static void on_checkpoint(void *ctx, long step, const char *path) {
     metrics_writer_progress(j->cfg.writer, t->run_id, (int)step, 0);
     if (metrics_writer_flush(j->cfg.writer) < 0) {
         char why[256];
-        metrics_writer_failing(j->cfg.writer, NULL, why, sizeof why);
+        double failing_s = 0;
+        metrics_writer_failing(j->cfg.writer, &failing_s, why, sizeof why);
+        if (failing_s < CHECKPOINT_GRACE_S) {
+            /* The store is away for a moment (a database restarting, a disk filling then freed): the
+             * points stay queued and training goes on; this checkpoint is not sealed, the last one
+             * stays, and the next one tries again. */
+            log_warn("run %lld: checkpoint at step %ld not sealed: its metrics are not stored yet (%s); the last "
+                     "checkpoint stays",
+                     t->run_id, step, why);
+            return;
+        }
         fail_run(t, "the metrics before its checkpoint at step %ld could not be stored: %s", step, why);
         return;
     }
@@ -399,7 +412,16 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     tasks_corpus_free(tasks);
     /* Everything the run reported is stored before anyone is told it ended; what cannot be
      * stored fails the run rather than leaving a curve with a silent hole. */
-    if (metrics_writer_flush(j->cfg.writer) < 0 && t) {
+    /* A store away for a moment at the end gets the same grace as at a checkpoint. */
+    int flushed = metrics_writer_flush(j->cfg.writer) == 0;
+    for (double failing_s = 0; !flushed && !jobs_stopping(j);) {
+        metrics_writer_failing(j->cfg.writer, &failing_s, NULL, 0);
+        if (failing_s >= CHECKPOINT_GRACE_S) break;
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL);
+        flushed = metrics_writer_flush(j->cfg.writer) == 0;
+    }
+    if (!flushed && t) {
         char why[256];
         metrics_writer_failing(j->cfg.writer, NULL, why, sizeof why);
         fail_run(t, "its metrics could not be stored: %s", why);

@@ -576,6 +576,12 @@ TEST(a_database_lost_for_a_moment_answers_503_and_loses_no_metric) {
     sleep_ms(2500);
     CHECK(database_gate(&c, 1) == 0);
     char *st = api_wait_status(&a, id, "succeeded", 120000);
+    if (!st || strcmp(st, "succeeded")) {
+        json_t *run = get_run(&a, id);
+        printf("# the run's error: %s\n", json_string_value(json_object_get(run, "error")));
+        json_decref(run);
+        harness_dump_log(&a);
+    }
     CHECK_MSG(st && !strcmp(st, "succeeded"), "the run ended %s", st ? st : "?");
     free(st);
     json_t *loss = api_series(&a, id, "loss");
