@@ -336,3 +336,18 @@ int cli_list_fetch(const cli_ctx *ctx, const char *cmd, int argc, char **argv, c
     *list = items;
     return CLI_EXIT_OK;
 }
+
+int cli_print_raw(const cli_ctx *ctx, const char *path) {
+    char msg[1024];
+    httpc_response r;
+    int code = httpc_request(ctx, "GET", path, NULL, &r, msg, sizeof msg);
+    if (code) return cli_fail(ctx, code, "%s", msg);
+    if ((code = httpc_status_exit(r.status)) != CLI_EXIT_OK) {
+        httpc_error_line(r.status, r.body, msg, sizeof msg);
+        code = cli_fail(ctx, code, "GET %s: %s", path, msg);
+    } else if (r.len) {
+        fwrite(r.body, 1, r.len, ctx->out);
+    }
+    httpc_response_free(&r);
+    return code;
+}

@@ -72,6 +72,10 @@ void cli_print_json(const cli_ctx *ctx, const json_t *v);
 /* The list inside a list response: the value itself when it is an array, else the first array
  * among the members named in keys (NULL-terminated), else the first array member. NULL if none. */
 json_t *cli_list_items(json_t *v, const char *const *keys);
+/* GET path and write the body to ctx->out as it came (CSV, a JSON download); a refusal or failure
+ * prints its one line and returns its exit code. */
+int cli_print_raw(const cli_ctx *ctx, const char *path);
+
 /* The shared skeleton of the list commands: filter options (opts, as cli_query_from_opts; an empty
  * list refuses every argument) -> GET base?query -> the list inside the answer (cli_list_items with
  * keys). With --json the whole answer is printed and *list is NULL. On CLI_EXIT_OK the caller owns

@@ -16,6 +16,7 @@ const char cmd_experiments_help[] =
     "       attnlab experiments show ID [--k K] [--csv]\n"
     "       attnlab experiments head-spread ID [--at STEP] [--csv]\n"
     "       attnlab experiments accuracy ID [--csv]\n"
+    "       attnlab experiments bundle ID [--csv] [--max-points N] [--keys K1,K2] > FILE\n"
     "\n"
     "start    creates an experiment: one run per variant and replicate, with the same data order and\n"
     "         hyper-parameters. --replicates N (1-32) runs every variant N times with seeds seed,\n"
@@ -43,6 +44,9 @@ const char cmd_experiments_help[] =
     "         the end, mean and 95% t interval over replicates, the paired change and its p\n"
     "accuracy the blog's question 2 (preset positional-precision): per variant exact-match accuracy\n"
     "         on the task answers, overall (acc) and per offset or distance bucket (acc.k4, acc.d8)\n"
+    "bundle   the whole experiment as one download on stdout: JSON (the experiment, the config keys\n"
+    "         that differ, every run with config, summary and series) or --csv (a row per point);\n"
+    "         --max-points downsamples each series (0: every point), --keys picks metric keys\n"
     "\n"
     "Exit status: 0 ok, 2 usage, 3 server unreachable or timeout, 4 refused (message and field\n"
     "printed), 5 server error.\n";
@@ -554,6 +558,42 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
+/* bundle ID [--csv] [--max-points N] [--keys K]: GET /api/experiments/{id}/bundle[.csv] to stdout. */
+static int exp_bundle(const cli_ctx *ctx, int argc, char **argv) {
+    const char *ids = NULL, *points = NULL, *keys = NULL;
+    int csv = 0;
+    for (int i = 0; i < argc; i++) {
+        int r;
+        const char *v;
+        if ((r = cli_opt_value(argc, argv, &i, "--max-points", &v)) != 0) {
+            if (r < 0 || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 6)
+                return cli_usage(ctx, "experiments ", "--max-points wants 0 or a number of points");
+            points = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--keys", &v)) != 0) {
+            if (r < 0 || !*v || strlen(v) > 2000 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_.,*") != strlen(v))
+                return cli_usage(ctx, "experiments ", "--keys wants metric keys separated by commas");
+            keys = v;
+        } else if (!strcmp(argv[i], "--csv")) {
+            csv = 1;
+        } else if (!ids && argv[i][0] != '-') {
+            ids = argv[i];
+        } else {
+            return cli_usage(ctx, "experiments ", "experiments bundle: unexpected '%s'", argv[i]);
+        }
+    }
+    long long id;
+    if (!ids || cli_parse_id(ids, &id) < 0)
+        return cli_usage(ctx, "experiments ", "experiments bundle takes an experiment id");
+    char path[2200];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle%s%s%s%s%s%s", id, csv ? ".csv" : "",
+             points || keys ? "?" : "", points ? "max_points=" : "", points ? points : "",
+             points && keys ? "&keys="
+             : keys         ? "keys="
+                            : "",
+             keys ? keys : "");
+    return cli_print_raw(ctx, path);
+}
+
 int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {
     if (argc < 1 || cli_is_help(argv[0])) {
         fputs(cmd_experiments_help, argc < 1 ? ctx->err : ctx->out);
@@ -570,5 +610,6 @@ int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {
     if (!strcmp(sub, "show")) return exp_show(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "head-spread")) return cmd_questions_head_spread(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "accuracy")) return cmd_questions_accuracy(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "bundle")) return exp_bundle(ctx, argc - 1, argv + 1);
     return cli_usage(ctx, "experiments ", "unknown experiments command '%s'", sub);
 }

@@ -19,22 +19,6 @@ static const char *summary_text(const json_t *s, char *buf, size_t len) {
     return buf;
 }
 
-/* GET path and print the body as it came (CSV). */
-static int print_raw(const cli_ctx *ctx, const char *path) {
-    char msg[1024];
-    httpc_response r;
-    int code = httpc_request(ctx, "GET", path, NULL, &r, msg, sizeof msg);
-    if (code) return cli_fail(ctx, code, "%s", msg);
-    if ((code = httpc_status_exit(r.status)) != CLI_EXIT_OK) {
-        httpc_error_line(r.status, r.body, msg, sizeof msg);
-        code = cli_fail(ctx, code, "GET %s: %s", path, msg);
-    } else if (r.len) {
-        fwrite(r.body, 1, r.len, ctx->out);
-    }
-    httpc_response_free(&r);
-    return code;
-}
-
 /* ID [--at STEP] [--csv] */
 static int parse_id_opts(const cli_ctx *ctx, const char *cmd, int argc, char **argv, int allow_at, long long *id,
                          const char **at, int *csv) {
@@ -69,7 +53,7 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
     char path[128];
     snprintf(path, sizeof path, "/api/experiments/%lld/head-spread%s%s%s", id, csv ? ".csv" : "", at ? "?at=" : "",
              at ? at : "");
-    if (csv) return print_raw(ctx, path);
+    if (csv) return cli_print_raw(ctx, path);
     json_t *ans;
     int code = httpc_json(ctx, "GET", path, NULL, &ans);
     if (code) return code;
@@ -121,7 +105,7 @@ int cmd_questions_accuracy(const cli_ctx *ctx, int argc, char **argv) {
     if (rc) return rc;
     char path[128];
     snprintf(path, sizeof path, "/api/experiments/%lld/accuracy%s", id, csv ? ".csv" : "");
-    if (csv) return print_raw(ctx, path);
+    if (csv) return cli_print_raw(ctx, path);
     json_t *ans;
     int code = httpc_json(ctx, "GET", path, NULL, &ans);
     if (code) return code;

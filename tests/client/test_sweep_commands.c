@@ -60,6 +60,33 @@ TEST(two_vary_flags_start_their_grid) {
     json_decref(e);
 }
 
+/* The sweep's whole result as the client's bundle: the same bytes as the API's, JSON and CSV. */
+TEST(experiments_bundle_prints_the_apis_download) {
+    CHECK(exp_id > 0);
+    char id[32], path[128];
+    snprintf(id, sizeof id, "%lld", exp_id);
+    client_result r;
+    CL(&r, "experiments", "bundle", id, "--csv", "--keys", "loss");
+    CHECK_MSG(r.code == 0, "%d %s", r.code, r.err);
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle.csv?keys=loss", exp_id);
+    harness_response h;
+    CHECK(harness_get(&srv, path, &h) == 0);
+    CHECK_EQ_INT(h.status, 200);
+    CHECK_MSG(!strcmp(r.out, h.body), "the client's CSV differs from GET %s", path);
+    harness_response_free(&h);
+    CL(&r, "experiments", "bundle", id, "--max-points", "4");
+    CHECK_MSG(r.code == 0, "%d %s", r.code, r.err);
+    json_t *b = json_loads(r.out, 0, NULL);
+    CHECK(b);
+    CHECK_EQ_INT(json_array_size(json_object_get(b, "runs")), 4);
+    CHECK_EQ_INT(json_integer_value(json_object_get(b, "max_points")), 4);
+    json_decref(b);
+    CL(&r, "experiments", "bundle", id, "--max-points", "x");
+    CHECK_EQ_INT(r.code, 2);
+    CL(&r, "experiments", "bundle", "999999");
+    CHECK_MSG(r.code == 4, "an unknown experiment exited %d, not 4 (refused)", r.code);
+}
+
 TEST(a_key_varied_twice_or_too_many_runs_are_refused) {
     client_result r;
     CL(&r, "experiments", "start", "--base", base_path, "--vary", "lr=1e-3,3e-4", "--vary", "lr=1e-2,1e-4");
@@ -118,6 +145,7 @@ int main(void) {
     fputs("{" TINY_CONFIG ",\"steps\":10,\"attention\":\"cosine_rope\",\"checkpoint_every\":0}", f);
     fclose(f);
     RUN(two_vary_flags_start_their_grid);
+    RUN(experiments_bundle_prints_the_apis_download);
     RUN(a_key_varied_twice_or_too_many_runs_are_refused);
     RUN(runs_list_where_and_sort_match_the_api);
     if (test_fail_count) harness_dump_log(&srv);
