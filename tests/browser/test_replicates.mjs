@@ -62,10 +62,16 @@ async function main() {
     // no smoothing, so the drawn mean is the server's mean at every step
     await page.evaluate(() => { const s = document.querySelector('#smooth'); s.value = '0'; s.dispatchEvent(new Event('input')); });
     const series = (await api(base, `/api/experiments/${expId}/series?key=loss&max_points=1000`)).variants;
-    const ds = await waitFor(async () => {
-      const d = await bandState(page, 'loss');
-      return d && d.filter((x) => x.band === 'mean').length === 2 ? d : null;
-    }, 'two mean curves');
+    // The smoothing change redraws the charts: wait for the unsmoothed drawing (a first one may still
+    // be the smoothed one), then check it in detail.
+    const unsmoothed = (d) => d && d.filter((x) => x.band === 'mean').length === 2 && ['rope', 'cosine_rope'].every((v) => {
+      const mean = d.find((x) => x.variant === v && x.band === 'mean'), want = series.find((b) => b.variant === v);
+      return mean && want && mean.ys.length === want.mean.length && mean.ys.every((y, i) => Math.abs(y - want.mean[i]) <= 1e-12 * Math.abs(want.mean[i]));
+    });
+    let ds = null;
+    try {
+      ds = await waitFor(async () => { const d = await bandState(page, 'loss'); return unsmoothed(d) ? d : null; }, 'the unsmoothed mean curves', 10000);
+    } catch { ds = await bandState(page, 'loss'); } // the checks below say what differs
     for (const v of ['rope', 'cosine_rope']) {
       const mine = ds.filter((d) => d.variant === v);
       const faint = mine.filter((d) => d.replicate !== undefined);
