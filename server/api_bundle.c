@@ -19,6 +19,7 @@ typedef struct {
     size_t emitted; /* points written so far, against BUNDLE_MAX_POINTS */
     json_t *runs;   /* JSON: the runs so far */
     FILE *csv;      /* CSV: the text so far */
+    int header;     /* CSV: its header line is written */
 } bundle_ctx;
 
 /* The number of points in a series object of api_series_json. */
@@ -76,8 +77,22 @@ static void csv_value(FILE *f, const json_t *v) {
     }
 }
 
+/* The CSV's header line: the run's columns, the differing config keys, the point's columns. */
+static void csv_header(bundle_ctx *b, const json_t *differing) {
+    fputs("run_id,name,variant,replicate,seed,status", b->csv);
+    size_t i;
+    const json_t *k;
+    json_array_foreach(differing, i, k) {
+        fputc(',', b->csv);
+        csv_field(b->csv, json_string_value(k));
+    }
+    fputs(",key,step,value,wall_time\n", b->csv);
+    b->header = 1;
+}
+
 static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
     bundle_ctx *b = ctx;
+    if (!b->header) csv_header(b, differing);
     json_t *series = api_series_json(points, n, b->max_points);
     if (!series) return -1;
     b->emitted += series_points(series);
@@ -184,8 +199,6 @@ void api_experiments_bundle_csv(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    /* The header needs the differing keys, known once the service has looked at every run: the
-     * rows go to b.csv, the header is written before them at the end. */
     json_t *exp, *differing = NULL;
     svc_error err;
     svc_status st = svc_bundle_each(a, id, keys, &exp, &differing, add_csv_run, &b, &err);
@@ -196,31 +209,15 @@ void api_experiments_bundle_csv(http_request *req, void *ctx) {
         return;
     }
     json_decref(exp);
-    int bad = fclose(b.csv) != 0;
-    char *out = NULL;
-    size_t out_len = 0;
-    FILE *o = bad ? NULL : open_memstream(&out, &out_len);
-    if (o) {
-        fputs("run_id,name,variant,replicate,seed,status", o);
-        size_t i;
-        const json_t *k;
-        json_array_foreach(differing, i, k) {
-            fputc(',', o);
-            csv_field(o, json_string_value(k));
-        }
-        fputs(",key,step,value,wall_time\n", o);
-        fwrite(text, 1, len, o);
-        bad = fclose(o) != 0;
-    }
-    free(text);
+    if (!b.header) csv_header(&b, differing); /* an experiment without runs */
     json_decref(differing);
-    if (!o || bad) {
-        free(out);
+    if (fclose(b.csv) != 0) {
+        free(text);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.csv\"", id);
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_take(req, 200, "text/csv; charset=utf-8", out, out_len);
+    http_reply_take(req, 200, "text/csv; charset=utf-8", text, len);
 }

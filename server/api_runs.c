@@ -125,14 +125,10 @@ void api_runs_list(http_request *req, void *ctx) {
     app *a = ctx;
     static const char *const statuses[] = {"queued",    "running",     "succeeded", "failed",
                                            "cancelled", "interrupted", NULL};
-    static const char *const sorts[] = {
-        "id",       "-id",       "created_at",   "-created_at",   "name",     "-name",
-        "status",   "-status",   "loss",         "-loss",         "val_loss", "-val_loss",
-        "min_loss", "-min_loss", "min_val_loss", "-min_val_loss", NULL};
     store_run_filter f = {0};
     long long limit, offset, experiment;
-    if (api_query_enum(req, "status", statuses, &f.status) < 0 || api_query_enum(req, "sort", sorts, &f.sort) < 0 ||
-        api_query_page(req, &limit, &offset) < 0 ||
+    if (api_query_enum(req, "status", statuses, &f.status) < 0 ||
+        api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
         api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
         return;
     config_filters cf = {.f = &f};

@@ -65,9 +65,8 @@ void api_prometheus(http_request *req, void *ctx) {
             events_subscriber_count(a->events));
     nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
     unsigned long long hits, misses;
-    int cached;
     size_t cached_bytes;
-    reply_cache_stats(a->replies, &hits, &misses, &cached, &cached_bytes);
+    reply_cache_stats(a->replies, &hits, &misses, NULL, &cached_bytes);
     fprintf(f,
             "# HELP attnlab_reply_cache_requests_total Metric answers about ended runs, served from the cache "
             "or not.\n# TYPE attnlab_reply_cache_requests_total counter\n"

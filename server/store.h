@@ -94,6 +94,14 @@ typedef struct {
     int n_config;                                             /* 0..STORE_RUN_MAX_CONFIG_FILTERS */
     int limit, offset;
 } store_run_filter;
+/* The orders of store_run_list (the `sort` values above), NULL-terminated: the API accepts exactly
+ * these, and each backend keeps its SQL for them in the same order. */
+#define STORE_RUN_SORT_COUNT 16
+extern const char *const store_run_sorts[STORE_RUN_SORT_COUNT + 1];
+/* The index of sort in store_run_sorts, or -1 (NULL or unknown). */
+int store_run_sort_index(const char *sort);
+/* 1 when k can name a config filter's key: a plain field name (a-z, 0-9, _; 1-63 characters). */
+int store_config_key_ok(const char *k);
 /* A page of runs (array) and the number of runs matching the filter. */
 store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total);
 

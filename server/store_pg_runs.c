@@ -152,42 +152,31 @@ static store_status run_exists(pg_conn *c, long long id) {
 #define BY_METRIC(x) x " ASC NULLS LAST, r.id ASC"
 #define BY_METRIC_DESC(x) x " DESC NULLS LAST, r.id DESC"
 
-/* 1 when a config filter's key is a plain field name (a-z, 0-9, _; 1-63 characters). */
-static int config_key_ok(const char *k) {
-    size_t n = k ? strlen(k) : 0;
-    if (n < 1 || n > 63) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_')) return 0;
-    return 1;
-}
-
 store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
     *runs = NULL;
     *total = 0;
-    /* The ORDER BY column comes from a fixed list, never from the request text. */
-    static const struct {
-        const char *name, *sql;
-    } sorts[] = {
-        {"id", "r.id ASC"},
-        {"-id", "r.id DESC"},
-        {"created_at", "r.created_at ASC, r.id ASC"},
-        {"-created_at", "r.created_at DESC, r.id DESC"},
-        {"name", "r.name COLLATE \"C\" ASC, r.id ASC"},
-        {"-name", "r.name COLLATE \"C\" DESC, r.id DESC"},
-        {"status", "r.status COLLATE \"C\" ASC, r.id ASC"},
-        {"-status", "r.status COLLATE \"C\" DESC, r.id DESC"},
-        {"loss", BY_METRIC(LAST_OF("loss"))},
-        {"-loss", BY_METRIC_DESC(LAST_OF("loss"))},
-        {"val_loss", BY_METRIC(LAST_OF("val_loss"))},
-        {"-val_loss", BY_METRIC_DESC(LAST_OF("val_loss"))},
-        {"min_loss", BY_METRIC(MIN_OF("loss"))},
-        {"-min_loss", BY_METRIC_DESC(MIN_OF("loss"))},
-        {"min_val_loss", BY_METRIC(MIN_OF("val_loss"))},
-        {"-min_val_loss", BY_METRIC_DESC(MIN_OF("val_loss"))},
+    /* The ORDER BY clause comes from a fixed list (store_run_sorts' order), never from the request text. */
+    static const char *const order_sql[] = {
+        "r.id ASC",                               /* id */
+        "r.id DESC",                              /* -id */
+        "r.created_at ASC, r.id ASC",             /* created_at */
+        "r.created_at DESC, r.id DESC",           /* -created_at */
+        "r.name COLLATE \"C\" ASC, r.id ASC",     /* name */
+        "r.name COLLATE \"C\" DESC, r.id DESC",   /* -name */
+        "r.status COLLATE \"C\" ASC, r.id ASC",   /* status */
+        "r.status COLLATE \"C\" DESC, r.id DESC", /* -status */
+        BY_METRIC(LAST_OF("loss")),               /* loss */
+        BY_METRIC_DESC(LAST_OF("loss")),          /* -loss */
+        BY_METRIC(LAST_OF("val_loss")),           /* val_loss */
+        BY_METRIC_DESC(LAST_OF("val_loss")),      /* -val_loss */
+        BY_METRIC(MIN_OF("loss")),                /* min_loss */
+        BY_METRIC_DESC(MIN_OF("loss")),           /* -min_loss */
+        BY_METRIC(MIN_OF("val_loss")),            /* min_val_loss */
+        BY_METRIC_DESC(MIN_OF("val_loss")),       /* -min_val_loss */
     };
-    const char *order = "r.id DESC";
-    for (size_t i = 0; f->sort && i < sizeof sorts / sizeof sorts[0]; i++)
-        if (!strcmp(f->sort, sorts[i].name)) order = sorts[i].sql;
+    _Static_assert(sizeof order_sql / sizeof order_sql[0] == STORE_RUN_SORT_COUNT, "one SQL order per sort");
+    int sort_at = store_run_sort_index(f->sort);
+    const char *order = sort_at >= 0 ? order_sql[sort_at] : "r.id DESC";
     if (f->n_config < 0 || f->n_config > STORE_RUN_MAX_CONFIG_FILTERS)
         return spg_fail_msg("list runs: too many filters");
     char where[1600] =
@@ -197,7 +186,7 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
     /* Config filter i: its key is $(7+2i), its value (JSON text) $(8+2i); jsonb compares numbers as
      * numbers. */
     for (int i = 0; i < f->n_config; i++) {
-        if (!config_key_ok(f->config[i].key) || !f->config[i].value_json)
+        if (!store_config_key_ok(f->config[i].key) || !f->config[i].value_json)
             return spg_fail_msg("list runs: a config filter's key is not a field name");
         size_t used = strlen(where);
         snprintf(where + used, sizeof where - used, " AND (r.config::jsonb -> $%d::text) = $%d::jsonb", 7 + 2 * i,
