@@ -282,6 +282,10 @@ int cmd_train(int argc, char **argv) {
     if (threads > 64) threads = 64;
     engine_error err;
     if (train_config_validate(&c, &err)) BAD("%s", err.message);
+    /* a token file carries no answer positions; the service knows a task corpus's (POST /api/runs) */
+    if (c.loss_on == TRAIN_LOSS_ANSWERS)
+        BAD("--loss-on answers needs a task corpus's answer positions, which a token file does not carry: run it "
+            "through the service (POST /api/runs)");
 
     char path[4096];
     if (!data) {

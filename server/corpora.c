@@ -474,3 +474,12 @@ engine_status corpora_open_tasks(corpora *c, const char *name, tasks_corpus **ou
     json_decref(row);
     return s;
 }
+
+int corpora_is_task(corpora *c, const char *name) {
+    json_t *row = NULL;
+    if (store_corpus_get(c->st, name, &row) != STORE_OK) return 0;
+    int yes = !strcmp(json_string_value(json_object_get(row, "status")), "ready") &&
+              json_is_object(json_object_get(row, "task"));
+    json_decref(row);
+    return yes;
+}

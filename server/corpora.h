@@ -70,5 +70,7 @@ corpora_task_result corpora_create_task(corpora *c, const char *name, const task
  * when the corpus is not a task corpus. ENGINE_ERR_INVALID (unknown corpus, bad config),
  * ENGINE_ERR_NOMEM. */
 engine_status corpora_open_tasks(corpora *c, const char *name, tasks_corpus **out, engine_error *err);
+/* 1 when `name` is a ready task corpus (it has answer positions), else 0. */
+int corpora_is_task(corpora *c, const char *name);
 
 #endif

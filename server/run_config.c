@@ -244,4 +244,7 @@ void run_config_to_train(const json_t *cfg, int vocab, train_config *tc) {
     tc->eval_every = (long)get_int(cfg, "eval_every");
     tc->eval_batches = (int)get_int(cfg, "eval_batches");
     tc->checkpoint_every = (long)get_int(cfg, "checkpoint_every");
+    /* configs stored before loss_on existed counted every target */
+    const char *loss_on = get_str(cfg, "loss_on");
+    tc->loss_on = loss_on && !strcmp(loss_on, "answers") ? TRAIN_LOSS_ANSWERS : TRAIN_LOSS_ALL;
 }

@@ -32,6 +32,13 @@ svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, svc_error 
         return svc_fail(err, SVC_INVALID, "invalid_field", field, "corpus '%s' does not exist or is not ready",
                         corpus_name ? corpus_name : "");
     }
+    const char *loss_on = json_string_value(json_object_get(config, "loss_on"));
+    if (loss_on && !strcmp(loss_on, "answers") && !corpora_is_task(a->corpora, corpus_name)) {
+        snprintf(field, sizeof field, "%sloss_on", prefix);
+        return svc_fail(err, SVC_INVALID, "invalid_field", field,
+                        "loss_on 'answers' needs a task corpus (one with answer positions); corpus '%s' is not one",
+                        corpus_name);
+    }
     json_int_t threads = json_integer_value(json_object_get(config, "threads"));
     if (threads == 0 && json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs))) < 0)
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");

@@ -10,11 +10,20 @@
 #include "fastmath.h"
 #endif
 
+/* A row whose target is negative is not counted (lmhead_args.targets): the kernels index the
+ * logits with target 0 and scale its loss and gradient by 0. */
+static inline long row_target(const lmhead_args *a, long r) { return a->targets[r] < 0 ? 0 : a->targets[r]; }
+static inline real row_scale(const lmhead_args *a, long r) { return a->targets[r] < 0 ? 0 : a->grad_scale; }
+
 #if !REAL_IS_DOUBLE
 
 /* Softmax cross-entropy of one row in three vectorised passes (max; exp and sum; scale); when
  * want_grad, x is replaced by (softmax - onehot) * scale. Returns the loss. */
 static double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
+    if (target < 0) { /* not counted: no loss, no gradient */
+        if (want_grad) memset(x, 0, sizeof(real) * (size_t)V);
+        return 0;
+    }
     int nv = V / 16 * 16;
     fm_v16 vmx;
     float mx = -INFINITY;
@@ -63,6 +72,10 @@ static double lmhead_row_xent(real *x, int V, int target, real scale, int want_g
 }
 #else
 static double lmhead_row_xent(real *x, int V, int target, real scale, int want_grad) {
+    if (target < 0) { /* not counted: no loss, no gradient */
+        if (want_grad) memset(x, 0, sizeof(real) * (size_t)V);
+        return 0;
+    }
     double mx = -INFINITY;
     for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
     double xt = x[target], sum = 0;
@@ -262,7 +275,7 @@ static void chunk_kernels(const lmhead_args *a, long r0, int rows, float *LT, fl
     for (int c = 0; c < C; c++)
         for (int r = 0; r < RP; r++) XT[(long)c * RP + r] = r < rows ? X[(long)r * C + c] : 0.0f;
     lg_all(a->w, V, C, XT, RP, LT, vmax);
-    for (int r = 0; r < rows; r++) tl[r] = LT[(long)a->targets[r0 + r] * RP + r];
+    for (int r = 0; r < rows; r++) tl[r] = LT[(long)row_target(a, r0 + r) * RP + r];
     /* sums[r] = sum_v exp(l[v][r] - max_r); when training, dx_all takes them on the way */
     float *sums = scale;
     for (int r = 0; r < RP; r++) sums[r] = 0;
@@ -273,16 +286,17 @@ static void chunk_kernels(const lmhead_args *a, long r0, int rows, float *LT, fl
     }
     for (int r = 0; r < rows; r++) {
         double sum = sums[r];
-        a->losses[r0 + r] = (real)(log(sum) + vmax[r] - tl[r]);
-        scale[r] = (float)(a->grad_scale / sum);
+        real g = row_scale(a, r0 + r);
+        a->losses[r0 + r] = g != 0 ? (real)(log(sum) + vmax[r] - tl[r]) : 0;
+        scale[r] = (float)(g / sum);
     }
     *RP_out = RP;
     if (!train) return;
     /* dx[r] = s_r sum_v e[v][r] W[v] - g W[target_r] */
     for (int r = 0; r < rows; r++) {
-        real *dx = a->dx + (r0 + r) * C;
-        const float *wt = a->w + (long)a->targets[r0 + r] * C;
-        for (int c = 0; c < C; c++) dx[c] = scale[r] * DXT[(long)c * RP + r] - a->grad_scale * wt[c];
+        real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
+        const float *wt = a->w + (long)row_target(a, r0 + r) * C;
+        for (int c = 0; c < C; c++) dx[c] = scale[r] * DXT[(long)c * RP + r] - g * wt[c];
     }
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < C; c++) XS[(long)r * C + c] = scale[r] * X[(long)r * C + c];
@@ -719,7 +733,7 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
         if (!redo) break;
     }
     for (int r = 0; r < rows; r++) {
-        const bf16 *wt = b->wb + (long)a->targets[r0 + r] * C;
+        const bf16 *wt = b->wb + (long)row_target(a, r0 + r) * C;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
         if (kern)
             s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
@@ -727,8 +741,9 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
 #endif
             s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
         double sum = s.sm[r];
-        a->losses[r0 + r] = (real)(log(sum) + s.U[r] - s.tl[r]);
-        s.scale[r] = (float)(a->grad_scale / sum);
+        real g = row_scale(a, r0 + r);
+        a->losses[r0 + r] = g != 0 ? (real)(log(sum) + s.U[r] - s.tl[r]) : 0;
+        s.scale[r] = (float)(g / sum);
     }
     *RP_out = RP;
     if (!train) return;
@@ -740,10 +755,10 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
         sl_dx(b, &s, RP);
     /* dx[r] = s_r sum_v e[v][r] w[v] - g w[target_r]; XS = s_r x_r for dW */
     for (int r = 0; r < rows; r++) {
-        real *dx = a->dx + (r0 + r) * C;
-        const bf16 *wt = b->wb + (long)a->targets[r0 + r] * C;
+        real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
+        const bf16 *wt = b->wb + (long)row_target(a, r0 + r) * C;
         const float *d = s.DXT + (r / 32) * 32 + dx_pos(r % 32);
-        for (int c = 0; c < C; c++) dx[c] = s.scale[r] * d[(size_t)c * RP] - a->grad_scale * bf16_to_float(wt[c]);
+        for (int c = 0; c < C; c++) dx[c] = s.scale[r] * d[(size_t)c * RP] - g * bf16_to_float(wt[c]);
     }
     for (int r = 0; r < RP; r++)
         for (int c = 0; c < C; c++) {

@@ -31,7 +31,8 @@ typedef struct {
 typedef struct {
     const real *x;          /* [N, C] input rows (after the final LayerNorm) */
     const real *w;          /* [V, C] output head, PyTorch layout */
-    const int32_t *targets; /* [N] next-token ids, already checked to be in 0..V-1 */
+    const int32_t *targets; /* [N] next-token ids, already checked to be in 0..V-1, or negative: a
+                             * row not counted (loss 0, no gradient; as PyTorch's ignore_index) */
     long N;
     int C, V;
     real *losses;    /* [N] per-row cross-entropy (natural log) */

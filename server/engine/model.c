@@ -104,6 +104,7 @@ struct model {
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
     const int32_t *inputs, *targets;
+    long n_counted; /* targets that are not MODEL_TARGET_IGNORE */
 };
 
 /* ---- configuration ---- */
@@ -701,7 +702,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
             .losses = m->losses,
             .dx = m->train ? m->dln : NULL,
             .dw = m->train ? G(m->lm_head) : NULL,
-            .grad_scale = (real)(1.0 / (double)N),
+            .grad_scale = m->n_counted > 0 ? (real)(1.0 / (double)m->n_counted) : 0,
             .buf = m->lm_buf,
             .buf_stride = m->lm_per_thread,
             .use_blas = m->lmhead_blas,
@@ -751,7 +752,7 @@ static engine_status check_batch(const model *m, const int32_t *inputs, const in
         if (inputs[i] < 0 || inputs[i] >= m->V)
             return engine_fail(err, ENGINE_ERR_INVALID, "token id %d at position %ld is outside the vocabulary (0..%d)",
                                inputs[i], i, m->V - 1);
-        if (targets && (targets[i] < 0 || targets[i] >= m->V))
+        if (targets && (targets[i] < MODEL_TARGET_IGNORE || targets[i] >= m->V))
             return engine_fail(err, ENGINE_ERR_INVALID,
                                "target token id %d at position %ld is outside the vocabulary (0..%d)", targets[i], i,
                                m->V - 1);
@@ -767,6 +768,8 @@ static int forward_passes(model *m, int B, int T, const int32_t *inputs, const i
     m->T = T;
     m->inputs = inputs;
     m->targets = targets;
+    m->n_counted = 0;
+    for (long i = 0; targets && i < (long)B * T; i++) m->n_counted += targets[i] != MODEL_TARGET_IGNORE;
     m->train = train;
     m->rows_chunk = row_chunk_for((long)B * T);
     m->n_row_chunks = ((long)B * T + m->rows_chunk - 1) / m->rows_chunk;
@@ -791,10 +794,11 @@ static int forward_passes(model *m, int B, int T, const int32_t *inputs, const i
     return 0;
 }
 
+/* The mean over the counted rows (an ignored row's loss is 0); 0 when none is counted. */
 static double mean_loss(const model *m, long n) {
     double s = 0;
     for (long i = 0; i < n; i++) s += m->losses[i];
-    return s / (double)n;
+    return m->n_counted > 0 ? s / (double)m->n_counted : 0;
 }
 
 engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T, double *loss,

@@ -92,9 +92,14 @@ const model_tensor *model_tensor_find(const model *m, const char *name);
  * seeded with `seed`; biases 0; LayerNorm weights 1; tau = tau_init (or its log). */
 void model_init_params(model *m, uint64_t seed);
 
+/* A target that is not counted: no loss and no gradient at that position (PyTorch's
+ * ignore_index); the loss is the mean over the counted positions, 0 when there are none. */
+#define MODEL_TARGET_IGNORE (-1)
+
 /* Forward pass over inputs[B*T] (B <= batch, T <= seq_len). With targets[B*T], *loss receives
- * the mean cross-entropy; without (NULL), only the activations are computed. Token ids outside
- * 0..vocab-1 and sizes beyond the model's are ENGINE_ERR_INVALID, with nothing computed. */
+ * the mean cross-entropy over the counted targets; without (NULL), only the activations are
+ * computed. Token ids outside 0..vocab-1 (targets: and not MODEL_TARGET_IGNORE) and sizes beyond
+ * the model's are ENGINE_ERR_INVALID, with nothing computed. */
 engine_status model_forward(model *m, const int32_t *inputs, const int32_t *targets, int B, int T, double *loss,
                             engine_error *err);
 /* Zeroes the gradients, then forward + backward: gradients of the mean loss end up in

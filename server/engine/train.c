@@ -82,6 +82,8 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
         for (int j = 0; j < MODEL_META_COUNT && !taken; j++) taken = !strcmp(k, kv[2 * j]);
         if (taken) return engine_fail(err, ENGINE_ERR_INVALID, "extra metadata key '%s' is the engine's own", k);
     }
+    if ((unsigned)c->loss_on > TRAIN_LOSS_ANSWERS)
+        return engine_fail(err, ENGINE_ERR_INVALID, "unknown loss_on %d", (int)c->loss_on);
     if ((unsigned)c->precision > PRECISION_BF16)
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown precision %d", (int)c->precision);
     return ENGINE_OK;
@@ -299,8 +301,26 @@ static engine_status checkpoint(run_state *s, const train_callbacks *cb, engine_
     return rc;
 }
 
-/* The validation loss (model_forward, as always) and, with a task corpus, the accuracy of the
- * argmax predictions on its answers (acc, may be NULL otherwise). */
+/* The answer labels of batch `step` of split into s->labels, and with loss_on answers every other
+ * target made MODEL_TARGET_IGNORE. */
+static engine_status label_batch(run_state *s, const train_source *src, corpus_split split, long step,
+                                 engine_error *err) {
+    int B = s->cfg->batch, T = s->cfg->model.seq_len;
+    for (int b = 0; b < B; b++) {
+        size_t start;
+        engine_status rc = src->window_start(src->ctx, split, step, b, &start, err);
+        if (rc) return rc;
+        tasks_window_labels(s->cfg->tasks, start, T, s->labels + (size_t)b * T);
+    }
+    if (s->cfg->loss_on == TRAIN_LOSS_ANSWERS)
+        for (long i = 0; i < (long)B * T; i++)
+            if (!s->labels[i]) s->targets[i] = MODEL_TARGET_IGNORE;
+    return ENGINE_OK;
+}
+
+/* The validation loss (model_forward, as always; with loss_on answers over the answers) and,
+ * with a task corpus, the accuracy of the argmax predictions on its answers (acc, may be NULL
+ * otherwise). */
 static engine_status evaluate(run_state *s, const train_source *src, double *val, tasks_acc *acc, engine_error *err) {
     int B = s->cfg->batch, T = s->cfg->model.seq_len;
     const tasks_corpus *tc = acc ? s->cfg->tasks : NULL;
@@ -310,6 +330,7 @@ static engine_status evaluate(run_state *s, const train_source *src, double *val
         engine_status rc = src->batch(src->ctx, CORPUS_SPLIT_VAL, i, s->batch, err);
         if (rc) return rc;
         split_batch(s);
+        if (tc && (rc = label_batch(s, src, CORPUS_SPLIT_VAL, i, err))) return rc;
         double loss;
         rc = model_forward(s->m, s->inputs, s->targets, B, T, &loss, err);
         if (rc) return rc;
@@ -319,12 +340,7 @@ static engine_status evaluate(run_state *s, const train_source *src, double *val
         sparse_config_defaults(&dense, SPARSE_DENSE, T);
         rc = sparse_eval_run(s->ev, &dense, s->inputs, NULL, B, T, NULL, s->argmax, NULL, err);
         if (rc) return rc;
-        for (int b = 0; b < B; b++) {
-            size_t start;
-            rc = src->window_start(src->ctx, CORPUS_SPLIT_VAL, i, b, &start, err);
-            if (rc) return rc;
-            tasks_window_labels(tc, start, T, s->labels + (size_t)b * T);
-        }
+        /* an ignored target is never an answer, so the count sees only real targets */
         tasks_acc_add(acc, s->argmax, s->targets, s->labels, (long)B * T);
     }
     *val = sum / s->cfg->eval_batches;
@@ -368,9 +384,13 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         goto done;
     }
     const int want_acc = c->tasks && src->window_start && src->has_val;
-    if (want_acc) {
-        rc = sparse_eval_new(&s.ev, s.m, B, err);
-        if (rc) goto done;
+    if (c->loss_on == TRAIN_LOSS_ANSWERS && (!c->tasks || !src->window_start)) {
+        rc = engine_fail(err, ENGINE_ERR_INVALID, "loss_on answers needs a task corpus (one with answer positions)%s",
+                         c->tasks ? " and the batches' window positions" : "");
+        goto done;
+    }
+    if (want_acc || c->loss_on == TRAIN_LOSS_ANSWERS) {
+        if (want_acc && (rc = sparse_eval_new(&s.ev, s.m, B, err))) goto done;
         s.argmax = malloc(sizeof(int32_t) * (size_t)B * T);
         s.labels = malloc((size_t)B * T);
         if (!s.argmax || !s.labels) {
@@ -406,6 +426,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         rc = src->batch(src->ctx, CORPUS_SPLIT_TRAIN, s.step, s.batch, err);
         if (rc) goto done;
         split_batch(&s);
+        if (c->loss_on == TRAIN_LOSS_ANSWERS && (rc = label_batch(&s, src, CORPUS_SPLIT_TRAIN, s.step, err))) goto done;
         double loss;
         rc = model_forward_backward(s.m, s.inputs, s.targets, B, T, &loss, err);
         if (rc == ENGINE_ERR_CANCELLED) {

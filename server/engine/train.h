@@ -23,6 +23,9 @@
 #include "tasks.h"
 
 typedef enum { LR_SCHEDULE_CONSTANT = 0, LR_SCHEDULE_COSINE = 1 } lr_schedule;
+/* Which next-token targets the loss counts: all (default), or on a task corpus only its answers
+ * (the others are MODEL_TARGET_IGNORE), for training and validation loss alike. */
+typedef enum { TRAIN_LOSS_ALL = 0, TRAIN_LOSS_ANSWERS = 1 } train_loss_on;
 
 typedef struct {
     model_config model;
@@ -55,6 +58,8 @@ typedef struct {
     const tasks_corpus *tasks;   /* NULL (default): none. The task corpus whose tokens the run trains on:
                                   * accuracy on its answers at every evaluation (needs the source's
                                   * window_start; train_run provides it). Read only; must outlive the run */
+    train_loss_on loss_on;       /* TRAIN_LOSS_ANSWERS needs tasks and the source's window_start (a run
+                                  * without them fails with ENGINE_ERR_INVALID before its first step) */
 } train_config;
 
 #define TRAIN_MAX_META 8
@@ -64,7 +69,8 @@ void train_config_defaults(train_config *c);
  * 1..512, steps 1..1e7, lr in (0, 1], betas in [0, 1), eps > 0, weight_decay in [0, 1),
  * scale_lr_mult in (0, 1000], grad_clip >= 0, warmup in 0..steps, min_lr_ratio in [0, 1],
  * val_fraction in [0, 0.5], eval_every >= 0, eval_batches 1..1000, checkpoint_every >= 0,
- * n_meta 0..TRAIN_MAX_META pairs with non-empty keys that are not the engine's own. */
+ * n_meta 0..TRAIN_MAX_META pairs with non-empty keys that are not the engine's own, an unknown
+ * loss_on. */
 engine_status train_config_validate(const train_config *c, engine_error *err);
 /* Estimated peak bytes of a run (model, gradients, optimiser state, activations, scratch). */
 size_t train_config_memory_bytes(const train_config *c, int n_threads);

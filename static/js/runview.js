@@ -259,6 +259,7 @@ export function mount(root, params) {
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
         `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
         (r.experiment_id && replicates > 1 ? ` · replicate ${r.replicate}` : '') + ` · corpus ${r.config.corpus}` +
+        (r.config.loss_on === 'answers' ? ' · loss on the answers' : '') +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
       h('div.small', {}, latest(r))];
   }
@@ -266,7 +267,7 @@ export function mount(root, params) {
   // The config keys in which the runs on the page differ (beyond the summary line), so two runs
   // that differ only in, say, tau_param do not show identical cards.
   function differs(r) {
-    const shown = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'lr_schedule', 'precision', 'corpus', 'seed'];
+    const shown = ['n_layer', 'n_head', 'd_model', 'seq_len', 'batch', 'lr', 'lr_schedule', 'precision', 'corpus', 'seed', 'loss_on'];
     if (runs.every((x) => x.variant === x.config.attention)) shown.push('attention');
     const keys = differingKeys(runs, shown);
     if (!keys.length) return null;

@@ -23,6 +23,7 @@ typedef struct {
     int threads;
     tau_param_kind scale_param; /* for a learned s: its parameterisation, init (0: sqrt(d)), clamp */
     double scale_init, scale_clamp;
+    int ignore_every; /* > 0: every ignore_every-th target is MODEL_TARGET_IGNORE (not counted) */
 } gc_case;
 
 /* Every row of the table needs at least one case here (checked). */
@@ -46,6 +47,9 @@ static const gc_case cases[] = {
      .threads = 2,
      .scale_init = 3,
      .scale_clamp = 3.5},
+    /* a loss over some targets only (loss_on answers): the others give neither loss nor gradient */
+    {.label = "rope_ignored_targets", .variant = "rope", .threads = 2, .ignore_every = 3},
+    {.label = "cosine_rope_ignored_targets", .variant = "cosine_rope", .threads = 1, .ignore_every = 2},
 #ifdef ATTNLAB_TEST_VARIANT
     {.label = "tanh_q", .variant = "tanh_q", .threads = 1},
 #endif
@@ -93,12 +97,13 @@ static model *make_model(const gc_case *k, int threads) {
     return m;
 }
 
-static void tokens(int32_t *in, int32_t *tg) {
+static void tokens(int32_t *in, int32_t *tg, int ignore_every) {
     rng_state r;
     rng_seed(&r, 7);
     for (int i = 0; i < B * T; i++) {
         in[i] = (int32_t)(rng_next_u64(&r) % 13);
         tg[i] = (int32_t)(rng_next_u64(&r) % 13);
+        if (ignore_every > 0 && i % ignore_every == 0) tg[i] = MODEL_TARGET_IGNORE;
     }
 }
 
@@ -108,7 +113,7 @@ static int gradcheck(const gc_case *gc) {
     model *m = make_model(gc, gc->threads);
     if (!m) return 0;
     int32_t in[B * T], tg[B * T];
-    tokens(in, tg);
+    tokens(in, tg, gc->ignore_every);
     double loss;
     engine_error err;
     if (model_forward_backward(m, in, tg, B, T, &loss, &err)) {
@@ -186,7 +191,7 @@ static int clamp_case(tau_param_kind param) {
     p[t->offset] = top + 0.5;     /* held at 4 */
     p[t->offset + 1] = top - 0.2; /* free */
     int32_t in[B * T], tg[B * T];
-    tokens(in, tg);
+    tokens(in, tg, 0);
     double loss, lp, lm;
     engine_error err;
     int ok = model_forward_backward(m, in, tg, B, T, &loss, &err) == ENGINE_OK;
@@ -212,12 +217,55 @@ TEST(scale_clamp_holds_s_and_stops_its_gradient) {
     CHECK(clamp_case(TAU_PARAM_LOG));
 }
 
+/* Ignored targets: the loss is the mean over the counted ones, so N * loss(all) splits into the
+ * counted sums of the two halves, loss and every gradient; with none counted, loss 0 and no
+ * gradient. */
+TEST(ignored_targets_split_the_loss_and_its_gradient) {
+    model *m = make_model(find_case("rope"), 1);
+    CHECK(m != NULL);
+    int32_t in[B * T], tg[B * T], even[B * T], odd[B * T], none[B * T];
+    tokens(in, tg, 0);
+    for (int i = 0; i < B * T; i++) {
+        even[i] = i % 2 ? MODEL_TARGET_IGNORE : tg[i];
+        odd[i] = i % 2 ? tg[i] : MODEL_TARGET_IGNORE;
+        none[i] = MODEL_TARGET_IGNORE;
+    }
+    size_t n = model_param_count(m);
+    double *g_all = malloc(sizeof(double) * n), *g_even = malloc(sizeof(double) * n);
+    double l_all, l_even, l_odd, l_none, worst = 0;
+    engine_error err;
+    CHECK(model_forward_backward(m, in, tg, B, T, &l_all, &err) == ENGINE_OK);
+    memcpy(g_all, model_grads(m), sizeof(double) * n);
+    CHECK(model_forward_backward(m, in, even, B, T, &l_even, &err) == ENGINE_OK);
+    memcpy(g_even, model_grads(m), sizeof(double) * n);
+    CHECK(model_forward_backward(m, in, odd, B, T, &l_odd, &err) == ENGINE_OK);
+    const int ne = (B * T + 1) / 2, no = B * T / 2;
+    CHECK(fabs(B * T * l_all - (ne * l_even + no * l_odd)) < 1e-12 * B * T * l_all);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(B * T * g_all[i] - (ne * g_even[i] + no * model_grads(m)[i]));
+        if (d > worst) worst = d;
+    }
+    CHECK(worst < 1e-12);
+    CHECK(fabs(l_even - l_odd) > 1e-6); /* the halves really differ */
+    CHECK(model_forward_backward(m, in, none, B, T, &l_none, &err) == ENGINE_OK);
+    CHECK(l_none == 0);
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= model_grads(m)[i] == 0;
+    CHECK(zero);
+    /* below MODEL_TARGET_IGNORE is still out of range */
+    none[0] = -2;
+    CHECK(model_forward(m, in, none, B, T, &l_none, &err) == ENGINE_ERR_INVALID);
+    free(g_all);
+    free(g_even);
+    model_free(m);
+}
+
 /* The checker itself must be able to fail: a gradient deliberately off by 1% is caught. */
 TEST(gradcheck_detects_wrong_gradient) {
     model *m = make_model(find_case("rope"), 1);
     CHECK(m != NULL);
     int32_t in[B * T], tg[B * T];
-    tokens(in, tg);
+    tokens(in, tg, 0);
     double loss, lp, lm;
     engine_error err;
     CHECK(model_forward_backward(m, in, tg, B, T, &loss, &err) == ENGINE_OK);
@@ -243,7 +291,7 @@ int main(int argc, char **argv) {
         model *m = make_model(k, 1);
         if (!m) return 1;
         int32_t in[B * T], tg[B * T];
-        tokens(in, tg);
+        tokens(in, tg, k->ignore_every);
         double loss;
         engine_error err;
         if (model_forward_backward(m, in, tg, B, T, &loss, &err)) return 1;
@@ -263,6 +311,7 @@ int main(int argc, char **argv) {
         test_run(names[i], run_current);
     }
     RUN(scale_clamp_holds_s_and_stops_its_gradient);
+    RUN(ignored_targets_split_the_loss_and_its_gradient);
     RUN(gradcheck_detects_wrong_gradient);
     printf("# largest relative error %.3g\n", max_rel_err);
     return test_summary();

@@ -19,6 +19,10 @@ if "$BIN" train --help | grep -q -- '--attention dot|rope|cosine_rope'; then ok 
 "$BIN" train "${SMALL[@]}" --lr 0 >/dev/null 2>&1; rc=$?
 [ "$rc" -eq 2 ] && ok cmd_train_bad_config_exits_2 || bad cmd_train_bad_config_exits_2 "exit $rc"
 
+"$BIN" train "${SMALL[@]}" --loss-on answers >/dev/null 2>"$T/err"; rc=$?
+if [ "$rc" -eq 2 ] && grep -q 'task corpus' "$T/err"; then ok cmd_train_loss_on_answers_needs_the_service
+else bad cmd_train_loss_on_answers_needs_the_service "rc=$rc $(cat "$T/err")"; fi
+
 out=$("$BIN" train "${SMALL[@]}" --steps 3 --eval-every 2 --attention cosine_rope --save "$T/w.safetensors"); rc=$?
 steps=$(grep -c '"type":"step"' <<<"$out"); evals=$(grep -c '"type":"eval"' <<<"$out")
 if [ "$rc" -eq 0 ] && [ "$steps" -eq 3 ] && [ "$evals" -eq 2 ] && grep -q '"type":"done","status":"ok"' <<<"$out" \

@@ -397,6 +397,64 @@ TEST(lmhead_kernels_match_blas) {
     }
 }
 
+/* Ignored targets (MODEL_TARGET_IGNORE) on every output path: the kernels, BLAS and bf16 mixed
+ * precision. The loss is a mean over the counted rows, so N * loss(all) = n_A loss(A) + n_B loss(B)
+ * for a split of the rows into A and B, and the same for every gradient; A's loss agrees between the
+ * kernels and BLAS. */
+TEST(ignored_targets_on_every_output_path) {
+    model_config c;
+    small_config(&c, attention_index("rope"));
+    c.d_model = 64;
+    c.n_head = 2;
+    c.vocab = 1237;
+    c.seq_len = 203;
+    enum { NR = 4 * 203 };
+    static int32_t tok[NR], tg[NR], ta[NR], tb[NR];
+    rand_tokens(tok, NR, 1237, 5);
+    rand_tokens(tg, NR, 1237, 6);
+    int na = 0;
+    for (int i = 0; i < NR; i++) {
+        int in_a = i % 7 == 0 || i % 5 == 1; /* ragged against the 16-row tiles */
+        na += in_a;
+        ta[i] = in_a ? tg[i] : MODEL_TARGET_IGNORE;
+        tb[i] = in_a ? MODEL_TARGET_IGNORE : tg[i];
+    }
+    double loss_a[3];
+    for (int path = 0; path < 3; path++) {
+        model *m;
+        engine_error err;
+        CHECK(model_new(&m, &c, 4, 2, 1, &err) == ENGINE_OK);
+        model_init_params(m, 2);
+        const model_tensor *t = model_tensor_find(m, "lm_head.w");
+        for (size_t j = 0; j < t->numel; j++) model_params(m)[t->offset + j] *= 50;
+        model_set_lmhead_blas(m, path == 1);
+        if (path == 2) CHECK(model_set_precision(m, PRECISION_BF16, &err) == ENGINE_OK);
+        size_t n = model_param_count(m);
+        real *g[3];
+        double l[3];
+        const int32_t *which[3] = {tg, ta, tb};
+        for (int k = 0; k < 3; k++) {
+            CHECK(model_forward_backward(m, tok, which[k], 4, 203, &l[k], &err) == ENGINE_OK);
+            g[k] = malloc(sizeof(real) * n);
+            memcpy(g[k], model_grads(m), sizeof(real) * n);
+        }
+        model_free(m);
+        double maxd = 0, maxg = 0;
+        for (size_t j = 0; j < n; j++) {
+            double dd = fabs((double)NR * g[0][j] - ((double)na * g[1][j] + (double)(NR - na) * g[2][j]));
+            if (dd > maxd) maxd = dd;
+            if (fabs((double)NR * g[0][j]) > maxg) maxg = fabs((double)NR * g[0][j]);
+        }
+        for (int k = 0; k < 3; k++) free(g[k]);
+        CHECK_NEAR((double)NR * l[0], na * l[1] + (NR - na) * l[2], 1e-5 * NR * l[0]);
+        CHECK_MSG(maxd <= 1e-4 * maxg, "path %d: split gradients differ by %g of %g", path, maxd, maxg);
+        CHECK(fabs(l[1] - l[2]) > 1e-3);
+        loss_a[path] = l[1];
+    }
+    CHECK_NEAR(loss_a[0], loss_a[1], 1e-5 * loss_a[1]);
+    CHECK_NEAR(loss_a[2], loss_a[1], 1e-2 * loss_a[1]);
+}
+
 int main(void) {
     RUN(seed_config_has_13_46M_parameters);
     RUN(layout_matches_names_and_shapes);
@@ -408,5 +466,6 @@ int main(void) {
     RUN(bad_input_is_an_error_not_a_crash);
     RUN(deterministic_per_thread_count);
     RUN(lmhead_kernels_match_blas);
+    RUN(ignored_targets_on_every_output_path);
     return test_summary();
 }

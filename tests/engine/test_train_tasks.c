@@ -175,6 +175,68 @@ TEST(task_run_logs_accuracy_the_sparse_evaluator_reproduces) {
     tasks_corpus_free(tc);
 }
 
+static void on_step_loss(void *ctx, const train_step_metrics *m) {
+    if (m->step == 1) *(double *)ctx = m->loss;
+}
+
+/* loss_on answers: step 1's loss is the model's mean loss over the answer targets of batch 0 alone
+ * (labels read straight from the task corpus), not over every target; without a task corpus the
+ * run is refused before its first step. */
+TEST(loss_on_answers_counts_the_answers_only) {
+    tasks_corpus *tc = make_tasks(200);
+    CHECK(tc != NULL);
+    engine_error err;
+    corpus *cp = NULL;
+    CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
+    train_config c;
+    config(&c, "rope");
+    c.tasks = tc;
+    c.loss_on = TRAIN_LOSS_ANSWERS;
+    c.steps = 1;
+    double step1 = NAN;
+    train_callbacks cb = {.ctx = &step1, .on_step = on_step_loss};
+    CHECK_MSG(train_run(&c, cp, 2, NULL, &cb, &err) == ENGINE_OK, "%s", err.message);
+
+    model *m = NULL;
+    CHECK(model_new(&m, &c.model, c.batch, 1, 0, &err) == ENGINE_OK);
+    model_init_params(m, c.seed);
+    corpus_loader *l = NULL;
+    corpus_loader_config lc = {
+        .seq_len = 32, .batch = c.batch, .order = c.order, .seed = c.seed, .val_fraction = c.val_fraction};
+    CHECK(corpus_loader_new(&l, cp, &lc, &err) == ENGINE_OK);
+    int32_t buf[4 * 33], in[4 * 32], all[4 * 32], answers[4 * 32];
+    CHECK(corpus_loader_batch(l, CORPUS_SPLIT_TRAIN, 0, buf, &err) == ENGINE_OK);
+    int counted = 0;
+    for (int b = 0; b < 4; b++) {
+        size_t start;
+        CHECK(corpus_loader_window_start(l, CORPUS_SPLIT_TRAIN, 0, b, &start, &err) == ENGINE_OK);
+        for (int t = 0; t < 32; t++) {
+            in[b * 32 + t] = buf[b * 33 + t];
+            all[b * 32 + t] = buf[b * 33 + t + 1];
+            CHECK(all[b * 32 + t] == tc->tokens[start + t + 1]);
+            answers[b * 32 + t] = tc->labels[start + t + 1] ? all[b * 32 + t] : MODEL_TARGET_IGNORE;
+            counted += tc->labels[start + t + 1] != 0;
+        }
+    }
+    CHECK(counted > 0 && counted < 4 * 32);
+    double l_all, l_answers;
+    CHECK(model_forward(m, in, all, 4, 32, &l_all, &err) == ENGINE_OK);
+    CHECK(model_forward(m, in, answers, 4, 32, &l_answers, &err) == ENGINE_OK);
+    CHECK_MSG(fabs(step1 - l_answers) <= 1e-6 * l_answers, "step 1 loss %.9g, answers %.9g, all %.9g", step1, l_answers,
+              l_all);
+    CHECK(fabs(l_answers - l_all) > 1e-3);
+    corpus_loader_free(l);
+    model_free(m);
+
+    c.tasks = NULL;
+    step1 = NAN;
+    CHECK(train_run(&c, cp, 1, NULL, &cb, &err) == ENGINE_ERR_INVALID);
+    CHECK(strstr(err.message, "task corpus") != NULL);
+    CHECK(isnan(step1));
+    corpus_free(cp);
+    tasks_corpus_free(tc);
+}
+
 TEST(first_step_attention_is_nearly_uniform) {
     /* dot attention at initialisation: scores of order 1e-4, weights within 0.1% of uniform */
     tasks_corpus *tc = make_tasks(120);
@@ -251,6 +313,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/attnlab-train-tasks-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     RUN(task_run_logs_accuracy_the_sparse_evaluator_reproduces);
+    RUN(loss_on_answers_counts_the_answers_only);
     RUN(first_step_attention_is_nearly_uniform);
     RUN(attention_distance_matches_the_inspected_weights);
     RUN(head_spread_of_known_values);

@@ -283,6 +283,21 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     json_decref(x);
 }
 
+/* loss_on answers needs answer positions: on a corpus without them the run is refused up front,
+ * naming the field. */
+TEST(loss_on_answers_needs_a_task_corpus) {
+    long code;
+    json_t *x =
+        api_call(&srv, "POST", "/api/runs", "{\"config\":{\"corpus\":\"small\",\"loss_on\":\"answers\"}}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK_MSG(!strcmp(api_error_field(x), "config.loss_on"), "field %s", api_error_field(x));
+    json_decref(x);
+    x = api_call(&srv, "POST", "/api/runs", "{\"config\":{\"corpus\":\"small\",\"loss_on\":\"some\"}}", &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(api_error_field(x), "config.loss_on"));
+    json_decref(x);
+}
+
 TEST(presets_for_the_open_questions) {
     long code;
     json_t *p = get("/api/presets", &code);
@@ -301,6 +316,8 @@ TEST(presets_for_the_open_questions) {
     CHECK(json_integer_value(json_object_get(tl, "replicates")) >= 3);
     CHECK_EQ_INT(json_array_size(json_object_get(pp, "variants")), 12);
     CHECK(json_integer_value(json_object_get(pp, "replicates")) >= 2);
+    /* the loss on the answers only (the runs below would fail if their corpora had none) */
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(pp, "base"), "loss_on")), "answers"));
     json_decref(p);
     /* positional-precision makes its corpora and queues one run per task, attention and replicate */
     json_t *e = api_call(&srv, "POST", "/api/experiments",
@@ -343,6 +360,7 @@ int main(void) {
     RUN(task_kinds_and_task_corpora);
     RUN(a_task_run_logs_accuracy_and_head_metrics);
     RUN(experiment_summaries_recompute_from_the_runs);
+    RUN(loss_on_answers_needs_a_task_corpus);
     RUN(presets_for_the_open_questions);
     if (test_fail_count) harness_dump_log(&srv);
     harness_stop(&srv);
