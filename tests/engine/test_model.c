@@ -350,6 +350,20 @@ TEST(deterministic_per_thread_count) {
     CHECK(maxd == 0 && maxg > 0);
 }
 
+/* A batch-4 model of config c for the output-layer tests, on 2 threads, with large output weights
+ * (a peaked softmax exercises the max and the exp) and the BLAS output path when blas; NULL if it
+ * cannot be made. */
+static model *lmhead_model(const model_config *c, int blas) {
+    model *m;
+    engine_error err;
+    if (model_new(&m, c, 4, 2, 1, &err) != ENGINE_OK) return NULL;
+    model_init_params(m, 2);
+    const model_tensor *t = model_tensor_find(m, "lm_head.w");
+    for (size_t j = 0; j < t->numel; j++) model_params(m)[t->offset + j] *= 50;
+    model_set_lmhead_blas(m, blas);
+    return m;
+}
+
 /* The output layer's own kernels (float, AVX-512, d_model % 16 == 0) against the BLAS path:
  * same loss and gradients to rounding, for ragged sizes (rows not a multiple of 16, vocab not a
  * multiple of the tiles) and several threads. */
@@ -370,14 +384,9 @@ TEST(lmhead_kernels_match_blas) {
         double loss[2];
         size_t n = 0;
         for (int k = 0; k < 2; k++) {
-            model *m;
             engine_error err;
-            CHECK(model_new(&m, &c, 4, 2, 1, &err) == ENGINE_OK);
-            model_init_params(m, 2);
-            /* larger output weights: a peaked softmax exercises the max and the exp */
-            const model_tensor *t = model_tensor_find(m, "lm_head.w");
-            for (size_t j = 0; j < t->numel; j++) model_params(m)[t->offset + j] *= 50;
-            model_set_lmhead_blas(m, k);
+            model *m = lmhead_model(&c, k);
+            CHECK(m != NULL);
             CHECK(model_forward_backward(m, tok, tg, 4, 203, &loss[k], &err) == ENGINE_OK);
             n = model_param_count(m);
             g[k] = malloc(sizeof(real) * n);
@@ -421,13 +430,9 @@ TEST(ignored_targets_on_every_output_path) {
     }
     double loss_a[3];
     for (int path = 0; path < 3; path++) {
-        model *m;
         engine_error err;
-        CHECK(model_new(&m, &c, 4, 2, 1, &err) == ENGINE_OK);
-        model_init_params(m, 2);
-        const model_tensor *t = model_tensor_find(m, "lm_head.w");
-        for (size_t j = 0; j < t->numel; j++) model_params(m)[t->offset + j] *= 50;
-        model_set_lmhead_blas(m, path == 1);
+        model *m = lmhead_model(&c, path == 1);
+        CHECK(m != NULL);
         if (path == 2) CHECK(model_set_precision(m, PRECISION_BF16, &err) == ENGINE_OK);
         size_t n = model_param_count(m);
         real *g[3];

@@ -102,15 +102,27 @@ static void config(train_config *c, const char *attention) {
     c->order = CORPUS_ORDER_SHUFFLED;
 }
 
-TEST(task_run_logs_accuracy_the_sparse_evaluator_reproduces) {
-    tasks_corpus *tc = make_tasks(200);
-    CHECK(tc != NULL);
+/* A copy_offset corpus of `windows` windows, its token stream and a config that trains on it; 0 when
+ * the corpus cannot be made (nothing to free then). */
+static int task_setup(int windows, const char *attention, tasks_corpus **tc, corpus **cp, train_config *c) {
     engine_error err;
-    corpus *cp = NULL;
-    CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
+    *cp = NULL;
+    if (!(*tc = make_tasks(windows))) return 0;
+    if (corpus_from_tokens(cp, (*tc)->tokens, (*tc)->n_tokens, &err) != ENGINE_OK) {
+        tasks_corpus_free(*tc);
+        return 0;
+    }
+    config(c, attention);
+    c->tasks = *tc;
+    return 1;
+}
+
+TEST(task_run_logs_accuracy_the_sparse_evaluator_reproduces) {
+    tasks_corpus *tc;
+    corpus *cp;
     train_config c;
-    config(&c, "cosine_rope");
-    c.tasks = tc;
+    CHECK(task_setup(200, "cosine_rope", &tc, &cp, &c));
+    engine_error err;
     char weights[300];
     snprintf(weights, sizeof weights, "%s/w.safetensors", dir);
     c.save_path = weights;
@@ -183,14 +195,11 @@ static void on_step_loss(void *ctx, const train_step_metrics *m) {
  * (labels read straight from the task corpus), not over every target; without a task corpus the
  * run is refused before its first step. */
 TEST(loss_on_answers_counts_the_answers_only) {
-    tasks_corpus *tc = make_tasks(200);
-    CHECK(tc != NULL);
-    engine_error err;
-    corpus *cp = NULL;
-    CHECK(corpus_from_tokens(&cp, tc->tokens, tc->n_tokens, &err) == ENGINE_OK);
+    tasks_corpus *tc;
+    corpus *cp;
     train_config c;
-    config(&c, "rope");
-    c.tasks = tc;
+    CHECK(task_setup(200, "rope", &tc, &cp, &c));
+    engine_error err;
     c.loss_on = TRAIN_LOSS_ANSWERS;
     c.steps = 1;
     double step1 = NAN;
