@@ -49,12 +49,19 @@ int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
         if (ctx->json) {
             cli_print_json(ctx, h);
         } else {
-            char up[32], ver[64], db[64];
+            char up[32], ver[64], db[64], wr[64], disk[64];
             json_t *u = json_object_get(h, "uptime_s");
-            fprintf(ctx->out, "%s: %s, version %s, db %s, up %s\n", ctx->server, status,
+            fprintf(ctx->out, "%s: %s, version %s, db %s, writes %s, disk %s, up %s\n", ctx->server, status,
                     cli_cell(json_object_get(h, "version"), ver, sizeof ver),
                     cli_cell(json_object_get(h, "db"), db, sizeof db),
+                    cli_cell(json_object_get(h, "writes"), wr, sizeof wr),
+                    cli_cell(json_object_get(h, "disk"), disk, sizeof disk),
                     progress_duration(json_is_number(u) ? json_number_value(u) : -1, up, sizeof up));
+            /* what is wrong, in the server's words */
+            const char *why[] = {"db_error", "writes_error"};
+            for (int i = 0; i < 2; i++)
+                if (json_is_string(json_object_get(h, why[i])))
+                    fprintf(ctx->out, "  %s: %s\n", why[i], json_string_value(json_object_get(h, why[i])));
         }
         code = strcmp(status, "ok") ? CLI_EXIT_SERVER : CLI_EXIT_OK;
         if (code) cli_fail(ctx, code, "the server reports '%s'", status);

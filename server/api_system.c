@@ -2,19 +2,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "app.h"
 #include "run_config.h"
 
+/* Below this much free space where checkpoints and corpora go, health says the disk is full (a
+ * checkpoint of the smallest model no longer fits; small volumes are fine until then). */
+#define HEALTH_MIN_FREE_BYTES (1ull << 20)
+
+/* Health: 200 and status "ok" when the database answers, the metrics writer is storing and the
+ * data directory has room; else 503, "degraded", and the failing part with its reason (db_error,
+ * writes_error; no server paths). A full disk shows as writes failing, or as disk "full". */
 void api_health(http_request *req, void *ctx) {
     app *a = ctx;
     int db_ok = store_ping(a->store) == STORE_OK;
-    json_t *body = json_pack("{s:s, s:s, s:s, s:f, s:i}", "status", db_ok ? "ok" : "degraded", "version",
-                             ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "uptime_s", app_now() - a->started_at,
-                             "schema_version", store_schema_version(a->store));
+    char why[256];
+    double failing_s = 0;
+    int writes_ok = !metrics_writer_failing(a->writer, &failing_s, why, sizeof why);
+    struct statvfs vfs;
+    int have_disk = statvfs(a->data_dir, &vfs) == 0;
+    unsigned long long free_bytes = have_disk ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
+    int disk_ok = !have_disk || free_bytes >= HEALTH_MIN_FREE_BYTES;
+    int ok = db_ok && writes_ok && disk_ok;
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:f, s:i}", "status", ok ? "ok" : "degraded", "version",
+                             ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "writes", writes_ok ? "ok" : "failing",
+                             "uptime_s", app_now() - a->started_at, "schema_version", store_schema_version(a->store));
     /* Why the database is not usable (it cannot be written, its file is gone). */
     if (!db_ok && body) json_object_set_new(body, "db_error", json_string(store_last_error()));
-    http_reply_json(req, db_ok ? 200 : 503, body);
+    if (!writes_ok && body) {
+        json_object_set_new(body, "writes_error", json_string(why));
+        json_object_set_new(body, "writes_failing_s", json_real(failing_s));
+    }
+    if (have_disk && body) {
+        json_object_set_new(body, "disk", json_string(disk_ok ? "ok" : "full"));
+        json_object_set_new(body, "disk_free_bytes", json_integer((json_int_t)free_bytes));
+    }
+    http_reply_json(req, ok ? 200 : 503, body);
 }
 
 void api_openapi(http_request *req, void *ctx) {

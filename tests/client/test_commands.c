@@ -79,7 +79,7 @@ TEST(health_and_unreachable_server) {
     client_result r;
     CL(&r, "health");
     CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(strstr(r.out, ": ok, version ") && strstr(r.out, "db ok"));
+    CHECK(strstr(r.out, ": ok, version ") && strstr(r.out, "db ok, writes ok, disk ok"));
     CL(&r, "--json", "health");
     json_t *j = json_loads(r.out, 0, NULL);
     CHECK(j && !strcmp(json_string_value(json_object_get(j, "status")), "ok"));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,6 +59,15 @@ TEST(health_reports_ok) {
     CHECK(json_is_string(json_object_get(j, "version")));
     CHECK(json_is_number(json_object_get(j, "uptime_s")));
     CHECK(json_number_value(json_object_get(j, "uptime_s")) >= 0);
+    CHECK(!strcmp(json_string_value(json_object_get(j, "writes")), "ok"));
+    CHECK(!strcmp(json_string_value(json_object_get(j, "disk")), "ok"));
+    /* the free space of the data directory's file system, as statvfs tells it here (other work on
+     * the machine may write in between: within 5% or 256 MiB) */
+    struct statvfs v;
+    CHECK(statvfs(srv.data_dir, &v) == 0);
+    double here = (double)v.f_bavail * v.f_frsize, said = json_number_value(json_object_get(j, "disk_free_bytes"));
+    CHECK_MSG(fabs(said - here) <= fmax(0.05 * here, 256.0 * 1024 * 1024), "disk_free_bytes %.0f, statvfs %.0f", said,
+              here);
     json_decref(j);
 }
 

@@ -319,13 +319,31 @@ TEST(metric_points_that_fail_for_a_moment_are_retried) {
         if (!failed) sleep_ms(20);
     }
     CHECK_MSG(failed, "no metrics write failed");
+    /* health says so while it lasts, with the reason */
+    long code;
+    json_t *h = api_call(&s2, "GET", "/api/health", NULL, &code);
+    CHECK_MSG(code == 503, "health answered %ld while metric writes failed", code);
+    CHECK(!strcmp(json_string_value(json_object_get(h, "writes")), "failing"));
+    const char *why = json_string_value(json_object_get(h, "writes_error"));
+    CHECK_MSG(why && strstr(why, "full"), "writes_error: %s", why ? why : "(none)");
+    json_decref(h);
     CHECK(raw_exec(s.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
     json_t *run = get_run(&s2, id);
     long step = (long)json_integer_value(json_object_get(run, "step"));
     json_decref(run);
     CHECK(api_wait_step(&s2, id, (int)step + 50, 180000) == 0);
+    /* the writer retries about once a second: health is ok again once a retry has landed */
+    h = NULL;
+    for (int i = 0; i < 200; i++) {
+        json_decref(h);
+        h = api_call(&s2, "GET", "/api/health", NULL, &code);
+        if (code == 200) break;
+        sleep_ms(50);
+    }
+    CHECK_MSG(code == 200, "health answered %ld 10 s after writes could be stored again", code);
+    CHECK(!strcmp(json_string_value(json_object_get(h, "writes")), "ok"));
+    json_decref(h);
     char path[64];
-    long code;
     snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
     json_decref(api_call(&s2, "POST", path, NULL, &code));
     CHECK_EQ_INT(code, 202);
