@@ -5,76 +5,10 @@
 // reproduces the blog preset on a tiny config and cancels it, turns on classroom type. Any console error fails the suite. Screenshots of each view
 // go to <build>/<mode>/artifacts/browser/ next to the binary under test.
 // Prints "PASS name" / "FAIL name: why" per case and exits non-zero on any failure.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import { ARTIFACTS, assert, step, api, waitFor, checkSetup, startFresh, launchBrowser, run, consoleErrors } from './support/harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const ATTNLABD = process.env.ATTNLABD || join(ROOT, 'build/release/attnlabd');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const ARTIFACTS = join(dirname(ATTNLABD), 'artifacts', 'browser');
 const TINY = { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 300, eval_every: 50, checkpoint_every: 100 };
-
-let failures = 0;
-const consoleErrors = [];
-const cleanups = [];
-
-async function step(name, fn) {
-  const before = consoleErrors.length;
-  try {
-    await fn();
-    if (consoleErrors.length > before) throw new Error(`console error: ${consoleErrors.slice(before).join(' | ')}`);
-    console.log(`PASS ${name}`);
-    return true;
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${String(e && e.message || e).split('\n')[0]}`);
-    return false;
-  }
-}
-
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
-
-function startServer(dataDir, extra = []) {
-  return new Promise((res, rej) => {
-    const env = { ...process.env };
-    delete env.ATTNLAB_TOKEN;
-    const proc = spawn(ATTNLABD, ['--port', '0', '--data-dir', dataDir, '--static-dir', join(ROOT, 'static'), '--log-level', 'warn', ...extra],
-      { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let stderr = '';
-    proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
-    const rl = createInterface({ input: proc.stdout });
-    rl.once('line', (line) => {
-      clearTimeout(timer);
-      const m = /(http:\/\/\S+)/.exec(line);
-      if (!m) { proc.kill('SIGKILL'); rej(new Error(`unexpected first line: ${line}`)); return; }
-      res({ proc, url: m[1].replace(/\/$/, ''), stderr: () => stderr });
-    });
-    proc.once('exit', (code) => { clearTimeout(timer); rej(new Error(`attnlabd exited with ${code}: ${stderr.trim().split('\n').pop()}`)); });
-  });
-}
-
-async function apiGet(base, path) {
-  const r = await fetch(base + path);
-  assert(r.ok, `${path}: HTTP ${r.status}`);
-  return r.json();
-}
-
-async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
-  const t0 = Date.now();
-  let last;
-  while (Date.now() - t0 < timeoutMs) {
-    last = await fn();
-    if (last) return last;
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 const lossPoints = (page) => page.evaluate(() => {
   const c = window.Chart && window.Chart.getChart(document.querySelector('#chart-loss'));
@@ -84,38 +18,13 @@ const lossPoints = (page) => page.evaluate(() => {
 });
 
 async function main() {
-  if (!existsSync(ATTNLABD)) { console.log(`FAIL setup: no attnlabd at ${ATTNLABD} (make build first)`); process.exit(1); }
-  if (!existsSync(join(ROOT, 'static/vendor/chart.umd.min.js'))) { console.log('FAIL setup: static/vendor/chart.umd.min.js is missing (make build copies it)'); process.exit(1); }
-  if (!existsSync(CHROMIUM)) { console.log(`FAIL setup: no browser at ${CHROMIUM} (scripts/deps.sh --test installs chromium)`); process.exit(1); }
-  mkdirSync(ARTIFACTS, { recursive: true });
-  const dataDir = mkdtempSync(join(tmpdir(), 'attnlab-browser-data-'));
-  const profile = mkdtempSync(join(tmpdir(), 'attnlab-browser-profile-'));
-  cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(profile, { recursive: true, force: true }));
-
-  const srv = await startServer(dataDir);
-  cleanups.unshift(() => new Promise((r) => { if (srv.proc.exitCode !== null) return r(); srv.proc.once('exit', r); srv.proc.kill('SIGTERM'); setTimeout(() => { srv.proc.kill('SIGKILL'); r(); }, 5000); }));
-  srv.proc.removeAllListeners('exit');
-  const base = srv.url;
-
-  const ctx = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 720 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run',
-      '--disable-component-update', '--disable-sync'],
-  });
-  cleanups.unshift(() => ctx.close());
-  const page = ctx.pages()[0] || await ctx.newPage();
-  page.setDefaultTimeout(20000);
+  checkSetup();
+  const { base, profile } = await startFresh('browser');
   // A 422 is the API's designed answer to an invalid field, which the page shows next to that
   // field; chromium still logs every non-2xx fetch as "Failed to load resource". Only that exact
   // message is let through; any other error, including other statuses, fails the suite.
-  page.on('console', (m) => {
-    if (m.type() !== 'error') return;
-    if (/^Failed to load resource: the server responded with a status of 422\b/.test(m.text())) return;
-    consoleErrors.push(m.text());
-  });
-  page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  const { ctx, page } = await launchBrowser(profile, { viewport: { width: 1280, height: 720 },
+    ignore: /^Failed to load resource: the server responded with a status of 422\b/ });
   const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
   const metricRequests = [];
   page.on('request', (req) => { if (/\/api\/runs\/\d+\/metrics(\?|$)/.test(req.url())) metricRequests.push(req.url()); });
@@ -126,7 +35,7 @@ async function main() {
     await page.waitForSelector('#runs-table tr.empty');
     await page.waitForSelector('#start-form #cfg-n_head');
     // The form mirrors the API schema: bounds and defaults come from components.schemas.RunConfig.
-    const doc = await apiGet(base, '/api/openapi.json');
+    const doc = await api(base, '/api/openapi.json');
     const p = doc.components.schemas.RunConfig.properties;
     const attrs = await page.$eval('#cfg-n_head', (e) => ({ min: e.min, max: e.max, value: e.value }));
     assert(attrs.min === String(p.n_head.minimum) && attrs.max === String(p.n_head.maximum), `n_head bounds ${attrs.min}..${attrs.max}`);
@@ -146,7 +55,7 @@ async function main() {
     await page.click('#start-submit');
     await page.waitForFunction(() => /divide/.test(document.querySelector('#cfg-n_head-error').textContent));
     assert(await page.getAttribute('#cfg-n_head', 'aria-invalid') === 'true', 'n_head not marked invalid');
-    assert((await apiGet(base, '/api/runs')).total === 0, 'a run was created from an invalid form');
+    assert((await api(base, '/api/runs')).total === 0, 'a run was created from an invalid form');
     assert(new URL(page.url()).hash.startsWith('#/runs') || new URL(page.url()).hash === '', 'left the runs view');
     await page.locator('#start').screenshot({ path: join(ARTIFACTS, 'form-error.png') });
   });
@@ -307,7 +216,7 @@ async function main() {
     const variants = await page.$$eval('.run-header .variant', (v) => v.map((x) => x.textContent.trim()).sort());
     assert(JSON.stringify(variants) === '["cosine_rope","rope"]', `variants ${variants}`);
     const expId = Number(/#\/experiment\/(\d+)/.exec(page.url())[1]);
-    const exp = await apiGet(base, `/api/experiments/${expId}`);
+    const exp = await api(base, `/api/experiments/${expId}`);
     assert(exp.runs.every((r) => r.config.corpus === 'small' && r.config.steps === 200), 'tiny overrides not applied');
     await page.waitForFunction(() => {
       const c = window.Chart.getChart(document.querySelector('#chart-loss'));
@@ -330,21 +239,21 @@ async function main() {
     const btn = page.locator(`.run-header[data-run-id="${first.id}"] button`, { hasText: 'Cancel' });
     if (await btn.count()) await btn.click();
     await waitFor(async () => {
-      const e = await apiGet(base, `/api/experiments/${expId}`);
+      const e = await api(base, `/api/experiments/${expId}`);
       return e.runs.every((r) => !['queued', 'running'].includes(r.status));
     }, 'both runs to stop', 30000);
     await page.waitForFunction(() => [...document.querySelectorAll('.run-header .pill')].every((p) => !/running|queued/.test(p.textContent)));
   });
 
   await step('resume a cancelled run, cancel it again, then delete it from the runs list', async () => {
-    const { runs } = await apiGet(base, '/api/runs?status=cancelled');
+    const { runs } = await api(base, '/api/runs?status=cancelled');
     const r = runs.find((x) => x.checkpoint_step > 0) || runs[0];
     assert(r, 'no cancelled run from the previous case');
     await page.goto(`${base}/#/run/${r.id}`);
     await page.click(`[aria-label="resume run ${r.id}"]`);
     await page.waitForSelector(`.run-header[data-run-id="${r.id}"] .pill.status-running, .run-header[data-run-id="${r.id}"] .pill.status-queued`);
     await page.click(`[aria-label="cancel run ${r.id}"]`);
-    await waitFor(async () => (await apiGet(base, `/api/runs/${r.id}`)).run.status === 'cancelled', 'the run to be cancelled again', 30000);
+    await waitFor(async () => (await api(base, `/api/runs/${r.id}`)).run.status === 'cancelled', 'the run to be cancelled again', 30000);
     await page.goto(`${base}/#/runs`);
     await page.waitForSelector(`#runs-table tr[data-run-id="${r.id}"]`);
     // Filter and sort: only cosine_rope rows, then ascending ids.
@@ -377,18 +286,14 @@ async function main() {
   });
 
   await step('a server with --token --private: sign in from the page, then reads, changes and the live stream work', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'attnlab-browser-token-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const tsrv = await startServer(dir, ['--token', 's3cret-t0ken', '--private']);
-    tsrv.proc.removeAllListeners('exit');
-    cleanups.unshift(() => new Promise((r) => { if (tsrv.proc.exitCode !== null) return r(); tsrv.proc.once('exit', r); tsrv.proc.kill('SIGTERM'); setTimeout(() => { tsrv.proc.kill('SIGKILL'); r(); }, 5000); }));
+    const tsrv = await startFresh('browser-token', ['--token', 's3cret-t0ken', '--private']);
     const p2 = await ctx.newPage();
     const errors = [];
     // 401s are this case's subject; anything else is an error.
     p2.on('console', (m) => { if (m.type() === 'error' && !/status of 401\b/.test(m.text())) errors.push(m.text()); });
     p2.on('pageerror', (e) => errors.push(e.message));
     try {
-      await p2.goto(tsrv.url + '/#/runs');
+      await p2.goto(tsrv.base + '/#/runs');
       await p2.waitForSelector('#signin[open]');
       await p2.fill('#signin-token', 'wrong');
       await p2.click('#signin button[type="submit"]');
@@ -419,13 +324,4 @@ async function main() {
   });
 }
 
-try {
-  await main();
-} catch (e) {
-  failures++;
-  console.log(`FAIL setup: ${e.message}`);
-} finally {
-  for (const f of cleanups) { try { await f(); } catch { /* best effort */ } }
-}
-console.log(`browser artefacts in ${ARTIFACTS}`);
-process.exit(failures ? 1 : 0);
+await run(main);

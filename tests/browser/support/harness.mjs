@@ -39,7 +39,8 @@ export function assert(cond, msg) { if (!cond) throw new Error(msg); }
 export const sameSet = (a, b) => a.length === b.length && [...a].sort().join() === [...b].sort().join();
 
 // attnlabd on a free port over dataDir (static files from the tree); resolves to { proc, url }.
-export function startServer(dataDir, extraArgs = []) {
+// urlTimeoutMs: how long it may take to print its URL (a node on PostgreSQL starts slower).
+export function startServer(dataDir, extraArgs = [], { urlTimeoutMs = 15000 } = {}) {
   return new Promise((res, rej) => {
     const env = { ...process.env };
     delete env.ATTNLAB_TOKEN;
@@ -47,7 +48,8 @@ export function startServer(dataDir, extraArgs = []) {
       ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'], env });
     let stderr = '';
     proc.stderr.on('data', (d) => { stderr += d; if (stderr.length > 20000) stderr = stderr.slice(-10000); });
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error('attnlabd printed no URL within 15 s')); }, 15000);
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error(`attnlabd printed no URL within ${urlTimeoutMs / 1000} s`)); },
+      urlTimeoutMs);
     const rl = createInterface({ input: proc.stdout });
     rl.once('line', (line) => {
       clearTimeout(timer);
@@ -89,11 +91,12 @@ export function checkSetup() {
 
 // A fresh data directory and browser profile (removed at the end) and attnlabd over the first;
 // resolves to { base, dataDir, profile, proc }. The server is stopped (TERM, then KILL) at the end.
-export async function startFresh(name, extraArgs = []) {
+// opts: startServer's.
+export async function startFresh(name, extraArgs = [], opts = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), `attnlab-${name}-data-`));
   const profile = mkdtempSync(join(tmpdir(), `attnlab-${name}-profile-`));
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }), () => rmSync(profile, { recursive: true, force: true }));
-  const srv = await startServer(dataDir, extraArgs);
+  const srv = await startServer(dataDir, extraArgs, opts);
   srv.proc.removeAllListeners('exit');
   cleanups.unshift(() => new Promise((r) => {
     if (srv.proc.exitCode !== null) return r();
