@@ -351,8 +351,19 @@ void api_runs_weights(http_request *req, void *ctx) {
     long long id, optimizer;
     if (!run_exists(req, a, &id)) return;
     if (api_query_int(req, "optimizer", 0, 1, 0, &optimizer) < 0) return;
-    char path[PATH_MAX], disp[96];
+    char path[PATH_MAX], disp[96], why[512];
     jobs_run_checkpoint(a->jobs, id, path, sizeof path);
+    /* what is served is what the run wrote: a file changed since is refused, not handed out */
+    int sealed = checkpoint_check_sealed(a->store, id, path, why, sizeof why);
+    if (sealed > 0) {
+        http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+        return;
+    }
+    if (sealed < 0) {
+        log_error("run %lld: its weights are not served: %s", id, why);
+        http_reply_error(req, 500, "checkpoint_mismatch", NULL, "the weights of run %lld are not served: %s", id, why);
+        return;
+    }
     if (optimizer) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat st;
@@ -366,7 +377,7 @@ void api_runs_weights(http_request *req, void *ctx) {
         http_reply_fd(req, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
         return;
     }
-    char dir[PATH_MAX], why[512];
+    char dir[PATH_MAX];
     jobs_run_dir(a->jobs, id, dir, sizeof dir);
     int fd;
     uint64_t size;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/model.h"
@@ -75,6 +76,37 @@ static long file_step(const char *path) {
 static int matches(const char *path, const char *sha256) {
     char hex[65];
     return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
+}
+
+int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen) {
+    char rel[64];
+    record_path(run_id, rel, sizeof rel);
+    /* A checkpoint being sealed is recorded first and renamed into place after: a mismatch may be
+     * that moment, so look again a little later before calling the file changed. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (!file_exists(path)) return 1;
+        json_t *rec = NULL;
+        store_status s = store_artifact_get(st, rel, &rec);
+        if (s != STORE_OK && s != STORE_NOT_FOUND) {
+            snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
+            return -1;
+        }
+        const char *sha = rec ? json_string_value(json_object_get(rec, "sha256")) : NULL;
+        int ours = rec && json_integer_value(json_object_get(rec, "run_id")) == run_id;
+        int ok = !rec || (ours && matches(path, sha)); /* no record: written before they existed */
+        long long step = rec ? (long long)json_integer_value(json_object_get(rec, "step")) : 0;
+        json_decref(rec);
+        if (ok) return 0;
+        if (attempt == 2) {
+            snprintf(err, errlen,
+                     "its checkpoint does not match the one it recorded at step %lld (changed or replaced since)",
+                     step);
+            return -1;
+        }
+        struct timespec pause = {0, 200 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return -1;
 }
 
 int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,

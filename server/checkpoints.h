@@ -33,6 +33,11 @@ int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step
 int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,
                       const char *final, const char **resume, char *err, size_t errlen);
 
+/* Whether the sealed checkpoint at path still has the bytes the run recorded for it (its SHA-256),
+ * before it is served: 0 yes (or it has no record: written before records existed); 1 no file;
+ * -1 with a reason in err when it was changed or replaced since, or the record cannot be read. */
+int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen);
+
 /* Where a run's tokens come from, as extra metadata for its checkpoints and weights
  * (train_config.meta_kv): run_id, corpus, tokenizer ("gpt2", "bytes", "task", or "unknown" when the
  * corpus row cannot be read) and vocab_source (what the ids mean: the GPT-2 BPE files, raw bytes,

@@ -175,6 +175,45 @@ TEST(a_checkpoint_swapped_for_another_runs_is_refused_on_resume) {
     CHECK_EQ_INT(harness_stop(&s), 0);
 }
 
+/* The weights served are the bytes the run wrote: a checkpoint changed on disk since (one byte of a
+ * tensor flipped) is refused with the reason, in both forms of the download. */
+TEST(a_checkpoint_changed_on_disk_is_not_served) {
+    harness_server s;
+    CHECK(harness_start(&s, NULL, ARGS) == 0);
+    long long id = api_start_tiny_run(&s, "\"steps\":4", "served");
+    CHECK(id > 0);
+    char *st = api_wait_status(&s, id, "succeeded", 180000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char url[2][96];
+    snprintf(url[0], sizeof url[0], "/api/runs/%lld/weights", id);
+    snprintf(url[1], sizeof url[1], "/api/runs/%lld/weights?optimizer=1", id);
+    harness_response r;
+    for (int i = 0; i < 2; i++) {
+        CHECK(harness_get(&s, url[i], &r) == 0);
+        CHECK_MSG(r.status == 200, "%s answered %ld before the change", url[i], r.status);
+        harness_response_free(&r);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/runs/%lld/checkpoint.safetensors", s.data_dir, id);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    CHECK(fseek(f, -1, SEEK_END) == 0);
+    int c = fgetc(f);
+    CHECK(c != EOF && fseek(f, -1, SEEK_END) == 0 && fputc(c ^ 0x40, f) != EOF);
+    CHECK(fclose(f) == 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK(harness_get(&s, url[i], &r) == 0);
+        json_t *j = harness_json(&r);
+        const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+        CHECK_MSG(r.status == 500 && code && !strcmp(code, "checkpoint_mismatch"),
+                  "%s answered %ld (%s) after the change", url[i], r.status, code ? code : "no JSON error");
+        json_decref(j);
+        harness_response_free(&r);
+    }
+    CHECK_EQ_INT(harness_stop(&s), 0);
+}
+
 TEST(built_in_corpus_names_cannot_be_uploaded) {
     harness_server s;
     CHECK(harness_start(&s, NULL, ARGS) == 0);
@@ -474,6 +513,7 @@ int main(void) {
     RUN(a_kill_right_after_a_checkpoint_leaves_no_hole);
     RUN(a_new_run_never_resumes_a_strangers_checkpoint);
     RUN(a_checkpoint_swapped_for_another_runs_is_refused_on_resume);
+    RUN(a_checkpoint_changed_on_disk_is_not_served);
     RUN(built_in_corpus_names_cannot_be_uploaded);
     RUN(health_notices_a_database_that_cannot_be_written);
     RUN(writes_to_a_replaced_database_file_are_refused);
