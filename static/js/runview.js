@@ -298,7 +298,25 @@ export function mount(root, params) {
     const s = {};
     for (const [k, v] of Object.entries(d.series)) s[k] = { steps: v.steps.slice(), values: v.values.slice(), wall_times: v.wall_times.slice() };
     series.set(r.id, s);
+    const loss = d.series.loss;
+    everyStep.set(r.id, !loss || loss.steps.length === loss.count);
   }
+
+  // The store is behind the live stream by up to the writer's interval, and the stream only
+  // reaches the view once it has subscribed: steps trained between the two (a run started just
+  // before the view opened, on a slow machine) are in neither the fetched series nor the live
+  // points. A live step past the fetched loss series' last step + 1 (told only while that series
+  // holds every stored step, not a downsampled copy) is such a hole: fetch the series again once
+  // the writer has stored it, a few times at most.
+  const everyStep = new Map(); // run id -> its fetched loss series holds every stored point
+  let holeRefetches = 0;
+  function leavesHole(r, step) {
+    if (!everyStep.get(r.id)) return false;
+    const l = series.get(r.id)?.loss;
+    const last = l && l.steps.length ? l.steps[l.steps.length - 1] : 0;
+    return step > last + 1;
+  }
+  function refetchHole() { if (holeRefetches < 10) { holeRefetches++; refetchSoon(); } }
 
   function applyMetrics(d) {
     const r = runs.find((x) => x.id === d.run_id);
@@ -306,6 +324,7 @@ export function mount(root, params) {
     r.step = d.step; r.total_steps = d.total_steps; r.eta_s = d.eta_s; r.status = 'running';
     if (d.tokens_per_s) r.tokens_per_s = d.tokens_per_s;
     foldLive(r, d.values || {});
+    if (d.values && 'loss' in d.values && leavesHole(r, d.step)) refetchHole();
     let s = series.get(r.id);
     if (!s) { s = {}; series.set(r.id, s); }
     let grew = false;
@@ -333,7 +352,11 @@ export function mount(root, params) {
       if (!r) return;
       Object.assign(r, { status: d.status, step: d.step, total_steps: d.total_steps, error: d.error });
       renderHeaders();
-      if (TERMINAL.has(d.status)) refreshRunsSoon();
+      if (TERMINAL.has(d.status)) {
+        refreshRunsSoon();
+        // Everything the run reported is stored before its end is told: complete a series cut short.
+        if (d.step > 0 && leavesHole(r, d.step + 1)) refetchHole();
+      }
     },
     resync() { reload(); },
   });

@@ -1,8 +1,9 @@
 // What the browser suites share: where attnlabd, Chromium and the screenshots are; one case as a
 // `step` that prints "PASS name" / "FAIL name: why" (a console error in the page during the case
 // fails it); a real attnlabd on a free port with an empty data directory; the REST calls and the
-// polling the set-ups use; a headless Chromium whose page reports its console errors; and `run`,
-// which runs a suite's main, cleans up whatever it registered and exits non-zero on any failure.
+// polling the set-ups use (waitForRun: until a run ends, as long as it makes progress); a headless
+// Chromium whose page reports its console errors; and `run`, which runs a suite's main, cleans up
+// whatever it registered and exits non-zero on any failure.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -78,6 +79,20 @@ export async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
     await new Promise((r) => setTimeout(r, everyMs));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+// Resolves to a run once it has ended (GET /api/runs/{id}), however long it trains: it throws only
+// when the run's step stays the same for stallMs (a stuck run), not after a fixed time that a slow
+// or loaded machine may need.
+export async function waitForRun(base, id, { stallMs = 30000, everyMs = 250 } = {}) {
+  let step = null, since = Date.now();
+  for (;;) {
+    const { run } = await api(base, `/api/runs/${id}`);
+    if (['succeeded', 'failed', 'cancelled', 'interrupted'].includes(run.status)) return run;
+    if (run.step !== step) { step = run.step; since = Date.now(); }
+    else if (Date.now() - since > stallMs) throw new Error(`run ${id} stayed at step ${step} (${run.status}) for ${stallMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
 }
 
 // Exits with a FAIL line unless attnlabd, the vendored Chart.js and Chromium are there.
