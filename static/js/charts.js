@@ -172,10 +172,11 @@ export function chartFromHint(hint, table, fileName = hint.table) {
     const gi = groupColumn(table, xi, ys);
     const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
     const refColor = cssVar('--chart-fg', '#1d1f24');
-    chart.data.datasets = ys.flatMap((c, i) => groups.map((g, k) => {
+    const colors = columnColors(ys.filter((c) => c !== hint.reference));
+    chart.data.datasets = ys.flatMap((c) => groups.map((g, k) => {
       const yi = table.columns.indexOf(c);
       const ref = c === hint.reference;
-      const col = ref ? refColor : headShade(seriesColor(c, i), k, groups.length);
+      const col = ref ? refColor : headShade(colors.get(c), k, groups.length);
       const pts = table.rows
         .filter((r) => gi < 0 || r[gi] === g)
         .map((r) => ({ x: Number(r[xi]), y: r[yi] === null ? null : Number(r[yi]) }))
@@ -199,6 +200,20 @@ export function chartFromHint(hint, table, fileName = hint.table) {
     chart.update('none');
   }
   return { el: wrap, chart };
+}
+
+// The colour of each y column of a probe chart, from its name (seriesColor), so that a column keeps
+// its colour in every chart that draws it: the position only breaks ties for names that say nothing
+// (it counts the reference column out, which is drawn in the text colour). Columns that get the same
+// colour (one predictor at several k: window_k8, window_k32) are shades of it, in their order.
+function columnColors(cols) {
+  const base = cols.map((c, i) => seriesColor(c, i));
+  const out = new Map();
+  cols.forEach((c, i) => {
+    const same = base.map((b, j) => (b === base[i] ? j : -1)).filter((j) => j >= 0);
+    out.set(c, headShade(base[i], same.indexOf(i), same.length));
+  });
+  return out;
 }
 
 // When x repeats (a grid of offsets × shifts), the rows hold several curves: find the column that

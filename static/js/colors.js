@@ -21,6 +21,15 @@ const FIXED = {
   ntk: '#56B4E9',
   yarn: '#D55E00',
   trained: '#000000',
+  // the sparse-attention predictors (sparse_cost's and sparse_attention's columns, "window_k8"): one
+  // colour each in every chart of a probe, whatever other columns a chart has; dense is the exact
+  // attention the others are read against
+  dense: '#555555',
+  window: '#0072B2',
+  lsh: '#CC79A7',
+  hamming: '#E69F00',
+  topk: '#009E73',
+  unrotated: '#D55E00',
 };
 const CYCLE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#7B4EA3', '#000000', '#8C564B', '#7F7F7F'];
 

@@ -190,6 +190,17 @@ async function main() {
     const ratio = await page.evaluate(() => [...document.querySelectorAll('#probe-result canvas')].map((x) => window.Chart.getChart(x))
       .some((c) => c && c.data.datasets.some((d) => d.reference && d.data.every((p) => p.y === 1))));
     assert(ratio, 'no ratio chart with a reference line at 1');
+    // Each predictor has one colour in both charts (times and ratios), and the lines of a chart differ.
+    const colours = await page.evaluate(() => [...document.querySelectorAll('#probe-result canvas')].map((x) => window.Chart.getChart(x))
+      .filter((c) => c && c.data.datasets.some((d) => /_k8$/.test(d.label)))
+      .map((c) => c.data.datasets.filter((d) => !d.reference).map((d) => [d.label, String(d.borderColor).toLowerCase()])));
+    assert(colours.length === 2, `${colours.length} charts with the predictors' lines, wanted 2`);
+    const [times, ratios] = colours.map((pairs) => new Map(pairs));
+    const shared = [...times.keys()].filter((l) => ratios.has(l));
+    assert(shared.length === 4, `lines in both charts: ${shared}`);
+    const differ = shared.filter((l) => times.get(l) !== ratios.get(l));
+    assert(!differ.length, `colour differs between the charts: ${differ.map((l) => `${l} ${times.get(l)} / ${ratios.get(l)}`).join(', ')}`);
+    for (const m of [times, ratios]) assert(new Set(m.values()).size === m.size, `two lines of a chart share a colour: ${[...m]}`);
     assert(/^measured in/.test(await page.textContent('.probe-status')), 'status does not say measured');
     assert(await page.textContent('#probe-result dl.summary').then((t) => /crossover N window k8/.test(t)), 'no crossover in the summary');
     await shot('probe-sparse-cost');
