@@ -5,11 +5,11 @@
  * series like GET /api/runs/{id}/metrics (max_points) and refuse (422 too_large) an answer of more
  * than BUNDLE_MAX_POINTS points. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "api_series.h"
 #include "app.h"
+#include "csv.h"
 #include "svc_bundle.h"
 
 #define BUNDLE_MAX_POINTS 2000000
@@ -18,7 +18,7 @@ typedef struct {
     int max_points;
     size_t emitted; /* points written so far, against BUNDLE_MAX_POINTS */
     json_t *runs;   /* JSON: the runs so far */
-    FILE *csv;      /* CSV: the text so far */
+    csv_buf csv;    /* CSV: the text so far */
     int header;     /* CSV: its header line is written */
 } bundle_ctx;
 
@@ -45,48 +45,14 @@ static int add_json_run(void *ctx, const json_t *differing, json_t *run, const s
     return 0;
 }
 
-/* One CSV field: quoted when it holds a comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *s) {
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-/* A config value as a CSV field: strings as they are, numbers exactly, absent as empty. */
-static void csv_value(FILE *f, const json_t *v) {
-    if (!v || json_is_null(v)) return;
-    if (json_is_string(v))
-        csv_field(f, json_string_value(v));
-    else if (json_is_integer(v))
-        fprintf(f, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v))
-        fprintf(f, "%.17g", json_real_value(v));
-    else if (json_is_boolean(v))
-        fputs(json_is_true(v) ? "true" : "false", f);
-    else {
-        char *t = json_dumps(v, JSON_COMPACT);
-        if (t) csv_field(f, t);
-        free(t);
-    }
-}
-
 /* The CSV's header line: the run's columns, the differing config keys, the point's columns. */
 static void csv_header(bundle_ctx *b, const json_t *differing) {
-    fputs("run_id,name,variant,replicate,seed,status", b->csv);
+    csv_cells(&b->csv, "run_id,name,variant,replicate,seed,status");
     size_t i;
     const json_t *k;
-    json_array_foreach(differing, i, k) {
-        fputc(',', b->csv);
-        csv_field(b->csv, json_string_value(k));
-    }
-    fputs(",key,step,value,wall_time\n", b->csv);
+    json_array_foreach(differing, i, k) csv_text(&b->csv, json_string_value(k));
+    csv_cells(&b->csv, "key,step,value,wall_time");
+    csv_end_row(&b->csv);
     b->header = 1;
 }
 
@@ -100,49 +66,36 @@ static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const st
         json_decref(series);
         return -2;
     }
-    /* The run's columns, the same on each of its rows. */
-    char *lead = NULL;
-    size_t lead_len = 0;
-    FILE *l = open_memstream(&lead, &lead_len);
-    if (!l) {
-        json_decref(series);
-        return -1;
-    }
+    /* The run's columns, the same on each of its rows; config values exactly (%.17g). */
+    csv_buf lead = {0};
     const json_t *cfg = json_object_get(run, "config");
-    fprintf(l, "%lld,", (long long)json_integer_value(json_object_get(run, "id")));
-    csv_value(l, json_object_get(run, "name"));
-    fputc(',', l);
-    csv_value(l, json_object_get(run, "variant"));
-    fprintf(l, ",%lld,%lld,", (long long)json_integer_value(json_object_get(run, "replicate")),
-            (long long)json_integer_value(json_object_get(run, "seed")));
-    csv_value(l, json_object_get(run, "status"));
+    csv_int(&lead, (long long)json_integer_value(json_object_get(run, "id")));
+    csv_json(&lead, json_object_get(run, "name"), 17);
+    csv_json(&lead, json_object_get(run, "variant"), 17);
+    csv_int(&lead, (long long)json_integer_value(json_object_get(run, "replicate")));
+    csv_int(&lead, (long long)json_integer_value(json_object_get(run, "seed")));
+    csv_json(&lead, json_object_get(run, "status"), 17);
     size_t i;
     const json_t *k;
-    json_array_foreach(differing, i, k) {
-        fputc(',', l);
-        csv_value(l, json_object_get(cfg, json_string_value(k)));
-    }
-    if (fclose(l) != 0) {
-        free(lead);
-        json_decref(series);
-        return -1;
-    }
+    json_array_foreach(differing, i, k) csv_json(&lead, json_object_get(cfg, json_string_value(k)), 17);
     const char *key;
     const json_t *s;
     json_object_foreach(series, key, s) {
         const json_t *steps = json_object_get(s, "steps"), *values = json_object_get(s, "values"),
                      *walls = json_object_get(s, "wall_times");
-        for (size_t j = 0; j < json_array_size(steps); j++) {
-            fputs(lead, b->csv);
-            fputc(',', b->csv);
-            csv_field(b->csv, key);
-            fprintf(b->csv, ",%lld,%.17g,%.17g\n", (long long)json_integer_value(json_array_get(steps, j)),
-                    json_number_value(json_array_get(values, j)), json_number_value(json_array_get(walls, j)));
+        for (size_t j = 0; j < json_array_size(steps) && !b->csv.failed; j++) {
+            csv_row_cells(&b->csv, &lead);
+            csv_text(&b->csv, key);
+            csv_int(&b->csv, (long long)json_integer_value(json_array_get(steps, j)));
+            csv_real(&b->csv, json_number_value(json_array_get(values, j)), 17);
+            csv_real(&b->csv, json_number_value(json_array_get(walls, j)), 17);
+            csv_end_row(&b->csv);
         }
     }
-    free(lead);
+    int failed = b->csv.failed || lead.failed;
+    csv_free(&lead);
     json_decref(series);
-    return ferror(b->csv) ? -1 : 0;
+    return failed ? -1 : 0;
 }
 
 /* The query of both routes: max_points (0: every point, else 2..100000; default 1000 for JSON, 0
@@ -192,27 +145,21 @@ void api_experiments_bundle_csv(http_request *req, void *ctx) {
     long long id, max_points;
     const char *keys;
     if (bundle_query(req, 0, &id, &max_points, &keys) < 0) return;
-    char *text = NULL;
-    size_t len = 0;
-    bundle_ctx b = {.max_points = (int)max_points, .csv = open_memstream(&text, &len)};
-    if (!b.csv) {
-        http_reply_error(req, 500, "internal", NULL, "out of memory");
-        return;
-    }
+    bundle_ctx b = {.max_points = (int)max_points};
     json_t *exp, *differing = NULL;
     svc_error err;
     svc_status st = svc_bundle_each(a, id, keys, &exp, &differing, add_csv_run, &b, &err);
     if (st != SVC_OK) {
-        fclose(b.csv);
-        free(text);
+        csv_free(&b.csv);
         api_reply_svc_error(req, &err);
         return;
     }
     json_decref(exp);
     if (!b.header) csv_header(&b, differing); /* an experiment without runs */
     json_decref(differing);
-    if (fclose(b.csv) != 0) {
-        free(text);
+    size_t len;
+    char *text = csv_take(&b.csv, &len);
+    if (!text) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "csv.h"
 #include "engine/probes/probe.h"
 #include "svc_probes.h"
 
@@ -72,29 +73,6 @@ void api_probes_list(http_request *req, void *ctx) {
 
 void api_probes_get(http_request *req, void *ctx) { api_reply_by_id(req, ctx, "probe", store_probe_get); }
 
-/* RFC 4180 quoting for cells that need it. */
-static void csv_cell(FILE *f, const json_t *v) {
-    if (json_is_integer(v)) {
-        fprintf(f, "%lld", (long long)json_integer_value(v));
-    } else if (json_is_real(v)) {
-        fprintf(f, "%.17g", json_real_value(v));
-    } else if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (strpbrk(s, ",\"\n\r")) {
-            fputc('"', f);
-            for (; *s; s++) {
-                if (*s == '"') fputc('"', f);
-                fputc(*s, f);
-            }
-            fputc('"', f);
-        } else {
-            fputs(s, f);
-        }
-    } else if (json_is_boolean(v)) {
-        fputs(json_is_true(v) ? "true" : "false", f);
-    }
-}
-
 void api_probes_csv(http_request *req, void *ctx) {
     app *a = ctx;
     long long id;
@@ -110,34 +88,27 @@ void api_probes_csv(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
+    /* A table's cells are numbers (reals exactly, %.17g), text or null (empty). */
+    csv_buf b = {0};
+    size_t i, j;
+    json_t *c, *row, *cell;
+    json_array_foreach(json_object_get(t, "columns"), i, c) csv_json(&b, c, 17);
+    csv_end_row(&b);
+    json_array_foreach(json_object_get(t, "rows"), i, row) {
+        json_array_foreach(row, j, cell) csv_json(&b, cell, 17);
+        csv_end_row(&b);
+    }
+    size_t len;
+    char *buf = csv_take(&b, &len);
+    if (!buf) {
         json_decref(t);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    size_t i, j;
-    json_t *c, *row, *cell;
-    json_array_foreach(json_object_get(t, "columns"), i, c) {
-        if (i) fputc(',', f);
-        csv_cell(f, c);
-    }
-    fputc('\n', f);
-    json_array_foreach(json_object_get(t, "rows"), i, row) {
-        json_array_foreach(row, j, cell) {
-            if (j) fputc(',', f);
-            csv_cell(f, cell);
-        }
-        fputc('\n', f);
-    }
-    fclose(f);
     char disp[160];
     snprintf(disp, sizeof disp, "attachment; filename=\"probe-%lld-%s.csv\"", id,
              json_string_value(json_object_get(t, "name")));
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_bytes(req, 200, "text/csv; charset=utf-8", buf, len);
-    free(buf);
+    http_reply_take(req, 200, "text/csv; charset=utf-8", buf, len);
     json_decref(t);
 }

@@ -1,7 +1,8 @@
 #include "api_series.h"
 
+#include "csv.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,40 +69,6 @@ json_t *api_series_json(const store_metric *points, size_t n, int max_points) {
     return out;
 }
 
-typedef struct {
-    char *data;
-    size_t len, cap;
-    int failed;
-} text_buf;
-
-static void text_add(text_buf *t, const char *s, size_t n) {
-    if (t->failed) return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + n + 1) cap *= 2;
-        char *g = realloc(t->data, cap);
-        if (!g) {
-            t->failed = 1;
-            return;
-        }
-        t->data = g;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-    t->data[t->len] = 0;
-}
-
-static void text_printf(text_buf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(text_buf *t, const char *fmt, ...) {
-    char buf[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0) text_add(t, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
 /* A point's place in the CSV: its row (step) and column (key index). */
 typedef struct {
     int step;
@@ -118,7 +85,7 @@ static int by_step_then_col(const void *a, const void *b) {
 int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len) {
     *csv = NULL;
     *len = 0;
-    text_buf t = {0};
+    csv_buf t = {0};
     /* Keys become columns in their sorted order (the points come grouped by key, sorted). */
     cell *cells = malloc((n ? n : 1) * sizeof *cells);
     const char **keys = malloc((n ? n : 1) * sizeof *keys);
@@ -133,37 +100,30 @@ int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len
         cells[i] = (cell){points[i].step, n_keys - 1, &points[i]};
     }
     qsort(cells, n, sizeof *cells, by_step_then_col);
-    text_add(&t, "step,wall_time", 14);
-    for (int k = 0; k < n_keys; k++) {
-        text_add(&t, ",", 1);
-        text_add(&t, keys[k], strlen(keys[k]));
-    }
-    text_add(&t, "\n", 1);
+    csv_cells(&t, "step,wall_time");
+    for (int k = 0; k < n_keys; k++) csv_text(&t, keys[k]);
+    csv_end_row(&t);
     for (size_t lo = 0; lo < n;) {
         size_t hi = lo;
         while (hi < n && cells[hi].step == cells[lo].step) hi++;
-        text_printf(&t, "%d,%.3f", cells[lo].step, cells[hi - 1].p->wall_time);
+        csv_int(&t, cells[lo].step);
+        csv_cellf(&t, "%.3f", cells[hi - 1].p->wall_time);
         size_t c = lo;
         for (int k = 0; k < n_keys; k++) {
             if (c < hi && cells[c].col == k) {
-                text_printf(&t, ",%.9g", cells[c].p->value);
+                csv_real(&t, cells[c].p->value, 9);
                 c++;
             } else {
-                text_add(&t, ",", 1);
+                csv_empty(&t, 1);
             }
         }
-        text_add(&t, "\n", 1);
+        csv_end_row(&t);
         lo = hi;
     }
     free(cells);
     free(keys);
-    if (t.failed) {
-        free(t.data);
-        return -1;
-    }
-    *csv = t.data;
-    *len = t.len;
-    return 0;
+    *csv = csv_take(&t, len);
+    return *csv ? 0 : -1;
 }
 
 /* ---- experiments ------------------------------------------------------------------------- */
@@ -211,53 +171,28 @@ json_t *api_band_json(const stats_band_point *p, size_t n, int max_points) {
     return o;
 }
 
-/* One CSV cell: a number (empty when null or absent), or text quoted when it needs it. */
-static void csv_num(text_buf *t, const json_t *v) {
-    text_add(t, ",", 1);
-    if (json_is_integer(v))
-        text_printf(t, "%lld", (long long)json_integer_value(v));
-    else if (json_is_number(v))
-        text_printf(t, "%.10g", json_number_value(v));
-}
-
-static void csv_text(text_buf *t, const char *s, int lead_comma) {
-    if (lead_comma) text_add(t, ",", 1);
-    if (!s) return;
-    if (!strpbrk(s, ",\"\r\n")) {
-        text_add(t, s, strlen(s));
-        return;
-    }
-    text_add(t, "\"", 1);
-    for (const char *c = s; *c; c++) {
-        if (*c == '"') text_add(t, "\"", 1); /* a quote is written twice */
-        text_add(t, c, 1);
-    }
-    text_add(t, "\"", 1);
-}
-
-/* The cells after "replicate,run_id,value": n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason. */
-static void csv_figures(text_buf *t, const json_t *o, const char *mean_key) {
-    csv_num(t, json_object_get(o, "n"));
-    csv_num(t, json_object_get(o, mean_key));
-    csv_num(t, json_object_get(o, "std"));
-    csv_num(t, json_array_get(json_object_get(o, "ci"), 0));
-    csv_num(t, json_array_get(json_object_get(o, "ci"), 1));
-    csv_num(t, json_object_get(o, "t"));
-    csv_num(t, json_object_get(o, "p"));
-    csv_num(t, json_object_get(o, "p_holm"));
-    csv_num(t, json_array_get(json_object_get(o, "bootstrap_ci"), 0));
-    csv_num(t, json_array_get(json_object_get(o, "bootstrap_ci"), 1));
-    csv_text(t, json_string_value(json_object_get(o, "reason")), 1);
-    text_add(t, "\n", 1);
+/* The cells after "replicate,run_id,value": n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason;
+ * figures in %.10g, empty where they do not exist. */
+static void csv_figures(csv_buf *t, const json_t *o, const char *mean_key) {
+    csv_number(t, json_object_get(o, "n"), 10);
+    csv_number(t, json_object_get(o, mean_key), 10);
+    csv_number(t, json_object_get(o, "std"), 10);
+    csv_number(t, json_array_get(json_object_get(o, "ci"), 0), 10);
+    csv_number(t, json_array_get(json_object_get(o, "ci"), 1), 10);
+    csv_number(t, json_object_get(o, "t"), 10);
+    csv_number(t, json_object_get(o, "p"), 10);
+    csv_number(t, json_object_get(o, "p_holm"), 10);
+    csv_number(t, json_array_get(json_object_get(o, "bootstrap_ci"), 0), 10);
+    csv_number(t, json_array_get(json_object_get(o, "bootstrap_ci"), 1), 10);
+    csv_text(t, json_string_value(json_object_get(o, "reason")));
+    csv_end_row(t);
 }
 
 int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
-    *csv = NULL;
-    *len = 0;
-    text_buf t = {0};
-    static const char header[] = "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_"
-                                 "holm,boot_lo,boot_hi,reason\n";
-    text_add(&t, header, sizeof header - 1);
+    csv_buf t = {0};
+    csv_cells(&t, "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,"
+                  "boot_hi,reason");
+    csv_end_row(&t);
     size_t i, k;
     json_t *v, *val;
     const char *metric;
@@ -266,35 +201,31 @@ int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
         const char *vname = json_string_value(json_object_get(v, "name"));
         json_object_foreach(json_object_get(v, "metrics"), metric, summary) {
             json_array_foreach(json_object_get(summary, "values"), k, val) {
-                text_add(&t, "value,", 6);
-                csv_text(&t, metric, 0);
-                csv_text(&t, vname, 1);
-                text_add(&t, ",", 1);
-                csv_num(&t, json_object_get(val, "replicate"));
-                csv_num(&t, json_object_get(val, "run_id"));
-                csv_num(&t, json_object_get(val, "value"));
-                text_add(&t, ",,,,,,,,,,,\n", 12); /* the 11 figures of a summary row, empty */
+                csv_cells(&t, "value");
+                csv_text(&t, metric);
+                csv_text(&t, vname);
+                csv_empty(&t, 1); /* variant_b */
+                csv_number(&t, json_object_get(val, "replicate"), 10);
+                csv_number(&t, json_object_get(val, "run_id"), 10);
+                csv_number(&t, json_object_get(val, "value"), 10);
+                csv_empty(&t, 11); /* the 11 figures of a summary row */
+                csv_end_row(&t);
             }
-            text_add(&t, "summary,", 8);
-            csv_text(&t, metric, 0);
-            csv_text(&t, vname, 1);
-            text_add(&t, ",,,,", 4);
+            csv_cells(&t, "summary");
+            csv_text(&t, metric);
+            csv_text(&t, vname);
+            csv_empty(&t, 4); /* variant_b, replicate, run_id, value */
             csv_figures(&t, summary, "mean");
         }
     }
     json_array_foreach(json_object_get(stats, "comparisons"), i, v) {
-        text_add(&t, "paired,", 7);
-        csv_text(&t, json_string_value(json_object_get(v, "metric")), 0);
-        csv_text(&t, json_string_value(json_object_get(v, "a")), 1);
-        csv_text(&t, json_string_value(json_object_get(v, "b")), 1);
-        text_add(&t, ",,,", 3);
+        csv_cells(&t, "paired");
+        csv_text(&t, json_string_value(json_object_get(v, "metric")));
+        csv_text(&t, json_string_value(json_object_get(v, "a")));
+        csv_text(&t, json_string_value(json_object_get(v, "b")));
+        csv_empty(&t, 3); /* replicate, run_id, value */
         csv_figures(&t, v, "mean_diff");
     }
-    if (t.failed) {
-        free(t.data);
-        return -1;
-    }
-    *csv = t.data;
-    *len = t.len;
-    return 0;
+    *csv = csv_take(&t, len);
+    return *csv ? 0 : -1;
 }

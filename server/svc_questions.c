@@ -2,12 +2,12 @@
 #include "svc_questions.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app.h"
+#include "csv.h"
 #include "engine/attention.h"
 #include "stats.h"
 #include "svc_experiments.h"
@@ -388,85 +388,21 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
 
 /* ---- CSV ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->buf ? b->buf + b->len : NULL, b->buf ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->buf && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *nb = realloc(b->buf, cap);
-        if (!nb) {
-            b->oom = 1;
-            return;
-        }
-        b->buf = nb, b->cap = cap;
-    }
-}
-
-/* A number cell: empty for null. */
-static void sb_num(sbuf *b, const json_t *v) {
-    if (json_is_number(v))
-        sb_printf(b, ",%.10g", json_number_value(v));
-    else
-        sb_printf(b, ",");
-}
-
-/* A text cell, quoted when it needs to be. */
-static void sb_text(sbuf *b, const char *s, int first) {
-    if (!s) s = "";
-    if (!first) sb_printf(b, ",");
-    if (strpbrk(s, ",\"\n")) {
-        sb_printf(b, "\"");
-        for (const char *c = s; *c; c++) {
-            if (*c == '"')
-                sb_printf(b, "\"\"");
-            else
-                sb_printf(b, "%c", *c);
-        }
-        sb_printf(b, "\"");
-    } else {
-        sb_printf(b, "%s", s);
-    }
-}
-
-static void sb_summary(sbuf *b, const json_t *s, int with_p) {
-    sb_num(b, json_object_get(s, "n"));
-    sb_num(b, json_object_get(s, "mean"));
-    sb_num(b, json_object_get(s, "std"));
-    sb_num(b, json_array_get(json_object_get(s, "ci"), 0));
-    sb_num(b, json_array_get(json_object_get(s, "ci"), 1));
-    if (with_p) sb_num(b, json_object_get(s, "p"));
-    sb_printf(b, "\n");
-}
-
-static char *sb_done(sbuf *b) {
-    if (b->oom) {
-        free(b->buf);
-        return NULL;
-    }
-    return b->buf ? b->buf : strdup("");
+/* Figures in %.10g, empty where they do not exist. */
+static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
+    csv_number(b, json_object_get(s, "n"), 10);
+    csv_number(b, json_object_get(s, "mean"), 10);
+    csv_number(b, json_object_get(s, "std"), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 0), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
+    if (with_p) csv_number(b, json_object_get(s, "p"), 10);
+    csv_end_row(b);
 }
 
 char *svc_questions_head_spread_csv(const json_t *answer) {
-    sbuf b = {0};
-    sb_printf(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p\n");
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p");
+    csv_end_row(&b);
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(answer, "variants"), i, v) {
@@ -475,27 +411,21 @@ char *svc_questions_head_spread_csv(const json_t *answer) {
         json_object_foreach(json_object_get(v, "metrics"), mk, m) {
             static const char *const points[] = {"at", "end", "change"};
             for (int p = 0; p < 3; p++) {
-                sb_text(&b, json_string_value(json_object_get(v, "name")), 1);
-                sb_text(&b, json_string_value(json_object_get(v, "attention")), 0);
-                sb_text(&b, mk, 0);
-                sb_text(&b, points[p], 0);
-                const json_t *s = json_object_get(m, points[p]);
-                sb_num(&b, json_object_get(s, "n"));
-                sb_num(&b, json_object_get(s, "mean"));
-                sb_num(&b, json_object_get(s, "std"));
-                sb_num(&b, json_array_get(json_object_get(s, "ci"), 0));
-                sb_num(&b, json_array_get(json_object_get(s, "ci"), 1));
-                sb_num(&b, json_object_get(s, "p"));
-                sb_printf(&b, "\n");
+                csv_text(&b, json_string_value(json_object_get(v, "name")));
+                csv_text(&b, json_string_value(json_object_get(v, "attention")));
+                csv_text(&b, mk);
+                csv_text(&b, points[p]);
+                csv_summary(&b, json_object_get(m, points[p]), 1);
             }
         }
     }
-    return sb_done(&b);
+    return csv_take(&b, NULL);
 }
 
 char *svc_questions_accuracy_csv(const json_t *answer) {
-    sbuf b = {0};
-    sb_printf(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi\n");
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi");
+    csv_end_row(&b);
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(answer, "variants"), i, v) {
@@ -503,13 +433,13 @@ char *svc_questions_accuracy_csv(const json_t *answer) {
         json_t *key;
         json_array_foreach(json_object_get(v, "keys"), k, key) {
             const char *ks = json_string_value(key);
-            sb_text(&b, json_string_value(json_object_get(v, "name")), 1);
-            sb_text(&b, json_string_value(json_object_get(v, "attention")), 0);
-            sb_text(&b, json_string_value(json_object_get(v, "corpus")), 0);
-            sb_text(&b, json_string_value(json_object_get(json_object_get(v, "task"), "kind")), 0);
-            sb_text(&b, ks, 0);
-            sb_summary(&b, json_object_get(json_object_get(v, "acc"), ks), 0);
+            csv_text(&b, json_string_value(json_object_get(v, "name")));
+            csv_text(&b, json_string_value(json_object_get(v, "attention")));
+            csv_text(&b, json_string_value(json_object_get(v, "corpus")));
+            csv_text(&b, json_string_value(json_object_get(json_object_get(v, "task"), "kind")));
+            csv_text(&b, ks);
+            csv_summary(&b, json_object_get(json_object_get(v, "acc"), ks), 0);
         }
     }
-    return sb_done(&b);
+    return csv_take(&b, NULL);
 }
