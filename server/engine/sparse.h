@@ -167,9 +167,9 @@ engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const i
 /* The mean loss over batches 0..n_batches-1 of one split, read as train.c's evaluation reads
  * them (a loader made here from c and lc; each row split into inputs and next-token targets; the
  * mean of the batch means), with attention under cfg: for k >= lc->seq_len, the run's validation
- * loss bit for bit (of a run that counted every target: loss_on answers counts fewer). With tc (the task corpus c holds, may be NULL) and acc (may be NULL), the
- * exact-match accuracy of the argmax predictions on tc's answer positions is added to *acc.
- * lc->batch <= max_B and lc->seq_len <= the model's seq_len, else ENGINE_ERR_INVALID; the
+ * loss bit for bit (of a run that counted every target: loss_on answers counts fewer). With tc (the task corpus c
+ * holds, may be NULL) and acc (may be NULL), the exact-match accuracy of the argmax predictions on tc's answer
+ * positions is added to *acc. lc->batch <= max_B and lc->seq_len <= the model's seq_len, else ENGINE_ERR_INVALID; the
  * loader's errors; ENGINE_ERR_NOMEM. */
 engine_status sparse_eval_split(sparse_eval *ev, const sparse_config *cfg, const corpus *c,
                                 const corpus_loader_config *lc, corpus_split split, int n_batches,
