@@ -91,7 +91,18 @@ static const struct {
                           "{\"len_min\":8,\"len_max\":24,\"dist_min\":1,\"dist_max\":16}}"},
 };
 #define N_PP_TASKS (sizeof pp_tasks / sizeof pp_tasks[0])
-static const char *const pp_attention[] = {"dot", "rope", "cosine_rope"};
+/* The arms: dot (learned absolute positions), rope, cosine_rope as the blog has it (cos / tau, tau
+ * from sqrt(d)), and the control that tells its geometry from its temperature: the same cosine
+ * times a learned scale from 10 (Swin V2's, as in attention-scale). */
+static const struct {
+    const char *name, *config; /* the variant name's tail and its config (JSON) */
+} pp_arms[] = {
+    {"dot", "{\"attention\":\"dot\"}"},
+    {"rope", "{\"attention\":\"rope\"}"},
+    {"cosine_rope", "{\"attention\":\"cosine_rope\"}"},
+    {"cosine_log_scale_10", "{\"attention\":\"cosine_rope_scale\",\"scale_param\":\"log\",\"scale_init\":10,"
+                            "\"scale_clamp\":100,\"tau_weight_decay\":false}"},
+};
 
 static json_t *pp_base(void) {
     return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:i, s:i, s:i, s:s, s:s}", "n_layer", 2, "n_head",
@@ -100,15 +111,16 @@ static json_t *pp_base(void) {
                      "corpus", pp_tasks[0].corpus, "loss_on", "answers");
 }
 
-/* One variant per task and attention: "<task>.<attention>", corpus and attention set. */
+/* One variant per task and arm: "<task>.<arm>", the task's corpus and the arm's config. */
 static json_t *pp_variants(void) {
     json_t *v = json_array();
     for (size_t t = 0; v && t < N_PP_TASKS; t++)
-        for (size_t k = 0; k < sizeof pp_attention / sizeof pp_attention[0]; k++) {
+        for (size_t k = 0; k < sizeof pp_arms / sizeof pp_arms[0]; k++) {
             char name[64];
-            snprintf(name, sizeof name, "%s.%s", pp_tasks[t].corpus + 3, pp_attention[k]);
-            if (json_array_append_new(v, json_pack("{s:s, s:{s:s, s:s}}", "name", name, "config", "corpus",
-                                                   pp_tasks[t].corpus, "attention", pp_attention[k])) < 0) {
+            snprintf(name, sizeof name, "%s.%s", pp_tasks[t].corpus + 3, pp_arms[k].name);
+            json_t *cfg = json_loads(pp_arms[k].config, 0, NULL);
+            if (!cfg || json_object_set_new(cfg, "corpus", json_string(pp_tasks[t].corpus)) < 0 ||
+                json_array_append_new(v, json_pack("{s:s, s:o}", "name", name, "config", cfg)) < 0) {
                 json_decref(v);
                 return NULL;
             }
@@ -168,9 +180,11 @@ static const preset_def presets[] = {
      "the spread of tau (and of entropy and distance) across heads at step 2000 with the end",
      3, blog_variants, tau_long_base, tau_long_tiny, NULL},
     {"positional-precision",
-     "The blog's open question 2: positional precision. dot, rope and cosine_rope on four synthetic tasks (copy at an "
-     "offset, induction, associative recall, relative order; corpora made by the preset), 600 steps with the loss on "
-     "the answers only, 3 replicates; exact-match accuracy per offset or distance bucket at every evaluation, "
+     "The blog's open question 2: positional precision. dot, rope, cosine_rope and the cosine with a learned log scale "
+     "from 10 (Swin V2; tells the geometry from the temperature) on four synthetic tasks (copy at an offset, "
+     "induction, "
+     "associative recall, relative order; corpora made by the preset), 600 steps with the loss on the answers only, 3 "
+     "replicates; exact-match accuracy per offset or distance bucket at every evaluation, "
      "GET /api/experiments/{id}/accuracy",
      3, pp_variants, pp_base, pp_tiny, pp_prepare},
 };

@@ -314,7 +314,12 @@ TEST(presets_for_the_open_questions) {
     CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(tl, "base"), "steps")), 10000);
     CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(tl, "base"), "checkpoint_every")), 500);
     CHECK(json_integer_value(json_object_get(tl, "replicates")) >= 3);
-    CHECK_EQ_INT(json_array_size(json_object_get(pp, "variants")), 12);
+    CHECK_EQ_INT(json_array_size(json_object_get(pp, "variants")), 16);
+    /* the fourth arm of each task: the cosine with a learned log scale from 10 */
+    json_t *arm = json_object_get(json_array_get(json_object_get(pp, "variants"), 3), "config");
+    CHECK(!strcmp(json_string_value(json_object_get(arm, "attention")), "cosine_rope_scale"));
+    CHECK(json_number_value(json_object_get(arm, "scale_init")) == 10);
+    CHECK(!strcmp(json_string_value(json_object_get(arm, "scale_param")), "log"));
     CHECK(json_integer_value(json_object_get(pp, "replicates")) >= 2);
     /* the loss on the answers only (the runs below would fail if their corpora had none) */
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(pp, "base"), "loss_on")), "answers"));
@@ -325,7 +330,7 @@ TEST(presets_for_the_open_questions) {
                          "\"eval_every\":2,\"n_layer\":1,\"d_model\":16,\"batch\":2,\"threads\":1}}",
                          &code);
     CHECK_MSG(code == 201, "preset answered %ld", code);
-    CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), 12);
+    CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), 16);
     static const char *const corpora[] = {"pp-copy_offset", "pp-induction", "pp-associative_recall",
                                           "pp-relative_order"};
     for (int c = 0; c < 4; c++) {
@@ -336,7 +341,7 @@ TEST(presets_for_the_open_questions) {
         CHECK(!strcmp(json_string_value(json_object_get(json_object_get(row, "corpus"), "tokenizer")), "task"));
         json_decref(row);
     }
-    long long last = json_integer_value(json_object_get(json_array_get(json_object_get(e, "runs"), 11), "id"));
+    long long last = json_integer_value(json_object_get(json_array_get(json_object_get(e, "runs"), 15), "id"));
     char *st = api_wait_status(&srv, last, "succeeded", 180000);
     CHECK_MSG(st && !strcmp(st, "succeeded"), "last run ended %s", st ? st : "(timeout)");
     free(st);
