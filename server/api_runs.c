@@ -16,7 +16,8 @@
 #include "run_config.h"
 #include "svc_runs.h"
 
-json_t *api_run_view(app *a, json_t *row) {
+/* api_run_view with the run's brief given: `brief` (stolen) becomes its "last"; NULL: it is read. */
+static json_t *run_view_with(app *a, json_t *row, json_t *brief) {
     long long id = json_integer_value(json_object_get(row, "id"));
     json_t *live = jobs_run_live(a->jobs, id);
     if (live) {
@@ -33,9 +34,28 @@ json_t *api_run_view(app *a, json_t *row) {
         json_object_set_new(row, "eta_s", json_null());
         json_object_set_new(row, "tokens_per_s", json_null());
     }
-    json_t *brief = NULL;
-    if (store_run_brief(a->store, id, &brief) == STORE_OK) json_object_set_new(row, "last", brief);
+    if (brief || store_run_brief(a->store, id, &brief) == STORE_OK) json_object_set_new(row, "last", brief);
     return row;
+}
+
+json_t *api_run_view(app *a, json_t *row) { return run_view_with(a, row, NULL); }
+
+/* api_run_view of every run of a list, their briefs read together (one statement on PostgreSQL
+ * rather than one per run); should that read fail, each run's is read alone, as api_run_view does. */
+static void runs_view(app *a, json_t *runs) {
+    size_t n = json_array_size(runs), i;
+    long long *ids = malloc((n ? n : 1) * sizeof *ids);
+    json_t *briefs = NULL, *r;
+    if (ids) {
+        json_array_foreach(runs, i, r) ids[i] = json_integer_value(json_object_get(r, "id"));
+        if (store_run_briefs(a->store, ids, n, &briefs) != STORE_OK || json_array_size(briefs) != n) {
+            json_decref(briefs);
+            briefs = NULL;
+        }
+    }
+    free(ids);
+    json_array_foreach(runs, i, r) run_view_with(a, r, json_incref(json_array_get(briefs, i)));
+    json_decref(briefs);
 }
 
 /* Answers `status` with {"run": the run's view}. */
@@ -155,9 +175,7 @@ void api_runs_list(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    size_t i;
-    json_t *r;
-    json_array_foreach(runs, i, r) api_run_view(a, r);
+    runs_view(a, runs);
     http_reply_json(req, 200,
                     json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
                               (json_int_t)limit, "offset", (json_int_t)offset));

@@ -149,6 +149,10 @@ store_status store_metrics_summary(store *st, long long run_id, json_t **out);
  * (over the tau.* series whose last step is tau.0.0's)}; members are absent when the run has no
  * such series. O(series) per run. */
 store_status store_run_brief(store *st, long long run_id, json_t **out);
+/* store_run_brief's objects for n runs at once (a runs list's page): an array of n, the i-th for
+ * ids[i] ({} for a run without those series, or no such run). The same objects as n calls of
+ * store_run_brief; on PostgreSQL one statement whatever n is. */
+store_status store_run_briefs(store *st, const long long *ids, size_t n, json_t **out);
 
 /* ---- experiments -------------------------------------------------------------------------- */
 typedef struct {

@@ -296,6 +296,25 @@ store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
     return STORE_OK;
 }
 
+store_status store_run_briefs(store *st, const long long *ids, size_t n, json_t **out) {
+    if (st->pg) return store_pg_run_briefs(st, ids, n, out);
+    *out = NULL;
+    /* In-process: each run's brief is a few index lookups, no round trip to batch. */
+    json_t *all = json_array();
+    store_status s = all ? STORE_OK : db_fail("brief: out of memory");
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        json_t *brief = NULL;
+        s = store_run_brief(st, ids[i], &brief);
+        if (s == STORE_OK && json_array_append_new(all, brief) < 0) s = db_fail("brief: out of memory");
+    }
+    if (s != STORE_OK) {
+        json_decref(all);
+        return s;
+    }
+    *out = all;
+    return STORE_OK;
+}
+
 store_status store_run_brief(store *st, long long run_id, json_t **out) {
     if (st->pg) return store_pg_run_brief(st, run_id, out);
     *out = NULL;

@@ -88,6 +88,7 @@ store_status store_pg_metrics_points(store *st, long long run_id, const char *ke
                                      store_metric **points, size_t *n);
 store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out);
 store_status store_pg_run_brief(store *st, long long run_id, json_t **out);
+store_status store_pg_run_briefs(store *st, const long long *ids, size_t n, json_t **out);
 
 store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                         long long *exp_id, long long *run_ids);

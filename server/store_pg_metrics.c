@@ -1,5 +1,7 @@
 /* Metric points on PostgreSQL: every SQL statement about the metrics table (store_metrics.c's twin). */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -667,48 +669,108 @@ store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out)
     return STORE_OK;
 }
 
-store_status store_pg_run_brief(store *st, long long run_id, json_t **out) {
-    *out = NULL;
+/* The brief of row i of the briefs statement below (columns: loss count, min, last; val_loss count,
+ * min, last; tau series count, min, max): the object store_run_brief describes, or NULL when out
+ * of memory. */
+static json_t *brief_from_row(const pg_res *r, int i) {
     json_t *brief = json_object();
-    if (!brief) return spg_fail_msg("brief: out of memory");
+    int bad = !brief;
+    static const char *const keys[] = {"loss", "val_loss"};
+    for (int k = 0; !bad && k < 2; k++)
+        if (pg_get_i64(r, i, 3 * k) > 0)
+            bad |= json_object_set_new(brief, keys[k],
+                                       json_pack("{s:f, s:f}", "last", pg_get_double(r, i, 3 * k + 2), "min",
+                                                 pg_get_double(r, i, 3 * k + 1))) < 0;
+    if (!bad && pg_get_i64(r, i, 6) > 0)
+        bad |= json_object_set_new(
+                   brief, "tau",
+                   json_pack("{s:f, s:f}", "min", pg_get_double(r, i, 7), "max", pg_get_double(r, i, 8))) < 0;
+    if (bad) {
+        json_decref(brief);
+        return NULL;
+    }
+    return brief;
+}
+
+/* The PostgreSQL array literal "{id,id,...}" of n ids; NULL when out of memory. Free it. */
+static char *id_array(const long long *ids, size_t n) {
+    enum { ID_TEXT = 21 }; /* "-9223372036854775808" and a comma */
+    if (n > (SIZE_MAX - 3) / ID_TEXT) return NULL;
+    char *arr = malloc(n * ID_TEXT + 3);
+    if (!arr) return NULL;
+    size_t used = 0;
+    arr[used++] = '{';
+    for (size_t i = 0; i < n; i++) used += (size_t)snprintf(arr + used, ID_TEXT + 1, "%s%lld", i ? "," : "", ids[i]);
+    arr[used++] = '}';
+    arr[used] = 0;
+    return arr;
+}
+
+store_status store_pg_run_briefs(store *st, const long long *ids, size_t n, json_t **out) {
+    *out = NULL;
+    json_t *all = json_array();
+    if (!all) return spg_fail_msg("brief: out of memory");
+    if (n == 0) {
+        *out = all;
+        return STORE_OK;
+    }
+    if (n > INT_MAX) {
+        json_decref(all);
+        return spg_fail_msg("brief: too many runs");
+    }
+    char *arr = id_array(ids, n);
+    if (!arr) {
+        json_decref(all);
+        return spg_fail_msg("brief: out of memory");
+    }
     pg_conn *c = spg_get(st);
     if (!c) {
-        json_decref(brief);
+        free(arr);
+        json_decref(all);
         return STORE_ERROR;
     }
     pg_params p;
     pg_params_init(&p);
-    pg_p_int(&p, run_id);
+    pg_p_text(&p, arr);
     pg_res *r = NULL;
-    /* Index lookups in the series' summaries (migration 0008); the temperatures are the tau.* series'
-     * at the last step of tau.0.0 (all of them are written at every step together). */
+    /* One row per id, in the ids' order (an id twice: twice; no such run: no series). Index lookups
+     * in the series' summaries (migration 0008); the temperatures are the tau.* series' at the last
+     * step of tau.0.0 (all of them are written at every step together). */
     store_status s = spg_fail(
         c, pg_exec(c, "brief",
                    "SELECT coalesce(l.count, 0), l.min_value, l.last_value, coalesce(v.count, 0), v.min_value, "
-                   "v.last_value, t.n, t.lo, t.hi FROM (SELECT count(*) AS n, min(last_value) AS lo, "
-                   "max(last_value) AS hi FROM metric_summaries WHERE run_id = $1 AND starts_with(key, 'tau.') "
-                   "AND last_step = (SELECT last_step FROM metric_summaries WHERE run_id = $1 AND key = 'tau.0.0')) t "
-                   "LEFT JOIN metric_summaries l ON l.run_id = $1 AND l.key = 'loss' "
-                   "LEFT JOIN metric_summaries v ON v.run_id = $1 AND v.key = 'val_loss'",
+                   "v.last_value, t.n, t.lo, t.hi, b.ord FROM unnest($1::bigint[]) WITH ORDINALITY AS b (id, ord) "
+                   "CROSS JOIN LATERAL (SELECT count(*) AS n, min(m.last_value) AS lo, max(m.last_value) AS hi "
+                   "FROM metric_summaries m WHERE m.run_id = b.id AND starts_with(m.key, 'tau.') AND m.last_step = "
+                   "(SELECT z.last_step FROM metric_summaries z WHERE z.run_id = b.id AND z.key = 'tau.0.0')) t "
+                   "LEFT JOIN metric_summaries l ON l.run_id = b.id AND l.key = 'loss' "
+                   "LEFT JOIN metric_summaries v ON v.run_id = b.id AND v.key = 'val_loss' ORDER BY b.ord",
                    &p, &r));
     spg_put(st, c);
-    if (s == STORE_OK && pg_nrows(r) != 1) s = spg_fail_msg("brief: an aggregate gave no row");
-    static const char *const keys[] = {"loss", "val_loss"};
-    for (int k = 0; s == STORE_OK && k < 2; k++)
-        if (pg_get_i64(r, 0, 3 * k) > 0 &&
-            json_object_set_new(brief, keys[k],
-                                json_pack("{s:f, s:f}", "last", pg_get_double(r, 0, 3 * k + 2), "min",
-                                          pg_get_double(r, 0, 3 * k + 1))) < 0)
-            s = spg_fail_msg("brief: out of memory");
-    if (s == STORE_OK && pg_get_i64(r, 0, 6) > 0 &&
-        json_object_set_new(brief, "tau",
-                            json_pack("{s:f, s:f}", "min", pg_get_double(r, 0, 7), "max", pg_get_double(r, 0, 8))) < 0)
-        s = spg_fail_msg("brief: out of memory");
+    free(arr);
+    if (s == STORE_OK && pg_nrows(r) != (int)n) s = spg_fail_msg("brief: not one row per run");
+    for (int i = 0; s == STORE_OK && i < (int)n; i++) {
+        if (pg_get_i64(r, i, 9) != (long long)i + 1) {
+            s = spg_fail_msg("brief: rows out of order");
+            break;
+        }
+        if (json_array_append_new(all, brief_from_row(r, i)) < 0) s = spg_fail_msg("brief: out of memory");
+    }
     pg_clear(r);
     if (s != STORE_OK) {
-        json_decref(brief);
+        json_decref(all);
         return s;
     }
-    *out = brief;
+    *out = all;
+    return STORE_OK;
+}
+
+store_status store_pg_run_brief(store *st, long long run_id, json_t **out) {
+    *out = NULL;
+    json_t *all = NULL;
+    store_status s = store_pg_run_briefs(st, &run_id, 1, &all);
+    if (s != STORE_OK) return s;
+    *out = json_incref(json_array_get(all, 0));
+    json_decref(all);
     return STORE_OK;
 }

@@ -824,6 +824,94 @@ TEST(summaries_equal_a_recomputation_from_the_rows) {
     store_close(st);
 }
 
+/* The briefs of a page of runs (store_run_briefs, one statement on PostgreSQL) as JSON text; NULL
+ * on failure or when they are not one per id. */
+static char *briefs_text(store *st, const long long *ids, size_t n) {
+    json_t *all = NULL;
+    if (store_run_briefs(st, ids, n, &all) != STORE_OK || json_array_size(all) != n) {
+        json_decref(all);
+        return NULL;
+    }
+    char *text = json_dumps(all, JSON_COMPACT);
+    json_decref(all);
+    return text;
+}
+
+/* The same, one store_run_brief per id. */
+static char *each_brief_text(store *st, const long long *ids, size_t n) {
+    json_t *all = json_array();
+    for (size_t i = 0; all && i < n; i++) {
+        json_t *b = NULL;
+        if (store_run_brief(st, ids[i], &b) != STORE_OK || json_array_append_new(all, b) < 0) {
+            json_decref(all);
+            all = NULL;
+        }
+    }
+    char *text = all ? json_dumps(all, JSON_COMPACT) : NULL;
+    json_decref(all);
+    return text;
+}
+
+/* 1 when both texts exist and are equal; says which differ otherwise. */
+static int same_text(const char *what, const char *a, const char *b) {
+    int same = a && b && !strcmp(a, b);
+    if (!same) printf("# %s differ:\n#   %s\n#   %s\n", what, a ? a : "-", b ? b : "-");
+    return same;
+}
+
+TEST(a_page_of_briefs_is_each_runs_brief_on_both_backends) {
+    char url[1024], err[512], path[64];
+    store *pg = open_fresh(url, sizeof url), *lite = NULL;
+    CHECK(pg);
+    snprintf(path, sizeof path, "/tmp/attnlab-briefs-%d.db", (int)getpid());
+    CHECK(store_open(&lite, path, err, sizeof err) == STORE_OK);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    /* The same runs on both (fresh stores: the same ids); the third never gets a point. */
+    long long quiet = 0;
+    for (int b = 0; b < 2; b++) {
+        store *st = b ? lite : pg;
+        m.run[0] = new_run(st, "brief-a");
+        m.run[1] = new_run(st, "brief-b");
+        quiet = new_run(st, "brief-quiet");
+    }
+    CHECK(m.run[0] > 0 && m.run[1] > 0 && quiet > 0);
+    /* A page in any order, a run twice, one without series, one that does not exist. */
+    const long long page[] = {m.run[1], quiet, m.run[0], 999999, m.run[1]};
+    const size_t n = sizeof page / sizeof page[0];
+    store_metric pts[96];
+    for (int b = 0; b < 40; b++) {
+        size_t np = random_batch(&m, pts, sizeof pts / sizeof pts[0]);
+        CHECK(store_metrics_insert(pg, pts, np) == STORE_OK);
+        CHECK(store_metrics_insert(lite, pts, np) == STORE_OK);
+        if (b % 4 != 3) continue;
+        char *pg_page = briefs_text(pg, page, n), *pg_each = each_brief_text(pg, page, n),
+             *lite_page = briefs_text(lite, page, n);
+        CHECK_MSG(same_text("PostgreSQL's page and each brief", pg_page, pg_each), "after batch %d", b);
+        CHECK_MSG(same_text("PostgreSQL's and SQLite's page", pg_page, lite_page), "after batch %d", b);
+        free(pg_page);
+        free(pg_each);
+        free(lite_page);
+    }
+    json_t *none = NULL;
+    CHECK(store_run_briefs(pg, NULL, 0, &none) == STORE_OK);
+    CHECK(json_is_array(none) && json_array_size(none) == 0);
+    json_decref(none);
+    /* A run without a point has an empty brief. */
+    json_t *one = NULL;
+    CHECK(store_run_briefs(pg, &quiet, 1, &one) == STORE_OK);
+    CHECK(json_object_size(json_array_get(one, 0)) == 0);
+    json_decref(one);
+    store_close(pg);
+    store_close(lite);
+    char side[80];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
 TEST(an_old_database_gets_its_summaries_from_the_migration) {
     char url[1024], err[512];
     store *st = open_fresh(url, sizeof url);
@@ -862,6 +950,7 @@ int main(void) {
     RUN(runs_round_trip_like_sqlite);
     RUN(metrics_are_stored_exactly_and_summarised);
     RUN(summaries_equal_a_recomputation_from_the_rows);
+    RUN(a_page_of_briefs_is_each_runs_brief_on_both_backends);
     RUN(an_old_database_gets_its_summaries_from_the_migration);
     RUN(experiments_corpora_probes_and_artefacts);
     RUN(a_foreign_or_newer_database_is_refused);
