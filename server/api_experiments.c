@@ -105,10 +105,10 @@ void api_experiments_get(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
+    api_runs_view(a, runs);
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {
-        api_run_view(a, r);
         json_t *summary = NULL;
         if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
             continue;

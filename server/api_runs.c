@@ -40,9 +40,7 @@ static json_t *run_view_with(app *a, json_t *row, json_t *brief) {
 
 json_t *api_run_view(app *a, json_t *row) { return run_view_with(a, row, NULL); }
 
-/* api_run_view of every run of a list, their briefs read together (one statement on PostgreSQL
- * rather than one per run); should that read fail, each run's is read alone, as api_run_view does. */
-static void runs_view(app *a, json_t *runs) {
+void api_runs_view(app *a, json_t *runs) {
     size_t n = json_array_size(runs), i;
     long long *ids = malloc((n ? n : 1) * sizeof *ids);
     json_t *briefs = NULL, *r;
@@ -175,7 +173,7 @@ void api_runs_list(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    runs_view(a, runs);
+    api_runs_view(a, runs);
     http_reply_json(req, 200,
                     json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
                               (json_int_t)limit, "offset", (json_int_t)offset));
