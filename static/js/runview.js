@@ -297,9 +297,18 @@ export function mount(root, params) {
     const d = await api(`/api/runs/${r.id}/metrics?max_points=${MAX_POINTS}`);
     const s = {};
     for (const [k, v] of Object.entries(d.series)) s[k] = { steps: v.steps.slice(), values: v.values.slice(), wall_times: v.wall_times.slice() };
+    // A fetch again (a hole, a resync, too many live points): the live points past what the store
+    // answered stay, since the store is behind the stream.
+    for (const [k, o] of Object.entries(series.get(r.id) || {})) {
+      const t = s[k] || (s[k] = { steps: [], values: [], wall_times: [] });
+      for (let i = 0; i < o.steps.length; i++) appendAfter(t, o.steps[i], o.values[i], o.wall_times[i]);
+    }
     series.set(r.id, s);
     const loss = d.series.loss;
     everyStep.set(r.id, !loss || loss.steps.length === loss.count);
+    // Still a hole between the stored points and the live ones kept: the writer has not caught up yet.
+    const n = loss ? loss.steps.length : 0;
+    if (everyStep.get(r.id) && s.loss && s.loss.steps.length > n && s.loss.steps[n] > (n ? loss.steps[n - 1] : 0) + 1) refetchHole();
   }
 
   // The store is behind the live stream by up to the writer's interval, and the stream only
