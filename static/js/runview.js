@@ -397,7 +397,13 @@ export function mount(root, params) {
       loaded = true;
       for (const [type, d] of pending.splice(0)) {
         if (type === 'metrics') applyMetrics(d);
-        else { const r = runs.find((x) => x.id === d.run_id); if (r) Object.assign(r, { status: d.status, step: d.step }); }
+        else {
+          const r = runs.find((x) => x.id === d.run_id);
+          if (r) Object.assign(r, { status: d.status, step: d.step });
+          // A run that ended while the runs were being fetched may have been read before its last
+          // evaluation was stored (its final val_loss missing): read the runs again.
+          if (TERMINAL.has(d.status)) refreshRunsSoon();
+        }
       }
       renderHeaders();
       build();
