@@ -504,20 +504,7 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
     snprintf(path, sizeof path, "/api/experiments/%lld", id);
     snprintf(spath, sizeof spath, "/api/experiments/%lld/stats%s%s%s", id, csv ? ".csv" : "", k ? "?k=" : "",
              k ? k : "");
-    if (csv) {
-        char msg[1024];
-        httpc_response r;
-        int code = httpc_request(ctx, "GET", spath, NULL, &r, msg, sizeof msg);
-        if (code) return cli_fail(ctx, code, "%s", msg);
-        if ((code = httpc_status_exit(r.status)) != CLI_EXIT_OK) {
-            httpc_error_line(r.status, r.body, msg, sizeof msg);
-            code = cli_fail(ctx, code, "GET %s: %s", spath, msg);
-        } else if (r.len) {
-            fwrite(r.body, 1, r.len, ctx->out);
-        }
-        httpc_response_free(&r);
-        return code;
-    }
+    if (csv) return cli_print_raw(ctx, spath);
     json_t *e, *st = NULL;
     int code = httpc_json(ctx, "GET", path, NULL, &e);
     if (code) return code;

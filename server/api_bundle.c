@@ -31,16 +31,26 @@ static size_t series_points(const json_t *series) {
     return n;
 }
 
+/* A run's series as the bundle gives them (downsampled to max_points), counted against
+ * BUNDLE_MAX_POINTS: *out, and 0; -1 out of memory; -2 past the bound (nothing in *out). */
+static int take_series(bundle_ctx *b, const store_metric *points, size_t n, json_t **out) {
+    *out = api_series_json(points, n, b->max_points);
+    if (!*out) return -1;
+    b->emitted += series_points(*out);
+    if (b->emitted > BUNDLE_MAX_POINTS) {
+        json_decref(*out);
+        *out = NULL;
+        return -2;
+    }
+    return 0;
+}
+
 static int add_json_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
     (void)differing;
     bundle_ctx *b = ctx;
-    json_t *series = api_series_json(points, n, b->max_points);
-    if (!series) return -1;
-    b->emitted += series_points(series);
-    if (b->emitted > BUNDLE_MAX_POINTS) {
-        json_decref(series);
-        return -2;
-    }
+    json_t *series;
+    int rc = take_series(b, points, n, &series);
+    if (rc) return rc;
     if (json_object_set_new(run, "series", series) < 0 || json_array_append(b->runs, run) < 0) return -1;
     return 0;
 }
@@ -59,13 +69,9 @@ static void csv_header(bundle_ctx *b, const json_t *differing) {
 static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
     bundle_ctx *b = ctx;
     if (!b->header) csv_header(b, differing);
-    json_t *series = api_series_json(points, n, b->max_points);
-    if (!series) return -1;
-    b->emitted += series_points(series);
-    if (b->emitted > BUNDLE_MAX_POINTS) {
-        json_decref(series);
-        return -2;
-    }
+    json_t *series;
+    int rc = take_series(b, points, n, &series);
+    if (rc) return rc;
     /* The run's columns, the same on each of its rows; config values exactly (%.17g). */
     csv_buf lead = {0};
     const json_t *cfg = json_object_get(run, "config");

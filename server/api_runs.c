@@ -360,6 +360,10 @@ void api_runs_csv(http_request *req, void *ctx) {
     http_reply_take(req, 200, "text/csv; charset=utf-8", csv, len);
 }
 
+static void no_checkpoint(http_request *req, long long id) {
+    http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+}
+
 /* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
  * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it. */
 void api_runs_weights(http_request *req, void *ctx) {
@@ -372,7 +376,7 @@ void api_runs_weights(http_request *req, void *ctx) {
     /* what is served is what the run wrote: a file changed since is refused, not handed out */
     int sealed = checkpoint_check_sealed(a->store, id, path, why, sizeof why);
     if (sealed > 0) {
-        http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+        no_checkpoint(req, id);
         return;
     }
     if (sealed < 0) {
@@ -385,7 +389,7 @@ void api_runs_weights(http_request *req, void *ctx) {
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0) {
             if (fd >= 0) close(fd);
-            http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+            no_checkpoint(req, id);
             return;
         }
         snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-checkpoint.safetensors\"", id);
@@ -399,7 +403,7 @@ void api_runs_weights(http_request *req, void *ctx) {
     uint64_t size;
     int rc = checkpoint_weights_only(path, dir, &fd, &size, why, sizeof why);
     if (rc > 0) {
-        http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+        no_checkpoint(req, id);
         return;
     }
     if (rc < 0) {

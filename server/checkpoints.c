@@ -78,21 +78,33 @@ static int matches(const char *path, const char *sha256) {
     return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
 }
 
-int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen) {
+/* The record of run_id's checkpoint: *rec (NULL when there is none; the caller frees it), *sha its
+ * SHA-256 and *ours whether it is run_id's own (a record keeps its run). 0, or -1 with a reason
+ * in err when the record cannot be read. */
+static int read_record(store *st, long long run_id, json_t **rec, const char **sha, int *ours, char *err,
+                       size_t errlen) {
     char rel[64];
     record_path(run_id, rel, sizeof rel);
+    *rec = NULL;
+    store_status s = store_artifact_get(st, rel, rec);
+    if (s != STORE_OK && s != STORE_NOT_FOUND) {
+        snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
+        return -1;
+    }
+    *sha = *rec ? json_string_value(json_object_get(*rec, "sha256")) : NULL;
+    *ours = *rec && json_integer_value(json_object_get(*rec, "run_id")) == run_id;
+    return 0;
+}
+
+int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen) {
     /* A checkpoint being sealed is recorded first and renamed into place after: a mismatch may be
      * that moment, so look again a little later before calling the file changed. */
     for (int attempt = 0; attempt < 3; attempt++) {
         if (!file_exists(path)) return 1;
-        json_t *rec = NULL;
-        store_status s = store_artifact_get(st, rel, &rec);
-        if (s != STORE_OK && s != STORE_NOT_FOUND) {
-            snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
-            return -1;
-        }
-        const char *sha = rec ? json_string_value(json_object_get(rec, "sha256")) : NULL;
-        int ours = rec && json_integer_value(json_object_get(rec, "run_id")) == run_id;
+        json_t *rec;
+        const char *sha;
+        int ours;
+        if (read_record(st, run_id, &rec, &sha, &ours, err, errlen) < 0) return -1;
         int ok = !rec || (ours && matches(path, sha)); /* no record: written before they existed */
         long long step = rec ? (long long)json_integer_value(json_object_get(rec, "step")) : 0;
         json_decref(rec);
@@ -113,16 +125,10 @@ int checkpoint_choose(store *st, const char *data_dir, long long run_id, int sto
                       const char *final, const char **resume, char *err, size_t errlen) {
     (void)data_dir;
     *resume = NULL;
-    char rel[64];
-    record_path(run_id, rel, sizeof rel);
-    json_t *rec = NULL;
-    store_status s = store_artifact_get(st, rel, &rec);
-    if (s != STORE_OK && s != STORE_NOT_FOUND) {
-        snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
-        return -1;
-    }
-    const char *sha = rec ? json_string_value(json_object_get(rec, "sha256")) : NULL;
-    int ours = rec && json_integer_value(json_object_get(rec, "run_id")) == run_id;
+    json_t *rec;
+    const char *sha;
+    int ours;
+    if (read_record(st, run_id, &rec, &sha, &ours, err, errlen) < 0) return -1;
     int rc = 0;
     if (ours && file_exists(final) && matches(final, sha)) {
         *resume = final;

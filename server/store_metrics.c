@@ -8,16 +8,6 @@
 #include "store_pg.h"
 #include "store_summary.h"
 
-static int by_point(const void *a, const void *b, void *base) {
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const store_metric *p = (const store_metric *)base + i, *q = (const store_metric *)base + j;
-    if (p->run_id != q->run_id) return p->run_id < q->run_id ? -1 : 1;
-    int k = strncmp(p->key, q->key, sizeof p->key);
-    if (k) return k;
-    if (p->step != q->step) return p->step < q->step ? -1 : 1;
-    return i < j ? -1 : i > j; /* the later of two equal points wins */
-}
-
 static int same_series(const store_metric *p, const store_metric *q) {
     return p->run_id == q->run_id && !strncmp(p->key, q->key, sizeof p->key);
 }
@@ -146,19 +136,10 @@ static store_status insert_series(store *st, const insert_stmts *x, const store_
 store_status store_metrics_insert(store *st, const store_metric *points, size_t n) {
     if (st->pg) return store_pg_metrics_insert(st, points, n);
     if (n == 0) return STORE_OK;
-    /* One point per (run, key, step), the last given, grouped by series in step order; NaN left
-     * out (SQL has no NaN: such a step has no point). */
+    /* One point per (run, key, step), grouped by series in step order (store_metric_distinct). */
     size_t *idx = malloc(n * sizeof *idx);
     if (!idx) return db_fail("insert metrics: out of memory");
-    size_t m = 0, u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(points[i].value)) idx[m++] = i;
-    qsort_r(idx, m, sizeof *idx, by_point, (void *)points);
-    for (size_t i = 0; i < m; i++) {
-        const store_metric *p = &points[idx[i]];
-        if (i + 1 < m && same_series(p, &points[idx[i + 1]]) && points[idx[i + 1]].step == p->step) continue;
-        idx[u++] = idx[i];
-    }
+    size_t u = store_metric_distinct(points, n, idx);
     int flags = store_summary_sqlite_flags();
     db_lock(st);
     store_status s = db_begin(st);

@@ -63,16 +63,6 @@ static void sb_quoted(strbuf *b, const char *s, size_t max) {
     sb_add(b, "\"", 1);
 }
 
-static int by_point(const void *a, const void *b, void *base) {
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    const store_metric *p = (const store_metric *)base + i, *q = (const store_metric *)base + j;
-    if (p->run_id != q->run_id) return p->run_id < q->run_id ? -1 : 1;
-    int k = strncmp(p->key, q->key, sizeof p->key);
-    if (k) return k;
-    if (p->step != q->step) return p->step < q->step ? -1 : 1;
-    return i < j ? -1 : i > j; /* the later of two equal points wins */
-}
-
 /* ---- series summaries (metric_summaries, migration 0008; the rule: store_summary.h) ---------- */
 
 /* PostgreSQL's min()/max() keep the later of equal values; its avg() adds plainly. */
@@ -359,23 +349,11 @@ static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
 
 store_status store_pg_metrics_insert(store *st, const store_metric *points, size_t n) {
     if (n == 0) return STORE_OK;
-    /* One point per (run, key, step), the last given (ON CONFLICT may not touch a row twice),
-     * NaN left out (SQL has no NaN point: such a step has none, as with SQLite). */
+    /* One point per (run, key, step) (ON CONFLICT may not touch a row twice), in series and step
+     * order, NaN left out, as with SQLite (store_metric_distinct). */
     size_t *idx = malloc(n * sizeof *idx);
     if (!idx) return spg_fail_msg("insert metrics: out of memory");
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(points[i].value)) idx[m++] = i;
-    qsort_r(idx, m, sizeof *idx, by_point, (void *)points);
-    size_t u = 0;
-    for (size_t i = 0; i < m; i++) {
-        const store_metric *p = &points[idx[i]];
-        if (i + 1 < m) {
-            const store_metric *q = &points[idx[i + 1]];
-            if (q->run_id == p->run_id && q->step == p->step && !strncmp(q->key, p->key, sizeof p->key)) continue;
-        }
-        idx[u++] = idx[i];
-    }
+    size_t u = store_metric_distinct(points, n, idx);
     /* The runs in the batch (idx is sorted by run), with the steps they cover. */
     typedef struct {
         long long run, token;

@@ -11,6 +11,10 @@
 #ifndef ATTNLAB_STORE_SUMMARY_H
 #define ATTNLAB_STORE_SUMMARY_H
 
+#include <stddef.h>
+
+#include "store.h"
+
 typedef struct {
     long long count; /* 0: no point yet (the other fields are unset) */
     int last_step, min_step;
@@ -36,5 +40,10 @@ void store_summary_init(store_summary *s);
 void store_summary_add(store_summary *s, int step, double value, int flags);
 /* avg() over the points as the backend computes it (s->count > 0). */
 double store_summary_mean(const store_summary *s, int flags);
+
+/* The points of a batch that either backend stores, as indexes into points (idx has room for n):
+ * one per (run, key, step), the last given of equal ones, NaN left out (SQL has no NaN: such a
+ * step has no point), in (run, key, step) order. Returns their count. */
+size_t store_metric_distinct(const store_metric *points, size_t n, size_t *idx);
 
 #endif

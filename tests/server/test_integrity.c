@@ -268,6 +268,15 @@ TEST(health_notices_a_database_that_cannot_be_written) {
     CHECK_MSG(strstr(err, "read-only") || strstr(err, "readonly"), "reason: %s", err);
 }
 
+/* A server s2 on a database that sql changed after a first start made it (a trigger standing in
+ * for a full disk, what a kill leaves behind). 0, or -1. */
+static int start_with(harness_server *s2, const char *sql) {
+    harness_server s;
+    if (harness_start(&s, NULL, ARGS) != 0) return -1;
+    if (harness_stop(&s) != 0 || raw_exec(s.data_dir, sql) != 0) return -1;
+    return harness_start(s2, s.data_dir, ARGS);
+}
+
 static int log_has(const harness_server *s, const char *needle) {
     FILE *f = fopen(s->log_path, "r");
     if (!f) return 0;
@@ -319,14 +328,10 @@ TEST(writes_to_a_replaced_database_file_are_refused) {
 
 TEST(metric_points_that_cannot_be_stored_fail_the_run) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
-    harness_server s;
-    CHECK(harness_start(&s, NULL, ARGS) == 0);
-    CHECK_EQ_INT(harness_stop(&s), 0);
     /* From step 100 on every metrics insert fails, the way a full disk makes it fail. */
-    CHECK(raw_exec(s.data_dir, "CREATE TRIGGER disk_full BEFORE INSERT ON metrics WHEN NEW.step > 100 "
-                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     harness_server s2;
-    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    CHECK(start_with(&s2, "CREATE TRIGGER disk_full BEFORE INSERT ON metrics WHEN NEW.step > 100 "
+                          "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     long long id = api_start_tiny_run(&s2, "\"steps\":100000", "disk-full");
     CHECK(id > 0);
     char *st = api_wait_status(&s2, id, "failed", 300000);
@@ -341,15 +346,11 @@ TEST(metric_points_that_cannot_be_stored_fail_the_run) {
 
 TEST(metric_points_that_fail_for_a_moment_are_retried) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
-    harness_server s;
-    CHECK(harness_start(&s, NULL, ARGS) == 0);
-    CHECK_EQ_INT(harness_stop(&s), 0);
-    CHECK(raw_exec(s.data_dir, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
-                               "CREATE TRIGGER disk_full BEFORE INSERT ON metrics "
-                               "WHEN NEW.step > 20 AND (SELECT on_ FROM test_full) = 1 "
-                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     harness_server s2;
-    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    CHECK(start_with(&s2, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
+                          "CREATE TRIGGER disk_full BEFORE INSERT ON metrics "
+                          "WHEN NEW.step > 20 AND (SELECT on_ FROM test_full) = 1 "
+                          "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     long long id = api_start_tiny_run(&s2, "\"steps\":1000000", "disk-full-for-a-moment");
     CHECK(id > 0);
     int failed = 0;
@@ -366,7 +367,7 @@ TEST(metric_points_that_fail_for_a_moment_are_retried) {
     const char *why = json_string_value(json_object_get(h, "writes_error"));
     CHECK_MSG(why && strstr(why, "full"), "writes_error: %s", why ? why : "(none)");
     json_decref(h);
-    CHECK(raw_exec(s.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
+    CHECK(raw_exec(s2.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
     json_t *run = get_run(&s2, id);
     long step = (long)json_integer_value(json_object_get(run, "step"));
     json_decref(run);
@@ -400,16 +401,12 @@ TEST(metric_points_that_fail_for_a_moment_are_retried) {
  * "running" for ever: the status is retried and lands once the store takes writes again. */
 TEST(a_final_status_that_cannot_be_stored_at_first_is_retried) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
-    harness_server s;
-    CHECK(harness_start(&s, NULL, ARGS) == 0);
-    CHECK_EQ_INT(harness_stop(&s), 0);
-    CHECK(raw_exec(s.data_dir, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
-                               "CREATE TRIGGER status_full BEFORE UPDATE OF status ON runs "
-                               "WHEN NEW.status IN ('succeeded', 'failed', 'cancelled') "
-                               "AND (SELECT on_ FROM test_full) = 1 "
-                               "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     harness_server s2;
-    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    CHECK(start_with(&s2, "CREATE TABLE test_full (on_ INTEGER); INSERT INTO test_full VALUES (1); "
+                          "CREATE TRIGGER status_full BEFORE UPDATE OF status ON runs "
+                          "WHEN NEW.status IN ('succeeded', 'failed', 'cancelled') "
+                          "AND (SELECT on_ FROM test_full) = 1 "
+                          "BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END") == 0);
     long long id = api_start_tiny_run(&s2, "\"steps\":10", "final-status-later");
     CHECK(id > 0);
     int refused = 0;
@@ -421,7 +418,7 @@ TEST(a_final_status_that_cannot_be_stored_at_first_is_retried) {
     json_t *run = get_run(&s2, id);
     CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "running"));
     json_decref(run);
-    CHECK(raw_exec(s.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
+    CHECK(raw_exec(s2.data_dir, "UPDATE test_full SET on_ = 0") == 0); /* space again */
     char *st = api_wait_status(&s2, id, "succeeded", 30000);
     CHECK_MSG(st && !strcmp(st, "succeeded"), "the run ended %s once the store took writes", st ? st : "(timeout)");
     free(st);
@@ -431,14 +428,10 @@ TEST(a_final_status_that_cannot_be_stored_at_first_is_retried) {
 
 TEST(a_corpus_cut_off_while_tokenizing_is_recovered_at_start) {
     SKIP_IF(!harness_sqlite(), "it opens the SQLite file itself");
-    harness_server s;
-    CHECK(harness_start(&s, NULL, ARGS) == 0);
-    CHECK_EQ_INT(harness_stop(&s), 0);
     /* What a kill in the middle of tokenizing an upload leaves behind. */
-    CHECK(raw_exec(s.data_dir, "INSERT INTO corpora (name, source, tokenizer, status, created_at) "
-                               "VALUES ('halfway', 'uploaded text', 'bytes', 'tokenizing', 0)") == 0);
     harness_server s2;
-    CHECK(harness_start(&s2, s.data_dir, ARGS) == 0);
+    CHECK(start_with(&s2, "INSERT INTO corpora (name, source, tokenizer, status, created_at) "
+                          "VALUES ('halfway', 'uploaded text', 'bytes', 'tokenizing', 0)") == 0);
     long code;
     json_t *j = api_call(&s2, "GET", "/api/corpora/halfway", NULL, &code);
     CHECK_EQ_INT(code, 200);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../support/harness.h"
+#include "../support/metric_batches.h"
 #include "../support/test.h"
 #include "store.h"
 
@@ -340,70 +341,6 @@ static int store_matches_rows(store *st, const char *path, long long run_id) {
            same_json("brief", run_id, brief, brief_from_rows(path, run_id));
 }
 
-static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
-static unsigned rnd(unsigned n) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (unsigned)(rng_state >> 33) % n;
-}
-
-/* Random batches over two runs: steps appended (some skipped, to arrive late), rewritten with the
- * same value (a bit-identical resume) or another, twice in one batch, NaN (no point); values with
- * ties, 0 and -0 among them. The tau.* series are written together, as training writes them. */
-#define SERIES 4
-#define MAX_STEP 400
-typedef struct {
-    long long run[2];
-    int next[2][SERIES];
-    unsigned char stored[2][SERIES][MAX_STEP];
-    double value[2][SERIES][MAX_STEP];
-} series_model;
-
-static double random_value(int signed_zero) {
-    static const double ties[] = {0.5, 1, 1.25, 2, 3};
-    switch (rnd(6)) {
-    case 0: return ties[rnd(5)];
-    case 1: return signed_zero ? (rnd(2) ? 0.0 : -0.0) : 0.75;
-    default: return (double)rnd(1000000) / 300007.0 + 0.1;
-    }
-}
-
-static size_t random_batch(series_model *m, store_metric *pts, size_t cap, int signed_zero) {
-    static const char *const names[SERIES] = {"loss", "val_loss", "lr", "tau"};
-    size_t n = 0, want = 1 + rnd(30);
-    while (n + 2 <= cap && n < want) {
-        int r = (int)rnd(2), k = (int)rnd(SERIES), kind = (int)rnd(20), step;
-        double v = random_value(signed_zero);
-        int *next = &m->next[r][k];
-        if (kind < 12 || *next <= 1) { /* append, now and then leaving a step out */
-            if (*next == 0) *next = 1;
-            if (rnd(5) == 0) *next += 1;
-            step = (*next)++;
-        } else {
-            step = 1 + (int)rnd((unsigned)(*next - 1));
-            if (kind < 15 && m->stored[r][k][step]) v = m->value[r][k][step]; /* the same value again */
-        }
-        if (step >= MAX_STEP) continue;
-        if (kind == 19) v = NAN;
-        for (int t = 0; t < (k == 3 ? 2 : 1); t++) {
-            store_metric *p = &pts[n++];
-            *p = (store_metric){.run_id = m->run[r], .step = step, .value = v + t, .wall_time = 1000 + n};
-            if (k == 3)
-                snprintf(p->key, sizeof p->key, "tau.0.%d", t);
-            else
-                snprintf(p->key, sizeof p->key, "%s", names[k]);
-        }
-        if (!isnan(v)) {
-            m->stored[r][k][step] = 1;
-            m->value[r][k][step] = v;
-        }
-        if (rnd(8) == 0 && n < cap) { /* twice in one batch */
-            pts[n] = pts[n - 1];
-            n++;
-        }
-    }
-    return n;
-}
-
 TEST(summaries_equal_a_recomputation_from_the_rows) {
     store *st;
     char path[320];
@@ -415,7 +352,7 @@ TEST(summaries_equal_a_recomputation_from_the_rows) {
     CHECK(m.run[0] > 0 && m.run[1] > 0);
     store_metric pts[96];
     for (int b = 0; b < 150; b++) {
-        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
         for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
     }
@@ -465,7 +402,7 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     CHECK(m.run[0] > 0 && m.run[1] > 0);
     store_metric pts[96];
     for (int b = 0; b < 40; b++) {
-        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
     }
     store_close(st);
@@ -478,7 +415,7 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, path, m.run[r]));
     /* and they are kept from there on */
     for (int b = 0; b < 20; b++) {
-        size_t n = random_batch(&m, pts, sizeof pts / sizeof pts[0], 1);
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
         for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
     }
