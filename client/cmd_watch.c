@@ -137,10 +137,18 @@ static int on_event(const sse_event *ev, void *user) {
     if (!strcmp(ev->event, "metrics")) {
         if (progress_apply_metrics(&w->st, data) == 0) draw(w, 0);
     } else if (!strcmp(ev->event, "status")) {
-        if (progress_apply_status(&w->st, data) == 0 && progress_is_final(w->st.status))
+        if (progress_apply_status(&w->st, data) == 0 && progress_is_final(w->st.status)) {
             w->final = 1;
-        else
+            /* The stream may have begun after the run's last points (a short run): then the run
+             * as stored, complete once its end is told, gives the final line its loss. */
+            if (!w->json && !isfinite(w->st.loss)) {
+                progress_state told = w->st;
+                if (refetch(w) != CLI_EXIT_OK || !progress_is_final(w->st.status)) w->st = told, w->fatal = 0;
+                w->final = 1;
+            }
+        } else {
             draw(w, 1);
+        }
     } else if (!strcmp(ev->event, "resync")) {
         if (w->json) print_event_json(w, ev->event, ev->id, data);
         if (refetch(w) == CLI_EXIT_OK && !w->final) draw(w, 1);

@@ -74,6 +74,29 @@ TEST(resumes_a_dropped_stream_with_last_event_id) {
     free(log);
 }
 
+/* A short run whose points all came before the stream: the end arrives with no loss seen, and the
+ * final line takes it from the run as stored. */
+TEST(a_run_that_ended_before_its_points_were_seen_gets_its_stored_loss) {
+    static const char bare[] = "{\"id\":7,\"name\":\"r\",\"status\":\"running\",\"step\":0,\"total_steps\":4,"
+                               "\"config\":{\"attention\":\"rope\"},\"error\":null}";
+    fake_rule rules[] = {
+        {"GET", "/api/runs/7/events",
+         SSE_HEAD ": ping\n\nid: 1\nevent: status\ndata: "
+                  "{\"run_id\":7,\"status\":\"succeeded\",\"step\":4,\"total_steps\":4,\"error\":null}\n\n",
+         1, 0},
+        {"GET", "/api/runs/7", json_resp(200, bare), 1, 0}, /* before the stream */
+        {"GET", "/api/runs/7", json_resp(200, run_json("succeeded", 4)), 0, 0},
+    };
+    fake_server fs;
+    CHECK(fake_start(&fs, rules, 3) == 0);
+    client_result r;
+    const char *args[] = {"--server", fs.url, "watch", "7", "--every", "0", NULL};
+    client_run(&r, 20, args);
+    free(fake_stop(&fs));
+    CHECK_MSG(r.code == 0, "exit %d, stderr: %s, stdout: %s", r.code, r.err, r.out);
+    CHECK_MSG(strstr(r.out, "run 7 succeeded at step 4/4, loss 5.5000"), "stdout: %s", r.out);
+}
+
 static void final_status_case(const char *status, int want_code, const char *want_text) {
     char ev[512];
     snprintf(ev, sizeof ev,
@@ -304,6 +327,7 @@ int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(resumes_a_dropped_stream_with_last_event_id);
     RUN(exit_status_follows_the_final_run_status);
+    RUN(a_run_that_ended_before_its_points_were_seen_gets_its_stored_loss);
     RUN(resync_refetches_the_run);
     RUN(a_finished_run_answers_without_a_stream);
     RUN(unknown_run_is_refused_with_the_servers_message);
