@@ -1,6 +1,7 @@
 # attnlab build. Sources are found by folder, so adding a module needs no edit here:
 #   server/engine/*.c, server/engine/probes/*.c  -> libengine (no HTTP, no SQLite)
-#   server/*.c (less main.c)                      -> the service, linked into attnlabd
+#   server/<layer>/*.c, server/store/<backend>/*.c -> the service, linked into attnlabd; its includes
+#                                                   name the layer ("store/store.h", "engine/model.h")
 #   client/*.c (less main.c)                      -> the attnlab client
 #   tests/<area>/test_*.c                         -> one test program each
 #   tests/engine/f64_*.c                          -> tests linked against the engine built in double
@@ -32,7 +33,7 @@ CLIENT_LIBS := -lcurl -ljansson -lm
 TEST_LIBS   := $(SERVER_LIBS) -lcurl -lutil
 
 ENGINE_SRC := $(sort $(wildcard server/engine/*.c server/engine/probes/*.c))
-SERVER_SRC := $(sort $(filter-out server/main.c,$(wildcard server/*.c)))
+SERVER_SRC := $(sort $(filter-out server/engine/%,$(wildcard server/*/*.c server/*/*/*.c)))
 CLIENT_SRC := $(sort $(filter-out client/main.c,$(wildcard client/*.c)))
 TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
 F64_SRC    := $(sort $(wildcard tests/engine/f64_*.c))
@@ -80,9 +81,9 @@ $(OUT)/gen/pg_migrations.c: $(PG_MIGRATIONS) scripts/embed_migrations.sh
 	@mkdir -p $(dir $@)
 	MIGRATIONS_SYMBOL=store_pg_migrations scripts/embed_migrations.sh $(PG_MIGRATIONS) > $@.tmp && mv $@.tmp $@
 
-$(OUT)/gen/openapi.c: server/openapi.json scripts/embed_text.sh
+$(OUT)/gen/openapi.c: server/api/openapi.json scripts/embed_text.sh
 	@mkdir -p $(dir $@)
-	scripts/embed_text.sh openapi_json server/openapi.json > $@.tmp && mv $@.tmp $@
+	scripts/embed_text.sh openapi_json server/api/openapi.json > $@.tmp && mv $@.tmp $@
 
 $(OUT)/obj/gen/%.o: $(OUT)/gen/%.c
 	@mkdir -p $(dir $@)

@@ -89,7 +89,7 @@ int cli_split_kv(const char *text, char *key, size_t keylen, const char **value)
     return 0;
 }
 
-/* The RunConfig schema: the same server/openapi.json the server validates against, compiled into
+/* The RunConfig schema: the same server/api/openapi.json the server validates against, compiled into
  * the client too (scripts/embed_text.sh), so flag names and types never need a list of their own.
  * Parsed once; NULL only if the embedded document were broken. */
 extern const char openapi_json[];

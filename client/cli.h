@@ -92,7 +92,7 @@ const char *cli_time(const json_t *v, char *buf, size_t len);
  * *i advanced), 0 when it is not a config flag, -1 on a bad or missing value (msg says why). */
 int cli_config_flag(json_t *config, int argc, char **argv, int *i, char *msg, size_t msglen);
 /* The JSON type ("integer", "number", "string", "boolean") of a RunConfig key in the schema
- * compiled into the client (server/openapi.json); NULL when the key is not a RunConfig field. */
+ * compiled into the client (server/api/openapi.json); NULL when the key is not a RunConfig field. */
 const char *cli_config_type(const char *key);
 
 /* The API wraps single objects by kind ({"run":{...}}, {"probe":{...}}): returns v[key] when it

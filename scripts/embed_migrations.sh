@@ -5,7 +5,7 @@
 set -euo pipefail
 sym=${MIGRATIONS_SYMBOL:-store_migrations}
 echo '/* Generated from db/migrations by scripts/embed_migrations.sh; do not edit. */'
-echo '#include "store_migrations.h"'
+echo '#include "store/store_migrations.h"'
 [ "$sym" = store_migrations ] || { echo "extern const store_migration ${sym}[];"; echo "extern const int ${sym%s}_count;"; }
 echo "const store_migration ${sym}[] = {"
 for f in "$@"; do

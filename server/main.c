@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cmd/commands.h"
 
 static void usage(FILE *out) {
     fprintf(out, "usage: attnlabd [serve] [--bind ADDR] [--port N] [--data-dir DIR] ...  run the service\n"

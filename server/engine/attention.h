@@ -2,7 +2,7 @@
  * model_config.attention holds). Everything that depends on the variant reads its row: the
  * model's parameter layout, activation sizes and passes (model.c), config validation (model.c,
  * run_config.c), the metrics a run records (jobs.c), probes (probe_engine_model.c), and the API's
- * RunConfig `attention` enum (server/openapi.json, whose list a test compares with this table;
+ * RunConfig `attention` enum (server/api/openapi.json, whose list a test compares with this table;
  * the dashboard and the client read that enum). HACKING.md has the recipe for a new row.
  *
  * A variant is described by

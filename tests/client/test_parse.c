@@ -305,7 +305,7 @@ TEST(ids_and_options) {
 TEST(every_run_config_field_is_a_client_flag_with_its_schema_type) {
     /* The client has no key list of its own: each field of the schema file is a flag, typed as
      * the schema says, and nothing else is. */
-    json_t *doc = json_load_file("server/openapi.json", 0, NULL);
+    json_t *doc = json_load_file("server/api/openapi.json", 0, NULL);
     json_t *props = json_object_get(
         json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"), "properties");
     CHECK(json_object_size(props) > 10);

@@ -1,7 +1,7 @@
 /* The table of attention variants: the API's RunConfig `attention` enum lists its rows in order,
  * every row is complete and consistent, and the model's layout follows the row (tensor count,
  * parameter count, names) for the largest model the limits allow. Run from the repository root
- * (it reads server/openapi.json). */
+ * (it reads server/api/openapi.json). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,8 @@
 
 TEST(openapi_enum_lists_the_table_in_order) {
     json_error_t jerr;
-    json_t *doc = json_load_file("server/openapi.json", 0, &jerr);
-    CHECK_MSG(doc, "server/openapi.json: %s (line %d)", jerr.text, jerr.line);
+    json_t *doc = json_load_file("server/api/openapi.json", 0, &jerr);
+    CHECK_MSG(doc, "server/api/openapi.json: %s (line %d)", jerr.text, jerr.line);
     const json_t *att = json_object_get(
         json_object_get(json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"),
                         "properties"),
@@ -26,7 +26,8 @@ TEST(openapi_enum_lists_the_table_in_order) {
     const char *def = json_string_value(json_object_get(att, "default"));
     int default_known = attention_find(def) != NULL;
     json_decref(doc);
-    CHECK_MSG(same, "RunConfig.attention.enum in server/openapi.json must list the attention table's %d names in order",
+    CHECK_MSG(same,
+              "RunConfig.attention.enum in server/api/openapi.json must list the attention table's %d names in order",
               attention_count());
     CHECK_MSG(default_known, "RunConfig.attention.default is not a row of the table");
 }

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "events.h"
-#include "http.h"
+#include "jobs/events.h"
+#include "http/http.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

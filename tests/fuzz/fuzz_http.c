@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
-#include "log.h"
+#include "http/http.h"
+#include "util/log.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

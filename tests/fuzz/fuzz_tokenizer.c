@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http/http.h"
 #include "tokenizer.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -1,5 +1,5 @@
 /* `attnlabd train` and the REST API share one RunConfig: every property of the schema in
- * server/openapi.json is a flag of `attnlabd train --help` with the schema's default and enum, no
+ * server/api/openapi.json is a flag of `attnlabd train --help` with the schema's default and enum, no
  * run-config flag exists that the schema lacks, and a flag run through the command is checked by
  * the same rules (bounds, enums) as the API. */
 #include <jansson.h>
@@ -117,7 +117,7 @@ TEST(flags_are_checked_by_the_api_rules) {
 
 int main(void) {
     json_error_t jerr;
-    json_t *doc = json_load_file("server/openapi.json", 0, &jerr);
+    json_t *doc = json_load_file("server/api/openapi.json", 0, &jerr);
     props = json_object_get(
         json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "RunConfig"), "properties");
     char cmd[600];

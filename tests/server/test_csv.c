@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../support/test.h"
-#include "csv.h"
+#include "util/csv.h"
 
 /* s on one line of stderr, its CR and LF written \r and \n. */
 static void print_escaped(const char *label, const char *s) {

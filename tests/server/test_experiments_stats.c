@@ -16,7 +16,7 @@
 
 #include "../support/api.h"
 #include "../support/test.h"
-#include "stats.h"
+#include "services/stats.h"
 
 static harness_server srv;
 

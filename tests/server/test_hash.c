@@ -5,7 +5,7 @@
 
 #include "../support/harness.h"
 #include "../support/test.h"
-#include "hash.h"
+#include "util/hash.h"
 
 static void digest(const char *text, size_t len, size_t piece, char hex[65]) {
     hash_sha256 c;

@@ -15,7 +15,7 @@
 
 #include "../support/api.h"
 #include "../support/test.h"
-#include "store.h"
+#include "store/store.h"
 
 static const char *const ARGS[] = {"--train-workers", "1", "--compute-threads", "1", NULL};
 

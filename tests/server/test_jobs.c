@@ -11,11 +11,11 @@
 
 #include "../support/harness.h"
 #include "../support/test.h"
-#include "corpora.h"
-#include "events.h"
-#include "jobs.h"
-#include "metrics_writer.h"
-#include "store.h"
+#include "services/corpora.h"
+#include "jobs/events.h"
+#include "jobs/jobs.h"
+#include "jobs/metrics_writer.h"
+#include "store/store.h"
 
 static store *st;
 static events *ev;

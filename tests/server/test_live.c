@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "../support/api.h"
-#include "app.h"
+#include "api/app.h"
 #include "../support/test.h"
 
 static harness_server srv;

@@ -16,7 +16,7 @@
 #include "../support/api.h"
 #include "../support/pg.h"
 #include "../support/test.h"
-#include "pg.h"
+#include "store/postgres/pg.h"
 
 #define LEASE "2"
 /* Slow enough to be caught mid-run, with checkpoints to resume from. */

@@ -9,7 +9,7 @@
 
 #include "../support/pg.h"
 #include "../support/test.h"
-#include "pg.h"
+#include "store/postgres/pg.h"
 
 static char db_url[1024];
 

@@ -11,7 +11,7 @@
 #include "../support/api.h"
 #include "../support/harness.h"
 #include "../support/test.h"
-#include "reply_cache.h"
+#include "api/reply_cache.h"
 
 static harness_server srv;
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../support/test.h"
-#include "stats.h"
+#include "services/stats.h"
 
 #define REL_NEAR(a, b, rel) CHECK_NEAR((a), (b), (rel)*fabs((double)(b)))
 

@@ -13,7 +13,7 @@
 #include "../support/harness.h"
 #include "../support/metric_batches.h"
 #include "../support/test.h"
-#include "store.h"
+#include "store/store.h"
 
 static int fresh_store(store **st, char *path, size_t len) {
     char dir[256], err[256];

@@ -15,9 +15,9 @@
 #include "../support/pg.h"
 #include "../support/metric_batches.h"
 #include "../support/test.h"
-#include "pg.h"
-#include "store.h"
-#include "store_nodes.h"
+#include "store/postgres/pg.h"
+#include "store/store.h"
+#include "store/store_nodes.h"
 
 static store *open_fresh(char *url, size_t len) {
     if (pgtest_new_db(url, len) < 0) return NULL;

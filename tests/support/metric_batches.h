@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "store.h"
+#include "store/store.h"
 
 #define METRIC_BATCH_SERIES 4 /* loss, val_loss, lr, and tau.0.0 with tau.0.1 */
 #define METRIC_BATCH_MAX_STEP 400

@@ -1,0 +1,197 @@
+/* Experiments over HTTP: presets, create (planned and committed by svc_experiments), list, get, and
+ * the statistics over their replicates (svc_stats): figures, CSV and per-step bands. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_series.h"
+#include "api/app.h"
+#include "services/svc_experiments.h"
+#include "services/svc_stats.h"
+
+void api_presets(http_request *req, void *ctx) {
+    (void)ctx;
+    http_reply_json(req, 200, json_pack("{s:o}", "presets", svc_experiments_presets()));
+}
+
+void api_experiments_create(http_request *req, void *ctx) {
+    app *a = ctx;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"name", "preset",     "base", "overrides", "variants",
+                                         "grid", "replicates", "tags", NULL};
+    svc_experiment_request r = {.base = json_object_get(body, "base"),
+                                .overrides = json_object_get(body, "overrides"),
+                                .variants = json_object_get(body, "variants"),
+                                .grid = json_object_get(body, "grid"),
+                                .replicates = json_object_get(body, "replicates")};
+    json_t *tags;
+    svc_experiment_plan plan;
+    svc_error err;
+    if (api_only_fields(req, body, fields) < 0 || api_opt_string(req, body, "name", 200, &r.name) < 0 ||
+        api_opt_string(req, body, "preset", 40, &r.preset) < 0 || api_opt_tags(req, body, "tags", &tags) < 0) {
+        json_decref(body);
+        return;
+    }
+    r.tags = tags;
+    if (svc_experiments_plan(a, &r, &plan, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        json_decref(body);
+        return;
+    }
+    size_t n = plan.n_runs;
+    long long exp_id, *ids = calloc(n, sizeof *ids);
+    json_t *exp = NULL, *runs = json_array();
+    if (!ids || !runs) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+    } else if (svc_experiments_commit(a, &plan, &exp_id, ids, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+    } else if (store_experiment_get(a->store, exp_id, &exp) != STORE_OK) {
+        api_store_failed(req);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            json_t *row = NULL;
+            if (store_run_get(a->store, ids[i], &row) == STORE_OK) json_array_append_new(runs, api_run_view(a, row));
+        }
+        char loc[64];
+        snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
+        http_reply_header(req, "Location", loc);
+        http_reply_json(req, 201, json_pack("{s:o, s:O}", "experiment", exp, "runs", runs));
+    }
+    json_decref(runs);
+    free(ids);
+    svc_experiments_plan_free(&plan);
+    json_decref(body);
+}
+
+void api_experiments_list(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long limit, offset, total;
+    if (api_query_page(req, &limit, &offset) < 0) return;
+    json_t *list;
+    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, &list, &total);
+    api_reply_list(req, s, "experiments", list, total);
+}
+
+/* The blog's table for a run with learned temperatures: each head's final tau next to the initial
+ * sqrt(d), {"initial": tau_init, "final": [[per head] per layer]}; NULL when it has none. */
+static json_t *final_tau(const json_t *run, const json_t *summary) {
+    if (!json_object_get(summary, "tau.0.0")) return NULL;
+    json_t *cfg = json_object_get(run, "config");
+    int L = (int)json_integer_value(json_object_get(cfg, "n_layer"));
+    int H = (int)json_integer_value(json_object_get(cfg, "n_head"));
+    json_t *final = json_array();
+    for (int l = 0; l < L && final; l++) {
+        json_t *row = json_array();
+        for (int h = 0; h < H && row; h++) {
+            char key[32];
+            snprintf(key, sizeof key, "tau.%d.%d", l, h);
+            json_array_append_new(row, json_deep_copy(json_object_get(json_object_get(summary, key), "last")));
+        }
+        json_array_append_new(final, row);
+    }
+    return final ? json_pack("{s:O, s:o}", "initial", json_object_get(cfg, "tau_init"), "final", final) : NULL;
+}
+
+void api_experiments_get(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, total;
+    json_t *exp, *runs;
+    if (api_load_by_id(req, a, "experiment", store_experiment_get, &id, &exp) < 0) return;
+    /* Every run: at most SVC_EXPERIMENTS_MAX_RUNS (older experiments: 16 variants x 32 replicates). */
+    store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
+    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
+        json_decref(exp);
+        api_store_failed(req);
+        return;
+    }
+    api_runs_view(a, runs);
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+        json_t *summary = NULL;
+        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
+            continue;
+        json_object_set_new(r, "summary", summary);
+        json_t *tau = final_tau(r, summary);
+        if (tau) json_object_set_new(r, "tau", tau);
+    }
+    http_reply_json(req, 200, json_pack("{s:o, s:o}", "experiment", exp, "runs", runs));
+}
+
+/* The statistics options of the query: k (1..100000, default 10), resamples (100..100000, default
+ * 10000) and seed (default 1) of the bootstrap; answers 422 and returns -1 when one is bad. */
+static int stats_options(http_request *req, svc_stats_options *o) {
+    svc_stats_options_default(o);
+    long long k, resamples, seed;
+    if (api_query_int(req, "k", 1, SVC_STATS_MAX_K, SVC_STATS_DEFAULT_K, &k) < 0 ||
+        api_query_int(req, "resamples", 100, 100000, STATS_BOOTSTRAP_DEFAULT, &resamples) < 0 ||
+        api_query_int(req, "seed", 0, ((long long)1 << 53) - 1, SVC_STATS_DEFAULT_SEED, &seed) < 0)
+        return -1;
+    o->k = (int)k;
+    o->resamples = (size_t)resamples;
+    o->seed = (uint64_t)seed;
+    return 0;
+}
+
+/* GET /api/experiments/{id}/stats (JSON) and /stats.csv. */
+static void reply_stats(http_request *req, app *a, int as_csv) {
+    long long id;
+    svc_stats_options o;
+    svc_error err;
+    json_t *stats;
+    if (api_path_id(req, &id) < 0 || stats_options(req, &o) < 0) return;
+    if (svc_stats_experiment(a, id, &o, &stats, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        return;
+    }
+    if (!as_csv) {
+        http_reply_json(req, 200, json_pack("{s:o}", "stats", stats));
+        return;
+    }
+    char *csv;
+    size_t len;
+    int rc = api_stats_csv(stats, &csv, &len);
+    json_decref(stats);
+    if (rc < 0) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    char disp[96];
+    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld-stats.csv\"", id);
+    http_reply_header(req, "Content-Disposition", disp);
+    http_reply_bytes(req, 200, "text/csv; charset=utf-8", csv, len);
+    free(csv);
+}
+
+void api_experiments_stats(http_request *req, void *ctx) { reply_stats(req, ctx, 0); }
+
+void api_experiments_stats_csv(http_request *req, void *ctx) { reply_stats(req, ctx, 1); }
+
+void api_experiments_series(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, max_points;
+    if (api_path_id(req, &id) < 0 || api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0) return;
+    const char *key = http_request_query(req, "key");
+    svc_stats_bands bands;
+    svc_error err;
+    if (svc_stats_bands_get(a, id, key, &bands, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        return;
+    }
+    json_t *variants = json_array();
+    int bad = !variants;
+    for (size_t i = 0; i < bands.n && !bad; i++) {
+        json_t *band = api_band_json(bands.variants[i].points, bands.variants[i].n_points, (int)max_points);
+        bad = !band || json_object_set_new(band, "variant", json_string(bands.variants[i].variant)) < 0 ||
+              json_object_set(band, "runs", bands.variants[i].runs) < 0 || json_array_append_new(variants, band) < 0;
+    }
+    svc_stats_bands_free(&bands);
+    if (bad) {
+        json_decref(variants);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    http_reply_json(req, 200,
+                    json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
+}

@@ -1,0 +1,417 @@
+/* Runs over HTTP: create, list, get, change, delete, cancel, resume, and their metrics. The rules
+ * are the runs service's (svc_runs.h); these parse, call and reply. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api_series.h"
+#include "api/app.h"
+#include "services/checkpoints.h"
+#include "util/log.h"
+#include "api/reply_cache.h"
+#include "services/run_config.h"
+#include "services/svc_runs.h"
+
+/* api_run_view with the run's brief given: `brief` (stolen) becomes its "last"; NULL: it is read. */
+static json_t *run_view_with(app *a, json_t *row, json_t *brief) {
+    long long id = json_integer_value(json_object_get(row, "id"));
+    json_t *live = jobs_run_live(a->jobs, id);
+    if (live) {
+        /* The live counters are fresher than the row, which the writer updates once a second; a run
+         * resuming has step 0 until its checkpoint is loaded: it shows the checkpoint's step meanwhile. */
+        json_int_t step = json_integer_value(json_object_get(live, "step")),
+                   ckpt = json_integer_value(json_object_get(row, "checkpoint_step"));
+        json_object_set_new(row, "step", json_integer(step > ckpt ? step : ckpt));
+        json_object_set(row, "eta_s", json_object_get(live, "eta_s"));
+        json_object_set(row, "tokens_per_s", json_object_get(live, "tokens_per_s"));
+        json_object_set(row, "cancel_requested", json_object_get(live, "cancel_requested"));
+        json_decref(live);
+    } else {
+        json_object_set_new(row, "eta_s", json_null());
+        json_object_set_new(row, "tokens_per_s", json_null());
+    }
+    if (brief || store_run_brief(a->store, id, &brief) == STORE_OK) json_object_set_new(row, "last", brief);
+    return row;
+}
+
+json_t *api_run_view(app *a, json_t *row) { return run_view_with(a, row, NULL); }
+
+void api_runs_view(app *a, json_t *runs) {
+    size_t n = json_array_size(runs), i;
+    long long *ids = malloc((n ? n : 1) * sizeof *ids);
+    json_t *briefs = NULL, *r;
+    if (ids) {
+        json_array_foreach(runs, i, r) ids[i] = json_integer_value(json_object_get(r, "id"));
+        if (store_run_briefs(a->store, ids, n, &briefs) != STORE_OK || json_array_size(briefs) != n) {
+            json_decref(briefs);
+            briefs = NULL;
+        }
+    }
+    free(ids);
+    json_array_foreach(runs, i, r) run_view_with(a, r, json_incref(json_array_get(briefs, i)));
+    json_decref(briefs);
+}
+
+/* Answers `status` with {"run": the run's view}. */
+static void reply_run(http_request *req, app *a, long long id, int status) {
+    json_t *row = NULL;
+    if (store_run_get(a->store, id, &row) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    http_reply_json(req, status, json_pack("{s:o}", "run", api_run_view(a, row)));
+}
+
+void api_runs_create(http_request *req, void *ctx) {
+    app *a = ctx;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"name", "tags", "note", "config", NULL};
+    const char *name, *note;
+    json_t *tags, *config = NULL;
+    run_config_error cerr;
+    svc_error err;
+    long long id;
+    if (api_only_fields(req, body, fields) < 0 || api_opt_string(req, body, "name", 200, &name) < 0 ||
+        api_opt_string(req, body, "note", 10000, &note) < 0 || api_opt_tags(req, body, "tags", &tags) < 0)
+        goto done;
+    if (run_config_normalize(json_object_get(body, "config"), "config.", &config, &cerr) < 0) {
+        http_reply_error(req, 422, "invalid_field", cerr.field, "%s", cerr.message);
+        goto done;
+    }
+    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config};
+    if (svc_runs_admit(a, config, "config.", &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        goto done;
+    }
+    char loc[64];
+    snprintf(loc, sizeof loc, "/api/runs/%lld", id);
+    http_reply_header(req, "Location", loc);
+    reply_run(req, a, id, 201);
+done:
+    json_decref(config);
+    json_decref(body);
+}
+
+/* The config filters of a runs list being read: the store's filter and the value texts it points to. */
+typedef struct {
+    store_run_filter *f;
+    char keys[STORE_RUN_MAX_CONFIG_FILTERS][64];
+    char *values[STORE_RUN_MAX_CONFIG_FILTERS];
+    int too_many;
+    run_config_error err; /* err.field[0] != 0: a bad filter */
+} config_filters;
+
+/* http_request_each_query's visitor: reads one `config.KEY=VALUE` argument into cf (others are left
+ * alone). Returns non-zero to stop at the first bad or surplus filter. */
+static int read_config_filter(const char *key, const char *value, void *ctx) {
+    config_filters *cf = ctx;
+    if (strncmp(key, "config.", 7) != 0) return 0;
+    const char *name = key + 7;
+    if (cf->f->n_config == STORE_RUN_MAX_CONFIG_FILTERS) {
+        cf->too_many = 1;
+        return 1;
+    }
+    json_t *v = NULL;
+    if (strlen(name) >= sizeof cf->keys[0]) {
+        snprintf(cf->err.field, sizeof cf->err.field, "config.");
+        snprintf(cf->err.message, sizeof cf->err.message, "%.60s... is not a known field", key);
+        return 1;
+    }
+    if (run_config_field_from_text(name, value ? value : "", "config.", &v, &cf->err) < 0) return 1;
+    /* Written as stored configs are (15 significant digits), so equal numbers have equal texts. */
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(v);
+    if (!text) {
+        snprintf(cf->err.field, sizeof cf->err.field, "%s", key);
+        snprintf(cf->err.message, sizeof cf->err.message, "out of memory");
+        return 1;
+    }
+    int i = cf->f->n_config++;
+    snprintf(cf->keys[i], sizeof cf->keys[i], "%s", name);
+    cf->values[i] = text;
+    cf->f->config[i].key = cf->keys[i];
+    cf->f->config[i].value_json = text;
+    return 0;
+}
+
+void api_runs_list(http_request *req, void *ctx) {
+    app *a = ctx;
+    static const char *const statuses[] = {"queued",    "running",     "succeeded", "failed",
+                                           "cancelled", "interrupted", NULL};
+    store_run_filter f = {0};
+    long long limit, offset, experiment;
+    if (api_query_enum(req, "status", statuses, &f.status) < 0 ||
+        api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
+        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
+        return;
+    config_filters cf = {.f = &f};
+    http_request_each_query(req, read_config_filter, &cf);
+    if (cf.too_many || cf.err.field[0]) {
+        if (cf.too_many)
+            http_reply_error(req, 422, "invalid_field", "config", "at most %d config.KEY filters",
+                             STORE_RUN_MAX_CONFIG_FILTERS);
+        else
+            http_reply_error(req, 422, "invalid_field", cf.err.field, "%s", cf.err.message);
+        for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
+        return;
+    }
+    f.tag = http_request_query(req, "tag");
+    f.variant = http_request_query(req, "variant");
+    f.experiment_id = experiment;
+    f.limit = (int)limit;
+    f.offset = (int)offset;
+    json_t *runs;
+    long long total;
+    store_status s = store_run_list(a->store, &f, &runs, &total);
+    for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
+    if (s != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    api_runs_view(a, runs);
+    http_reply_json(req, 200,
+                    json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
+                              (json_int_t)limit, "offset", (json_int_t)offset));
+}
+
+void api_runs_get(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, &id, &row) < 0) return;
+    http_reply_json(req, 200, json_pack("{s:o}", "run", api_run_view(a, row)));
+}
+
+void api_runs_patch(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (api_path_id(req, &id) < 0) return;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"name", "tags", "note", NULL};
+    const char *name, *note;
+    json_t *tags;
+    if (api_only_fields(req, body, fields) == 0 && api_opt_string(req, body, "name", 200, &name) == 0 &&
+        api_opt_string(req, body, "note", 10000, &note) == 0 && api_opt_tags(req, body, "tags", &tags) == 0) {
+        store_status s = store_run_update(a->store, id, name, note, tags);
+        if (s == STORE_NOT_FOUND)
+            http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
+        else if (s != STORE_OK)
+            api_store_failed(req);
+        else
+            reply_run(req, a, id, 200);
+    }
+    json_decref(body);
+}
+
+void api_runs_delete(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    svc_error err;
+    if (api_path_id(req, &id) < 0) return;
+    if (svc_runs_delete(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        http_reply_bytes(req, 204, NULL, "", 0);
+}
+
+void api_runs_cancel(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    svc_error err;
+    if (api_path_id(req, &id) < 0) return;
+    if (svc_runs_cancel(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_run(req, a, id, 202);
+}
+
+void api_runs_resume(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    svc_error err;
+    if (api_path_id(req, &id) < 0) return;
+    if (svc_runs_resume(a, id, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_run(req, a, id, 202);
+}
+
+/* The {id} run exists (answers 404 or 500 and returns 0 if not). */
+static int run_exists(http_request *req, app *a, long long *id) {
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return 0;
+    json_decref(row);
+    return 1;
+}
+
+/* Loads the run of the {id} path (404 otherwise) and writes into key, when the run has ended, a
+ * cache key naming everything its metric answers depend on: the run's id, status, step, creation
+ * and end times (a resumed run changes them) and what (the route and its query). key is "" while
+ * the run can still write metrics. Returns 0, or -1 once an answer has been sent. */
+static int run_series_key(http_request *req, app *a, const char *what, long long *id, char *key, size_t cap) {
+    json_t *row;
+    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return -1;
+    const char *status = json_string_value(json_object_get(row, "status"));
+    int ended = status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+    int n = snprintf(key, cap, "%lld|%s|%lld|%.17g|%.17g|%s", *id, status ? status : "",
+                     (long long)json_integer_value(json_object_get(row, "step")),
+                     json_number_value(json_object_get(row, "created_at")),
+                     json_number_value(json_object_get(row, "finished_at")), what);
+    if (!ended || n < 0 || (size_t)n >= cap) key[0] = 0;
+    json_decref(row);
+    return 0;
+}
+
+/* Answers a cached body for key; 1 when it did. */
+static int reply_cached(http_request *req, app *a, const char *key, const char *content_type) {
+    char *body;
+    size_t len;
+    if (!key[0] || !reply_cache_get(a->replies, key, &body, &len)) return 0;
+    http_reply_take(req, 200, content_type, body, len);
+    return 1;
+}
+
+void api_runs_metrics(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, since, max_points;
+    char what[2100], key[2400];
+    if (api_query_int(req, "since_step", 0, 100000000, 0, &since) < 0 ||
+        api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0)
+        return;
+    const char *keys = http_request_query(req, "keys");
+    if (keys && strlen(keys) > 2000) {
+        http_reply_error(req, 422, "invalid_field", "keys", "keys must be at most 2000 characters");
+        return;
+    }
+    snprintf(what, sizeof what, "metrics|%lld|%lld|%s", since, max_points, keys ? keys : "\x01all");
+    if (run_series_key(req, a, what, &id, key, sizeof key) < 0) return;
+    if (reply_cached(req, a, key, "application/json")) return;
+    store_metric *points;
+    size_t n;
+    if (store_metrics_points(a->store, id, keys, (int)since, &points, &n) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    json_t *series = api_series_json(points, n, (int)max_points);
+    free(points);
+    if (!series) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    json_t *body = json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series);
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(body);
+    if (!text) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    size_t len = strlen(text);
+    if (key[0]) reply_cache_put(a->replies, key, text, len);
+    http_reply_take(req, 200, "application/json", text, len);
+}
+
+void api_runs_summary(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (!run_exists(req, a, &id)) return;
+    json_t *summary;
+    if (store_metrics_summary(a->store, id, &summary) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "summary", summary));
+}
+
+void api_runs_csv(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    char key[256], disp[80];
+    if (run_series_key(req, a, "csv", &id, key, sizeof key) < 0) return;
+    snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-metrics.csv\"", id);
+    char *body;
+    size_t blen;
+    if (key[0] && reply_cache_get(a->replies, key, &body, &blen)) {
+        http_reply_header(req, "Content-Disposition", disp);
+        http_reply_take(req, 200, "text/csv; charset=utf-8", body, blen);
+        return;
+    }
+    store_metric *points;
+    size_t n;
+    if (store_metrics_points(a->store, id, NULL, 0, &points, &n) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    char *csv;
+    size_t len;
+    int rc = api_series_csv(points, n, &csv, &len);
+    free(points);
+    if (rc < 0) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (key[0]) reply_cache_put(a->replies, key, csv, len);
+    http_reply_header(req, "Content-Disposition", disp);
+    http_reply_take(req, 200, "text/csv; charset=utf-8", csv, len);
+}
+
+static void no_checkpoint(http_request *req, long long id) {
+    http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
+}
+
+/* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
+ * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it. */
+void api_runs_weights(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id, optimizer;
+    if (!run_exists(req, a, &id)) return;
+    if (api_query_int(req, "optimizer", 0, 1, 0, &optimizer) < 0) return;
+    char path[PATH_MAX], disp[96], why[512];
+    jobs_run_checkpoint(a->jobs, id, path, sizeof path);
+    /* what is served is what the run wrote: a file changed since is refused, not handed out */
+    int sealed = checkpoint_check_sealed(a->store, id, path, why, sizeof why);
+    if (sealed > 0) {
+        no_checkpoint(req, id);
+        return;
+    }
+    if (sealed < 0) {
+        log_error("run %lld: its weights are not served: %s", id, why);
+        http_reply_error(req, 500, "checkpoint_mismatch", NULL, "the weights of run %lld are not served: %s", id, why);
+        return;
+    }
+    if (optimizer) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            if (fd >= 0) close(fd);
+            no_checkpoint(req, id);
+            return;
+        }
+        snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-checkpoint.safetensors\"", id);
+        http_reply_header(req, "Content-Disposition", disp);
+        http_reply_fd(req, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
+        return;
+    }
+    char dir[PATH_MAX];
+    jobs_run_dir(a->jobs, id, dir, sizeof dir);
+    int fd;
+    uint64_t size;
+    int rc = checkpoint_weights_only(path, dir, &fd, &size, why, sizeof why);
+    if (rc > 0) {
+        no_checkpoint(req, id);
+        return;
+    }
+    if (rc < 0) {
+        log_error("run %lld: the weights could not be served: %s", id, why);
+        http_reply_error(req, 500, "internal", NULL, "the weights of run %lld could not be read: %s", id, why);
+        return;
+    }
+    snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld.safetensors\"", id);
+    http_reply_header(req, "Content-Disposition", disp);
+    http_reply_fd(req, 200, "application/octet-stream", fd, size);
+}

@@ -1,0 +1,117 @@
+/* System routes: health, the OpenAPI document, Prometheus metrics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "api/app.h"
+#include "services/run_config.h"
+
+/* Below this much free space where checkpoints and corpora go, health says the disk is full (a
+ * checkpoint of the smallest model no longer fits; small volumes are fine until then). */
+#define HEALTH_MIN_FREE_BYTES (1ull << 20)
+
+/* Health: 200 and status "ok" when the database answers, the metrics writer is storing and the
+ * data directory has room; else 503, "degraded", and the failing part with its reason (db_error,
+ * writes_error; no server paths). A full disk shows as writes failing, or as disk "full". */
+void api_health(http_request *req, void *ctx) {
+    app *a = ctx;
+    int db_ok = store_ping(a->store) == STORE_OK;
+    char why[256];
+    double failing_s = 0;
+    int writes_ok = !metrics_writer_failing(a->writer, &failing_s, why, sizeof why);
+    struct statvfs vfs;
+    int have_disk = statvfs(a->data_dir, &vfs) == 0;
+    unsigned long long free_bytes = have_disk ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
+    int disk_ok = !have_disk || free_bytes >= HEALTH_MIN_FREE_BYTES;
+    int ok = db_ok && writes_ok && disk_ok;
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:f, s:i}", "status", ok ? "ok" : "degraded", "version",
+                             ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "writes", writes_ok ? "ok" : "failing",
+                             "uptime_s", app_now() - a->started_at, "schema_version", store_schema_version(a->store));
+    /* Why the database is not usable (it cannot be written, its file is gone). */
+    if (!db_ok && body) json_object_set_new(body, "db_error", json_string(store_last_error()));
+    if (!writes_ok && body) {
+        json_object_set_new(body, "writes_error", json_string(why));
+        json_object_set_new(body, "writes_failing_s", json_real(failing_s));
+    }
+    if (have_disk && body) {
+        json_object_set_new(body, "disk", json_string(disk_ok ? "ok" : "full"));
+        json_object_set_new(body, "disk_free_bytes", json_integer((json_int_t)free_bytes));
+    }
+    http_reply_json(req, ok ? 200 : 503, body);
+}
+
+void api_openapi(http_request *req, void *ctx) {
+    (void)ctx;
+    http_reply_json(req, 200, json_incref((json_t *)run_config_openapi()));
+}
+
+void api_prometheus(http_request *req, void *ctx) {
+    app *a = ctx;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    json_t *counts = NULL;
+    fprintf(f, "# HELP attnlab_runs Runs in the database by status.\n# TYPE attnlab_runs gauge\n");
+    if (store_run_counts(a->store, &counts) == STORE_OK) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(counts, k, v)
+            fprintf(f, "attnlab_runs{status=\"%s\"} %lld\n", k, (long long)json_integer_value(v));
+    }
+    json_decref(counts);
+    int queued, running;
+    double tps;
+    jobs_stats(a->jobs, &queued, &running, &tps);
+    fprintf(
+        f,
+        "# HELP attnlab_training_jobs Training jobs in this process by state.\n# TYPE attnlab_training_jobs gauge\n");
+    fprintf(f, "attnlab_training_jobs{state=\"queued\"} %d\nattnlab_training_jobs{state=\"running\"} %d\n", queued,
+            running);
+    fprintf(f,
+            "# HELP attnlab_training_tokens_per_second Tokens per second over all running trainings.\n"
+            "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n",
+            tps);
+    uint64_t status_counts[600];
+    http_server_status_counts(a->http, status_counts);
+    fprintf(f, "# HELP attnlab_http_requests_total HTTP requests answered, by status code.\n"
+               "# TYPE attnlab_http_requests_total counter\n");
+    for (int i = 100; i < 600; i++)
+        if (status_counts[i])
+            fprintf(f, "attnlab_http_requests_total{code=\"%d\"} %llu\n", i, (unsigned long long)status_counts[i]);
+    fprintf(f,
+            "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
+            "attnlab_event_subscribers %zu\n",
+            events_subscriber_count(a->events));
+    nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
+    unsigned long long hits, misses;
+    size_t cached_bytes;
+    reply_cache_stats(a->replies, &hits, &misses, NULL, &cached_bytes);
+    fprintf(f,
+            "# HELP attnlab_reply_cache_requests_total Metric answers about ended runs, served from the cache "
+            "or not.\n# TYPE attnlab_reply_cache_requests_total counter\n"
+            "attnlab_reply_cache_requests_total{result=\"hit\"} %llu\n"
+            "attnlab_reply_cache_requests_total{result=\"miss\"} %llu\n"
+            "# HELP attnlab_reply_cache_bytes Bytes of answers held.\n# TYPE attnlab_reply_cache_bytes gauge\n"
+            "attnlab_reply_cache_bytes %zu\n",
+            hits, misses, cached_bytes);
+    fprintf(f,
+            "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
+            "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
+            (unsigned long long)metrics_writer_dropped(a->writer));
+    fprintf(f,
+            "# HELP attnlab_metric_write_failures_total Metric writes that failed (their points kept and retried).\n"
+            "# TYPE attnlab_metric_write_failures_total counter\nattnlab_metric_write_failures_total %llu\n",
+            (unsigned long long)metrics_writer_failures(a->writer));
+    fprintf(f,
+            "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
+            "attnlab_uptime_seconds %.0f\n",
+            app_now() - a->started_at);
+    fclose(f);
+    http_reply_bytes(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
+    free(buf);
+}

@@ -1,0 +1,171 @@
+/* Validation helpers shared by the handlers: each answers the request itself on failure. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/app.h"
+#include "util/log.h"
+
+int api_path_id(http_request *req, long long *id) {
+    const char *s = http_request_param(req, "id");
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || errno || *end || v <= 0 || s[0] == '+' || s[0] == ' ') {
+        http_reply_error(req, 404, "not_found", "id", "no such id: %s", s ? s : "");
+        return -1;
+    }
+    *id = v;
+    return 0;
+}
+
+int api_query_int(http_request *req, const char *name, long long lo, long long hi, long long def, long long *out) {
+    const char *s = http_request_query(req, name);
+    if (!s) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        http_reply_error(req, 422, "invalid_field", name, "%s must be an integer in %lld..%lld", name, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int api_query_enum(http_request *req, const char *name, const char *const *allowed, const char **out) {
+    const char *s = http_request_query(req, name);
+    *out = NULL;
+    if (!s) return 0;
+    for (int i = 0; allowed[i]; i++)
+        if (!strcmp(s, allowed[i])) {
+            *out = allowed[i];
+            return 0;
+        }
+    char list[256] = "";
+    for (int i = 0; allowed[i]; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
+    }
+    http_reply_error(req, 422, "invalid_field", name, "%s must be one of: %s", name, list);
+    return -1;
+}
+
+int api_only_fields(http_request *req, const json_t *obj, const char *const *allowed) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        int ok = 0;
+        for (int i = 0; allowed[i] && !ok; i++) ok = !strcmp(key, allowed[i]);
+        if (!ok) {
+            http_reply_error(req, 422, "unknown_field", key, "%s is not a known field", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int api_opt_string(http_request *req, const json_t *obj, const char *field, size_t max_len, const char **out) {
+    json_t *v = json_object_get(obj, field);
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v) || json_string_length(v) > max_len ||
+        memchr(json_string_value(v), 0, json_string_length(v))) {
+        http_reply_error(req, 422, "invalid_field", field, "%s must be a string of at most %zu bytes", field, max_len);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int tag_ok(const char *t) {
+    size_t n = strlen(t);
+    if (n < 1 || n > 40) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = t[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_.:-", c)))
+            return 0;
+    }
+    return 1;
+}
+
+int api_opt_tags(http_request *req, const json_t *obj, const char *field, json_t **out) {
+    json_t *v = json_object_get(obj, field);
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    size_t i;
+    json_t *t;
+    if (!json_is_array(v) || json_array_size(v) > 32) goto bad;
+    json_array_foreach(v, i, t) if (!json_is_string(t) || !tag_ok(json_string_value(t))) goto bad;
+    *out = v;
+    return 0;
+bad:
+    http_reply_error(req, 422, "invalid_field", field,
+                     "%s must be an array of at most 32 tags of 1-40 characters (letters, digits, _ . : -)", field);
+    return -1;
+}
+
+void api_store_failed(http_request *req) {
+    if (store_unavailable())
+        http_reply_error(req, 503, "unavailable", NULL, "the database cannot be reached: %s", store_last_error());
+    else
+        http_reply_error(req, 500, "internal", NULL, "the database failed: %s", store_last_error());
+}
+
+void api_reply_svc_error(http_request *req, const svc_error *err) {
+    int status = 500;
+    switch (err->status) {
+    case SVC_INVALID: status = 422; break;
+    case SVC_NOT_FOUND: status = 404; break;
+    case SVC_CONFLICT: status = 409; break;
+    case SVC_BUSY: status = 429; break;
+    case SVC_OK:
+    case SVC_FAILED: status = err->code && !strcmp(err->code, "unavailable") ? 503 : 500; break;
+    }
+    if (status == 429) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%d", err->retry_after > 0 ? err->retry_after : 30);
+        http_reply_header(req, "Retry-After", secs);
+    }
+    http_reply_error(req, status, err->code ? err->code : "internal", err->field[0] ? err->field : NULL, "%s",
+                     err->message);
+}
+
+int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, long long *id, json_t **out) {
+    *out = NULL;
+    if (api_path_id(req, id) < 0) return -1;
+    store_status s = get(a->store, *id, out);
+    if (s == STORE_NOT_FOUND) {
+        http_reply_error(req, 404, "not_found", "id", "no %s %lld", what, *id);
+        return -1;
+    }
+    if (s != STORE_OK) {
+        api_store_failed(req);
+        return -1;
+    }
+    return 0;
+}
+
+void api_reply_by_id(http_request *req, app *a, const char *what, api_get_fn get) {
+    long long id;
+    json_t *obj;
+    if (api_load_by_id(req, a, what, get, &id, &obj) == 0) http_reply_json(req, 200, json_pack("{s:o}", what, obj));
+}
+
+int api_query_page(http_request *req, long long *limit, long long *offset) {
+    if (api_query_int(req, "limit", 1, 500, 50, limit) < 0) return -1;
+    return api_query_int(req, "offset", 0, 1000000000, 0, offset);
+}
+
+void api_reply_list(http_request *req, store_status s, const char *member, json_t *list, long long total) {
+    if (s != STORE_OK) {
+        json_decref(list);
+        api_store_failed(req);
+        return;
+    }
+    http_reply_json(req, 200, json_pack("{s:o, s:I}", member, list, "total", (json_int_t)total));
+}

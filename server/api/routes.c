@@ -1,0 +1,63 @@
+/* The route table of attnlabd: one line per route. GET also answers HEAD. */
+#include "api/app.h"
+
+#include <time.h>
+
+double app_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int routes_register(http_server *s, const app *a) {
+    int rc = 0;
+    rc |= http_route(s, "GET", "/api/health", api_health);
+    rc |= http_route(s, "GET", "/api/openapi.json", api_openapi);
+    rc |= http_route(s, "GET", "/metrics", api_prometheus);
+    rc |= http_route(s, "GET", "/api/nodes", api_nodes);
+    if (a->worker_only) return rc ? -1 : 0; /* a worker node trains; the API is served by others */
+    rc |= http_route(s, "GET", "/api/presets", api_presets);
+
+    rc |= http_route(s, "GET", "/api/runs", api_runs_list);
+    rc |= http_route(s, "POST", "/api/runs", api_runs_create);
+    rc |= http_route(s, "GET", "/api/runs/{id}", api_runs_get);
+    rc |= http_route(s, "PATCH", "/api/runs/{id}", api_runs_patch);
+    rc |= http_route(s, "DELETE", "/api/runs/{id}", api_runs_delete);
+    rc |= http_route(s, "POST", "/api/runs/{id}/cancel", api_runs_cancel);
+    rc |= http_route(s, "POST", "/api/runs/{id}/resume", api_runs_resume);
+    rc |= http_route(s, "GET", "/api/runs/{id}/metrics", api_runs_metrics);
+    rc |= http_route(s, "GET", "/api/runs/{id}/summary", api_runs_summary);
+    rc |= http_route(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
+    rc |= http_route(s, "GET", "/api/runs/{id}/weights", api_runs_weights);
+    rc |= http_route(s, "GET", "/api/runs/{id}/events", api_events_run);
+    rc |= http_route(s, "GET", "/api/events", api_events_all);
+
+    rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
+    rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
+    rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
+
+    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle", api_experiments_bundle);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle.csv", api_experiments_bundle_csv);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread", api_experiments_head_spread);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread.csv", api_experiments_head_spread_csv);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy", api_experiments_accuracy);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy.csv", api_experiments_accuracy_csv);
+
+    rc |= http_route(s, "GET", "/api/corpora", api_corpora_list);
+    rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, a->max_upload_bytes);
+    rc |= http_route(s, "GET", "/api/corpora/{name}", api_corpora_get);
+    rc |= http_route(s, "DELETE", "/api/corpora/{name}", api_corpora_delete);
+    rc |= http_route(s, "POST", "/api/tokenize", api_tokenize);
+    rc |= http_route(s, "GET", "/api/task-kinds", api_task_kinds);
+    rc |= http_route(s, "POST", "/api/task-corpora", api_task_corpora_create);
+
+    rc |= http_route(s, "GET", "/api/probe-kinds", api_probe_kinds);
+    rc |= http_route(s, "GET", "/api/probes", api_probes_list);
+    rc |= http_route(s, "POST", "/api/probes", api_probes_create);
+    rc |= http_route(s, "GET", "/api/probes/{id}", api_probes_get);
+    rc |= http_route(s, "GET", "/api/probes/{id}/csv", api_probes_csv);
+    return rc ? -1 : 0;
+}

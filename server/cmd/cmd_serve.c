@@ -1,0 +1,535 @@
+/* `attnlabd serve`: flags, data directory, store, HTTP server, signals. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/app.h"
+#include "cmd/args.h"
+#include "cmd/commands.h"
+#include "util/fsutil.h"
+#include "util/log.h"
+#include "cluster/nodes.h"
+#include "cluster/queue.h"
+#include "services/run_config.h"
+#include "store/store_nodes.h"
+
+typedef struct {
+    const char *bind;
+    int port;
+    const char *data_dir;
+    const char *static_dir;
+    const char *log_level;
+    unsigned http_threads;
+    unsigned max_connections, max_per_ip, max_streams, header_timeout_s; /* 0: the HTTP layer's default */
+    const char *token;
+    int private_reads, insecure;
+    int train_workers, probe_workers, compute_threads, max_queued;
+    long max_model_mb, max_upload_mb;
+    const char *db;        /* NULL: <data-dir>/attnlab.db */
+    const char *artifacts; /* NULL: the data directory */
+    const char *role, *node_id, *node_url;
+    double lease_s;
+} serve_flags;
+
+static void serve_usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: attnlabd [serve] [flags]\n"
+        "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
+        "  --port N           TCP port, 0 picks a free one (default 8080)\n"
+        "  --data-dir DIR     database, checkpoints and corpora (default ./var)\n"
+        "  --db URL           the database: postgresql://user:password@host:port/db shares it among\n"
+        "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env ATTNLAB_DB)\n"
+        "  --artifacts DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
+        "                     (default: the data directory)\n"
+        "  --role ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
+        "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"
+        "  --node-id ID       this node's name (default: kept in DATA-DIR/node-id)\n"
+        "  --node-url URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"
+        "  --lease-timeout S  seconds before another node takes over a run whose node stopped renewing\n"
+        "                     its lease (PostgreSQL; default 15)\n"
+        "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
+        "  --log-level LEVEL  debug, info, warn or error (default info)\n"
+        "  --http-threads N   HTTP worker threads (default 4)\n"
+        "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
+        "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
+        "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
+        "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
+        "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
+        "  --private          with a token, require it for reads too (except /api/health)\n"
+        "  --insecure         allow a non-loopback --bind without a token\n"
+        "  --train-workers N  trainings that run at once (default 1)\n"
+        "  --probe-workers N  probe workers (default 1)\n"
+        "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
+        "  --max-queued N     queued trainings before 429 (default 64)\n"
+        "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
+        "  --max-upload-mb N  corpus upload size cap (default 64)\n"
+        "  --help             this text\n");
+}
+
+/* Returns 0 and fills flags, 1 after --help, 2 on a bad flag (message already printed). */
+static int parse_flags(int argc, char **argv, serve_flags *f) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
+        long n;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            serve_usage(stdout);
+            return 1;
+        }
+#define NEED_VALUE()                                                                                                   \
+    do {                                                                                                               \
+        if (!val) {                                                                                                    \
+            fprintf(stderr, "attnlabd: %s needs a value\n", a);                                                        \
+            return 2;                                                                                                  \
+        }                                                                                                              \
+        i++;                                                                                                           \
+    } while (0)
+        if (!strcmp(a, "--bind")) {
+            NEED_VALUE();
+            f->bind = val;
+        } else if (!strcmp(a, "--port")) {
+            NEED_VALUE();
+            if (args_long(val, 0, 65535, &n) < 0) {
+                fprintf(stderr, "attnlabd: --port must be an integer in 0..65535, not '%s'\n", val);
+                return 2;
+            }
+            f->port = (int)n;
+        } else if (!strcmp(a, "--data-dir")) {
+            NEED_VALUE();
+            f->data_dir = val;
+        } else if (!strcmp(a, "--db") || !strcmp(a, "--artifacts") || !strcmp(a, "--node-id") ||
+                   !strcmp(a, "--node-url")) {
+            NEED_VALUE();
+            if (!val[0]) {
+                fprintf(stderr, "attnlabd: %s needs a value\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--node-id") &&
+                (strlen(val) > 100 || strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                  "0123456789-_.") != strlen(val))) {
+                fprintf(stderr, "attnlabd: --node-id must be 1..100 letters, digits, '-', '_' or '.', not '%s'\n", val);
+                return 2;
+            }
+            *(!strcmp(a, "--db")          ? &f->db
+              : !strcmp(a, "--artifacts") ? &f->artifacts
+              : !strcmp(a, "--node-id")   ? &f->node_id
+                                          : &f->node_url) = val;
+        } else if (!strcmp(a, "--role")) {
+            NEED_VALUE();
+            if (!nodes_role_valid(val)) {
+                fprintf(stderr, "attnlabd: --role must be api, worker or all, not '%s'\n", val);
+                return 2;
+            }
+            f->role = val;
+        } else if (!strcmp(a, "--lease-timeout")) {
+            NEED_VALUE();
+            char *end = NULL;
+            double v = strtod(val, &end);
+            if (!end || *end || !(v >= 0.5 && v <= 3600)) {
+                fprintf(stderr, "attnlabd: --lease-timeout must be a number of seconds in 0.5..3600, not '%s'\n", val);
+                return 2;
+            }
+            f->lease_s = v;
+        } else if (!strcmp(a, "--static-dir")) {
+            NEED_VALUE();
+            f->static_dir = val;
+        } else if (!strcmp(a, "--log-level")) {
+            NEED_VALUE();
+            if (log_level_parse(val) < 0) {
+                fprintf(stderr, "attnlabd: --log-level must be debug, info, warn or error, not '%s'\n", val);
+                return 2;
+            }
+            f->log_level = val;
+        } else if (!strcmp(a, "--token")) {
+            NEED_VALUE();
+            f->token = val;
+        } else if (!strcmp(a, "--private")) {
+            f->private_reads = 1;
+        } else if (!strcmp(a, "--insecure")) {
+            f->insecure = 1;
+        } else if (!strcmp(a, "--train-workers") || !strcmp(a, "--probe-workers") || !strcmp(a, "--compute-threads") ||
+                   !strcmp(a, "--max-queued")) {
+            NEED_VALUE();
+            long hi = !strcmp(a, "--max-queued") ? 100000 : 256;
+            if (args_long(val, 1, hi, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
+                return 2;
+            }
+            int *dst = !strcmp(a, "--train-workers")     ? &f->train_workers
+                       : !strcmp(a, "--probe-workers")   ? &f->probe_workers
+                       : !strcmp(a, "--compute-threads") ? &f->compute_threads
+                                                         : &f->max_queued;
+            *dst = (int)n;
+        } else if (!strcmp(a, "--max-model-mb") || !strcmp(a, "--max-upload-mb")) {
+            NEED_VALUE();
+            if (args_long(val, 1, 1 << 20, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..1048576, not '%s'\n", a, val);
+                return 2;
+            }
+            *(!strcmp(a, "--max-model-mb") ? &f->max_model_mb : &f->max_upload_mb) = n;
+        } else if (!strcmp(a, "--http-threads")) {
+            NEED_VALUE();
+            if (args_long(val, 1, 64, &n) < 0) {
+                fprintf(stderr, "attnlabd: --http-threads must be in 1..64, not '%s'\n", val);
+                return 2;
+            }
+            f->http_threads = (unsigned)n;
+        } else if (!strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
+                   !strcmp(a, "--max-streams") || !strcmp(a, "--header-timeout")) {
+            NEED_VALUE();
+            long hi = !strcmp(a, "--header-timeout") ? 3600 : 65536;
+            if (args_long(val, 1, hi, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
+                return 2;
+            }
+            *(!strcmp(a, "--max-connections")          ? &f->max_connections
+              : !strcmp(a, "--max-connections-per-ip") ? &f->max_per_ip
+              : !strcmp(a, "--max-streams")            ? &f->max_streams
+                                                       : &f->header_timeout_s) = (unsigned)n;
+        } else {
+            fprintf(stderr, "attnlabd: unknown flag '%s' (see attnlabd --help)\n", a);
+            return 2;
+        }
+#undef NEED_VALUE
+    }
+    return 0;
+}
+
+/* Creates dir (and parents) and proves it writable by creating and removing a file in it. */
+static int ensure_writable_dir(const char *dir, char *err, size_t errlen) {
+    if (fs_mkdirs(dir) < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof probe, "%s/.write-test-%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s is not writable: %s", dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+/* The dashboard ships beside the binary in the source tree (build/MODE/attnlabd -> static/). */
+static const char *default_static_dir(char *buf, size_t len) {
+    struct stat st;
+    if (stat("static/index.html", &st) == 0) return "static";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        const char *dir = dirname(exe);
+        const char *candidates[] = {"%s/../../static", "%s/../share/attnlab/static", "%s/static"};
+        for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+            char idx[PATH_MAX + 32];
+            snprintf(buf, len, candidates[i], dir);
+            snprintf(idx, sizeof idx, "%s/index.html", buf);
+            if (stat(idx, &st) == 0) return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Takes an exclusive flock on <dir>/attnlab.lock (and writes our pid into it for the message a
+ * second server prints). Returns the descriptor, or -1 with a reason in err. */
+static int lock_data_dir(const char *dir, char *err, size_t errlen) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/attnlab.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the lock file in the data directory: %s", strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "the data directory %s is in use by another attnlabd%s%s", dir,
+                     pid[0] ? " (pid " : "", pid[0] ? pid : "");
+        else
+            snprintf(err, errlen, "cannot lock the data directory: %s", strerror(e));
+        if (e == EWOULDBLOCK && pid[0]) strncat(err, ")", errlen - strlen(err) - 1);
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        log_warn("could not write the pid into the lock file");
+    return fd;
+}
+
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(stop_pipe[1], &b, 1) < 0) { /* the pipe is full: a stop is already pending */
+    }
+    errno = saved;
+}
+
+int cmd_serve(int argc, char **argv) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    serve_flags f = {.bind = "127.0.0.1",
+                     .port = 8080,
+                     .data_dir = "var",
+                     .log_level = "info",
+                     .http_threads = 4,
+                     .token = getenv("ATTNLAB_TOKEN"),
+                     .train_workers = 1,
+                     .probe_workers = 1,
+                     .compute_threads = cores > 0 ? (int)cores : 1,
+                     .max_queued = 64,
+                     .max_model_mb = 4096,
+                     .max_upload_mb = 64,
+                     .db = getenv("ATTNLAB_DB"),
+                     .role = "all",
+                     .lease_s = 15};
+    int rc = parse_flags(argc, argv, &f);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (f.token && !f.token[0]) f.token = NULL;
+    if (f.db && !f.db[0]) f.db = NULL;
+    int pg_url = f.db && (!strncmp(f.db, "postgres://", 11) || !strncmp(f.db, "postgresql://", 13));
+    if (strcmp(f.role, "all") != 0 && !pg_url) {
+        fprintf(stderr, "attnlabd: --role %s needs a database that several nodes share (--db postgresql://...)\n",
+                f.role);
+        return 2;
+    }
+    int loopback = !strncmp(f.bind, "127.", 4) || !strcmp(f.bind, "::1");
+    if (!loopback && !f.token && !f.insecure) {
+        fprintf(stderr,
+                "attnlabd: refusing to listen on %s without a token: anyone who can reach it could start jobs. "
+                "Set --token SECRET (or ATTNLAB_TOKEN), or pass --insecure if the network is trusted.\n",
+                f.bind);
+        return 2;
+    }
+    if (f.private_reads && !f.token) {
+        fprintf(stderr, "attnlabd: --private needs --token\n");
+        return 2;
+    }
+    log_set_level((log_level)log_level_parse(f.log_level));
+
+    char err[512], static_buf[PATH_MAX];
+    const char *static_dir = f.static_dir ? f.static_dir : default_static_dir(static_buf, sizeof static_buf);
+    if (f.static_dir) {
+        struct stat st;
+        if (stat(f.static_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "attnlabd: --static-dir %s is not a directory\n", f.static_dir);
+            return 2;
+        }
+    } else if (!static_dir) {
+        log_warn("no static directory found; the dashboard will not be served (use --static-dir)");
+    }
+    if (ensure_writable_dir(f.data_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: data directory: %s\n", err);
+        return 2;
+    }
+    /* Before anything touches the data directory: it is ours alone (a second attnlabd on it would
+     * mark the first one's live runs interrupted and delete its uploads). The lock lasts as long
+     * as the process: the descriptor is never closed, and the kernel drops it on exit or kill. */
+    int lock_fd = lock_data_dir(f.data_dir, err, sizeof err);
+    if (lock_fd < 0) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        return 2;
+    }
+    /* Checkpoints, weights and corpora: in the data directory, or in one all nodes mount. */
+    const char *artifacts = f.artifacts ? f.artifacts : f.data_dir;
+    if (f.artifacts && ensure_writable_dir(f.artifacts, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: artefact directory: %s\n", err);
+        return 2;
+    }
+    char node_id[128];
+    if (f.node_id)
+        snprintf(node_id, sizeof node_id, "%s", f.node_id);
+    else if (nodes_default_id(f.data_dir, node_id, sizeof node_id) < 0) {
+        fprintf(stderr, "attnlabd: cannot keep a node id in %s: %s\n", f.data_dir, strerror(errno));
+        return 2;
+    }
+
+    /* A stop signal only writes its number to a pipe that the main thread waits on. A handler
+     * (rather than blocking the signals and sigwait) is needed because libraries start threads
+     * before main() (OpenBLAS's pool), and a process-directed signal may land on any of them. */
+    if (pipe2(stop_pipe, O_CLOEXEC) < 0) {
+        fprintf(stderr, "attnlabd: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    app a = {.data_dir = artifacts,
+             .worker_only = !strcmp(f.role, "worker"),
+             .started_at = app_now(),
+             .max_model_bytes = (size_t)f.max_model_mb << 20,
+             .max_upload_bytes = (size_t)f.max_upload_mb << 20};
+    char db_path[PATH_MAX], upload_dir[PATH_MAX];
+    snprintf(db_path, sizeof db_path, "%s/attnlab.db", f.data_dir);
+    /* Uploads are renamed into the corpus folder when complete: they are written beside it (one
+     * folder per node, so a node cleaning up its own leaves the others' alone). */
+    if (f.artifacts)
+        snprintf(upload_dir, sizeof upload_dir, "%s/tmp/%s", artifacts, node_id);
+    else
+        snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
+    /* The port next, still before recovery: a server that cannot serve must not change anything. */
+    http_config hc = {.bind_addr = f.bind,
+                      .port = f.port,
+                      .static_dir = static_dir,
+                      .max_body = 1 << 20,
+                      .threads = f.http_threads,
+                      .max_connections = f.max_connections,
+                      .max_connections_per_ip = f.max_per_ip,
+                      .max_streams = f.max_streams,
+                      .header_timeout_ms = f.header_timeout_s * 1000,
+                      .upload_dir = upload_dir,
+                      .token = f.token,
+                      .private_reads = f.private_reads,
+                      .app = &a};
+    a.http = http_server_new(&hc);
+    if (!a.http || routes_register(a.http, &a) < 0) {
+        fprintf(stderr, "attnlabd: out of memory setting up routes\n");
+        http_server_free(a.http);
+        return 1;
+    }
+    if (http_server_listen(a.http, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        http_server_free(a.http);
+        return 2;
+    }
+    store_status ss = store_open(&a.store, f.db ? f.db : db_path, err, sizeof err);
+    if (ss != STORE_OK) {
+        fprintf(stderr, "attnlabd: database: %s\n", err);
+        http_server_free(a.http);
+        return 2;
+    }
+    if (run_config_init() < 0) {
+        fprintf(stderr, "attnlabd: the built-in OpenAPI document is broken\n");
+        http_server_free(a.http);
+        store_close(a.store);
+        return 1;
+    }
+    int shared = store_shared(a.store);
+    /* With a shared database only this node's own runs of its previous life are interrupted; the
+     * others' belong to nodes that hold their leases (a run whose node died is taken over by
+     * another node when its lease runs out). */
+    store_set_node(a.store, node_id);
+    int interrupted = store_runs_interrupt_running(a.store);
+    if (interrupted > 0)
+        log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
+    fs_remove_tree(upload_dir); /* partial uploads of a previous life */
+    fs_mkdirs(upload_dir);
+
+    int trains = strcmp(f.role, "api") != 0;
+    if (shared && trains) {
+        a.queue = queue_start(a.store, node_id, f.lease_s, 500);
+        if (!a.queue) {
+            fprintf(stderr, "attnlabd: out of memory starting the shared queue\n");
+            http_server_free(a.http);
+            store_close(a.store);
+            return 1;
+        }
+    }
+    a.events = events_new(8192, 15);
+    /* Ended runs' metric answers: up to 64 MiB in 256 answers (one above 16 MiB is not kept). */
+    a.replies = reply_cache_new(64u << 20, 256);
+    a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
+    a.corpora = a.writer ? corpora_start(a.store, artifacts, NULL) : NULL;
+    jobs_config jc = {.store = a.store,
+                      .events = a.events,
+                      .writer = a.writer,
+                      .corpora = a.corpora,
+                      .data_dir = artifacts,
+                      .train_workers = trains ? f.train_workers : 0,
+                      .probe_workers = f.probe_workers,
+                      .compute_threads = f.compute_threads,
+                      .max_queued = f.max_queued,
+                      .queue = a.queue};
+    a.jobs = a.events && a.replies && a.corpora ? jobs_start(&jc) : NULL;
+    if (!a.jobs) {
+        fprintf(stderr, "attnlabd: out of memory starting the workers\n");
+        rc = 1;
+        goto stop_http;
+    }
+    long long *queued = NULL;
+    int n_queued = 0;
+    if (!shared && store_runs_queued(a.store, &queued, &n_queued) == STORE_OK) /* shared: claimed from the store */
+        for (int i = 0; i < n_queued; i++) jobs_submit_run(a.jobs, queued[i]);
+    free(queued);
+
+    if (http_server_start(a.http, err, sizeof err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        rc = 2;
+        goto stop_http;
+    }
+    const char *shown = strchr(f.bind, ':') ? "[::1]" : (!strcmp(f.bind, "0.0.0.0") ? "127.0.0.1" : f.bind);
+    char host[256] = "", node_url[512];
+    if (gethostname(host, sizeof host) != 0) host[0] = 0;
+    host[sizeof host - 1] = 0;
+    if (f.node_url)
+        snprintf(node_url, sizeof node_url, "%s", f.node_url);
+    else
+        snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f.bind, "0.0.0.0") && host[0] ? host : shown,
+                 http_server_port(a.http));
+    nodes_config nc = {.store = a.store,
+                       .events = a.events,
+                       .queue = a.queue,
+                       .id = node_id,
+                       .host = host,
+                       .url = node_url,
+                       .role = f.role,
+                       .version = ATTNLAB_VERSION,
+                       .capacity = trains ? f.train_workers : 0,
+                       .heartbeat_s = f.lease_s / 3,
+                       .stale_s = f.lease_s};
+    a.nodes = nodes_start(&nc, err, sizeof err);
+    if (!a.nodes) {
+        fprintf(stderr, "attnlabd: %s\n", err);
+        rc = 2;
+        goto stop_http;
+    }
+    printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown, http_server_port(a.http),
+           f.data_dir);
+    fflush(stdout);
+    log_info("serving static files from %s", static_dir ? static_dir : "(none)");
+
+    unsigned char sig = 0;
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
+    log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+stop_http:
+    if (a.events) events_close_all(a.events);
+    http_server_free(a.http);
+    jobs_stop(a.jobs); /* running trainings checkpoint and become interrupted */
+    queue_stop(a.queue);
+    metrics_writer_stop(a.writer);
+    nodes_stop(a.nodes);
+    events_free(a.events);
+    reply_cache_free(a.replies);
+    corpora_free(a.corpora);
+    run_config_cleanup();
+    store_close(a.store);
+    nodes_free(a.nodes); /* after the store's listener has ended */
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
+    if (rc == 0) log_info("stopped cleanly");
+    return rc;
+}

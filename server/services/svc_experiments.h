@@ -1,0 +1,73 @@
+/* The experiments service: an experiment is one base config run once per variant and replicate.
+ * Replicate i (0-based) of every variant runs with seed base_seed + i, so replicate i of every
+ * variant shares its seed and data order (a paired design; a variant that sets its own seed keeps
+ * it, plus i). It is planned first (every variant merged, checked and admitted), then committed
+ * whole: the experiment and all its runs in one store transaction, then all runs queued at once,
+ * or none of it. */
+#ifndef ATTNLAB_SVC_EXPERIMENTS_H
+#define ATTNLAB_SVC_EXPERIMENTS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "services/svc.h"
+
+struct app;
+
+/* Most replicates an experiment may ask for. */
+#define SVC_EXPERIMENTS_MAX_REPLICATES 32
+/* Most runs one experiment makes (variants x replicates), and so most variants. */
+#define SVC_EXPERIMENTS_MAX_RUNS 256
+/* Most config keys one grid varies, and most values per key. */
+#define SVC_EXPERIMENTS_MAX_GRID_KEYS 8
+#define SVC_EXPERIMENTS_MAX_GRID_VALUES 32
+/* Longest variant name (a grid's are "key=value,key=value"). */
+#define SVC_EXPERIMENTS_MAX_VARIANT_NAME 100
+
+/* The presets, each {"name","description","base":{…},"variants":[…],"replicates":n,
+ * "tiny":{overrides for a classroom-sized run}}, seed-blog first: a new array (NULL when out of
+ * memory). */
+json_t *svc_experiments_presets(void);
+
+/* A POST /api/experiments body as the handler parsed it (borrowed pointers; any may be NULL). */
+typedef struct {
+    const char *name, *preset;
+    const json_t *base, *overrides, *variants, *tags;
+    /* A sweep instead of variants: {"key": [values], ...}, one variant per combination (the first key
+     * varying slowest), named "key=value,key=value" in the grid's key order. */
+    const json_t *grid;
+    const json_t *replicates; /* NULL: the preset's count, or 1; else an integer 1..32 */
+} svc_experiment_request;
+
+/* What a commit creates. Owned by the plan; free with svc_experiments_plan_free. */
+typedef struct {
+    const char *name;   /* the request's, the preset's, or NULL */
+    const char *preset; /* NULL: none */
+    json_t *base;       /* the merged base config, as stored */
+    json_t *variants;   /* [{"name","config"?}] as given */
+    json_t *configs;    /* one normalised, admitted config per variant (replicate 0's seed) */
+    const json_t *tags; /* given to every run; may be NULL */
+    int replicates;     /* runs per variant, 1..SVC_EXPERIMENTS_MAX_REPLICATES */
+    size_t n_runs;      /* variants x replicates */
+} svc_experiment_plan;
+
+/* Checks a request and plans its runs: the preset or base, overrides, the variants (given, or
+ * the product of a grid: SVC_INVALID on field "grid" for grid and variants together, a grid that
+ * is not an object of 1..8 RunConfig keys each with 1..32 distinct values, or on "grid.KEY" for a
+ * value the key does not take), every variant merged, normalised and admitted, the replicate count
+ * (SVC_INVALID on field "replicates" outside 1..32, or when the last replicate's seed would pass
+ * the largest seed), at most SVC_EXPERIMENTS_MAX_RUNS runs in all (SVC_INVALID on "grid" or
+ * "variants", naming the bound), and room in the training queue for all n_runs of them. On
+ * failure the plan holds nothing. */
+svc_status svc_experiments_plan(struct app *a, const svc_experiment_request *r, svc_experiment_plan *plan,
+                                svc_error *err);
+/* Creates the planned experiment and its runs in one transaction and queues every run, or
+ * nothing (SVC_BUSY when the queue filled up meanwhile). *exp_id gets the experiment's id and
+ * run_ids (plan->n_runs of them) the runs', replicate by replicate and in variant order within
+ * one (so the queue trains whole pairs first): run k is variant k % n_variants, replicate
+ * k / n_variants. */
+svc_status svc_experiments_commit(struct app *a, const svc_experiment_plan *plan, long long *exp_id, long long *run_ids,
+                                  svc_error *err);
+void svc_experiments_plan_free(svc_experiment_plan *plan);
+
+#endif

@@ -1,0 +1,445 @@
+/* The figures behind the seed blog's open questions; the contract is in svc_questions.h. */
+#include "services/svc_questions.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/app.h"
+#include "util/csv.h"
+#include "engine/attention.h"
+#include "services/stats.h"
+#include "services/svc_experiments.h"
+
+/* The most runs an experiment holds: 16 variants x the most replicates. */
+#define MAX_RUNS (16 * SVC_EXPERIMENTS_MAX_REPLICATES)
+
+static const struct {
+    const char *name, *description;
+    int needs_tau;
+} spread_metrics[] = {
+    {"tau_ratio", "max / min of tau over every head of the model", 1},
+    {"tau_std", "standard deviation of tau over every head (population)", 1},
+    {"entropy_frac_std", "standard deviation over heads of attention entropy / ln(keys) (0: all heads alike)", 0},
+    {"distance_std", "standard deviation over heads of the mean attended distance (tokens)", 0},
+};
+#define N_SPREAD (int)(sizeof spread_metrics / sizeof spread_metrics[0])
+
+static svc_status oom(svc_error *err) { return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory"); }
+static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+/* A summary over replicates as JSON. */
+static json_t *summary_json(const double *x, size_t n, double conf, int with_p) {
+    stats_summary s;
+    if (stats_summarize(x, n, conf, &s) != STATS_OK)
+        return json_pack("{s:i, s:s}", "n", (int)n, "reason", "not finite");
+    json_t *o = json_pack("{s:i, s:o, s:o, s:[o, o], s:s?}", "n", (int)s.n, "mean", num(s.mean), "std", num(s.std),
+                          "ci", num(s.ci_lo), num(s.ci_hi), "reason", s.reason);
+    if (o && with_p) json_object_set_new(o, "p", num(s.p));
+    return o;
+}
+
+/* The experiment's runs grouped by variant (experiment order, then any others), each group's runs
+ * ordered by replicate. */
+typedef struct {
+    const char *name, *attention, *corpus;
+    json_t **runs;
+    size_t n;
+} group;
+
+typedef struct {
+    json_t *exp, *runs;
+    group *g;
+    size_t n_g;
+} exp_runs;
+
+static void exp_runs_free(exp_runs *e) {
+    for (size_t i = 0; i < e->n_g; i++) free(e->g[i].runs);
+    free(e->g);
+    json_decref(e->runs);
+    json_decref(e->exp);
+    memset(e, 0, sizeof *e);
+}
+
+static int by_replicate(const void *x, const void *y) {
+    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    json_int_t ra = json_integer_value(json_object_get(a, "replicate")),
+               rb = json_integer_value(json_object_get(b, "replicate"));
+    if (ra != rb) return ra < rb ? -1 : 1;
+    json_int_t ia = json_integer_value(json_object_get(a, "id")), ib = json_integer_value(json_object_get(b, "id"));
+    return (ia > ib) - (ia < ib);
+}
+
+static svc_status exp_runs_load(app *a, long long exp_id, exp_runs *e, svc_error *err) {
+    memset(e, 0, sizeof *e);
+    store_status s = store_experiment_get(a->store, exp_id, &e->exp);
+    if (s == STORE_NOT_FOUND) return svc_fail(err, SVC_NOT_FOUND, "not_found", "id", "no experiment %lld", exp_id);
+    if (s != STORE_OK) return svc_store_failed(err);
+    long long total = 0;
+    store_run_filter f = {.experiment_id = exp_id, .sort = "id", .limit = MAX_RUNS};
+    if (store_run_list(a->store, &f, &e->runs, &total) != STORE_OK) {
+        exp_runs_free(e);
+        return svc_store_failed(err);
+    }
+    size_t n = json_array_size(e->runs);
+    json_t *variants = json_object_get(e->exp, "variants");
+    size_t cap = json_array_size(variants) + n;
+    e->g = calloc(cap ? cap : 1, sizeof *e->g);
+    if (!e->g) {
+        exp_runs_free(e);
+        return oom(err);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(variants, i, v) {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        if (name) e->g[e->n_g++] = (group){.name = name};
+    }
+    json_array_foreach(e->runs, i, v) {
+        const char *vname = json_string_value(json_object_get(v, "variant"));
+        if (!vname) vname = "";
+        size_t k = 0;
+        while (k < e->n_g && strcmp(e->g[k].name, vname)) k++;
+        if (k == e->n_g) e->g[e->n_g++] = (group){.name = vname};
+        group *gr = &e->g[k];
+        if (!gr->runs && !(gr->runs = calloc(n, sizeof *gr->runs))) {
+            exp_runs_free(e);
+            return oom(err);
+        }
+        if (!gr->attention) {
+            const json_t *cfg = json_object_get(v, "config");
+            gr->attention = json_string_value(json_object_get(cfg, "attention"));
+            gr->corpus = json_string_value(json_object_get(cfg, "corpus"));
+        }
+        gr->runs[gr->n++] = v;
+    }
+    for (size_t k = 0; k < e->n_g; k++)
+        if (e->g[k].n > 1) qsort(e->g[k].runs, e->g[k].n, sizeof *e->g[k].runs, by_replicate);
+    return SVC_OK;
+}
+
+static json_t *experiment_json(const json_t *exp) {
+    return json_pack("{s:O, s:O, s:O}", "id", json_object_get(exp, "id"), "name", json_object_get(exp, "name"),
+                     "replicates",
+                     json_object_get(exp, "replicates") ? json_object_get(exp, "replicates") : json_integer(1));
+}
+
+/* ---- Q1 ---------------------------------------------------------------------------------- */
+
+/* One run's spread metrics at the last step <= at and at its last step. */
+static svc_status run_spread(app *a, long long id, long at, double *v_at, double *v_end, int *at_step, int *last_step,
+                             svc_error *err) {
+    for (int m = 0; m < N_SPREAD; m++) v_at[m] = v_end[m] = NAN;
+    *at_step = *last_step = -1;
+    store_metric *p = NULL;
+    size_t n = 0;
+    if (store_metrics_points(a->store, id, "tau_ratio,tau_std,entropy_frac_std,distance_std", 0, &p, &n) != STORE_OK)
+        return svc_store_failed(err);
+    /* ordered by key, then step */
+    for (size_t i = 0; i < n; i++) {
+        int m = 0;
+        while (m < N_SPREAD && strcmp(p[i].key, spread_metrics[m].name)) m++;
+        if (m == N_SPREAD) continue;
+        if (p[i].step <= at) {
+            v_at[m] = p[i].value;
+            if (p[i].step > *at_step) *at_step = p[i].step;
+        }
+        v_end[m] = p[i].value;
+        if (p[i].step > *last_step) *last_step = p[i].step;
+    }
+    free(p);
+    return SVC_OK;
+}
+
+svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double conf, json_t **out, svc_error *err) {
+    *out = NULL;
+    if (at < 0) return svc_fail(err, SVC_INVALID, "invalid_field", "at", "at must be a step >= 1");
+    if (!(conf > 0 && conf < 1)) return svc_fail(err, SVC_INVALID, "invalid_field", "conf", "conf must be in (0, 1)");
+    exp_runs e;
+    svc_status st = exp_runs_load(a, exp_id, &e, err);
+    if (st != SVC_OK) return st;
+    if (at == 0) {
+        /* step 2000, or a fifth of the way for runs that do not get that far */
+        long most = 0;
+        size_t i;
+        json_t *r;
+        json_array_foreach(e.runs, i, r) {
+            long n = (long)json_integer_value(json_object_get(json_object_get(r, "config"), "steps"));
+            if (n > most) most = n;
+        }
+        at = most > SVC_QUESTIONS_DEFAULT_AT || most < 5 ? SVC_QUESTIONS_DEFAULT_AT : most / 5;
+    }
+    json_t *variants = json_array(), *answer = json_array(), *metrics = json_array();
+    double *xa = calloc(MAX_RUNS, sizeof(double)), *xe = calloc(MAX_RUNS, sizeof(double)),
+           *va = calloc((size_t)MAX_RUNS * N_SPREAD, sizeof(double)),
+           *ve = calloc((size_t)MAX_RUNS * N_SPREAD, sizeof(double));
+    if (!variants || !answer || !metrics || !xa || !xe || !va || !ve) st = oom(err);
+    for (int m = 0; st == SVC_OK && m < N_SPREAD; m++)
+        if (json_array_append_new(metrics, json_pack("{s:s, s:s}", "name", spread_metrics[m].name, "description",
+                                                     spread_metrics[m].description)) < 0)
+            st = oom(err);
+    for (size_t gi = 0; st == SVC_OK && gi < e.n_g; gi++) {
+        const group *g = &e.g[gi];
+        const attention_variant *av = attention_find(g->attention);
+        int learned = av && av->scale != ATTENTION_SCALE_FIXED;
+        json_t *runs = json_array(), *mj = json_object();
+        if (!runs || !mj) {
+            json_decref(runs);
+            json_decref(mj);
+            st = oom(err);
+            break;
+        }
+        int still = 0;
+        for (size_t r = 0; st == SVC_OK && r < g->n; r++) {
+            const json_t *row = g->runs[r];
+            int at_step, last;
+            st = run_spread(a, json_integer_value(json_object_get(row, "id")), at, va + r * N_SPREAD, ve + r * N_SPREAD,
+                            &at_step, &last, err);
+            if (st != SVC_OK) break;
+            const char *status = json_string_value(json_object_get(row, "status"));
+            still |= status && (!strcmp(status, "running") || !strcmp(status, "queued"));
+            json_t *ja = json_object(), *je = json_object();
+            for (int m = 0; ja && je && m < N_SPREAD; m++) {
+                if (spread_metrics[m].needs_tau && !learned) continue;
+                json_object_set_new(ja, spread_metrics[m].name, num(va[r * N_SPREAD + m]));
+                json_object_set_new(je, spread_metrics[m].name, num(ve[r * N_SPREAD + m]));
+            }
+            json_t *o = ja && je ? json_pack("{s:O, s:O, s:O, s:O, s:i, s:o, s:o, s:o}", "id",
+                                             json_object_get(row, "id"), "replicate", json_object_get(row, "replicate"),
+                                             "seed", json_object_get(row, "seed"), "status",
+                                             json_object_get(row, "status"), "last_step", last, "at_step",
+                                             at_step >= 0 ? json_integer(at_step) : json_null(), "at", ja, "end", je)
+                                 : NULL;
+            if (!o || json_array_append_new(runs, o) < 0) st = oom(err);
+        }
+        double head_at = NAN, head_end = NAN, head_lo = NAN, head_hi = NAN, ch = NAN, ch_lo = NAN, ch_hi = NAN,
+               ch_p = NAN;
+        size_t head_n = 0;
+        const char *head_metric = learned ? "tau_ratio" : "entropy_frac_std";
+        for (int m = 0; st == SVC_OK && m < N_SPREAD; m++) {
+            if (spread_metrics[m].needs_tau && !learned) continue;
+            size_t na = 0, ne = 0, np = 0;
+            double *pa = calloc(g->n ? g->n : 1, sizeof(double)), *pe = calloc(g->n ? g->n : 1, sizeof(double));
+            if (!pa || !pe) {
+                free(pa), free(pe);
+                st = oom(err);
+                break;
+            }
+            for (size_t r = 0; r < g->n; r++) {
+                double x = va[r * N_SPREAD + m], y = ve[r * N_SPREAD + m];
+                if (isfinite(x)) xa[na++] = x;
+                if (isfinite(y)) xe[ne++] = y;
+                if (isfinite(x) && isfinite(y)) pa[np] = x, pe[np] = y, np++;
+            }
+            stats_summary sc;
+            int have_change = stats_paired(pe, pa, np, conf, &sc) == STATS_OK;
+            json_t *chg = have_change ? json_pack("{s:i, s:o, s:o, s:[o, o], s:o, s:s?}", "n", (int)sc.n, "mean",
+                                                  num(sc.mean), "std", num(sc.std), "ci", num(sc.ci_lo), num(sc.ci_hi),
+                                                  "p", num(sc.p), "reason", sc.reason)
+                                      : json_pack("{s:i, s:s}", "n", (int)np, "reason", "not finite");
+            json_t *o = json_pack("{s:o, s:o, s:o}", "at", summary_json(xa, na, conf, 0), "end",
+                                  summary_json(xe, ne, conf, 0), "change", chg);
+            if (!o || json_object_set_new(mj, spread_metrics[m].name, o) < 0) st = oom(err);
+            if (!strcmp(spread_metrics[m].name, head_metric)) {
+                stats_summary s1, s2;
+                if (stats_summarize(xa, na, conf, &s1) == STATS_OK) head_at = s1.mean;
+                if (stats_summarize(xe, ne, conf, &s2) == STATS_OK) {
+                    head_end = s2.mean, head_lo = s2.ci_lo, head_hi = s2.ci_hi;
+                }
+                head_n = ne;
+                if (have_change) ch = sc.mean, ch_lo = sc.ci_lo, ch_hi = sc.ci_hi, ch_p = sc.p;
+                char line[600];
+                int len = snprintf(line, sizeof line, "%s (%s, %zu run%s%s): %s %.4g at step %ld", g->name,
+                                   g->attention ? g->attention : "?", head_n, head_n == 1 ? "" : "s",
+                                   still ? ", still training" : "", head_metric, head_at, at);
+                len += snprintf(line + len, sizeof line - (size_t)len, ", %.4g at the end", head_end);
+                if (isfinite(head_lo))
+                    len += snprintf(line + len, sizeof line - (size_t)len, " [%.0f%% CI %.4g, %.4g]", conf * 100,
+                                    head_lo, head_hi);
+                if (isfinite(ch)) len += snprintf(line + len, sizeof line - (size_t)len, "; change %+.4g", ch);
+                if (isfinite(ch_lo))
+                    len +=
+                        snprintf(line + len, sizeof line - (size_t)len, " [%.4g, %.4g], p = %.3g", ch_lo, ch_hi, ch_p);
+                else if (head_n < 3)
+                    len += snprintf(line + len, sizeof line - (size_t)len, " (intervals need 3 replicates)");
+                if (json_array_append_new(answer, json_string(line)) < 0) st = oom(err);
+            }
+            free(pa), free(pe);
+        }
+        json_t *vo = st == SVC_OK ? json_pack("{s:s, s:s?, s:b, s:o, s:o}", "name", g->name, "attention", g->attention,
+                                              "learned_scale", learned, "runs", runs, "metrics", mj)
+                                  : NULL;
+        if (!vo) {
+            if (st == SVC_OK) st = oom(err);
+            json_decref(runs);
+            json_decref(mj);
+        } else if (json_array_append_new(variants, vo) < 0) {
+            st = oom(err);
+        }
+    }
+    if (st == SVC_OK) {
+        *out = json_pack("{s:o, s:I, s:f, s:O, s:O, s:O}", "experiment", experiment_json(e.exp), "at_step",
+                         (json_int_t)at, "conf", conf, "metrics", metrics, "variants", variants, "answer", answer);
+        if (!*out) st = oom(err);
+    }
+    json_decref(metrics);
+    json_decref(variants);
+    json_decref(answer);
+    free(xa), free(xe), free(va), free(ve);
+    exp_runs_free(&e);
+    return st;
+}
+
+/* ---- Q2 ---------------------------------------------------------------------------------- */
+
+/* A run's accuracies at its last evaluation: {key: value} (new object) and that step. */
+static svc_status run_accuracy(app *a, long long id, json_t **acc, int *eval_step, svc_error *err) {
+    *acc = json_object();
+    *eval_step = -1;
+    if (!*acc) return oom(err);
+    store_metric *p = NULL;
+    size_t n = 0;
+    if (store_metrics_points(a->store, id, "acc,acc.*", 0, &p, &n) != STORE_OK) {
+        json_decref(*acc);
+        *acc = NULL;
+        return svc_store_failed(err);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i].step > *eval_step) *eval_step = p[i].step;
+    for (size_t i = 0; i < n; i++)
+        if (p[i].step == *eval_step) json_object_set_new(*acc, p[i].key, num(p[i].value));
+    free(p);
+    return SVC_OK;
+}
+
+svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t **out, svc_error *err) {
+    *out = NULL;
+    if (!(conf > 0 && conf < 1)) return svc_fail(err, SVC_INVALID, "invalid_field", "conf", "conf must be in (0, 1)");
+    exp_runs e;
+    svc_status st = exp_runs_load(a, exp_id, &e, err);
+    if (st != SVC_OK) return st;
+    json_t *variants = json_array();
+    double *x = calloc(MAX_RUNS, sizeof(double));
+    if (!variants || !x) st = oom(err);
+    for (size_t gi = 0; st == SVC_OK && gi < e.n_g; gi++) {
+        const group *g = &e.g[gi];
+        json_t *runs = json_array(), *accs = json_array(), *keys = json_array(), *summ = json_object();
+        if (!runs || !accs || !keys || !summ) st = oom(err);
+        for (size_t r = 0; st == SVC_OK && r < g->n; r++) {
+            const json_t *row = g->runs[r];
+            json_t *acc = NULL;
+            int step;
+            st = run_accuracy(a, json_integer_value(json_object_get(row, "id")), &acc, &step, err);
+            if (st != SVC_OK) break;
+            const char *k;
+            json_t *v;
+            json_object_foreach(acc, k, v) {
+                int seen = 0;
+                size_t i;
+                json_t *kk;
+                json_array_foreach(keys, i, kk) seen |= !strcmp(json_string_value(kk), k);
+                if (!seen) json_array_append_new(keys, json_string(k));
+            }
+            json_array_append(accs, acc);
+            json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:o, s:o}", "id", json_object_get(row, "id"), "replicate",
+                                  json_object_get(row, "replicate"), "seed", json_object_get(row, "seed"), "status",
+                                  json_object_get(row, "status"), "eval_step",
+                                  step >= 0 ? json_integer(step) : json_null(), "acc", acc);
+            if (!o || json_array_append_new(runs, o) < 0) st = oom(err);
+        }
+        /* acc first, then the buckets in the order the store gave them (by key) */
+        size_t i;
+        json_t *kk;
+        json_array_foreach(keys, i, kk) {
+            const char *k = json_string_value(kk);
+            size_t nx = 0, r;
+            json_t *acc;
+            json_array_foreach(accs, r, acc) {
+                json_t *v = json_object_get(acc, k);
+                if (json_is_number(v)) x[nx++] = json_number_value(v);
+            }
+            if (st == SVC_OK && json_object_set_new(summ, k, summary_json(x, nx, conf, 0)) < 0) st = oom(err);
+        }
+        json_t *task = NULL, *crow = NULL;
+        if (g->corpus && store_corpus_get(a->store, g->corpus, &crow) == STORE_OK)
+            task = json_incref(json_object_get(crow, "task"));
+        json_decref(crow);
+        json_t *vo = st == SVC_OK ? json_pack("{s:s, s:s?, s:s?, s:o, s:O, s:O, s:O}", "name", g->name, "attention",
+                                              g->attention, "corpus", g->corpus, "task", task ? task : json_null(),
+                                              "keys", keys, "runs", runs, "acc", summ)
+                                  : NULL;
+        if (!vo && st == SVC_OK) st = oom(err);
+        if (vo && json_array_append_new(variants, vo) < 0) st = oom(err);
+        json_decref(runs);
+        json_decref(accs);
+        json_decref(keys);
+        json_decref(summ);
+    }
+    if (st == SVC_OK) {
+        *out = json_pack("{s:o, s:f, s:O}", "experiment", experiment_json(e.exp), "conf", conf, "variants", variants);
+        if (!*out) st = oom(err);
+    }
+    json_decref(variants);
+    free(x);
+    exp_runs_free(&e);
+    return st;
+}
+
+/* ---- CSV ---------------------------------------------------------------------------------- */
+
+/* Figures in %.10g, empty where they do not exist. */
+static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
+    csv_number(b, json_object_get(s, "n"), 10);
+    csv_number(b, json_object_get(s, "mean"), 10);
+    csv_number(b, json_object_get(s, "std"), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 0), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
+    if (with_p) csv_number(b, json_object_get(s, "p"), 10);
+    csv_end_row(b);
+}
+
+char *svc_questions_head_spread_csv(const json_t *answer) {
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p");
+    csv_end_row(&b);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(answer, "variants"), i, v) {
+        const char *mk;
+        json_t *m;
+        json_object_foreach(json_object_get(v, "metrics"), mk, m) {
+            static const char *const points[] = {"at", "end", "change"};
+            for (int p = 0; p < 3; p++) {
+                csv_text(&b, json_string_value(json_object_get(v, "name")));
+                csv_text(&b, json_string_value(json_object_get(v, "attention")));
+                csv_text(&b, mk);
+                csv_text(&b, points[p]);
+                csv_summary(&b, json_object_get(m, points[p]), 1);
+            }
+        }
+    }
+    return csv_take(&b, NULL);
+}
+
+char *svc_questions_accuracy_csv(const json_t *answer) {
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi");
+    csv_end_row(&b);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(answer, "variants"), i, v) {
+        size_t k;
+        json_t *key;
+        json_array_foreach(json_object_get(v, "keys"), k, key) {
+            const char *ks = json_string_value(key);
+            csv_text(&b, json_string_value(json_object_get(v, "name")));
+            csv_text(&b, json_string_value(json_object_get(v, "attention")));
+            csv_text(&b, json_string_value(json_object_get(v, "corpus")));
+            csv_text(&b, json_string_value(json_object_get(json_object_get(v, "task"), "kind")));
+            csv_text(&b, ks);
+            csv_summary(&b, json_object_get(json_object_get(v, "acc"), ks), 0);
+        }
+    }
+    return csv_take(&b, NULL);
+}

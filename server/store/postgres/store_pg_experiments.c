@@ -1,0 +1,165 @@
+/* Experiments on PostgreSQL: every SQL statement about the experiments table (store_experiments.c's
+ * twin). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store/postgres/store_pg.h"
+
+#define EXPERIMENT_COLUMNS                                                                                             \
+    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, "                                                \
+    "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.replicates"
+
+static json_t *experiment_from_row(const pg_res *q, int i) {
+    json_t *o = json_object();
+    int bad = !o;
+    bad |= json_object_set_new(o, "id", json_integer(pg_get_i64(q, i, 0)));
+    bad |= json_object_set_new(o, "name", spg_text(q, i, 1));
+    bad |= json_object_set_new(o, "preset", spg_text(q, i, 2));
+    bad |= json_object_set_new(o, "base", spg_json(q, i, 3, json_object()));
+    bad |= json_object_set_new(o, "variants", spg_json(q, i, 4, json_array()));
+    bad |= json_object_set_new(o, "replicates", json_integer(pg_get_int(q, i, 7)));
+    bad |= json_object_set_new(o, "created_at", spg_real(q, i, 5));
+    bad |= json_object_set_new(o, "run_count", json_integer(pg_get_i64(q, i, 6)));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
+                                        long long *exp_id, long long *run_ids) {
+    *exp_id = 0;
+    for (size_t i = 0; i < n; i++) run_ids[i] = 0;
+    long long *ids = calloc(n ? n : 1, sizeof *ids);
+    if (!ids) return spg_fail_msg("create experiment: out of memory");
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        free(ids);
+        return STORE_ERROR;
+    }
+    store_status s = spg_fail(c, pg_begin(c));
+    long long id = -1;
+    if (s == STORE_OK) {
+        id = spg_next_id(c, "experiments");
+        if (id < 0) s = STORE_ERROR;
+    }
+    if (s == STORE_OK) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, e->name ? e->name : "");
+        pg_p_text(&p, e->preset);
+        pg_p_text(&p, e->base_json);
+        pg_p_text(&p, e->variants_json);
+        pg_p_double(&p, spg_now());
+        pg_p_int(&p, id);
+        pg_p_int(&p, e->replicates > 1 ? e->replicates : 1);
+        s = pg_cmd(c, "insert experiment",
+                   "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, replicates) "
+                   "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                   &p, NULL);
+        if (s == STORE_CONFLICT) s = STORE_ERROR;
+        s = spg_fail(c, s);
+    }
+    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    s = spg_fail(c, pg_finish(c, s));
+    spg_put(st, c);
+    if (s == STORE_OK) {
+        *exp_id = id;
+        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
+    }
+    free(ids);
+    return s;
+}
+
+store_status store_pg_experiment_discard(store *st, long long id) {
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    store_status s = spg_fail(c, pg_begin(c));
+    /* The experiment's row is locked first, so no run of it can be claimed meanwhile... */
+    pg_res *r = NULL;
+    if (s == STORE_OK)
+        s = spg_fail(c,
+                     pg_exec(c, "discard experiment", "SELECT id FROM experiments WHERE id = $1 FOR UPDATE", &p, &r));
+    if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
+    pg_clear(r);
+    r = NULL;
+    /* ...and its runs are locked too: a claim skips them (SKIP LOCKED) until we are done. */
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_exec(c, "discard experiment",
+                                "SELECT count(*) FILTER (WHERE status <> 'queued') FROM "
+                                "(SELECT status FROM runs WHERE experiment_id = $1 FOR UPDATE) x",
+                                &p, &r));
+    if (s == STORE_OK && pg_get_i64(r, 0, 0) > 0) s = STORE_CONFLICT;
+    pg_clear(r);
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "discard experiment's runs", "DELETE FROM runs WHERE experiment_id = $1", &p, NULL));
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "discard experiment", "DELETE FROM experiments WHERE id = $1", &p, NULL));
+    s = spg_fail(c, pg_finish(c, s)); /* commits only a whole discard */
+    spg_put(st, c);
+    return s;
+}
+
+store_status store_pg_experiment_get(store *st, long long id, json_t **out) {
+    *out = NULL;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    pg_res *r = NULL;
+    store_status s = spg_fail(
+        c, pg_exec(c, "get experiment", "SELECT " EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = $1", &p, &r));
+    spg_put(st, c);
+    if (s == STORE_OK && pg_nrows(r) == 0)
+        s = STORE_NOT_FOUND;
+    else if (s == STORE_OK && !(*out = experiment_from_row(r, 0)))
+        s = spg_fail_msg("get experiment: out of memory");
+    pg_clear(r);
+    return s;
+}
+
+store_status store_pg_experiment_list(store *st, int limit, int offset, json_t **out, long long *total) {
+    *out = NULL;
+    *total = 0;
+    json_t *list = json_array();
+    if (!list) return spg_fail_msg("list experiments: out of memory");
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        json_decref(list);
+        return STORE_ERROR;
+    }
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, limit);
+    pg_p_int(&p, offset);
+    pg_res *r = NULL;
+    store_status s = spg_fail(c, pg_exec(c, "list experiments",
+                                         "SELECT " EXPERIMENT_COLUMNS ", (SELECT count(*) FROM experiments) "
+                                         "FROM experiments e ORDER BY e.id DESC LIMIT $1::bigint OFFSET $2::bigint",
+                                         &p, &r));
+    long long count = 0;
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
+        if (json_array_append_new(list, experiment_from_row(r, i)) < 0)
+            s = spg_fail_msg("list experiments: out of memory");
+    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 8);
+    pg_clear(r);
+    r = NULL;
+    if (s == STORE_OK && json_array_size(list) == 0 && offset > 0) {
+        s = spg_fail(c, pg_exec(c, "count experiments", "SELECT count(*) FROM experiments", NULL, &r));
+        if (s == STORE_OK) count = pg_get_i64(r, 0, 0);
+        pg_clear(r);
+    }
+    spg_put(st, c);
+    if (s != STORE_OK) {
+        json_decref(list);
+        return s;
+    }
+    *out = list;
+    *total = count;
+    return STORE_OK;
+}

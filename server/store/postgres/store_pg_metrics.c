@@ -1,0 +1,754 @@
+/* Metric points on PostgreSQL: every SQL statement about the metrics table (store_metrics.c's twin). */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "store/postgres/store_pg.h"
+#include "store/store_summary.h"
+
+/* Points per INSERT statement (one transaction holds them all). */
+#define CHUNK 8192
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} strbuf;
+
+static void sb_add(strbuf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *g = realloc(b->buf, cap);
+        if (!g) {
+            b->failed = 1;
+            return;
+        }
+        b->buf = g;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    b->buf[b->len] = 0;
+}
+
+static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void sb_num(strbuf *b, double v) {
+    char t[40];
+    int n = isnan(v)   ? snprintf(t, sizeof t, "NaN")
+            : isinf(v) ? snprintf(t, sizeof t, "%sInfinity", v < 0 ? "-" : "")
+                       : snprintf(t, sizeof t, "%.17g", v);
+    sb_add(b, t, (size_t)n);
+}
+
+static void sb_int(strbuf *b, long long v) {
+    char t[32];
+    int n = snprintf(t, sizeof t, "%lld", v);
+    sb_add(b, t, (size_t)n);
+}
+
+/* Keys are [a-z0-9._] in practice; quoted anyway. */
+static void sb_quoted(strbuf *b, const char *s, size_t max) {
+    sb_add(b, "\"", 1);
+    for (size_t i = 0; i < max && s[i]; i++) {
+        if (s[i] == '"' || s[i] == '\\') sb_add(b, "\\", 1);
+        sb_add(b, s + i, 1);
+    }
+    sb_add(b, "\"", 1);
+}
+
+/* ---- series summaries (metric_summaries, migration 0008; the rule: store_summary.h) ---------- */
+
+/* PostgreSQL's min()/max() keep the later of equal values; its avg() adds plainly. */
+#define PG_SUMMARY_FLAGS STORE_SUMMARY_TIES_LATER
+/* The two-key advisory lock class under which a run's summaries are read and written. */
+#define SUMMARY_LOCK_CLASS 0x4d53554d
+#define KEY_MAX sizeof(((store_metric *)0)->key)
+#define SUMMARY_COLUMNS "count, last_step, last_value, min_value, min_step, max_value, sum, sum_err"
+
+/* One series of a batch: its points idx[from .. from + n), sorted by step. */
+typedef struct {
+    long long run;
+    const char *key; /* its points' key (at most KEY_MAX bytes, not always terminated) */
+    size_t from, n;
+    store_summary sum;
+    int recompute, changed;
+} pg_series;
+
+/* The series of (run, key), or NULL; ser is sorted by run, then key as strncmp orders them. */
+static pg_series *series_find(pg_series *ser, size_t n, long long run, const char *key) {
+    if (!key) return NULL;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = run != ser[mid].run ? (run < ser[mid].run ? -1 : 1) : strncmp(key, ser[mid].key, KEY_MAX);
+        if (!c) return &ser[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+static void summary_from_row(const pg_res *r, int row, int col, store_summary *sum) {
+    sum->count = pg_get_i64(r, row, col);
+    sum->last_step = pg_get_int(r, row, col + 1);
+    sum->last_value = pg_get_double(r, row, col + 2);
+    sum->min_value = pg_get_double(r, row, col + 3);
+    sum->min_step = pg_get_int(r, row, col + 4);
+    sum->max_value = pg_get_double(r, row, col + 5);
+    sum->sum = pg_get_double(r, row, col + 6);
+    sum->sum_err = pg_get_double(r, row, col + 7);
+}
+
+/* PostgreSQL array literals of the series' runs and keys (only those with want[i] set; all when want is
+ * NULL); the count in *n_out. */
+static void series_arrays(const pg_series *ser, size_t n, const int *want, strbuf *runs, strbuf *keys, size_t *n_out) {
+    sb_str(runs, "{");
+    sb_str(keys, "{");
+    size_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (want && !want[i]) continue;
+        if (any++) {
+            sb_str(runs, ",");
+            sb_str(keys, ",");
+        }
+        sb_int(runs, ser[i].run);
+        sb_quoted(keys, ser[i].key, KEY_MAX);
+    }
+    sb_str(runs, "}");
+    sb_str(keys, "}");
+    *n_out = any;
+}
+
+/* Before the batch's points are written, in its transaction (idx: the points let in, sorted and one
+ * per step): *ser_out, the batch's series; their runs' summaries locked for this transaction (an
+ * advisory lock per run, taken in run order); their summary rows read; and their points folded
+ * in: those after the series' last step. A point at or before it that stores the value already
+ * there (bit for bit: a bit-identical resume) changes nothing; any other (a rewritten step with
+ * another value, a step arriving late) marks the series for a recomputation from its rows
+ * (summaries_write, once the points are in). */
+static store_status summaries_read(pg_conn *c, const store_metric *points, const size_t *idx, size_t u,
+                                   pg_series **ser_out, size_t *n_out) {
+    *ser_out = NULL;
+    *n_out = 0;
+    size_t n_ser = 0;
+    for (size_t i = 0; i < u; i++)
+        if (i == 0 || points[idx[i]].run_id != points[idx[i - 1]].run_id ||
+            strncmp(points[idx[i]].key, points[idx[i - 1]].key, KEY_MAX))
+            n_ser++;
+    if (n_ser == 0) return STORE_OK;
+    pg_series *ser = calloc(n_ser, sizeof *ser);
+    if (!ser) return spg_fail_msg("insert metrics: out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < u; i++) {
+        const store_metric *p = &points[idx[i]];
+        if (k == 0 || p->run_id != ser[k - 1].run || strncmp(p->key, ser[k - 1].key, KEY_MAX))
+            ser[k++] = (pg_series){.run = p->run_id, .key = p->key, .from = i};
+        ser[k - 1].n++;
+    }
+    *ser_out = ser;
+    *n_out = n_ser;
+
+    strbuf runs = {0}, all_runs = {0}, all_keys = {0};
+    sb_str(&runs, "{");
+    for (size_t i = 0; i < n_ser; i++)
+        if (i == 0 || ser[i].run != ser[i - 1].run) {
+            if (i) sb_str(&runs, ",");
+            sb_int(&runs, ser[i].run);
+        }
+    sb_str(&runs, "}");
+    size_t n_all;
+    series_arrays(ser, n_ser, NULL, &all_runs, &all_keys, &n_all);
+    store_status s =
+        runs.failed || all_runs.failed || all_keys.failed ? spg_fail_msg("insert metrics: out of memory") : STORE_OK;
+    if (s == STORE_OK) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, runs.buf);
+        pg_p_int(&p, SUMMARY_LOCK_CLASS);
+        s = spg_fail(c, pg_cmd(c, "lock metric summaries",
+                               "SELECT pg_advisory_xact_lock($2::int, (t.x & 2147483647)::int) FROM "
+                               "(SELECT DISTINCT x FROM unnest($1::bigint[]) AS x ORDER BY x) t",
+                               &p, NULL));
+    }
+    pg_res *r = NULL;
+    if (s == STORE_OK) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, all_runs.buf);
+        pg_p_text(&p, all_keys.buf);
+        s = spg_fail(c, pg_exec(c, "read metric summaries",
+                                "SELECT s.run_id, s.key, s.count, s.last_step, s.last_value, s.min_value, s.min_step, "
+                                "s.max_value, s.sum, s.sum_err FROM metric_summaries s JOIN unnest($1::bigint[], "
+                                "$2::text[]) AS u(run_id, key) ON s.run_id = u.run_id AND s.key = u.key",
+                                &p, &r));
+    }
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+        pg_series *x = series_find(ser, n_ser, pg_get_i64(r, i, 0), pg_get_text(r, i, 1));
+        if (x) summary_from_row(r, i, 2, &x->sum);
+    }
+    pg_clear(r);
+    r = NULL;
+    free(runs.buf);
+    free(all_runs.buf);
+    free(all_keys.buf);
+
+    /* The points at or before their series' last step: is each stored with this value already? */
+    strbuf c_run = {0}, c_key = {0}, c_step = {0};
+    sb_str(&c_run, "{");
+    sb_str(&c_key, "{");
+    sb_str(&c_step, "{");
+    size_t n_cand = 0;
+    for (size_t i = 0; i < n_ser; i++)
+        for (size_t j = 0; ser[i].sum.count > 0 && j < ser[i].n; j++) {
+            const store_metric *p = &points[idx[ser[i].from + j]];
+            if (p->step > ser[i].sum.last_step) break;
+            if (n_cand++) {
+                sb_str(&c_run, ",");
+                sb_str(&c_key, ",");
+                sb_str(&c_step, ",");
+            }
+            sb_int(&c_run, p->run_id);
+            sb_quoted(&c_key, p->key, KEY_MAX);
+            sb_int(&c_step, p->step);
+        }
+    sb_str(&c_run, "}");
+    sb_str(&c_key, "}");
+    sb_str(&c_step, "}");
+    if (s == STORE_OK && (c_run.failed || c_key.failed || c_step.failed))
+        s = spg_fail_msg("insert metrics: out of memory");
+    if (s == STORE_OK && n_cand) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, c_run.buf);
+        pg_p_text(&p, c_key.buf);
+        pg_p_text(&p, c_step.buf);
+        s = spg_fail(c, pg_exec(c, "read rewritten metrics",
+                                "SELECT m.value FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY "
+                                "AS u(run_id, key, step, i) LEFT JOIN metrics m ON m.run_id = u.run_id AND "
+                                "m.key = u.key AND m.step = u.step ORDER BY u.i",
+                                &p, &r));
+        if (s == STORE_OK && (size_t)pg_nrows(r) != n_cand)
+            s = spg_fail_msg("read rewritten metrics: a row is missing");
+        int row = 0;
+        for (size_t i = 0; s == STORE_OK && i < n_ser; i++)
+            for (size_t j = 0; ser[i].sum.count > 0 && j < ser[i].n; j++) {
+                const store_metric *pt = &points[idx[ser[i].from + j]];
+                if (pt->step > ser[i].sum.last_step) break;
+                double old = pg_get_double(r, row, 0);
+                if (pg_get_isnull(r, row, 0) || memcmp(&old, &pt->value, sizeof old)) ser[i].recompute = 1;
+                row++;
+            }
+        pg_clear(r);
+    }
+    free(c_run.buf);
+    free(c_key.buf);
+    free(c_step.buf);
+    for (size_t i = 0; s == STORE_OK && i < n_ser; i++) {
+        if (ser[i].recompute) continue;
+        for (size_t j = 0; j < ser[i].n; j++) {
+            const store_metric *p = &points[idx[ser[i].from + j]];
+            if (ser[i].sum.count > 0 && p->step <= ser[i].sum.last_step) continue; /* stored as it is */
+            store_summary_add(&ser[i].sum, p->step, p->value, PG_SUMMARY_FLAGS);
+            ser[i].changed = 1;
+        }
+    }
+    return s;
+}
+
+/* After the batch's points are written: the series marked are recomputed from their rows (in
+ * step order), and every changed summary is written (the run's, when it still exists). */
+static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
+    if (n_ser == 0) return STORE_OK;
+    int *want = calloc(n_ser, sizeof *want);
+    if (!want) return spg_fail_msg("insert metrics: out of memory");
+    store_status s = STORE_OK;
+    for (size_t i = 0; i < n_ser; i++)
+        if (ser[i].recompute) {
+            want[i] = 1;
+            store_summary_init(&ser[i].sum);
+        }
+    strbuf runs = {0}, keys = {0};
+    size_t n_want;
+    series_arrays(ser, n_ser, want, &runs, &keys, &n_want);
+    if (runs.failed || keys.failed) s = spg_fail_msg("insert metrics: out of memory");
+    if (s == STORE_OK && n_want) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, runs.buf);
+        pg_p_text(&p, keys.buf);
+        pg_res *r = NULL;
+        s = spg_fail(c, pg_exec(c, "recompute metric summaries",
+                                "SELECT m.run_id, m.key, m.step, m.value FROM metrics m JOIN unnest($1::bigint[], "
+                                "$2::text[]) AS u(run_id, key) ON m.run_id = u.run_id AND m.key = u.key "
+                                "ORDER BY m.run_id, m.key COLLATE \"C\", m.step",
+                                &p, &r));
+        for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+            pg_series *x = series_find(ser, n_ser, pg_get_i64(r, i, 0), pg_get_text(r, i, 1));
+            if (x && x->recompute)
+                store_summary_add(&x->sum, pg_get_int(r, i, 2), pg_get_double(r, i, 3), PG_SUMMARY_FLAGS);
+        }
+        pg_clear(r);
+    }
+    free(runs.buf);
+    free(keys.buf);
+
+    strbuf a[10] = {{0}};
+    for (int j = 0; j < 10; j++) sb_str(&a[j], "{");
+    size_t n_put = 0;
+    for (size_t i = 0; i < n_ser; i++) {
+        const store_summary *m = &ser[i].sum;
+        if (!(ser[i].changed || ser[i].recompute) || m->count == 0) continue;
+        if (n_put++)
+            for (int j = 0; j < 10; j++) sb_str(&a[j], ",");
+        sb_int(&a[0], ser[i].run);
+        sb_quoted(&a[1], ser[i].key, KEY_MAX);
+        sb_int(&a[2], m->count);
+        sb_int(&a[3], m->last_step);
+        sb_num(&a[4], m->last_value);
+        sb_num(&a[5], m->min_value);
+        sb_int(&a[6], m->min_step);
+        sb_num(&a[7], m->max_value);
+        sb_num(&a[8], m->sum);
+        sb_num(&a[9], m->sum_err);
+    }
+    int failed = 0;
+    for (int j = 0; j < 10; j++) {
+        sb_str(&a[j], "}");
+        failed |= a[j].failed;
+    }
+    if (s == STORE_OK && failed) s = spg_fail_msg("insert metrics: out of memory");
+    if (s == STORE_OK && n_put) {
+        pg_params p;
+        pg_params_init(&p);
+        for (int j = 0; j < 10; j++) pg_p_text(&p, a[j].buf);
+        s = spg_fail(c, pg_cmd(c, "write metric summaries",
+                               "INSERT INTO metric_summaries (run_id, key, " SUMMARY_COLUMNS ") "
+                               "SELECT u.* FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], "
+                               "$5::float8[], $6::float8[], $7::int[], $8::float8[], $9::float8[], $10::float8[]) "
+                               "AS u(run_id, key, count, last_step, last_value, min_value, min_step, max_value, sum, "
+                               "sum_err) WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id) "
+                               "ON CONFLICT (run_id, key) DO UPDATE SET count = EXCLUDED.count, "
+                               "last_step = EXCLUDED.last_step, last_value = EXCLUDED.last_value, "
+                               "min_value = EXCLUDED.min_value, min_step = EXCLUDED.min_step, "
+                               "max_value = EXCLUDED.max_value, sum = EXCLUDED.sum, sum_err = EXCLUDED.sum_err",
+                               &p, NULL));
+    }
+    for (int j = 0; j < 10; j++) free(a[j].buf);
+    free(want);
+    return s;
+}
+
+store_status store_pg_metrics_insert(store *st, const store_metric *points, size_t n) {
+    if (n == 0) return STORE_OK;
+    /* One point per (run, key, step) (ON CONFLICT may not touch a row twice), in series and step
+     * order, NaN left out, as with SQLite (store_metric_distinct). */
+    size_t *idx = malloc(n * sizeof *idx);
+    if (!idx) return spg_fail_msg("insert metrics: out of memory");
+    size_t u = store_metric_distinct(points, n, idx);
+    /* The runs in the batch (idx is sorted by run), with the steps they cover. */
+    typedef struct {
+        long long run, token;
+        int from, to, allowed;
+        double w0, w1; /* the points' wall times: a batch's window (the next batch's are later) */
+    } run_span;
+    size_t n_runs = 0;
+    for (size_t i = 0; i < u; i++)
+        if (i == 0 || points[idx[i]].run_id != points[idx[i - 1]].run_id) n_runs++;
+    run_span *runs = calloc(n_runs ? n_runs : 1, sizeof *runs);
+    if (!runs) {
+        free(idx);
+        return spg_fail_msg("insert metrics: out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < u; i++) {
+        const store_metric *p = &points[idx[i]];
+        if (i == 0 || p->run_id != points[idx[i - 1]].run_id) {
+            runs[k].run = p->run_id;
+            runs[k].token = spg_held_token(st, p->run_id);
+            runs[k].from = runs[k].to = p->step;
+            runs[k].w0 = runs[k].w1 = p->wall_time;
+            runs[k].allowed = 1;
+            k++;
+        }
+        run_span *r = &runs[k - 1];
+        if (p->step < r->from) r->from = p->step;
+        if (p->step > r->to) r->to = p->step;
+        if (p->wall_time < r->w0) r->w0 = p->wall_time;
+        if (p->wall_time > r->w1) r->w1 = p->wall_time;
+    }
+
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        free(idx);
+        free(runs);
+        return STORE_ERROR;
+    }
+    store_status s = spg_fail(c, pg_begin(c));
+    /* Runs held here keep a share lock on their row until the commit: the lease cannot pass to
+     * another node between the check and the write. Points of a run whose lease is gone are left
+     * out, like those of a run deleted meanwhile. */
+    strbuf held_runs = {0}, held_tokens = {0};
+    int n_held = 0;
+    sb_str(&held_runs, "{");
+    sb_str(&held_tokens, "{");
+    for (size_t i = 0; i < n_runs; i++)
+        if (runs[i].token) {
+            if (n_held++) {
+                sb_str(&held_runs, ",");
+                sb_str(&held_tokens, ",");
+            }
+            sb_int(&held_runs, runs[i].run);
+            sb_int(&held_tokens, runs[i].token);
+            runs[i].allowed = 0;
+        }
+    sb_str(&held_runs, "}");
+    sb_str(&held_tokens, "}");
+    if (held_runs.failed || held_tokens.failed) s = spg_fail_msg("insert metrics: out of memory");
+    if (s == STORE_OK && n_held) {
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, held_runs.buf);
+        pg_p_text(&p, held_tokens.buf);
+        pg_res *r = NULL;
+        s = spg_fail(c, pg_exec(c, "fence metrics",
+                                "SELECT r.id FROM runs r JOIN unnest($1::bigint[], $2::bigint[]) AS f(run, tok) "
+                                "ON r.id = f.run AND r.lease_token = f.tok FOR SHARE OF r",
+                                &p, &r));
+        for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
+            for (size_t j = 0; j < n_runs; j++)
+                if (runs[j].run == pg_get_i64(r, i, 0)) runs[j].allowed = 1;
+        pg_clear(r);
+        for (size_t j = 0; s == STORE_OK && j < n_runs; j++)
+            if (!runs[j].allowed)
+                log_warn("store: run %lld: metric points left out: this node no longer holds its lease", runs[j].run);
+    }
+    free(held_runs.buf);
+    free(held_tokens.buf);
+
+    /* Only the points let in from here on. */
+    size_t allowed = 0;
+    for (size_t i = 0, at = 0; i < u; i++) {
+        while (runs[at].run != points[idx[i]].run_id) at++;
+        if (runs[at].allowed) idx[allowed++] = idx[i];
+    }
+    u = allowed;
+    pg_series *ser = NULL;
+    size_t n_ser = 0;
+    if (s == STORE_OK) s = summaries_read(c, points, idx, u, &ser, &n_ser);
+
+    size_t done = 0, r_at = 0;
+    while (s == STORE_OK && done < u) {
+        strbuf a_run = {0}, a_key = {0}, a_step = {0}, a_val = {0}, a_wall = {0};
+        sb_str(&a_run, "{");
+        sb_str(&a_key, "{");
+        sb_str(&a_step, "{");
+        sb_str(&a_val, "{");
+        sb_str(&a_wall, "{");
+        size_t in_chunk = 0;
+        for (; done < u && in_chunk < CHUNK; done++) {
+            const store_metric *p = &points[idx[done]];
+            while (runs[r_at].run != p->run_id) r_at++;
+            if (!runs[r_at].allowed) continue;
+            if (in_chunk++) {
+                sb_str(&a_run, ",");
+                sb_str(&a_key, ",");
+                sb_str(&a_step, ",");
+                sb_str(&a_val, ",");
+                sb_str(&a_wall, ",");
+            }
+            sb_int(&a_run, p->run_id);
+            sb_quoted(&a_key, p->key, sizeof p->key);
+            sb_int(&a_step, p->step);
+            sb_num(&a_val, p->value);
+            sb_num(&a_wall, p->wall_time);
+        }
+        sb_str(&a_run, "}");
+        sb_str(&a_key, "}");
+        sb_str(&a_step, "}");
+        sb_str(&a_val, "}");
+        sb_str(&a_wall, "}");
+        if (a_run.failed || a_key.failed || a_step.failed || a_val.failed || a_wall.failed)
+            s = spg_fail_msg("insert metrics: out of memory");
+        else if (in_chunk) {
+            pg_params p;
+            pg_params_init(&p);
+            pg_p_text(&p, a_run.buf);
+            pg_p_text(&p, a_key.buf);
+            pg_p_text(&p, a_step.buf);
+            pg_p_text(&p, a_val.buf);
+            pg_p_text(&p, a_wall.buf);
+            s = pg_cmd(c, "insert metrics",
+                       "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                       "SELECT u.run_id, u.key, u.step, u.value, u.wall_time FROM unnest($1::bigint[], $2::text[], "
+                       "$3::int[], $4::float8[], $5::float8[]) AS u(run_id, key, step, value, wall_time) "
+                       "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id) "
+                       "ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value, "
+                       "wall_time = EXCLUDED.wall_time",
+                       &p, NULL);
+            s = spg_fail(c, s);
+        }
+        free(a_run.buf);
+        free(a_key.buf);
+        free(a_step.buf);
+        free(a_val.buf);
+        free(a_wall.buf);
+    }
+    if (s == STORE_OK) s = summaries_write(c, ser, n_ser);
+    free(ser);
+    /* Other nodes' viewers hear which steps of which runs are now stored. */
+    if (s == STORE_OK) {
+        strbuf notes = {0};
+        sb_str(&notes, "{");
+        int any = 0;
+        for (size_t i = 0; i < n_runs; i++) {
+            if (!runs[i].allowed) continue;
+            char note[256];
+            snprintf(note, sizeof note,
+                     "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":", runs[i].run,
+                     runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
+            json_t *node = json_string(spg_node(st));
+            char *node_text = node ? json_dumps(node, JSON_ENCODE_ANY) : NULL;
+            json_decref(node);
+            if (!node_text) {
+                notes.failed = 1;
+                break;
+            }
+            strbuf one = {0};
+            sb_str(&one, note);
+            sb_str(&one, node_text);
+            sb_str(&one, "}");
+            free(node_text);
+            if (one.failed) notes.failed = 1;
+            if (any++) sb_str(&notes, ",");
+            if (!one.failed) sb_quoted(&notes, one.buf, one.len);
+            free(one.buf);
+        }
+        sb_str(&notes, "}");
+        if (notes.failed)
+            s = spg_fail_msg("insert metrics: out of memory");
+        else if (any) {
+            pg_params p;
+            pg_params_init(&p);
+            pg_p_text(&p, notes.buf);
+            s = spg_fail(c, pg_cmd(c, "notify metrics",
+                                   "SELECT pg_notify('attnlab_events', x) FROM unnest($1::text[]) x", &p, NULL));
+        }
+        free(notes.buf);
+    }
+    s = spg_fail(c, pg_finish(c, s));
+    spg_put(st, c);
+    free(idx);
+    free(runs);
+    return s;
+}
+
+/* A key matches a comma-separated list of names and prefixes ("tau.*"). */
+static int key_matches(const char *key, const char *keys) {
+    if (!keys || !*keys) return 1;
+    const char *p = keys;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && p[len - 1] == '*') {
+            if (!strncmp(key, p, len - 1)) return 1;
+        } else if (len == strlen(key) && !strncmp(key, p, len)) {
+            return 1;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+store_status store_pg_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                     store_metric **points, size_t *n) {
+    *points = NULL;
+    *n = 0;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_p_int(&p, since_step);
+    pg_res *r = NULL;
+    store_status s =
+        spg_fail(c, pg_exec(c, "read metrics",
+                            "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND step >= $2 "
+                            "ORDER BY key COLLATE \"C\", step",
+                            &p, &r));
+    spg_put(st, c);
+    int rows = s == STORE_OK ? pg_nrows(r) : 0;
+    store_metric *got = rows ? malloc((size_t)rows * sizeof *got) : NULL;
+    if (rows && !got) s = spg_fail_msg("read metrics: out of memory");
+    size_t count = 0;
+    for (int i = 0; s == STORE_OK && i < rows; i++) {
+        const char *key = pg_get_text(r, i, 0);
+        if (!key || !key_matches(key, keys)) continue;
+        store_metric *m = &got[count++];
+        m->run_id = run_id;
+        snprintf(m->key, sizeof m->key, "%s", key);
+        m->step = pg_get_int(r, i, 1);
+        m->value = pg_get_double(r, i, 2);
+        m->wall_time = pg_get_double(r, i, 3);
+    }
+    pg_clear(r);
+    if (s != STORE_OK || count == 0) {
+        free(got);
+        return s;
+    }
+    *points = got;
+    *n = count;
+    return STORE_OK;
+}
+
+store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out) {
+    *out = NULL;
+    json_t *sum = json_object();
+    if (!sum) return spg_fail_msg("summary: out of memory");
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        json_decref(sum);
+        return STORE_ERROR;
+    }
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_res *r = NULL;
+    /* One row per series (migration 0008): step_of_min is the first step holding the minimum,
+     * mean the one avg() gives over the rows. */
+    store_status s = spg_fail(c, pg_exec(c, "summary",
+                                         "SELECT key, " SUMMARY_COLUMNS " FROM metric_summaries WHERE run_id = $1 "
+                                         "ORDER BY key COLLATE \"C\"",
+                                         &p, &r));
+    spg_put(st, c);
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+        store_summary m;
+        summary_from_row(r, i, 1, &m);
+        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", m.last_value, "min", m.min_value, "max",
+                              m.max_value, "mean", store_summary_mean(&m, PG_SUMMARY_FLAGS), "step_of_min", m.min_step,
+                              "count", (json_int_t)m.count, "last_step", m.last_step);
+        if (json_object_set_new(sum, pg_get_text(r, i, 0), o) < 0) s = spg_fail_msg("summary: out of memory");
+    }
+    pg_clear(r);
+    if (s != STORE_OK) {
+        json_decref(sum);
+        return s;
+    }
+    *out = sum;
+    return STORE_OK;
+}
+
+/* The brief of row i of the briefs statement below (columns: loss count, min, last; val_loss count,
+ * min, last; tau series count, min, max): the object store_run_brief describes, or NULL when out
+ * of memory. */
+static json_t *brief_from_row(const pg_res *r, int i) {
+    json_t *brief = json_object();
+    int bad = !brief;
+    static const char *const keys[] = {"loss", "val_loss"};
+    for (int k = 0; !bad && k < 2; k++)
+        if (pg_get_i64(r, i, 3 * k) > 0)
+            bad |= json_object_set_new(brief, keys[k],
+                                       json_pack("{s:f, s:f}", "last", pg_get_double(r, i, 3 * k + 2), "min",
+                                                 pg_get_double(r, i, 3 * k + 1))) < 0;
+    if (!bad && pg_get_i64(r, i, 6) > 0)
+        bad |= json_object_set_new(
+                   brief, "tau",
+                   json_pack("{s:f, s:f}", "min", pg_get_double(r, i, 7), "max", pg_get_double(r, i, 8))) < 0;
+    if (bad) {
+        json_decref(brief);
+        return NULL;
+    }
+    return brief;
+}
+
+/* The PostgreSQL array literal "{id,id,...}" of n ids; NULL when out of memory. Free it. */
+static char *id_array(const long long *ids, size_t n) {
+    enum { ID_TEXT = 21 }; /* "-9223372036854775808" and a comma */
+    if (n > (SIZE_MAX - 3) / ID_TEXT) return NULL;
+    char *arr = malloc(n * ID_TEXT + 3);
+    if (!arr) return NULL;
+    size_t used = 0;
+    arr[used++] = '{';
+    for (size_t i = 0; i < n; i++) used += (size_t)snprintf(arr + used, ID_TEXT + 1, "%s%lld", i ? "," : "", ids[i]);
+    arr[used++] = '}';
+    arr[used] = 0;
+    return arr;
+}
+
+store_status store_pg_run_briefs(store *st, const long long *ids, size_t n, json_t **out) {
+    *out = NULL;
+    json_t *all = json_array();
+    if (!all) return spg_fail_msg("brief: out of memory");
+    if (n == 0) {
+        *out = all;
+        return STORE_OK;
+    }
+    if (n > INT_MAX) {
+        json_decref(all);
+        return spg_fail_msg("brief: too many runs");
+    }
+    char *arr = id_array(ids, n);
+    if (!arr) {
+        json_decref(all);
+        return spg_fail_msg("brief: out of memory");
+    }
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        free(arr);
+        json_decref(all);
+        return STORE_ERROR;
+    }
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, arr);
+    pg_res *r = NULL;
+    /* One row per id, in the ids' order (an id twice: twice; no such run: no series). Index lookups
+     * in the series' summaries (migration 0008); the temperatures are the tau.* series' at the last
+     * step of tau.0.0 (all of them are written at every step together). */
+    store_status s = spg_fail(
+        c, pg_exec(c, "brief",
+                   "SELECT coalesce(l.count, 0), l.min_value, l.last_value, coalesce(v.count, 0), v.min_value, "
+                   "v.last_value, t.n, t.lo, t.hi, b.ord FROM unnest($1::bigint[]) WITH ORDINALITY AS b (id, ord) "
+                   "CROSS JOIN LATERAL (SELECT count(*) AS n, min(m.last_value) AS lo, max(m.last_value) AS hi "
+                   "FROM metric_summaries m WHERE m.run_id = b.id AND starts_with(m.key, 'tau.') AND m.last_step = "
+                   "(SELECT z.last_step FROM metric_summaries z WHERE z.run_id = b.id AND z.key = 'tau.0.0')) t "
+                   "LEFT JOIN metric_summaries l ON l.run_id = b.id AND l.key = 'loss' "
+                   "LEFT JOIN metric_summaries v ON v.run_id = b.id AND v.key = 'val_loss' ORDER BY b.ord",
+                   &p, &r));
+    spg_put(st, c);
+    free(arr);
+    if (s == STORE_OK && pg_nrows(r) != (int)n) s = spg_fail_msg("brief: not one row per run");
+    for (int i = 0; s == STORE_OK && i < (int)n; i++) {
+        if (pg_get_i64(r, i, 9) != (long long)i + 1) {
+            s = spg_fail_msg("brief: rows out of order");
+            break;
+        }
+        if (json_array_append_new(all, brief_from_row(r, i)) < 0) s = spg_fail_msg("brief: out of memory");
+    }
+    pg_clear(r);
+    if (s != STORE_OK) {
+        json_decref(all);
+        return s;
+    }
+    *out = all;
+    return STORE_OK;
+}
+
+store_status store_pg_run_brief(store *st, long long run_id, json_t **out) {
+    *out = NULL;
+    json_t *all = NULL;
+    store_status s = store_pg_run_briefs(st, &run_id, 1, &all);
+    if (s != STORE_OK) return s;
+    *out = json_incref(json_array_get(all, 0));
+    json_decref(all);
+    return STORE_OK;
+}

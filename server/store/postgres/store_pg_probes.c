@@ -1,0 +1,267 @@
+/* Probe results and their tables on PostgreSQL: every SQL statement about probes and probe_tables
+ * (store_probes.c's twin). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store/postgres/store_pg.h"
+
+/* Inserts the rows of a probe's tables; inside a transaction. */
+static store_status insert_tables(pg_conn *c, long long id, const json_t *tables) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tables, i, t) {
+        char *cols = json_dumps(json_object_get(t, "columns"), JSON_COMPACT);
+        char *rows = json_dumps(json_object_get(t, "rows"), JSON_COMPACT);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        store_status s = STORE_OK;
+        if (!cols || !rows || !name) s = spg_fail_msg("insert probe table: a table without name, columns or rows");
+        if (s == STORE_OK) {
+            pg_params p;
+            pg_params_init(&p);
+            pg_p_int(&p, id);
+            pg_p_int(&p, (long long)i);
+            pg_p_text(&p, name);
+            pg_p_text(&p, cols);
+            pg_p_text(&p, rows);
+            s = spg_fail(c,
+                         pg_cmd(c, "insert probe table",
+                                "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES ($1,$2,$3,$4,$5)",
+                                &p, NULL));
+        }
+        free(cols);
+        free(rows);
+        if (s != STORE_OK) return s;
+    }
+    return STORE_OK;
+}
+
+store_status store_pg_probe_insert(store *st, const store_new_probe *pr, long long *id_out) {
+    *id_out = 0;
+    /* The result without its tables goes into the probe row; the tables into their own rows. */
+    json_t *rest = pr->result ? json_deep_copy(pr->result) : NULL;
+    json_t *tables = rest ? json_incref(json_object_get(rest, "tables")) : NULL;
+    if (rest) json_object_del(rest, "tables");
+    char *rest_text = rest ? json_dumps(rest, JSON_COMPACT) : NULL;
+    if (pr->result && !rest_text) {
+        json_decref(rest);
+        json_decref(tables);
+        return spg_fail_msg("insert probe: out of memory");
+    }
+    pg_conn *c = spg_get(st);
+    store_status s = c ? spg_fail(c, pg_begin(c)) : STORE_ERROR;
+    long long id = -1;
+    if (s == STORE_OK) {
+        id = spg_next_id(c, "probes");
+        if (id < 0) s = STORE_ERROR;
+    }
+    if (s == STORE_OK) {
+        double now = spg_now();
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, pr->kind);
+        pg_p_text(&p, pr->params_json);
+        pg_p_int(&p, pr->seed);
+        pg_p_text(&p, pr->status);
+        pg_p_text(&p, rest_text);
+        pg_p_text(&p, pr->error);
+        pg_p_double(&p, now);
+        pg_p_double(&p, now);
+        if (pr->run_id)
+            pg_p_int(&p, pr->run_id);
+        else
+            pg_p_null(&p);
+        pg_p_text(&p, pr->cache_key);
+        pg_p_double(&p, pr->duration_ms);
+        pg_p_int(&p, id);
+        s = pg_cmd(c, "insert probe",
+                   "INSERT INTO probes (kind, params, seed, status, result, error, created_at, finished_at, run_id, "
+                   "cache_key, duration_ms, id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
+                   &p, NULL);
+        if (s == STORE_CONFLICT && !pr->run_id) s = STORE_ERROR;
+        s = spg_fail(c, s);
+    }
+    if (s == STORE_OK && tables) s = insert_tables(c, id, tables);
+    if (c) {
+        s = spg_fail(c, pg_finish(c, s));
+        spg_put(st, c);
+    }
+    free(rest_text);
+    json_decref(rest);
+    json_decref(tables);
+    if (s == STORE_OK) *id_out = id;
+    return s;
+}
+
+store_status store_pg_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out) {
+    *id_out = 0;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, kind);
+    pg_p_text(&p, cache_key);
+    pg_res *r = NULL;
+    store_status s =
+        spg_fail(c, pg_exec(c, "find probe",
+                            "SELECT id FROM probes WHERE kind = $1 AND cache_key = $2 AND status = 'succeeded' "
+                            "ORDER BY id DESC LIMIT 1",
+                            &p, &r));
+    spg_put(st, c);
+    if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
+    if (s == STORE_OK) *id_out = pg_get_i64(r, 0, 0);
+    pg_clear(r);
+    return s;
+}
+
+#define PROBE_COLUMNS "id, kind, params, run_id, status, error, created_at, duration_ms, result"
+
+static json_t *probe_from_row(const pg_res *q, int i) {
+    json_t *o = json_object();
+    int bad = !o;
+    bad |= json_object_set_new(o, "id", json_integer(pg_get_i64(q, i, 0)));
+    bad |= json_object_set_new(o, "kind", spg_text(q, i, 1));
+    bad |= json_object_set_new(o, "params", spg_json(q, i, 2, json_object()));
+    bad |= json_object_set_new(o, "run_id", spg_int(q, i, 3));
+    bad |= json_object_set_new(o, "status", spg_text(q, i, 4));
+    bad |= json_object_set_new(o, "error", spg_text(q, i, 5));
+    bad |= json_object_set_new(o, "created_at", spg_real(q, i, 6));
+    bad |= json_object_set_new(o, "duration_ms", spg_real(q, i, 7));
+    bad |= json_object_set_new(o, "result", spg_json(q, i, 8, json_null()));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Puts the probe's tables (with rows, or just their shape) back into its result. */
+static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
+    json_t *result = json_object_get(probe, "result");
+    if (!json_is_object(result)) return STORE_OK;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, json_integer_value(json_object_get(probe, "id")));
+    pg_res *r = NULL;
+    store_status s =
+        spg_fail(c, pg_exec(c, "probe tables",
+                            with_rows ? "SELECT name, columns, rows FROM probe_tables WHERE probe_id = $1 "
+                                        "ORDER BY idx"
+                                      : "SELECT name, columns, json_array_length(rows::json) FROM probe_tables "
+                                        "WHERE probe_id = $1 ORDER BY idx",
+                            &p, &r));
+    json_t *tables = s == STORE_OK ? json_array() : NULL;
+    if (s == STORE_OK && !tables) s = spg_fail_msg("probe tables: out of memory");
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+        json_t *t = json_object();
+        int bad = !t;
+        bad |= json_object_set_new(t, "name", spg_text(r, i, 0));
+        bad |= json_object_set_new(t, "columns", spg_json(r, i, 1, json_array()));
+        if (with_rows)
+            bad |= json_object_set_new(t, "rows", spg_json(r, i, 2, json_array()));
+        else
+            bad |= json_object_set_new(t, "row_count", json_integer(pg_get_i64(r, i, 2)));
+        bad |= json_array_append_new(tables, t);
+        if (bad) s = spg_fail_msg("probe tables: out of memory");
+    }
+    pg_clear(r);
+    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
+        return spg_fail_msg("probe tables: out of memory");
+    if (s != STORE_OK) json_decref(tables);
+    return s;
+}
+
+store_status store_pg_probe_get(store *st, long long id, json_t **out) {
+    *out = NULL;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    pg_res *r = NULL;
+    json_t *pr = NULL;
+    store_status s = spg_fail(c, pg_exec(c, "get probe", "SELECT " PROBE_COLUMNS " FROM probes WHERE id = $1", &p, &r));
+    if (s == STORE_OK && pg_nrows(r) == 0)
+        s = STORE_NOT_FOUND;
+    else if (s == STORE_OK && !(pr = probe_from_row(r, 0)))
+        s = spg_fail_msg("get probe: out of memory");
+    pg_clear(r);
+    if (s == STORE_OK) s = attach_tables(c, pr, 1);
+    spg_put(st, c);
+    if (s != STORE_OK) {
+        json_decref(pr);
+        return s;
+    }
+    *out = pr;
+    return STORE_OK;
+}
+
+store_status store_pg_probe_list(store *st, const char *kind, int limit, int offset, json_t **out, long long *total) {
+    *out = NULL;
+    *total = 0;
+    json_t *list = json_array();
+    if (!list) return spg_fail_msg("list probes: out of memory");
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        json_decref(list);
+        return STORE_ERROR;
+    }
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, kind);
+    pg_p_int(&p, limit);
+    pg_p_int(&p, offset);
+    pg_res *r = NULL, *cr = NULL;
+    store_status s =
+        spg_fail(c, pg_exec(c, "list probes",
+                            "SELECT " PROBE_COLUMNS " FROM probes WHERE ($1::text IS NULL OR kind = $1::text) "
+                            "ORDER BY id DESC LIMIT $2::bigint OFFSET $3::bigint",
+                            &p, &r));
+    p.n = 1;
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_exec(c, "count probes",
+                                "SELECT count(*) FROM probes WHERE ($1::text IS NULL OR kind = $1::text)", &p, &cr));
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+        json_t *pr = probe_from_row(r, i);
+        if (!pr) {
+            s = spg_fail_msg("list probes: out of memory");
+            break;
+        }
+        s = attach_tables(c, pr, 0);
+        if (json_array_append_new(list, pr) < 0 && s == STORE_OK) s = spg_fail_msg("list probes: out of memory");
+    }
+    long long count = s == STORE_OK ? pg_get_i64(cr, 0, 0) : 0;
+    pg_clear(r);
+    pg_clear(cr);
+    spg_put(st, c);
+    if (s != STORE_OK) {
+        json_decref(list);
+        return s;
+    }
+    *out = list;
+    *total = count;
+    return STORE_OK;
+}
+
+store_status store_pg_probe_table(store *st, long long id, const char *name, json_t **out) {
+    *out = NULL;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    pg_p_text(&p, name);
+    pg_res *r = NULL;
+    store_status s = spg_fail(c, pg_exec(c, "probe table",
+                                         "SELECT name, columns, rows FROM probe_tables WHERE probe_id = $1 "
+                                         "AND ($2::text IS NULL OR name = $2::text) ORDER BY idx LIMIT 1",
+                                         &p, &r));
+    spg_put(st, c);
+    if (s == STORE_OK && pg_nrows(r) == 0)
+        s = STORE_NOT_FOUND;
+    else if (s == STORE_OK &&
+             !(*out = json_pack("{s:o, s:o, s:o}", "name", spg_text(r, 0, 0), "columns",
+                                spg_json(r, 0, 1, json_array()), "rows", spg_json(r, 0, 2, json_array()))))
+        s = spg_fail_msg("probe table: out of memory");
+    pg_clear(r);
+    return s;
+}

@@ -1,0 +1,234 @@
+/* The store: everything attnlab keeps (runs and their tags, metric series, experiments, the corpus
+ * catalogue, probe results) behind one contract that names no database.
+ *
+ * store_open() is the one place that picks and opens a backend. Today there is one, SQLite
+ * (server/store/sqlite/store_sqlite.c: one connection in WAL mode, serialised by a mutex, migrations from
+ * db/migrations applied in order); the resource files store_runs.c, store_metrics.c,
+ * store_experiments.c, store_corpora.c and store_probes.c hold every SQL statement, by resource.
+ * Every function may be called from any thread.
+ *
+ * THE RULE FOR ERRORS. Every function that returns a store_status follows it: on STORE_OK its
+ * outputs are set and the caller owns what they point to (json_decref() a json_t *, free() any
+ * other pointer). On any other status every output is left NULL or 0 and nothing is owned by the
+ * caller. A STORE_ERROR is logged once, and store_last_error() gives its message on the thread that
+ * got it. Reading stops at the first error: a list is never cut short and reported as complete.
+ *
+ * The store returns raw rows (JSON objects shaped like the API's objects) and raw metric points;
+ * presentation (CSV, downsampling) belongs to the API layer. */
+#ifndef ATTNLAB_STORE_H
+#define ATTNLAB_STORE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct store store;
+
+typedef enum {
+    STORE_OK = 0,
+    STORE_NOT_FOUND,
+    STORE_CONFLICT, /* the row exists / is in a state that forbids the change */
+    STORE_TOO_NEW,  /* the database's schema is newer than this binary's */
+    STORE_ERROR,    /* the backend or the system failed (I/O, out of memory); the message says which */
+} store_status;
+
+/* Opens (creating if needed) and migrates the database named by `url`: a file path, or
+ * "sqlite:PATH" (SQLite). On failure *out is NULL and err holds a one-line reason; a database
+ * that can only be read is refused (every write would fail later). */
+store_status store_open(store **out, const char *url, char *err, size_t errlen);
+/* Closes the database; st may be NULL. */
+void store_close(store *st);
+
+/* The schema version this binary writes. */
+int store_schema_version_supported(void);
+/* The schema version the open database is at, or -1 when it cannot be read. */
+int store_schema_version(store *st);
+/* Health for /api/health: STORE_OK when the database answers at the schema version this binary
+ * writes and can still be written: its file is still the one opened (not deleted or replaced,
+ * where writes would vanish at the next start) and writable. STORE_ERROR otherwise, with the
+ * reason in store_last_error(). */
+store_status store_ping(store *st);
+/* The message of the last STORE_ERROR on this thread (for logs and 500 answers). */
+const char *store_last_error(void);
+/* 1 when the last STORE_ERROR on this thread was the database being unreachable (a networked
+ * backend whose server is down or cut off: the API answers 503 then, 500 otherwise). */
+int store_unavailable(void);
+
+/* ---- runs ---------------------------------------------------------------------------------
+ * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",
+ * "variant","replicate","config":{…},"seed","status","step","total_steps","note","error",
+ * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]}. A run's status moves
+ * queued -> running -> succeeded|failed|cancelled|interrupted. */
+typedef struct {
+    const char *name, *variant, *note, *corpus;
+    const char *config_json; /* normalised config, stored as given */
+    long long seed;
+    long long experiment_id; /* 0: none (set by store_experiment_create for its runs) */
+    int replicate;           /* 0-based replicate within its experiment (0 outside one) */
+    int total_steps;
+    const json_t *tags; /* array of strings, may be NULL */
+} store_new_run;
+
+/* Inserts a queued run; *id_out gets its id (never one used before, even after deletes). */
+store_status store_run_create(store *st, const store_new_run *run, long long *id_out);
+/* One run; STORE_NOT_FOUND when there is none. */
+store_status store_run_get(store *st, long long id, json_t **out);
+
+/* Most config filters one list takes. */
+#define STORE_RUN_MAX_CONFIG_FILTERS 8
+/* A run matches when its config's member `key` equals the JSON value `value_json` (numbers compare
+ * as numbers: 1 equals 1.0; a run whose config lacks the key does not match). The key is a RunConfig
+ * field name (a-z, 0-9, _), checked by the caller; the store passes both as parameters, never as SQL. */
+typedef struct {
+    const char *key;
+    const char *value_json;
+} store_config_filter;
+
+typedef struct {
+    const char *status, *tag, *variant; /* NULL: any */
+    long long experiment_id;            /* 0: any */
+    /* id, created_at, name, status, and by the run's metric series: loss and val_loss (the value at
+     * the last step), min_loss and min_val_loss (the minimum); each optionally '-' prefixed for
+     * descending. Runs without the series come last either way; ties by id (descending with '-'). */
+    const char *sort;
+    store_config_filter config[STORE_RUN_MAX_CONFIG_FILTERS]; /* all must match */
+    int n_config;                                             /* 0..STORE_RUN_MAX_CONFIG_FILTERS */
+    int limit, offset;
+} store_run_filter;
+/* The orders of store_run_list (the `sort` values above), NULL-terminated: the API accepts exactly
+ * these, and each backend keeps its SQL for them in the same order. */
+#define STORE_RUN_SORT_COUNT 16
+extern const char *const store_run_sorts[STORE_RUN_SORT_COUNT + 1];
+/* The index of sort in store_run_sorts, or -1 (NULL or unknown). */
+int store_run_sort_index(const char *sort);
+/* 1 when k can name a config filter's key: a plain field name (a-z, 0-9, _; 1-63 characters). */
+int store_config_key_ok(const char *k);
+/* A page of runs (array) and the number of runs matching the filter. */
+store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total);
+
+/* Moves a run to `to` only if its status is one of `from` (NULL-terminated). STORE_CONFLICT when it
+ * is not, STORE_NOT_FOUND when there is no such run. Sets started_at on running and finished_at on a
+ * final status; error may be NULL. */
+store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error);
+/* Records a run's step and (if larger than the stored one) its checkpoint step. */
+store_status store_run_progress(store *st, long long id, int step, int checkpoint_step);
+/* Changes any of name, note (NULL: unchanged) and tags (NULL: unchanged); STORE_NOT_FOUND if no run. */
+store_status store_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
+/* Deletes a run that is not queued or running, with its tags and metrics (STORE_CONFLICT otherwise). */
+store_status store_run_delete(store *st, long long id);
+/* Start-up recovery: running -> interrupted. Returns the number of runs changed, or -1 on error. */
+int store_runs_interrupt_running(store *st);
+/* Ids of queued runs, oldest first (to queue them again after a restart): an array of *n (NULL
+ * when there are none). */
+store_status store_runs_queued(store *st, long long **ids, int *n);
+/* {"queued":n, "running":n, ...} with every status present, for /metrics. */
+store_status store_run_counts(store *st, json_t **out);
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+typedef struct {
+    long long run_id;
+    int step;
+    char key[32];
+    double value;
+    double wall_time;
+} store_metric;
+
+/* Inserts (or replaces: a resumed run rewrites the same steps) all points in one transaction:
+ * all of them are stored or none. Points of a run that no longer exists are skipped. The same
+ * transaction keeps each series' summary (store_summary.h: what store_metrics_summary,
+ * store_run_brief and the loss orders of store_run_list read), so no read scans the points. */
+store_status store_metrics_insert(store *st, const store_metric *points, size_t n);
+/* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
+ * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
+ * of *n (NULL when there are none). */
+store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
+                                  size_t *n);
+/* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the
+ * first step at which the series took its minimum. */
+store_status store_metrics_summary(store *st, long long run_id, json_t **out);
+/* What a runs table shows: {"loss":{"last","min"}, "val_loss":{"last","min"}, "tau":{"min","max"}
+ * (over the tau.* series whose last step is tau.0.0's)}; members are absent when the run has no
+ * such series. O(series) per run. */
+store_status store_run_brief(store *st, long long run_id, json_t **out);
+/* store_run_brief's objects for n runs at once (a runs list's page): an array of n, the i-th for
+ * ids[i] ({} for a run without those series, or no such run). The same objects as n calls of
+ * store_run_brief; on PostgreSQL one statement whatever n is. */
+store_status store_run_briefs(store *st, const long long *ids, size_t n, json_t **out);
+
+/* ---- experiments -------------------------------------------------------------------------- */
+typedef struct {
+    const char *name, *preset;             /* preset may be NULL */
+    const char *base_json, *variants_json; /* JSON text */
+    int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
+} store_new_experiment;
+
+/* Creates an experiment and its n runs (queued, each with experiment_id set to the new
+ * experiment; their own experiment_id is ignored) in one transaction: all of it or nothing.
+ * *exp_id gets the experiment's id and run_ids[0..n) the runs' ids, in order. */
+store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
+                                     long long *exp_id, long long *run_ids);
+/* Takes back an experiment whose runs could not be queued: deletes it with its runs, in one
+ * transaction, if none of them has left `queued` (STORE_CONFLICT otherwise). */
+store_status store_experiment_discard(store *st, long long id);
+/* {"id","name","preset","base":{…},"variants":[…],"replicates","created_at","run_count"} */
+store_status store_experiment_get(store *st, long long id, json_t **out);
+/* A page of experiments, newest first, and how many there are. */
+store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
+
+/* ---- corpora ------------------------------------------------------------------------------ */
+typedef struct {
+    const char *name, *source, *tokenizer, *status, *error;
+    long long documents, bytes, tokens;
+    int builtin;
+    const char *task_json; /* a task corpus (tokenizer "task"): its generator config as JSON; else NULL */
+} store_corpus;
+/* Inserts or replaces the catalogue row of a corpus. */
+store_status store_corpus_put(store *st, const store_corpus *c);
+/* Inserts only if no corpus has that name (STORE_CONFLICT otherwise). */
+store_status store_corpus_create(store *st, const store_corpus *c);
+/* {"name","source","tokenizer","documents","bytes","tokens","status","error","builtin",
+ * "created_at","runs"}, and "task" (the config object) for a task corpus */
+store_status store_corpus_get(store *st, const char *name, json_t **out);
+/* Every corpus, built-in ones first. */
+store_status store_corpus_list(store *st, json_t **out);
+/* Deletes the row unless a run uses the corpus (STORE_CONFLICT) or it is built in (STORE_CONFLICT). */
+store_status store_corpus_delete(store *st, const char *name);
+/* Start-up recovery: corpora still `tokenizing` (the process died during the work) become
+ * `failed` with `error`. *n gets how many changed. */
+store_status store_corpora_fail_tokenizing(store *st, const char *error, int *n);
+
+/* ---- artefacts -----------------------------------------------------------------------------
+ * Files kept beside the database (a run's checkpoint), recorded with what they must hold, so a
+ * file is trusted only when the database says whose it is and its bytes still match. */
+typedef struct {
+    const char *path; /* relative to the data directory: "runs/3/checkpoint.safetensors" */
+    const char *kind; /* "checkpoint", "weights" or "corpus" */
+    long long run_id; /* 0: none */
+    int step;
+    long long bytes;
+    const char *sha256; /* 64 hex digits of the file's content */
+} store_artifact;
+/* Records (or replaces) the artefact at a path; it goes with its run. */
+store_status store_artifact_put(store *st, const store_artifact *a);
+/* {"path","kind","run_id","step","bytes","sha256","created_at"}; STORE_NOT_FOUND when the database
+ * knows no file at that path. */
+store_status store_artifact_get(store *st, const char *path, json_t **out);
+
+/* ---- probes ------------------------------------------------------------------------------- */
+typedef struct {
+    const char *kind, *params_json, *cache_key, *status, *error;
+    long long seed, run_id; /* run_id 0: none */
+    double duration_ms;
+    const json_t *result; /* the probe's result object; its "tables" go to their own rows */
+} store_new_probe;
+
+store_status store_probe_insert(store *st, const store_new_probe *p, long long *id_out);
+/* The newest succeeded probe with this kind and cache key (STORE_NOT_FOUND if none). */
+store_status store_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out);
+/* {"id","kind","params","run_id","status","error","created_at","duration_ms","result":{…,"tables":[…]}} */
+store_status store_probe_get(store *st, long long id, json_t **out);
+/* Like get, newest first, without the tables' rows (their names, columns and row counts instead). */
+store_status store_probe_list(store *st, const char *kind, int limit, int offset, json_t **out, long long *total);
+/* One table {"name","columns","rows"} by name (NULL: the first). */
+store_status store_probe_table(store *st, long long id, const char *name, json_t **out);
+
+#endif
