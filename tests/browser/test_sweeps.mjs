@@ -72,12 +72,20 @@ async function main() {
 
   await step('experiment view: parallel coordinates of lr and tau_param against the final validation loss', async () => {
     await page.goto(base + `/#/experiment/${expId}`);
+    let shown = '';
     const st = await waitFor(() => page.evaluate(() => {
       const box = document.querySelector('#box-parcoords');
       const c = box && !box.hidden && window.Chart.getChart(document.querySelector('#chart-parcoords'));
       if (!c || c.data.datasets.length < 4) return null;
       return { labels: c.data.labels, datasets: c.data.datasets.map((d) => ({ runId: d.runId, raw: d.raw, data: d.data, color: d.borderColor, final: d.finalValLoss })) };
-    }), 'the parallel-coordinates chart', 20000);
+    }).then((s) => {
+      // The view may have drawn while it still followed the runs live (it was open since the
+      // submit): wait until it shows every run's final validation loss as the API has it; a view
+      // that never catches up fails the wait with the figures it shows.
+      if (!s) return null;
+      shown = s.datasets.map((d) => `${d.runId}:${d.final}`).join(' ');
+      return runs.every((r) => s.datasets.some((d) => d.runId === r.id && d.final === r.last.val_loss.last)) ? s : null;
+    }), () => `the parallel-coordinates chart with the final val_loss of every run (API ${runs.map((r) => `${r.id}:${r.last.val_loss.last}`).join(' ')}, shown ${shown})`, 20000);
     assert(JSON.stringify(st.labels) === JSON.stringify(['lr', 'tau_param', 'final val_loss']), `axes ${st.labels}`);
     for (const r of runs) {
       const d = st.datasets.find((x) => x.runId === r.id);

@@ -71,6 +71,8 @@ export async function api(base, path, { method = 'GET', body, raw } = {}) {
   return text ? JSON.parse(text) : null;
 }
 
+// Polls fn until it gives a truthy value; `what` names the wait in the error (a string, or a function
+// called at the time-out so it can say what was seen last).
 export async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
   const t0 = Date.now();
   while (Date.now() - t0 < timeoutMs) {
@@ -78,7 +80,7 @@ export async function waitFor(fn, what, timeoutMs = 30000, everyMs = 200) {
     if (v) return v;
     await new Promise((r) => setTimeout(r, everyMs));
   }
-  throw new Error(`timed out waiting for ${what}`);
+  throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
 }
 
 // Resolves to a run once it has ended (GET /api/runs/{id}), however long it trains: it throws only
