@@ -14,8 +14,10 @@ APT_PACKAGES=(
 # Test-only packages (browser tests; a throw-away PostgreSQL cluster for the PostgreSQL backend and the
 # multi-node tests; clang and its libFuzzer runtime for tests/fuzz; clang-format for the style check;
 # wrk for `make loadtest`; PyTorch for tests/test_torch_loader.sh, which rebuilds a run's downloaded
-# weights from their metadata); installed by `make test`, not needed to run the service.
-APT_TEST_PACKAGES=(sqlite3 chromium postgresql libpq-dev clang libclang-rt-dev clang-format wrk python3-torch)
+# weights from their metadata; venv, pip, setuptools and wheel for tests/test_python_client.sh, which
+# installs the Python client offline); installed by `make test`, not needed to run the service.
+APT_TEST_PACKAGES=(sqlite3 chromium postgresql libpq-dev clang libclang-rt-dev clang-format wrk python3-torch
+  python3-venv python3-pip python3-setuptools python3-wheel)
 # Sources of the default corpus (`make corpus`).
 APT_CORPUS_PACKAGES=(dict-foldoc jargon-text manpages manpages-dev groff-base python3 libc6-dev linux-libc-dev)
 # The PyTorch peer of `make bench` (bench/torch_train.py), run with Debian's /usr/bin/python3.

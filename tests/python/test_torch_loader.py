@@ -15,18 +15,16 @@ Prints PASS name / FAIL name: why lines.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ATTNLABD = os.environ.get("ATTNLABD", os.path.join(ROOT, "build/release/attnlabd"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attnlabd_server import ROOT, Server  # noqa: E402
+
 
 # Tolerances: the server computes in float32, the reference here in float64. Measured on these runs:
 # attention up to 1.1e-6 (the sharpest heads, dot), loss up to 5e-8 relative. A wrong metadata value
@@ -154,54 +152,6 @@ class MetaGPT:
 
 
 # ---- the server -------------------------------------------------------------------------------
-
-class Server:
-    def __init__(self, tmp):
-        self.out = open(os.path.join(tmp, "out"), "w+")
-        self.log = open(os.path.join(tmp, "log"), "w")
-        self.proc = subprocess.Popen(
-            [ATTNLABD, "--port", "0", "--data-dir", os.path.join(tmp, "data"), "--compute-threads", "2"],
-            stdout=self.out, stderr=self.log, cwd=ROOT)
-        self.url = None
-        for _ in range(400):
-            self.out.seek(0)
-            for line in self.out.read().split():
-                if line.startswith("http://"):
-                    self.url = line.rstrip("/,")
-            if self.url:
-                break
-            time.sleep(0.05)
-        if not self.url:
-            raise RuntimeError("attnlabd did not start")
-
-    def call(self, method, path, body=None, ctype="application/json"):
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", ctype)
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                return r.status, r.read(), r.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as e:
-            return e.code, e.read(), e.headers.get("Content-Type", "")
-
-    def json(self, method, path, body=None):
-        code, raw, _ = self.call(method, path, body)
-        return code, json.loads(raw) if raw else None
-
-    def stop(self):
-        """Stops the server; returns (exit status, its log's sanitizer or runtime error lines)."""
-        self.proc.terminate()
-        try:
-            rc = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self.log.close()
-        with open(self.log.name, errors="replace") as f:
-            errors = [l for l in f if "Sanitizer" in l or "runtime error:" in l]
-        return rc, errors
-
 
 def probe(srv, kind, run_id, params):
     code, j = srv.json("POST", "/api/probes", {"kind": kind, "run_id": run_id, "params": params})

@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""The Python client (client/python/attnlab) against a real attnlabd, used from the tree.
+
+Starts a fresh attnlabd, then drives it only through attnlab.Client: health, a byte corpus
+uploaded and waited for, a run created and followed to its end with progress, its metrics (as
+NumPy arrays when NumPy is there, a DataFrame when pandas is), a two-variant experiment with its
+statistics and bundle (JSON and CSV, checked against the raw API's bytes), a model probe on a
+trained run, refusals as ApiError with the server's code and field, and a second server with a
+token (a mutation without it is a 401, with it succeeds). Prints PASS name / FAIL name: why.
+"""
+import json
+import os
+import sys
+import tempfile
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from attnlabd_server import ROOT, Server  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+import attnlab  # noqa: E402
+
+TINY = {"corpus": "pybytes", "n_layer": 1, "n_head": 2, "d_model": 16, "seq_len": 16, "batch": 4, "steps": 30,
+        "eval_every": 10, "checkpoint_every": 0}
+failures = 0
+
+
+def case(name):
+    def wrap(fn):
+        global failures
+        try:
+            fn()
+            print(f"PASS {name}", flush=True)
+        except Exception as e:  # every failure names its case and goes on
+            failures += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+        return fn
+    return wrap
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def raw_get(url):
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return r.read()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="attnlab-pyclient-")
+    os.makedirs(os.path.join(tmp, "a"))
+    srv = Server(os.path.join(tmp, "a"))
+    c = attnlab.Client(srv.url)
+    state = {}
+
+    @case("client_health")
+    def _():
+        h = c.health()
+        check(h["status"] == "ok", f"health {h}")
+
+    @case("client_upload_corpus_waits_until_ready")
+    def _():
+        with open(os.path.join(ROOT, "corpora/small/text.txt"), "rb") as f:
+            text = f.read()[:200000]
+        corp = c.upload_corpus("pybytes", text, encoding="bytes")
+        check(corp["status"] == "ready" and corp["tokens"] > 1000, f"corpus {corp}")
+        check(any(x["name"] == "pybytes" for x in c.corpora()), "the corpus is not listed")
+
+    @case("client_run_create_wait_progress_metrics")
+    def _():
+        seen = []
+        run = c.create_run(TINY, name="py-run", tags=["py"])
+        end = c.wait(run["id"], progress=seen.append)
+        check(end["status"] == "succeeded" and end["step"] == TINY["steps"], f"ended {end['status']} at {end['step']}")
+        check(seen and seen[-1]["status"] == "succeeded", "progress did not see the end")
+        steps = [s["step"] for s in seen]
+        check(steps == sorted(steps), f"progress went backwards: {steps}")
+        m = c.metrics(run["id"], keys=["loss", "val_loss"])
+        check(set(m) == {"loss", "val_loss"}, f"keys {list(m)}")
+        check(len(m["loss"]["steps"]) == TINY["steps"] and int(m["loss"]["steps"][-1]) == TINY["steps"], "loss steps")
+        check(float(m["val_loss"]["values"][-1]) == end["last"]["val_loss"]["last"], "val_loss differs from the run's")
+        api = json.loads(raw_get(f"{srv.url}/api/runs/{run['id']}/metrics?keys=loss"))
+        check([float(v) for v in m["loss"]["values"]] == api["series"]["loss"]["values"], "values differ from the API's")
+        check([r["id"] for r in c.runs(tag="py")] == [run["id"]], "tag filter")
+        check([r["id"] for r in c.runs(config_d_model=16)] == [run["id"]], "config filter")
+        state["run"] = run["id"]
+
+    @case("client_metrics_as_numpy_and_pandas_when_present")
+    def _():
+        try:
+            import numpy as np
+        except ImportError:
+            print("# numpy not installed: the lists path only", flush=True)
+            return
+        m = c.metrics(state["run"], keys=["loss"])
+        check(isinstance(m["loss"]["values"], np.ndarray) and m["loss"]["values"].dtype == np.float64, "not an array")
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            print("# pandas not installed: metrics_frame says so", flush=True)
+            try:
+                c.metrics_frame(state["run"])
+            except RuntimeError as e:
+                check("pandas" in str(e), str(e))
+                return
+            raise AssertionError("metrics_frame without pandas did not refuse")
+        df = c.metrics_frame(state["run"], keys=["loss"])
+        check(len(df) == TINY["steps"] and list(df.columns) == ["loss"], f"frame {df.shape}")
+
+    @case("client_refusals_are_api_errors_with_code_and_field")
+    def _():
+        try:
+            c.create_run(dict(TINY, n_head=3))
+        except attnlab.ApiError as e:
+            check(e.status == 422 and e.field and "n_head" in e.field, f"{e.status} {e.code} {e.field}")
+        else:
+            raise AssertionError("an invalid config was accepted")
+        try:
+            c.run(999999)
+        except attnlab.ApiError as e:
+            check(e.status == 404 and e.code == "not_found", f"{e.status} {e.code}")
+        else:
+            raise AssertionError("an unknown run was found")
+        try:
+            c.runs(lr=1)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("an unknown filter was sent")
+
+    @case("client_experiment_wait_stats_bundle")
+    def _():
+        e = c.create_experiment(name="py-exp", base=TINY, replicates=2,
+                                variants=[{"name": "rope", "config": {"attention": "rope"}},
+                                          {"name": "cos", "config": {"attention": "cosine_rope"}}])
+        exp_id = e["experiment"]["id"]
+        done = c.wait_experiment(exp_id, poll=0.3)
+        check(len(done["runs"]) == 4 and all(r["status"] == "succeeded" for r in done["runs"]), "runs did not succeed")
+        st = c.stats(exp_id)
+        names = sorted(v["name"] for v in st["variants"])
+        check(names == ["cos", "rope"], f"stats variants {names}")
+        b = c.bundle(exp_id, keys=["loss"], max_points=10)
+        check(b == json.loads(raw_get(f"{srv.url}/api/experiments/{exp_id}/bundle?keys=loss&max_points=10")), "bundle")
+        csv = c.bundle(exp_id, csv=True, keys=["loss"])
+        check(csv.encode() == raw_get(f"{srv.url}/api/experiments/{exp_id}/bundle.csv?keys=loss"), "bundle.csv bytes")
+        check(any(x["id"] == exp_id for x in c.experiments()), "experiment not listed")
+
+    @case("client_model_probe_on_a_trained_run")
+    def _():
+        p = c.probe("attention_map", run_id=state["run"], text="the quick brown fox")
+        check(p["probe"]["status"] == "succeeded", f"probe {p['probe']['status']}")
+        again = c.probe_result(p["probe"]["id"])
+        check(again["probe"]["id"] == p["probe"]["id"], "probe not found again")
+        check(any(k["name"] == "attention_map" for k in c.probe_kinds()), "kinds")
+
+    rc, errors = srv.stop()
+    check_stop("client_server_stopped_cleanly", rc, errors)
+
+    tok_dir = os.path.join(tmp, "b")
+    os.makedirs(tok_dir)
+    srv2 = Server(tok_dir, args=("--token", "s3cret-token"))
+
+    @case("client_token_is_sent_and_required")
+    def _():
+        try:
+            attnlab.Client(srv2.url).create_run(TINY)
+        except attnlab.ApiError as e:
+            check(e.status == 401, f"without the token: {e.status}")
+        else:
+            raise AssertionError("a mutation without the token was accepted")
+        try:
+            attnlab.Client(srv2.url, token="s3cret-token").create_run(dict(TINY, corpus="small"))
+        except attnlab.ApiError as e:
+            raise AssertionError(f"with the token: {e}")
+
+    rc, errors = srv2.stop()
+    check_stop("client_token_server_stopped_cleanly", rc, errors)
+    return failures
+
+
+def check_stop(name, rc, errors):
+    global failures
+    if rc == 0 and not errors:
+        print(f"PASS {name}", flush=True)
+    else:
+        failures += 1
+        print(f"FAIL {name}: exit {rc}, {errors[:3]}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main() else 0)
