@@ -20,6 +20,8 @@
 #include "cmd/args.h"
 #include "cmd/commands.h"
 #include "services/checkpoints.h"
+#include "services/corpora.h"
+#include "store/store.h"
 #include "engine/corpus.h"
 #include "engine/train.h"
 #include "services/run_config.h"
@@ -37,7 +39,8 @@ static const struct {
 } own_flags[] = {
     {"--data", "FILE.u16", "train on this token file instead of --corpus"},
     {"--data-dir", "DIR", "where --corpus NAME is found: DIR/corpora/NAME/tokens.u16 (var)"},
-    {"--vocab", "N", "vocabulary size of the token file (50257, GPT-2; 256 for byte corpora)"},
+    {"--vocab", "N",
+     "vocabulary size of a --data token file (default 50257, GPT-2; 256 for bytes); with --corpus, the catalogue's"},
     {"--init", "FILE", "start from these weights (safetensors) instead of a random init"},
     {"--save", "FILE", "write the final weights (safetensors)"},
     {"--checkpoint", "FILE", "keep a checkpoint here (every --checkpoint-every steps and at the end)"},
@@ -219,6 +222,42 @@ static int cb_stop(void *ctx) {
         goto done;                                                                                                     \
     } while (0)
 
+/* The vocabulary of corpus `name` as the catalogue in data_dir records it (the server's database,
+ * opened only if it exists), or -1 with the reason in why: a byte corpus trains with 256, not GPT-2's
+ * 50,257 whatever the flags' default. */
+static long corpus_vocab_in_catalogue(const char *data_dir, const char *name, char *why, size_t why_len) {
+    char db[4096], err[256];
+    if (snprintf(db, sizeof db, "%s/attnlab.db", data_dir) >= (int)sizeof db) {
+        snprintf(why, why_len, "--data-dir is too long");
+        return -1;
+    }
+    if (access(db, R_OK) != 0) {
+        snprintf(why, why_len,
+                 "corpus '%s': %s has no catalogue (%s: %s); start attnlabd there once, or give --data FILE.u16 "
+                 "--vocab N",
+                 name, data_dir, db, strerror(errno));
+        return -1;
+    }
+    store *st = NULL;
+    if (store_open(&st, db, err, sizeof err) != STORE_OK) {
+        snprintf(why, why_len, "corpus '%s': cannot read the catalogue %s: %s", name, db, err);
+        return -1;
+    }
+    json_t *row = NULL;
+    store_status ss = store_corpus_get(st, name, &row);
+    long vocab = ss == STORE_OK ? corpora_vocab_of(row) : -1;
+    if (ss == STORE_NOT_FOUND)
+        snprintf(why, why_len, "corpus '%s' is not in the catalogue of %s", name, data_dir);
+    else if (ss != STORE_OK)
+        snprintf(why, why_len, "corpus '%s': the catalogue could not be read: %s", name, store_last_error());
+    else if (vocab < 0)
+        snprintf(why, why_len, "corpus '%s' is not ready (%s)", name,
+                 json_string_value(json_object_get(row, "status")));
+    json_decref(row);
+    store_close(st);
+    return vocab;
+}
+
 int cmd_train(int argc, char **argv) {
     if (run_config_init() < 0) {
         fprintf(stderr, "attnlabd train: the embedded OpenAPI document is broken\n");
@@ -226,7 +265,7 @@ int cmd_train(int argc, char **argv) {
     }
     int rc = 0;
     const char *data = NULL, *data_dir = "var", *resume = NULL, *init = NULL, *save = NULL, *checkpoint = NULL;
-    long vocab = 50257;
+    long vocab = 0; /* 0: not given (the catalogue's with --corpus, else GPT-2's) */
     json_t *given = json_object(), *cfg = NULL;
     if (!given) {
         fprintf(stderr, "attnlabd train: out of memory\n");
@@ -272,6 +311,17 @@ int cmd_train(int argc, char **argv) {
         size_t fl = strlen(cerr.field);
         BAD("%s%s", flag, strncmp(cerr.message, cerr.field, fl) ? cerr.message : cerr.message + fl);
     }
+    if (!data) {
+        char why[512];
+        long known =
+            corpus_vocab_in_catalogue(data_dir, json_string_value(json_object_get(cfg, "corpus")), why, sizeof why);
+        if (known < 0) BAD("%s", why);
+        if (vocab && vocab != known)
+            BAD("--vocab %ld disagrees with corpus '%s', whose tokenizer has %ld", vocab,
+                json_string_value(json_object_get(cfg, "corpus")), known);
+        vocab = known;
+    }
+    if (!vocab) vocab = 50257;
     train_config c;
     run_config_to_train(cfg, (int)vocab, &c);
     c.init_weights = init;

@@ -184,16 +184,21 @@ void corpora_free(corpora *c) {
     free(c);
 }
 
+int corpora_vocab_of(const json_t *row) {
+    const char *status = json_string_value(json_object_get(row, "status"));
+    const char *tok = json_string_value(json_object_get(row, "tokenizer"));
+    if (!status || strcmp(status, "ready") || !tok) return -1;
+    if (!strcmp(tok, "task")) {
+        json_int_t v = json_integer_value(json_object_get(json_object_get(row, "task"), "vocab"));
+        return v >= 2 ? (int)v : -1;
+    }
+    return !strcmp(tok, "bytes") ? 256 : 50257;
+}
+
 int corpora_vocab(corpora *c, const char *name) {
     json_t *row = NULL;
     if (store_corpus_get(c->st, name, &row) != STORE_OK) return -1;
-    int ready = !strcmp(json_string_value(json_object_get(row, "status")), "ready");
-    const char *tok = json_string_value(json_object_get(row, "tokenizer"));
-    int vocab = !ready ? -1 : !strcmp(tok, "bytes") ? 256 : 50257;
-    if (ready && !strcmp(tok, "task")) {
-        json_int_t v = json_integer_value(json_object_get(json_object_get(row, "task"), "vocab"));
-        vocab = v >= 2 ? (int)v : -1;
-    }
+    int vocab = corpora_vocab_of(row);
     json_decref(row);
     return vocab;
 }

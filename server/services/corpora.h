@@ -29,6 +29,9 @@ const tokenizer *corpora_tokenizer(corpora *c, const char *encoding);
 /* Vocabulary size of a corpus's tokenizer (a task corpus: its config's vocab), or -1 if the corpus
  * is unknown or not ready. */
 int corpora_vocab(corpora *c, const char *name);
+/* The same from a catalogue row (store_corpus_get's object): a task corpus's config vocab, 256 for
+ * bytes, else 50257 (GPT-2); -1 when the row is not ready. */
+int corpora_vocab_of(const json_t *row);
 /* Loads a ready corpus's tokens. */
 engine_status corpora_open(corpora *c, const char *name, corpus **out, engine_error *err);
 /* The folder of a corpus (for uploads): <data-dir>/corpora/<name>. */

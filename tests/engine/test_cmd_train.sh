@@ -62,3 +62,34 @@ res=$("$BIN" train "${SMALL[@]}" --steps 4 --attention rope --resume "$T/ck.safe
       | sed 's/.*"loss":\([^,]*\),.*/\1/')
 if [ -n "$full" ] && [ "$full" = "$res" ]; then ok cmd_train_resume_continues_exactly
 else bad cmd_train_resume_continues_exactly "full=[$full] resumed=[$res]"; fi
+
+# --corpus NAME trains with the vocabulary its catalogue records: a byte corpus uploaded to a server
+# (stopped before training) trains with 256, so its first loss is near ln 256 = 5.55, not ln 50257
+# = 10.8; a --vocab that disagrees, an unknown corpus and a data dir without a catalogue are refused.
+D="$T/dd"; mkdir -p "$D"
+"$BIN" --data-dir "$D" --port 0 >"$T/srv.out" 2>"$T/srv.err" &
+srv=$!
+url=""
+for _ in $(seq 400); do url=$(grep -o 'http://[^ ,]*' "$T/srv.out" | head -1); url=${url%/}; [ -n "$url" ] && break; sleep 0.05; done
+ready=""
+if [ -n "$url" ]; then
+  yes 'the quick brown fox jumps over the lazy dog' | head -c 20000 |
+    curl -s -o /dev/null -X POST -H 'Content-Type: text/plain' --data-binary @- "$url/api/corpora?name=bytesy&encoding=bytes"
+  for _ in $(seq 600); do
+    curl -s "$url/api/corpora/bytesy" | grep -q '"status":"ready"' && { ready=1; break; }
+    sleep 0.05
+  done
+fi
+kill "$srv"; wait "$srv" 2>/dev/null
+TINYF=(--n-layer 1 --n-head 2 --d-model 8 --seq-len 8 --batch 2 --threads 1 --steps 1)
+loss=$("$BIN" train --data-dir "$D" --corpus bytesy "${TINYF[@]}" 2>"$T/err" | grep '"type":"step"' | sed 's/.*"loss":\([^,]*\),.*/\1/')
+if [ -n "$ready" ] && [ -n "$loss" ] && awk -v l="$loss" 'BEGIN { exit !(l > 5 && l < 6.2) }'; then
+  ok cmd_train_corpus_takes_the_catalogue_vocabulary
+else bad cmd_train_corpus_takes_the_catalogue_vocabulary "ready=$ready url=$url loss=$loss $(cat "$T/err")"; fi
+"$BIN" train --data-dir "$D" --corpus bytesy --vocab 50257 "${TINYF[@]}" >/dev/null 2>"$T/err"; rc1=$?
+"$BIN" train --data-dir "$D" --corpus nosuch "${TINYF[@]}" >/dev/null 2>"$T/err2"; rc2=$?
+"$BIN" train --data-dir "$T/empty" --corpus bytesy "${TINYF[@]}" >/dev/null 2>"$T/err3"; rc3=$?
+if [ "$rc1" -eq 2 ] && grep -q "disagrees" "$T/err" && [ "$rc2" -eq 2 ] && grep -q "not in the catalogue" "$T/err2" &&
+  [ "$rc3" -eq 2 ] && grep -q "no catalogue" "$T/err3"; then
+  ok cmd_train_corpus_vocabulary_refusals
+else bad cmd_train_corpus_vocabulary_refusals "$rc1/$rc2/$rc3: $(cat "$T/err" "$T/err2" "$T/err3")"; fi
