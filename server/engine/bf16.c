@@ -40,6 +40,7 @@ void bf16_from_floats(bf16 *dst, const float *src, size_t n) {
 }
 
 /* ---- precision names and the default ---- */
+#include "kernel_path.h"
 #include "precision.h"
 
 const char *precision_name(precision_kind p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
@@ -55,8 +56,7 @@ int precision_parse(const char *s, precision_kind *p) {
     return 0;
 }
 
-/* bf16 pays only where its dot product outruns fp32 FMAs: on a CPU whose vdpbf16ps delivers fewer
- * FLOP/s than its FMAs (measured: an Intel Emerald Rapids, half) bf16 training is slower. */
-precision_kind precision_default(void) {
-    return cpu_has_avx512bf16() && cpu_bf16_dot_is_fast() ? PRECISION_BF16 : PRECISION_FP32;
-}
+/* bf16 pays only where a bf16 unit outruns fp32 FMAs: on a CPU whose vdpbf16ps delivers fewer FLOP/s
+ * than its FMAs (measured: an Intel Emerald Rapids, half) and that has no AMX, bf16 training is
+ * slower. The kernel path table measures and decides. */
+precision_kind precision_default(void) { return kernel_path_row(kernel_path_chosen())->precision; }

@@ -352,11 +352,22 @@ void lmhead_bf16_free(lmhead_bf16 *b) {
 }
 
 engine_status lmhead_bf16_new(lmhead_bf16 **out, int V, int C, engine_error *err) {
+    return lmhead_bf16_new_on(out, V, C, kernel_path_for_precision(PRECISION_BF16), err);
+}
+
+engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id path, engine_error *err) {
     *out = NULL;
     if (V < 1 || !lmhead_bf16_applies(C))
         return engine_fail(err, ENGINE_ERR_INVALID, "no bf16 output layer for d_model %d (needs a multiple of 16)", C);
+    const kernel_path *row = kernel_path_row(path);
+    char why[160];
+    if (!row || row->precision != PRECISION_BF16)
+        return engine_fail(err, ENGINE_ERR_INVALID, "kernel path %s has no bf16 products", row ? row->name : "?");
+    if (!kernel_path_supported(path, why, sizeof why))
+        return engine_fail(err, ENGINE_ERR_INVALID, "kernel path %s: %s", row->name, why);
     lmhead_bf16 *b = calloc(1, sizeof *b);
     if (!b) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 output layer");
+    b->path = path;
     b->V = V;
     b->C = C;
     b->wb = malloc(sizeof(bf16) * (size_t)V * C);
@@ -693,7 +704,7 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32;
     const int train = a->dx != NULL;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-    const int kern = cpu_has_avx512bf16();
+    const int kern = b->path == KERNEL_PATH_AVX512_BF16;
 #endif
     bf_scratch s = bf_layout(buf, C, V);
     const real *X = a->x + r0 * C;
@@ -772,7 +783,7 @@ static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *
     bf_scratch s = bf_layout(buf, C, a->V);
     const int R2 = (rows + 1) / 2;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-    if (cpu_has_avx512bf16())
+    if (a->bf->path == KERNEL_PATH_AVX512_BF16)
         bdw_slice(&s, RP, C, R2, vlo, vhi, a->dw);
     else
 #endif
@@ -789,6 +800,10 @@ static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *
 int lmhead_bf16_applies(int C) {
     (void)C;
     return 0;
+}
+engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id path, engine_error *err) {
+    (void)path;
+    return lmhead_bf16_new(out, V, C, err);
 }
 size_t lmhead_bf16_bytes(int V, int C) {
     (void)V;
@@ -808,6 +823,8 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
     (void)pool;
 }
 #endif
+
+int lmhead_amx_built(void) { return 0; }
 
 size_t lmhead_scratch_per_thread(int C, int V) {
     size_t n = (size_t)LMHEAD_MAX_ROWS * (size_t)V + (lmhead_uses_kernels(C) ? kernel_extra(C) : 0);

@@ -14,6 +14,7 @@
 
 #include "bf16.h"
 #include "error.h"
+#include "kernel_path.h"
 #include "real.h"
 #include "threads.h"
 
@@ -23,6 +24,7 @@
  * pairs; a missing last row is zero), and the largest row norm, which bounds every logit. */
 typedef struct {
     int V, C;
+    kernel_path_id path; /* the kernels that compute with it (a bf16 path), fixed when it is made */
     bf16 *wb, *wp;
     float wmax;   /* max over v of |wb[v]|, rounded up */
     double *part; /* per refresh item: largest squared row norm */
@@ -68,10 +70,17 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth);
  * recomputed against that largest logit. Deterministic for any thread count, like the fp32 path. */
 #define LMHEAD_BF16_GAP 48.0f
 int lmhead_bf16_applies(int C);
+/* Copies for the kernels of kernel_path_for_precision(PRECISION_BF16). */
 engine_status lmhead_bf16_new(lmhead_bf16 **out, int V, int C, engine_error *err);
+/* The same for a given bf16 path; ENGINE_ERR_INVALID for a path that is not bf16 or that this CPU
+ * cannot run (kernel_path_supported). */
+engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id path, engine_error *err);
 void lmhead_bf16_free(lmhead_bf16 *b);
 size_t lmhead_bf16_bytes(int V, int C);
 /* Rounds w [V][C] into b's copies, on every thread of pool (pool may be NULL: this thread). */
 void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool);
+
+/* 1 when this build has the AMX kernels of the output layer (kernel_path.h's amx row). */
+int lmhead_amx_built(void);
 
 #endif

@@ -885,6 +885,8 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
 
 precision_kind model_precision(const model *m) { return m->precision; }
 
+kernel_path_id model_kernel_path(const model *m) { return m->lm_bf ? m->lm_bf->path : KERNEL_PATH_FP32; }
+
 void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx) {
     m->interrupt = check;
     m->interrupt_ctx = ctx;

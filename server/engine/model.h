@@ -26,6 +26,7 @@
 
 #include "attention.h"
 #include "error.h"
+#include "kernel_path.h"
 #include "precision.h"
 #include "real.h"
 
@@ -120,6 +121,9 @@ void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx);
  * d_model the kernels do not take, ENGINE_ERR_NOMEM; the model is unchanged then. */
 engine_status model_set_precision(model *m, precision_kind p, engine_error *err);
 precision_kind model_precision(const model *m);
+/* The kernel path (kernel_path.h) the model's products take: "fp32" in fp32, in bf16 the path its
+ * bf16 copies were made for when model_set_precision switched it to bf16. */
+kernel_path_id model_kernel_path(const model *m);
 
 /* 1: the output layer uses BLAS even where its own kernels apply (see lmhead.h); for tests and
  * benchmarks that compare the two. */

@@ -8,10 +8,12 @@ typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } precision_kind;
 
 const char *precision_name(precision_kind p);          /* "fp32", "bf16" */
 int precision_parse(const char *s, precision_kind *p); /* 0 ok, -1 unknown (p untouched) */
-/* What a new run gets when its config names none: bf16 where the CPU running this process has
- * AVX-512 BF16 and its bf16 dot product delivers more FLOP/s than its fp32 FMAs (cpu.h, asked at
- * run time: true of AMD Zen 4, not of the Intel Emerald Rapids measured here), else fp32. bf16
- * asked for works everywhere: vdpbf16ps where the CPU has it, portable loops (slowly) elsewhere. */
+/* What a new run gets when its config names none: the precision of the process's kernel path
+ * (kernel_path.h: bf16 where a bf16 unit, vdpbf16ps or AMX tiles, measures more FLOP/s than the
+ * fp32 FMAs, as on AMD Zen 4 or an Intel Xeon with AMX; fp32 where none does, as on an Intel Xeon
+ * whose vdpbf16ps runs at half its FMA rate and whose AMX cannot be used, or when
+ * ATTNLAB_KERNEL_PATH=fp32). bf16 asked for works everywhere:
+ * a bf16 unit where the CPU has one, portable loops (slowly) elsewhere. */
 precision_kind precision_default(void);
 
 #endif

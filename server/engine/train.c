@@ -78,7 +78,7 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
         char vals[MODEL_META_COUNT][48];
         const char *kv[2 * MODEL_META_COUNT];
         model_config_metadata(&c->model, vals, kv);
-        int taken = !strcmp(k, "format") || !strcmp(k, "step") || !strcmp(k, "precision");
+        int taken = !strcmp(k, "format") || !strcmp(k, "step") || !strcmp(k, "precision") || !strcmp(k, "kernel_path");
         for (int j = 0; j < MODEL_META_COUNT && !taken; j++) taken = !strcmp(k, kv[2 * j]);
         if (taken) return engine_fail(err, ENGINE_ERR_INVALID, "extra metadata key '%s' is the engine's own", k);
     }
@@ -88,6 +88,8 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
         return engine_fail(err, ENGINE_ERR_INVALID, "unknown precision %d", (int)c->precision);
     return ENGINE_OK;
 }
+
+const char *train_config_kernel_path(const train_config *c) { return kernel_path_name_for_precision(c->precision); }
 
 size_t train_config_memory_bytes(const train_config *c, int n_threads) {
     size_t np = model_config_param_count(&c->model);
@@ -137,6 +139,7 @@ typedef struct {
     sparse_eval *ev;
     int32_t *argmax;
     uint8_t *labels;
+    char resumed_path[32]; /* the kernel path a resumed checkpoint recorded ("" when none) */
 } run_state;
 
 static double now_s(void) {
@@ -195,15 +198,17 @@ static void adam_fn(void *ctx, int tid, int nth) {
 }
 
 /* The pairs a run adds to the model's metadata: step (completed steps, formatted into step_buf),
- * precision, then the config's meta_kv. Returns the pair count (at most RUN_META_MAX). */
-#define RUN_META_MAX (2 + TRAIN_MAX_META)
+ * precision, kernel_path, then the config's meta_kv. Returns the pair count (at most RUN_META_MAX). */
+#define RUN_META_MAX (3 + TRAIN_MAX_META)
 static int run_meta(const run_state *s, char *step_buf, size_t step_len, const char **kv) {
     snprintf(step_buf, step_len, "%ld", s->step);
     kv[0] = "step";
     kv[1] = step_buf;
     kv[2] = "precision";
     kv[3] = precision_name(model_precision(s->m));
-    int n = 2;
+    kv[4] = "kernel_path";
+    kv[5] = kernel_path_row(model_kernel_path(s->m))->name;
+    int n = 3;
     for (int i = 0; i < s->cfg->n_meta && i < TRAIN_MAX_META; i++, n++) {
         kv[2 * n] = s->cfg->meta_kv[2 * i];
         kv[2 * n + 1] = s->cfg->meta_kv[2 * i + 1];
@@ -273,6 +278,9 @@ static engine_status load_checkpoint(run_state *s, const char *path, engine_erro
         return engine_fail(err, ENGINE_ERR_INVALID, "%s was trained in %s; resume it with precision %s", path,
                            precision_name(cp), precision_name(cp));
     }
+    /* a checkpoint without the key predates the kernel path table */
+    const char *kp = safetensors_meta(st, "kernel_path");
+    snprintf(s->resumed_path, sizeof s->resumed_path, "%s", kp ? kp : "");
     char *end;
     long k = strtol(step, &end, 10);
     if (end == step || *end || k < 0) {
@@ -351,6 +359,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
                                const char *resume_checkpoint, const train_callbacks *cb, engine_error *err) {
     engine_status rc = train_config_validate(c, err);
     if (rc) return rc;
+    if ((rc = kernel_path_init(err))) return rc;
     run_state s;
     memset(&s, 0, sizeof s);
     s.cfg = c;
@@ -405,6 +414,15 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
             rc = engine_fail(err, ENGINE_ERR_INVALID, "checkpoint is at step %ld, past the run's %ld steps", s.step,
                              c->steps);
             goto done;
+        }
+        const char *now = kernel_path_row(model_kernel_path(s.m))->name;
+        if (s.resumed_path[0] && strcmp(s.resumed_path, now) != 0 && cb && cb->on_notice) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "checkpoint at step %ld was trained on kernel path %s; this run continues on %s, so the steps "
+                     "from %ld on are not bit-identical to an uninterrupted run (same precision, %s)",
+                     s.step, s.resumed_path, now, s.step + 1, precision_name(model_precision(s.m)));
+            cb->on_notice(cb->ctx, msg);
         }
     } else if (c->init_weights) {
         rc = model_load_params(s.m, c->init_weights, err);
@@ -475,6 +493,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
                 .tau_ratio = tau_ratio,
                 .tau_std_all = tau_std_all,
                 .tau_ratio_all = tau_ratio_all,
+                .kernel_path = kernel_path_row(model_kernel_path(s.m))->name,
             };
             cb->on_step(cb->ctx, &mt);
         }

@@ -72,6 +72,11 @@ void train_config_defaults(train_config *c);
  * n_meta 0..TRAIN_MAX_META pairs with non-empty keys that are not the engine's own, an unknown
  * loss_on. */
 engine_status train_config_validate(const train_config *c, engine_error *err);
+/* The kernel path (kernel_path.h) a run of this config would compute on if it started now: "fp32"
+ * for precision fp32; for bf16 the process's bf16 path ("avx512_bf16", "amx", "bf16_portable").
+ * For the run record and the first line of `attnlabd train`; the run reports the path it actually
+ * took in every train_step_metrics and records it in its checkpoints ("kernel_path"). */
+const char *train_config_kernel_path(const train_config *c);
 /* Estimated peak bytes of a run (model, gradients, optimiser state, activations, scratch). */
 size_t train_config_memory_bytes(const train_config *c, int n_threads);
 /* The learning rate used at step s (1-based). */
@@ -90,6 +95,7 @@ typedef struct {
     /* The spread of tau across heads (train_head_spread): per layer [n_layer], and over every head */
     const double *tau_std, *tau_ratio;
     double tau_std_all, tau_ratio_all;
+    const char *kernel_path; /* the kernel path the run computes on (kernel_path.h; fixed for the run) */
 } train_step_metrics;
 
 /* Spread of x[0..n-1] (n >= 1) across heads: *std the population standard deviation (divisor n: the
@@ -118,6 +124,10 @@ typedef struct {
                                     * it (from the thread that called train_run): a stop mid-step drops
                                     * that step, so the checkpoint holds the last completed one */
     void (*on_checkpoint)(void *ctx, long step, const char *path); /* may be NULL */
+    /* may be NULL: something the caller should pass on to the user, one line, the run going on: a
+     * resume from a checkpoint recorded on another kernel path than this run's (the steps after it
+     * are then not bit-identical to an uninterrupted run) */
+    void (*on_notice)(void *ctx, const char *message);
 } train_callbacks;
 
 /* Where batches come from: out[batch * (seq_len + 1)] for (split, step). corpus_loader fits;
@@ -133,7 +143,8 @@ typedef struct {
 
 /* Trains on a corpus (a loader is made from the config's order, seed and val_fraction).
  * Returns ENGINE_OK after the last step, ENGINE_ERR_CANCELLED when should_stop asked (after
- * saving a checkpoint if a path is set), or the first error (bad config, token >= vocab, IO). */
+ * saving a checkpoint if a path is set), or the first error (bad config, token >= vocab, IO,
+ * an ATTNLAB_KERNEL_PATH this CPU cannot run: kernel_path_init's message). */
 engine_status train_run(const train_config *c, const corpus *data, int n_threads, const char *resume_checkpoint,
                         const train_callbacks *cb, engine_error *err);
 /* The same on any batch source. */
@@ -142,7 +153,8 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
 
 /* Checkpoint files are safetensors: the model's tensors, "adamw.m.<name>" and "adamw.v.<name>"
  * for each, and metadata with the model config and its description (model_config_metadata),
- * "format" = "attnlab-checkpoint", "step" (completed steps), "precision" and the config's meta_kv.
+ * "format" = "attnlab-checkpoint", "step" (completed steps), "precision", "kernel_path" (the path the
+ * run computed on, kernel_path.h) and the config's meta_kv.
  * The saved weights (save_path) carry the same metadata with "format" = "attnlab-weights". */
 
 #endif

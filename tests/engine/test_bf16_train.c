@@ -11,6 +11,7 @@
 #include "../support/test.h"
 #include "attention.h"
 #include "cpu.h"
+#include "kernel_path.h"
 #include "rng.h"
 #include "train.h"
 
@@ -161,7 +162,7 @@ TEST(bf16_runs_without_the_instructions) {
     free(a);
     free(b);
     CHECK_MSG(d < 1e-3, "portable and vdpbf16ps runs differ by %g at step 6", d);
-    CHECK(precision_default() == (cpu_has_avx512bf16() && cpu_bf16_dot_is_fast() ? PRECISION_BF16 : PRECISION_FP32));
+    CHECK(precision_default() == kernel_path_row(kernel_path_chosen())->precision);
     cpu_disable_bf16(1);
     CHECK(precision_default() == PRECISION_FP32);
     cpu_disable_bf16(0);
