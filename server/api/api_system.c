@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 
 #include "api/app.h"
+#include "engine/kernel_path.h"
 #include "services/run_config.h"
 
 /* Below this much free space where checkpoints and corpora go, health says the disk is full (a
@@ -14,6 +15,27 @@
 /* Health: 200 and status "ok" when the database answers, the metrics writer is storing and the
  * data directory has room; else 503, "degraded", and the failing part with its reason (db_error,
  * writes_error; no server paths). A full disk shows as writes failing, or as disk "full". */
+/* {"path": the process's kernel path, "default_precision", "paths": [{"name", "unit", "precision",
+ * "supported", "reason" (when not), "gflops" (one thread's measured rate of its unit, when measured)}]}:
+ * what this machine computes with (engine/kernel_path.h). */
+static json_t *kernel_paths_json(void) {
+    json_t *paths = json_array();
+    for (int i = 0; i < KERNEL_PATH_COUNT; i++) {
+        const kernel_path *k = kernel_path_row((kernel_path_id)i);
+        char why[160] = "";
+        int ok = kernel_path_supported((kernel_path_id)i, why, sizeof why);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", k->name, "unit", k->unit, "precision",
+                              precision_name(k->precision), "supported", ok);
+        if (!o) continue;
+        if (!ok) json_object_set_new(o, "reason", json_string(why));
+        double rate = k->measured && ok ? kernel_path_rate((kernel_path_id)i) : 0;
+        if (rate > 0) json_object_set_new(o, "gflops", json_real(rate / 1e9));
+        json_array_append_new(paths, o);
+    }
+    return json_pack("{s:s, s:s, s:o}", "path", kernel_path_name(), "default_precision",
+                     precision_name(precision_default()), "paths", paths);
+}
+
 void api_health(http_request *req, void *ctx) {
     app *a = ctx;
     int db_ok = store_ping(a->store) == STORE_OK;
@@ -38,6 +60,7 @@ void api_health(http_request *req, void *ctx) {
         json_object_set_new(body, "disk", json_string(disk_ok ? "ok" : "full"));
         json_object_set_new(body, "disk_free_bytes", json_integer((json_int_t)free_bytes));
     }
+    if (body) json_object_set_new(body, "kernel", kernel_paths_json());
     http_reply_json(req, ok ? 200 : 503, body);
 }
 

@@ -18,6 +18,7 @@
 #include "util/log.h"
 #include "cluster/nodes.h"
 #include "cluster/queue.h"
+#include "engine/kernel_path.h"
 #include "services/run_config.h"
 #include "store/store_nodes.h"
 
@@ -369,6 +370,13 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "attnlabd: pipe: %s\n", strerror(errno));
         return 1;
     }
+    /* The kernel path, chosen once for the process (measured, or ATTNLAB_KERNEL_PATH): a forced
+     * path this CPU cannot run stops the start rather than every run later. */
+    engine_error kerr;
+    if (kernel_path_init(&kerr) != ENGINE_OK) {
+        fprintf(stderr, "attnlabd: %s\n", kerr.message);
+        return 2;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -510,6 +518,7 @@ int cmd_serve(int argc, char **argv) {
            f.data_dir);
     fflush(stdout);
     log_info("serving static files from %s", static_dir ? static_dir : "(none)");
+    log_info("kernel path %s (new runs default to %s)", kernel_path_name(), precision_name(precision_default()));
 
     unsigned char sig = 0;
     while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}

@@ -23,6 +23,7 @@
 #include "services/corpora.h"
 #include "store/store.h"
 #include "engine/corpus.h"
+#include "engine/kernel_path.h"
 #include "engine/train.h"
 #include "services/run_config.h"
 
@@ -209,6 +210,14 @@ static void cb_checkpoint(void *ctx, long step, const char *path) {
     emit(o);
 }
 
+static void cb_notice(void *ctx, const char *message) {
+    (void)ctx;
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("notice"));
+    json_object_set_new(o, "message", json_string(message));
+    emit(o);
+}
+
 static int cb_stop(void *ctx) {
     (void)ctx;
     return stop_requested != 0;
@@ -370,8 +379,19 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    train_callbacks cb = {
-        .on_step = cb_step, .on_eval = cb_eval, .should_stop = cb_stop, .on_checkpoint = cb_checkpoint};
+    /* the first line: what this run computes with, before any step */
+    json_t *first = json_object();
+    json_object_set_new(first, "type", json_string("start"));
+    json_object_set_new(first, "kernel_path", json_string(train_config_kernel_path(&c)));
+    json_object_set_new(first, "precision", json_string(precision_name(c.precision)));
+    json_object_set_new(first, "vocab", json_integer(vocab));
+    json_object_set_new(first, "threads", json_integer(threads));
+    emit(first);
+    train_callbacks cb = {.on_step = cb_step,
+                          .on_eval = cb_eval,
+                          .should_stop = cb_stop,
+                          .on_checkpoint = cb_checkpoint,
+                          .on_notice = cb_notice};
     engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
     corpus_free(cp);
     json_t *o = json_object();

@@ -223,6 +223,13 @@ static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
 /* How long the metrics writer may have been failing before a checkpoint fails its run (seconds). */
 #define CHECKPOINT_GRACE_S 10.0
 
+/* What the engine says of a run besides its metrics (a resume on another kernel path than the
+ * checkpoint's): into the log with the run's id. */
+static void on_notice(void *ctx, const char *message) {
+    train_ctx *t = ctx;
+    log_warn("run %lld: %s", t->run_id, message);
+}
+
 /* A resumed run continues after its checkpoint, so the metrics up to the checkpoint must be in the
  * store before the checkpoint takes its name: the engine wrote it at the staging name, and it is
  * sealed (recorded, then renamed; checkpoints.h) only once everything before it is stored. A kill
@@ -402,10 +409,11 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
                               .on_eval = on_eval,
                               .on_eval_metrics = on_eval_metrics,
                               .should_stop = should_stop,
-                              .on_checkpoint = on_checkpoint};
-        log_info("run %lld: training %s on '%s' with %d threads%s", run_id,
+                              .on_checkpoint = on_checkpoint,
+                              .on_notice = on_notice};
+        log_info("run %lld: training %s on '%s' with %d threads on kernel path %s%s", run_id,
                  json_string_value(json_object_get(cfg, "attention")), corpus_name, threads,
-                 resume ? " (resuming from its checkpoint)" : "");
+                 train_config_kernel_path(&tc), resume ? " (resuming from its checkpoint)" : "");
         s = train_run(&tc, data, threads, resume, &cb, &err);
     }
     corpus_free(data);

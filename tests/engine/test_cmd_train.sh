@@ -93,3 +93,12 @@ if [ "$rc1" -eq 2 ] && grep -q "disagrees" "$T/err" && [ "$rc2" -eq 2 ] && grep 
   [ "$rc3" -eq 2 ] && grep -q "no catalogue" "$T/err3"; then
   ok cmd_train_corpus_vocabulary_refusals
 else bad cmd_train_corpus_vocabulary_refusals "$rc1/$rc2/$rc3: $(cat "$T/err" "$T/err2" "$T/err3")"; fi
+
+# The first line says what the run computes with before any step: its kernel path and precision
+# (fp32 forced through ATTNLAB_KERNEL_PATH gives fp32 products for an fp32 run); an unknown path is
+# refused with exit 1 and the reason.
+first=$(ATTNLAB_KERNEL_PATH=fp32 "$BIN" train "${SMALL[@]}" --steps 1 --precision fp32 | head -1)
+ATTNLAB_KERNEL_PATH=sideways "$BIN" train "${SMALL[@]}" --steps 1 >/dev/null 2>"$T/err"; rc=$?
+if [ "$first" = '{"type":"start","kernel_path":"fp32","precision":"fp32","vocab":3000,"threads":1}' ] &&
+  [ "$rc" -ne 0 ] && grep -q 'sideways' "$T/err"; then ok cmd_train_first_line_names_the_kernel_path
+else bad cmd_train_first_line_names_the_kernel_path "first=$first rc=$rc $(cat "$T/err")"; fi

@@ -71,6 +71,73 @@ TEST(health_reports_ok) {
     json_decref(j);
 }
 
+/* 1 when /proc/cpuinfo's flags list `flag` (a whole word), 0 when not, -1 when it cannot be read. */
+static int cpuinfo_has(const char *flag) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return -1;
+    char line[8192];
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5)) continue;
+        found = 0;
+        for (char *t = strtok(strchr(line, ':') ? strchr(line, ':') + 1 : line, " \n"); t; t = strtok(NULL, " \n"))
+            if (!strcmp(t, flag)) found = 1;
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+/* health names the kernel path this process computes with, one of the paths it lists as supported;
+ * which bf16 paths it calls supported agrees with the CPU's flags as /proc/cpuinfo lists them (an
+ * independent reading of cpuid), and a path forced through ATTNLAB_KERNEL_PATH that is unknown, or
+ * that this CPU cannot run, stops the start with exit 2 and the reason. */
+TEST(health_reports_the_kernel_path) {
+    harness_response r;
+    CHECK(harness_get(&srv, "/api/health", &r) == 0);
+    json_t *j = harness_json(&r);
+    harness_response_free(&r);
+    json_t *k = json_object_get(j, "kernel");
+    CHECK_MSG(json_is_object(k), "no kernel object in health");
+    const char *path = json_string_value(json_object_get(k, "path"));
+    CHECK(path);
+    int chosen_supported = 0, n = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(k, "paths"), i, row) {
+        const char *name = json_string_value(json_object_get(row, "name"));
+        int sup = json_is_true(json_object_get(row, "supported"));
+        n++;
+        if (name && path && !strcmp(name, path)) chosen_supported = sup;
+        if (name && !strcmp(name, "avx512_bf16") && cpuinfo_has("avx512_bf16") >= 0)
+            CHECK_MSG(sup == cpuinfo_has("avx512_bf16"), "avx512_bf16 supported=%d, cpuinfo says %d", sup,
+                      cpuinfo_has("avx512_bf16"));
+        if (name && !strcmp(name, "amx") && cpuinfo_has("amx_bf16") == 0)
+            CHECK_MSG(!sup, "amx called supported on a CPU without amx_bf16");
+        if (!sup) CHECK_MSG(json_is_string(json_object_get(row, "reason")), "%s unsupported without a reason", name);
+    }
+    CHECK_MSG(n >= 3 && chosen_supported, "path %s among %d paths, supported %d", path, n, chosen_supported);
+    json_decref(j);
+
+    char err[1024], dir[256];
+    CHECK(harness_tempdir(dir, sizeof dir) == 0);
+    const char *args[] = {"--port", "0", "--data-dir", dir, NULL};
+    setenv("ATTNLAB_KERNEL_PATH", "sideways", 1);
+    int rc = harness_run_attnlabd(args, err, sizeof err);
+    const char *refused = cpuinfo_has("amx_bf16") == 0 ? "amx" : cpuinfo_has("avx512_bf16") == 0 ? "avx512_bf16" : NULL;
+    int rc2 = 2;
+    char err2[1024] = "";
+    if (refused) {
+        setenv("ATTNLAB_KERNEL_PATH", refused, 1);
+        rc2 = harness_run_attnlabd(args, err2, sizeof err2);
+    }
+    unsetenv("ATTNLAB_KERNEL_PATH");
+    CHECK_EQ_INT(rc, 2);
+    CHECK_MSG(strstr(err, "sideways"), "stderr was: %s", err);
+    CHECK_EQ_INT(rc2, 2);
+    if (refused) CHECK_MSG(strstr(err2, "cannot run"), "forcing %s: stderr was: %s", refused, err2);
+}
+
 TEST(root_serves_the_dashboard_shell) {
     harness_response r;
     char ct[128], cc[128];
@@ -294,6 +361,7 @@ int main(void) {
         return 1;
     }
     RUN(health_reports_ok);
+    RUN(health_reports_the_kernel_path);
     RUN(root_serves_the_dashboard_shell);
     RUN(vendor_files_are_cacheable_and_etags_revalidate);
     RUN(traversal_attempts_get_404_and_nothing_from_outside);
