@@ -57,6 +57,14 @@ int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
                     cli_cell(json_object_get(h, "writes"), wr, sizeof wr),
                     cli_cell(json_object_get(h, "disk"), disk, sizeof disk),
                     progress_duration(json_is_number(u) ? json_number_value(u) : -1, up, sizeof up));
+            /* what it computes with: the kernel path and the precision new runs default to */
+            json_t *k = json_object_get(h, "kernel");
+            if (json_is_string(json_object_get(k, "path")))
+                fprintf(ctx->out, "  kernel path %s, default precision %s\n",
+                        json_string_value(json_object_get(k, "path")),
+                        json_is_string(json_object_get(k, "default_precision"))
+                            ? json_string_value(json_object_get(k, "default_precision"))
+                            : "?");
             /* what is wrong, in the server's words */
             const char *why[] = {"db_error", "writes_error"};
             for (int i = 0; i < 2; i++)

@@ -80,6 +80,7 @@ TEST(health_and_unreachable_server) {
     CL(&r, "health");
     CHECK_MSG(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK(strstr(r.out, ": ok, version ") && strstr(r.out, "db ok, writes ok, disk ok"));
+    CHECK_MSG(strstr(r.out, "\n  kernel path ") && strstr(r.out, ", default precision "), "%s", r.out);
     CL(&r, "--json", "health");
     json_t *j = json_loads(r.out, 0, NULL);
     CHECK(j && !strcmp(json_string_value(json_object_get(j, "status")), "ok"));
