@@ -100,6 +100,8 @@ void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
 void api_experiments_bundle(http_request *req, void *app);
 void api_experiments_bundle_csv(http_request *req, void *app);
+/* An experiment's figure as SVG (api_plots.c, svc_plots.h). */
+void api_experiments_plot_svg(http_request *req, void *app);
 
 /* The seed blog's open questions over an experiment (api_questions.c): head spread and accuracy. */
 void api_experiments_head_spread(http_request *req, void *app);

@@ -38,6 +38,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
     rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
     rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
+    rc |= http_route(s, "GET", "/api/experiments/{id}/plot.svg", api_experiments_plot_svg);
 
     rc |= http_route(s, "GET", "/api/experiments/{id}/bundle", api_experiments_bundle);
     rc |= http_route(s, "GET", "/api/experiments/{id}/bundle.csv", api_experiments_bundle_csv);
