@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "api/reply_cache.h"
 #include "services/run_config.h"
+#include "services/svc_external.h"
 #include "services/svc_runs.h"
 
 /* api_run_view with the run's brief given: `brief` (stolen) becomes its "last"; NULL: it is read. */
@@ -56,8 +57,7 @@ void api_runs_view(app *a, json_t *runs) {
     json_decref(briefs);
 }
 
-/* Answers `status` with {"run": the run's view}. */
-static void reply_run(http_request *req, app *a, long long id, int status) {
+void api_runs_reply(http_request *req, app *a, long long id, int status) {
     json_t *row = NULL;
     if (store_run_get(a->store, id, &row) != STORE_OK) {
         api_store_failed(req);
@@ -70,6 +70,11 @@ void api_runs_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
+    if (json_object_get(body, "source")) { /* a run trained elsewhere (api_external.c) */
+        api_runs_create_external(req, a, body);
+        json_decref(body);
+        return;
+    }
     static const char *const fields[] = {"name", "tags", "note", "config", NULL};
     const char *name, *note;
     json_t *tags, *config = NULL;
@@ -91,7 +96,7 @@ void api_runs_create(http_request *req, void *ctx) {
     char loc[64];
     snprintf(loc, sizeof loc, "/api/runs/%lld", id);
     http_reply_header(req, "Location", loc);
-    reply_run(req, a, id, 201);
+    api_runs_reply(req, a, id, 201);
 done:
     json_decref(config);
     json_decref(body);
@@ -193,18 +198,26 @@ void api_runs_patch(http_request *req, void *ctx) {
     if (api_path_id(req, &id) < 0) return;
     json_t *body = http_request_json_object(req);
     if (!body) return;
-    static const char *const fields[] = {"name", "tags", "note", NULL};
-    const char *name, *note;
+    static const char *const fields[] = {"name", "tags", "note", "status", "error", NULL};
+    const char *name, *note, *status, *error;
     json_t *tags;
     if (api_only_fields(req, body, fields) == 0 && api_opt_string(req, body, "name", 200, &name) == 0 &&
-        api_opt_string(req, body, "note", 10000, &note) == 0 && api_opt_tags(req, body, "tags", &tags) == 0) {
-        store_status s = store_run_update(a->store, id, name, note, tags);
-        if (s == STORE_NOT_FOUND)
+        api_opt_string(req, body, "note", 10000, &note) == 0 && api_opt_tags(req, body, "tags", &tags) == 0 &&
+        api_opt_string(req, body, "status", 16, &status) == 0 &&
+        api_opt_string(req, body, "error", 1000, &error) == 0) {
+        svc_error err;
+        store_status s = STORE_OK;
+        /* an external run's end first: a refused status leaves the run as it was */
+        if (!status && error)
+            http_reply_error(req, 422, "invalid_field", "error", "error goes with a status");
+        else if (status && svc_external_finish(a, id, status, error, &err) != SVC_OK)
+            api_reply_svc_error(req, &err);
+        else if ((s = store_run_update(a->store, id, name, note, tags)) == STORE_NOT_FOUND)
             http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
         else if (s != STORE_OK)
             api_store_failed(req);
         else
-            reply_run(req, a, id, 200);
+            api_runs_reply(req, a, id, 200);
     }
     json_decref(body);
 }
@@ -228,7 +241,7 @@ void api_runs_cancel(http_request *req, void *ctx) {
     if (svc_runs_cancel(a, id, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        reply_run(req, a, id, 202);
+        api_runs_reply(req, a, id, 202);
 }
 
 void api_runs_resume(http_request *req, void *ctx) {
@@ -239,7 +252,7 @@ void api_runs_resume(http_request *req, void *ctx) {
     if (svc_runs_resume(a, id, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        reply_run(req, a, id, 202);
+        api_runs_reply(req, a, id, 202);
 }
 
 /* The {id} run exists (answers 404 or 500 and returns 0 if not). */

@@ -100,6 +100,12 @@ void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
 void api_experiments_bundle(http_request *req, void *app);
 void api_experiments_bundle_csv(http_request *req, void *app);
+/* Runs trained elsewhere (api_external.c, svc_external.h): POST /api/runs with "source":"external"
+ * is handed to api_runs_create_external (body owned by the caller); their points. */
+void api_runs_create_external(http_request *req, app *a, json_t *body);
+void api_runs_metrics_post(http_request *req, void *app);
+/* Answers `status` with {"run": the run's view} (api_runs.c). */
+void api_runs_reply(http_request *req, app *a, long long id, int status);
 /* An experiment's figure as SVG (api_plots.c, svc_plots.h). */
 void api_experiments_plot_svg(http_request *req, void *app);
 

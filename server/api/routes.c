@@ -26,6 +26,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "POST", "/api/runs/{id}/cancel", api_runs_cancel);
     rc |= http_route(s, "POST", "/api/runs/{id}/resume", api_runs_resume);
     rc |= http_route(s, "GET", "/api/runs/{id}/metrics", api_runs_metrics);
+    rc |= http_route(s, "POST", "/api/runs/{id}/metrics", api_runs_metrics_post);
     rc |= http_route(s, "GET", "/api/runs/{id}/summary", api_runs_summary);
     rc |= http_route(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
     rc |= http_route(s, "GET", "/api/runs/{id}/weights", api_runs_weights);

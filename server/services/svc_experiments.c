@@ -212,7 +212,7 @@ static const preset_def *preset_find(const char *name) {
     return NULL;
 }
 
-static int valid_variant_name(const char *s) {
+int svc_experiments_variant_name_ok(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > SVC_EXPERIMENTS_MAX_VARIANT_NAME) return 0;
     for (size_t i = 0; i < n; i++)
@@ -305,7 +305,7 @@ static json_t *grid_variants(const json_t *grid, size_t n, svc_error *err) {
             used += (size_t)w;
             bad = json_object_set_new(cfg, keys[j], json_deep_copy(x)) < 0;
         }
-        if (!bad && (used > SVC_EXPERIMENTS_MAX_VARIANT_NAME || !valid_variant_name(name))) {
+        if (!bad && (used > SVC_EXPERIMENTS_MAX_VARIANT_NAME || !svc_experiments_variant_name_ok(name))) {
             json_decref(cfg);
             json_decref(out);
             svc_fail(err, SVC_INVALID, "invalid_field", "grid",
@@ -423,7 +423,7 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
     json_t *v = json_array_get(p->variants, i);
     const char *vname = json_string_value(json_object_get(v, "name"));
     json_t *vcfg = json_object_get(v, "config");
-    if (!json_is_object(v) || !vname || !valid_variant_name(vname) || (vcfg && !json_is_object(vcfg)) ||
+    if (!json_is_object(v) || !vname || !svc_experiments_variant_name_ok(vname) || (vcfg && !json_is_object(vcfg)) ||
         json_object_size(v) != (size_t)(1 + (vcfg != NULL)))
         return svc_fail(err, SVC_INVALID, "invalid_field", field,
                         "%s must be {\"name\": 1-%d characters of letters, digits and _ . - = , +, \"config\": "

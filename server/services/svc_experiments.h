@@ -23,6 +23,8 @@ struct app;
 #define SVC_EXPERIMENTS_MAX_GRID_VALUES 32
 /* Longest variant name (a grid's are "key=value,key=value"). */
 #define SVC_EXPERIMENTS_MAX_VARIANT_NAME 100
+/* 1 for a variant name: 1..SVC_EXPERIMENTS_MAX_VARIANT_NAME letters, digits and _ . - = , + */
+int svc_experiments_variant_name_ok(const char *s);
 
 /* The presets, each {"name","description","base":{…},"variants":[…],"replicates":n,
  * "tiny":{overrides for a classroom-sized run}}, seed-blog first: a new array (NULL when out of

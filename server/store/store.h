@@ -56,8 +56,9 @@ int store_unavailable(void);
 /* ---- runs ---------------------------------------------------------------------------------
  * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",
  * "variant","replicate","config":{…},"seed","status","step","total_steps","note","error",
- * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]}. A run's status moves
- * queued -> running -> succeeded|failed|cancelled|interrupted. */
+ * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]}, plus "source":"external"
+ * for a run trained elsewhere. A run's status moves queued -> running -> succeeded|failed|cancelled|
+ * interrupted; an external run is created running and never queued, claimed or interrupted here. */
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */
@@ -66,9 +67,11 @@ typedef struct {
     int replicate;           /* 0-based replicate within its experiment (0 outside one) */
     int total_steps;
     const json_t *tags; /* array of strings, may be NULL */
+    int external;       /* 1: a run trained elsewhere (migration 0009): inserted running, started now */
 } store_new_run;
 
-/* Inserts a queued run; *id_out gets its id (never one used before, even after deletes). */
+/* Inserts a queued run (an external one: running); *id_out gets its id (never one used before, even
+ * after deletes). */
 store_status store_run_create(store *st, const store_new_run *run, long long *id_out);
 /* One run; STORE_NOT_FOUND when there is none. */
 store_status store_run_get(store *st, long long id, json_t **out);
@@ -115,7 +118,8 @@ store_status store_run_progress(store *st, long long id, int step, int checkpoin
 store_status store_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
 /* Deletes a run that is not queued or running, with its tags and metrics (STORE_CONFLICT otherwise). */
 store_status store_run_delete(store *st, long long id);
-/* Start-up recovery: running -> interrupted. Returns the number of runs changed, or -1 on error. */
+/* Start-up recovery: running -> interrupted (external runs left running: their client ends them).
+ * Returns the number of runs changed, or -1 on error. */
 int store_runs_interrupt_running(store *st);
 /* Ids of queued runs, oldest first (to queue them again after a restart): an array of *n (NULL
  * when there are none). */

@@ -5,8 +5,10 @@ Starts a fresh attnlabd, then drives it only through attnlab.Client: health, a b
 uploaded and waited for, a run created and followed to its end with progress, its metrics (as
 NumPy arrays when NumPy is there, a DataFrame when pandas is), a two-variant experiment with its
 statistics and bundle (JSON and CSV, checked against the raw API's bytes), a model probe on a
-trained run, refusals as ApiError with the server's code and field, and a second server with a
-token (a mutation without it is a 401, with it succeeds). Prints PASS name / FAIL name: why.
+trained run, refusals as ApiError with the server's code and field, runs logged from Python as
+external runs (200,000 points while the server trains a run of its own, every one counted; a block
+that raises marks its run failed with the exception), and a second server with a token (a mutation
+without it is a 401, with it succeeds). Prints PASS name / FAIL name: why.
 """
 import json
 import os
@@ -155,6 +157,46 @@ def main():
         again = c.probe_result(p["probe"]["id"])
         check(again["probe"]["id"] == p["probe"]["id"], "probe not found again")
         check(any(k["name"] == "attention_map" for k in c.probe_kinds()), "kinds")
+
+    @case("client_log_run_stores_every_point_while_the_server_trains")
+    def _():
+        # a run of the server's own trains meanwhile (long enough to outlast the logging on a fast machine;
+        # cancelled at the end), as the issue's figure asks: 20 keys a step for 10,000 steps
+        own = c.create_run(dict(TINY, steps=100000, eval_every=1000), name="busy")
+        import time
+        t0 = time.time()
+        with c.log_run("torch-loop", {"attention": "cosine_rope", "optimizer": "adamw"}, tags=["pylog"]) as run:
+            for step in range(1, 10001):
+                run.log(step, **{f"k{i}": step * 1e-3 + i for i in range(20)})
+            last = time.time()
+        flushed = time.time()
+        print(f"# 200,000 points: logged in {last - t0:.2f} s, flushed {flushed - last:.2f} s after the last step "
+              f"(target <= 5 s; server training run {c.run(own['id'])['status']})", flush=True)
+        c.cancel(own["id"])
+        end = c.run(run.id)
+        check(end["status"] == "succeeded" and end["source"] == "external" and end["step"] == 10000, f"{end['status']} {end['step']}")
+        summary = c.summary(run.id)["summary"]
+        counts = {k: v["count"] for k, v in summary.items()}
+        check(len(counts) == 20 and all(n == 10000 for n in counts.values()), f"counts {counts}")
+        check(summary["k19"]["last"] == 10.0 + 19, f"k19 last {summary['k19']['last']}")
+
+    @case("client_log_run_marks_a_run_failed_with_the_exception")
+    def _():
+        try:
+            with c.log_run("doomed", {"attention": "rope"}) as run:
+                run.log(1, loss=2.5)
+                raise ValueError("loss went NaN at step 2")
+        except ValueError:
+            pass
+        end = c.run(run.id)
+        check(end["status"] == "failed" and "ValueError: loss went NaN at step 2" in (end["error"] or ""), f"{end['status']} {end['error']}")
+        check(c.summary(run.id)["summary"]["loss"]["count"] == 1, "the point before the failure is not stored")
+        try:
+            run.log(3, loss=float("nan"))
+        except ValueError as e:
+            check("finite" in str(e), str(e))
+        else:
+            raise AssertionError("a NaN was accepted")
 
     rc, errors = srv.stop()
     check_stop("client_server_stopped_cleanly", rc, errors)

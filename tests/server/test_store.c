@@ -406,8 +406,9 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
     }
     store_close(st);
-    /* The database as schema version 7 left it: points, no summaries (and points no summary saw). */
-    CHECK(raw_exec(path, "DROP TABLE metric_summaries; PRAGMA user_version = 7; "
+    /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
+     * nor the later versions' columns. */
+    CHECK(raw_exec(path, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; PRAGMA user_version = 7; "
                          "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
                          "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
     CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);

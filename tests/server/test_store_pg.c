@@ -872,8 +872,10 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
     }
     store_close(st);
-    /* The database as schema version 7 left it: points, no summaries (and points no summary saw). */
-    CHECK(raw(url, "DROP TABLE metric_summaries; DELETE FROM attnlab_schema WHERE version = 8; "
+    /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
+     * nor the later versions' columns. */
+    CHECK(raw(url, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; "
+                   "DELETE FROM attnlab_schema WHERE version >= 8; "
                    "INSERT INTO metrics (run_id, key, step, value, wall_time) "
                    "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
     CHECK(store_open(&st, url, err, sizeof err) == STORE_OK);

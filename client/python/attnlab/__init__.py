@@ -9,6 +9,7 @@ Standard library only; NumPy and pandas are used when they are installed (arrays
     c.metrics(run["id"], keys=["loss", "val_loss"])
 """
 from .client import ApiError, Client, DEFAULT_URL
+from .logging import RunLogger
 
-__all__ = ["Client", "ApiError", "DEFAULT_URL"]
+__all__ = ["Client", "ApiError", "RunLogger", "DEFAULT_URL"]
 __version__ = "0.1.0"

@@ -313,6 +313,15 @@ class Client:
         return self.get(f"/api/probes/{int(probe_id)}")
 
 
+    # ---- logging runs trained elsewhere --------------------------------------------------------------
+    def log_run(self, name, config, **kw):
+        """A context manager that records a run trained outside attnlab (an external run): see
+        RunLogger. Keywords: tags, note, experiment (an experiment id to join), variant, replicate,
+        flush_every (seconds)."""
+        from .logging import RunLogger
+        return RunLogger(self, name, config, **kw)
+
+
 class _Progress:
     """Prints a run's progress to stderr: on a terminal one line redrawn in place, elsewhere a line
     at most every `every` seconds; always the last one."""

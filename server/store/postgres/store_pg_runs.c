@@ -9,7 +9,7 @@
     "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
     "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
     "coalesce((SELECT json_agg(t.tag ORDER BY t.tag COLLATE \"C\") FROM run_tags t WHERE t.run_id = r.id)"             \
-    "::text, '[]'), r.node_id, r.replicate"
+    "::text, '[]'), r.node_id, r.replicate, r.source"
 
 /* The run object of row i of a RUN_COLUMNS query; NULL when out of memory. */
 static json_t *run_from_row(const pg_res *q, int i) {
@@ -34,6 +34,8 @@ static json_t *run_from_row(const pg_res *q, int i) {
     bad |= json_object_set_new(r, "checkpoint_step", json_integer(pg_get_int(q, i, 15)));
     bad |= json_object_set_new(r, "tags", spg_json(q, i, 16, json_array()));
     bad |= json_object_set_new(r, "node", spg_text(q, i, 17));
+    const char *source = pg_get_text(q, i, 19);
+    if (source && !strcmp(source, "external")) bad |= json_object_set_new(r, "source", json_string("external"));
     if (bad) {
         json_decref(r);
         return NULL;
@@ -78,18 +80,20 @@ store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run
     pg_p_text(&p, run->corpus ? run->corpus : "");
     pg_p_int(&p, id);
     pg_p_int(&p, run->replicate > 0 ? run->replicate : 0);
+    pg_p_text(&p, run->external ? "true" : "false");
     store_status s =
         pg_cmd(c, "insert run",
                "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, note, "
-               "created_at, corpus, id, replicate) VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, "
-               "$11)",
+               "created_at, corpus, id, replicate, source, started_at) VALUES ($1, $2, $3, $4, $5, "
+               "CASE WHEN $12::boolean THEN 'running' ELSE 'queued' END, $6, $7, $8::float8, $9, $10, $11, "
+               "CASE WHEN $12::boolean THEN 'external' ELSE 'attnlab' END, CASE WHEN $12::boolean THEN $8::float8 END)",
                &p, NULL);
     if (s == STORE_CONFLICT) s = STORE_ERROR; /* a fresh id from the counter cannot be taken */
     if (s != STORE_OK) return spg_fail(c, s);
     if (run->tags && put_tags(c, id, run->tags) != STORE_OK) return STORE_ERROR;
     char idtext[32];
     snprintf(idtext, sizeof idtext, "%lld", id);
-    s = spg_notify(c, "attnlab_jobs", idtext);
+    s = run->external ? STORE_OK : spg_notify(c, "attnlab_jobs", idtext); /* no node trains an external run */
     if (s != STORE_OK) return spg_fail(c, s);
     (void)st;
     *id_out = id;
@@ -225,7 +229,7 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
     store_status s = spg_fail(c, pg_exec(c, "list runs", sql, &p, &r));
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
         if (json_array_append_new(list, run_from_row(r, i)) < 0) s = spg_fail_msg("list runs: out of memory");
-    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 19);
+    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 20); /* the column after RUN_COLUMNS */
     pg_clear(r);
     r = NULL;
     if (s == STORE_OK && json_array_size(list) == 0 && f->offset > 0) {
@@ -385,13 +389,15 @@ int store_pg_runs_interrupt_running(store *st) {
     char *payload = NULL;
     long long n = 0;
     pg_res *r = NULL;
-    store_status s = pg_exec(c, "interrupt runs",
-                             "WITH u AS (UPDATE runs SET status = 'interrupted', finished_at = $1, lease_token = NULL, "
-                             "lease_until = NULL, error = 'the service stopped while the run was training' "
-                             "WHERE status = 'running' AND (lease_until IS NULL OR node_id = $2) RETURNING id) "
-                             "SELECT u.id, pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, "
-                             "'node', $2::text)::text) FROM u",
-                             &p, &r);
+    store_status s =
+        pg_exec(c, "interrupt runs",
+                "WITH u AS (UPDATE runs SET status = 'interrupted', finished_at = $1, lease_token = NULL, "
+                "lease_until = NULL, error = 'the service stopped while the run was training' "
+                "WHERE status = 'running' AND source = 'attnlab' AND (lease_until IS NULL OR node_id = $2) "
+                "RETURNING id) "
+                "SELECT u.id, pg_notify('attnlab_events', json_build_object('t', 's', 'run', u.id, "
+                "'node', $2::text)::text) FROM u",
+                &p, &r);
     if (s == STORE_OK) n = pg_nrows(r);
     pg_clear(r);
     free(payload);

@@ -10,7 +10,7 @@
     "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
     "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
     "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), "            \
-    "r.replicate"
+    "r.replicate, r.source"
 
 /* The run object of the current row of a RUN_COLUMNS query; NULL when out of memory. */
 static json_t *run_from_row(sqlite3_stmt *q) {
@@ -21,6 +21,9 @@ static json_t *run_from_row(sqlite3_stmt *q) {
     bad |= json_object_set_new(r, "experiment_id", db_col_int(q, 2));
     bad |= json_object_set_new(r, "variant", db_col_text(q, 3));
     bad |= json_object_set_new(r, "replicate", json_integer(sqlite3_column_int(q, 17)));
+    const unsigned char *source = sqlite3_column_text(q, 18);
+    if (source && !strcmp((const char *)source, "external"))
+        bad |= json_object_set_new(r, "source", json_string("external"));
     bad |= json_object_set_new(r, "config", db_col_json(q, 4, json_object()));
     bad |= json_object_set_new(r, "seed", json_integer(sqlite3_column_int64(q, 5)));
     bad |= json_object_set_new(r, "status", db_col_text(q, 6));
@@ -63,7 +66,9 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
     if (id < 0) return STORE_ERROR;
     sqlite3_stmt *q =
         db_prepare(st, "INSERT INTO runs (name, experiment_id, variant, config, seed, status, total_steps, "
-                       "note, created_at, corpus, id, replicate) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)");
+                       "note, created_at, corpus, id, replicate, source, started_at) VALUES (?1, ?2, ?3, ?4, ?5, "
+                       "CASE WHEN ?12 THEN 'running' ELSE 'queued' END, ?6, ?7, ?8, ?9, ?10, ?11, "
+                       "CASE WHEN ?12 THEN 'external' ELSE 'attnlab' END, CASE WHEN ?12 THEN ?8 END)");
     if (!q) return STORE_ERROR;
     db_bind_text(q, 1, run->name ? run->name : "");
     if (experiment_id)
@@ -79,6 +84,7 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
     db_bind_text(q, 9, run->corpus ? run->corpus : "");
     sqlite3_bind_int64(q, 10, id);
     sqlite3_bind_int(q, 11, run->replicate > 0 ? run->replicate : 0);
+    sqlite3_bind_int(q, 12, run->external ? 1 : 0);
     if (db_exec(st, q, "insert run") != STORE_OK) return STORE_ERROR;
     if (run->tags && put_tags(st, id, run->tags) != STORE_OK) return STORE_ERROR;
     *id_out = id;
@@ -319,7 +325,8 @@ int store_runs_interrupt_running(store *st) {
     int n = -1;
     sqlite3_stmt *q =
         db_prepare(st, "UPDATE runs SET status = 'interrupted', finished_at = ?, "
-                       "error = 'the service stopped while the run was training' WHERE status = 'running'");
+                       "error = 'the service stopped while the run was training' WHERE status = 'running' "
+                       "AND source = 'attnlab'");
     if (q) sqlite3_bind_double(q, 1, db_now());
     if (db_exec(st, q, "interrupt runs") == STORE_OK) n = sqlite3_changes(st->db);
     db_unlock(st);

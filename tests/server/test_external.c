@@ -1,0 +1,238 @@
+/* Runs trained elsewhere, against a real attnlabd (and again on PostgreSQL, as tests/run.sh runs
+ * every harness suite): POST /api/runs {"source":"external"} creates a running run that keeps its
+ * config as given, POST /api/runs/{id}/metrics stores a batch all or nothing (the first bad point
+ * named, nothing of the batch kept), PATCH ends it, after which it takes no more points; a native
+ * run takes neither points nor a status (and a refused PATCH changes nothing); a restart leaves an
+ * external run running (the service did not train it); external runs that join an experiment as a
+ * variant are in its statistics beside the native runs, paired by replicate. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/api.h"
+#include "../support/harness.h"
+#include "../support/test.h"
+
+static harness_server srv;
+static long long ext_id;
+
+static json_t *call(const char *method, const char *path, const char *body, long want) {
+    long status;
+    json_t *j = api_call(&srv, method, path, body, &status);
+    if (status != want) {
+        char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        printf("# %s %s: HTTP %ld (wanted %ld) %s\n", method, path, status, want, t ? t : "");
+        free(t);
+        json_decref(j);
+        return NULL;
+    }
+    return j ? j : json_object();
+}
+
+TEST(an_external_run_is_created_running_with_its_config_as_given) {
+    json_t *r =
+        call("POST", "/api/runs",
+             "{\"source\":\"external\",\"name\":\"torch-loop\",\"tags\":[\"torch\"],\"config\":{\"attention\":"
+             "\"cosine_rope\",\"steps\":40,\"seed\":7,\"optimizer\":{\"name\":\"adamw\",\"betas\":[0.9,0.95]}}}",
+             201);
+    CHECK(r);
+    json_t *run = json_object_get(r, "run");
+    ext_id = json_integer_value(json_object_get(run, "id"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "source")), "external"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "running"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "variant")), "cosine_rope"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "seed")), 7);
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "total_steps")), 40);
+    json_t *opt = json_object_get(json_object_get(run, "config"), "optimizer");
+    CHECK_MSG(json_is_object(opt) && json_is_array(json_object_get(opt, "betas")),
+              "a key outside RunConfig was not kept");
+    json_decref(r);
+    /* it is listed and filtered like any run, and marked */
+    json_t *l = call("GET", "/api/runs?tag=torch", NULL, 200);
+    CHECK(l && json_array_size(json_object_get(l, "runs")) == 1);
+    json_decref(l);
+    static const char *const bad[][2] = {{"{\"source\":\"elsewhere\"}", "source"},
+                                         {"{\"source\":\"external\",\"config\":[1]}", "config"},
+                                         {"{\"source\":\"external\",\"variant\":\"a b\"}", "variant"},
+                                         {"{\"source\":\"external\",\"experiment_id\":999999}", "experiment_id"},
+                                         {"{\"source\":\"external\",\"replicate\":-1}", "replicate"},
+                                         {"{\"source\":\"external\",\"steps\":3}", "steps"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long status;
+        json_t *j = api_call(&srv, "POST", "/api/runs", bad[i][0], &status);
+        CHECK_MSG(status == 422 && !strcmp(api_error_field(j), bad[i][1]), "%s: %ld %s", bad[i][0], status,
+                  api_error_field(j));
+        json_decref(j);
+    }
+}
+
+TEST(a_batch_is_stored_whole_or_not_at_all) {
+    char path[96], body[512];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics", ext_id);
+    json_t *r = call("POST", path,
+                     "{\"points\":[{\"step\":1,\"key\":\"loss\",\"value\":5.5,\"wall_time\":1000},{\"step\":2,\"key\":"
+                     "\"loss\",\"value\":5.25},{\"step\":2,\"key\":\"tau.0.0\",\"value\":5.6}]}",
+                     200);
+    CHECK(r && json_integer_value(json_object_get(r, "stored")) == 3);
+    json_decref(r);
+    /* the second point is bad: the first is not kept either */
+    static const char *const bad[][2] = {
+        {"{\"points\":[{\"step\":3,\"key\":\"loss\",\"value\":5},{\"step\":3,\"key\":\"loss\",\"value\":\"x\"}]}",
+         "points[1].value"},
+        {"{\"points\":[{\"step\":3,\"key\":\"loss\",\"value\":5},{\"step\":-1,\"key\":\"loss\",\"value\":1}]}",
+         "points[1].step"},
+        {"{\"points\":[{\"step\":3,\"key\":\"a key\",\"value\":5}]}", "points[0].key"},
+        {"{\"points\":[{\"step\":3,\"key\":\"loss\",\"value\":5,\"extra\":1}]}", "points[0]"},
+        {"{\"points\":[]}", "points"},
+        {"{\"points\":[{\"step\":3,\"key\":\"this_key_is_longer_than_31_bytes_x\",\"value\":5}]}", "points[0].key"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long status;
+        json_t *j = api_call(&srv, "POST", path, bad[i][0], &status);
+        CHECK_MSG(status == 422 && !strcmp(api_error_field(j), bad[i][1]), "%zu: %ld %s", i, status,
+                  api_error_field(j));
+        json_decref(j);
+    }
+    json_t *loss = api_series(&srv, ext_id, "loss");
+    CHECK_MSG(loss && json_array_size(loss) == 2, "%zu loss points", json_array_size(loss));
+    CHECK(json_real_value(json_array_get(loss, 1)) == 5.25);
+    json_decref(loss);
+    /* 1000 points in one batch are taken, 1001 are not */
+    size_t cap = 1002 * 48 + 32;
+    char *big = malloc(cap);
+    CHECK(big);
+    for (int n = 1000; n <= 1001; n++) {
+        size_t off = (size_t)snprintf(big, cap, "{\"points\":[");
+        for (int i = 0; i < n; i++)
+            off += (size_t)snprintf(big + off, cap - off, "%s{\"step\":%d,\"key\":\"k\",\"value\":%d}", i ? "," : "",
+                                    10 + i, i);
+        snprintf(big + off, cap - off, "]}");
+        long status;
+        json_t *j = api_call(&srv, "POST", path, big, &status);
+        CHECK_EQ_INT(status, n == 1000 ? 200 : 422);
+        json_decref(j);
+    }
+    free(big);
+    snprintf(body, sizeof body, "/api/runs/%lld", ext_id);
+    json_t *run = call("GET", body, NULL, 200);
+    CHECK(run && json_integer_value(json_object_get(json_object_get(run, "run"), "step")) == 1009);
+    json_decref(run);
+}
+
+TEST(a_native_run_takes_neither_points_nor_a_status) {
+    long long id = api_start_tiny_run(&srv, "\"steps\":3", "native");
+    CHECK(id > 0);
+    char *st = api_wait_status(&srv, id, "succeeded", 120000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char path[96];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics", id);
+    json_t *j = call("POST", path, "{\"points\":[{\"step\":1,\"key\":\"loss\",\"value\":1}]}", 409);
+    CHECK(j);
+    json_decref(j);
+    snprintf(path, sizeof path, "/api/runs/%lld", id);
+    j = call("PATCH", path, "{\"name\":\"renamed\",\"status\":\"failed\"}", 409);
+    CHECK(j);
+    json_decref(j);
+    j = call("GET", path, NULL, 200);
+    CHECK(j && !strcmp(json_string_value(json_object_get(json_object_get(j, "run"), "name")), "native"));
+    json_decref(j);
+}
+
+TEST(a_restart_leaves_an_external_run_running_and_the_client_ends_it) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", srv.data_dir);
+    CHECK(harness_stop(&srv) == 0);
+    CHECK(harness_start(&srv, dir, NULL) == 0);
+    char path[96];
+    snprintf(path, sizeof path, "/api/runs/%lld", ext_id);
+    json_t *j = call("GET", path, NULL, 200);
+    CHECK(j && !strcmp(json_string_value(json_object_get(json_object_get(j, "run"), "status")), "running"));
+    json_decref(j);
+    j = call("PATCH", path, "{\"status\":\"finished\"}", 422);
+    json_decref(j);
+    j = call("PATCH", path, "{\"status\":\"failed\",\"error\":\"RuntimeError: CUDA out of memory\"}", 200);
+    json_t *run = json_object_get(j, "run");
+    CHECK(run && !strcmp(json_string_value(json_object_get(run, "status")), "failed"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "error")), "RuntimeError: CUDA out of memory"));
+    CHECK(json_is_number(json_object_get(run, "finished_at")));
+    json_decref(j);
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics", ext_id);
+    j = call("POST", path, "{\"points\":[{\"step\":5000,\"key\":\"loss\",\"value\":1}]}", 409);
+    json_decref(j);
+}
+
+TEST(external_runs_join_an_experiment_and_its_statistics) {
+    long status;
+    json_t *e = api_call(&srv, "POST", "/api/experiments",
+                         "{\"name\":\"mixed\",\"replicates\":3,\"base\":{" TINY_CONFIG
+                         ",\"steps\":6,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\",\"config\":{}}]}",
+                         &status);
+    CHECK_EQ_INT(status, 201);
+    long long exp = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(e, "runs"), i, r) {
+        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
+        CHECK(st && !strcmp(st, "succeeded"));
+        free(st);
+    }
+    json_decref(e);
+    for (int rep = 0; rep < 3; rep++) {
+        char body[256], path[96];
+        snprintf(body, sizeof body,
+                 "{\"source\":\"external\",\"experiment_id\":%lld,\"variant\":\"torch\",\"replicate\":%d,"
+                 "\"config\":{\"attention\":\"rope\"}}",
+                 exp, rep);
+        json_t *c = call("POST", "/api/runs", body, 201);
+        CHECK(c);
+        long long id = json_integer_value(json_object_get(json_object_get(c, "run"), "id"));
+        json_decref(c);
+        snprintf(path, sizeof path, "/api/runs/%lld/metrics", id);
+        snprintf(
+            body, sizeof body,
+            "{\"points\":[{\"step\":6,\"key\":\"loss\",\"value\":%g},{\"step\":6,\"key\":\"val_loss\",\"value\":%g}]}",
+            9.0 + rep, 9.5 + rep);
+        json_t *p = call("POST", path, body, 200);
+        CHECK(p);
+        json_decref(p);
+        snprintf(path, sizeof path, "/api/runs/%lld", id);
+        p = call("PATCH", path, "{\"status\":\"succeeded\"}", 200);
+        CHECK(p);
+        json_decref(p);
+    }
+    char path[96];
+    snprintf(path, sizeof path, "/api/experiments/%lld/stats", exp);
+    json_t *s = call("GET", path, NULL, 200);
+    CHECK(s);
+    json_t *torch = NULL, *v, *cmp = NULL;
+    json_array_foreach(json_object_get(json_object_get(s, "stats"), "variants"), i,
+                       v) if (!strcmp(json_string_value(json_object_get(v, "name")), "torch")) torch = v;
+    CHECK_MSG(torch, "no torch variant in the statistics");
+    json_t *fv = json_object_get(json_object_get(torch, "metrics"), "final_val_loss");
+    CHECK_EQ_INT(json_integer_value(json_object_get(fv, "n")), 3);
+    CHECK(json_number_value(json_object_get(fv, "mean")) == 10.5);
+    json_array_foreach(json_object_get(json_object_get(s, "stats"), "comparisons"), i,
+                       v) if (!strcmp(json_string_value(json_object_get(v, "metric")), "final_val_loss")) cmp = v;
+    CHECK_MSG(cmp && json_integer_value(json_object_get(cmp, "n")) == 3, "no paired comparison of 3");
+    json_decref(s);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (harness_start(&srv, NULL, NULL) < 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(&srv);
+        return 1;
+    }
+    RUN(an_external_run_is_created_running_with_its_config_as_given);
+    RUN(a_batch_is_stored_whole_or_not_at_all);
+    RUN(a_native_run_takes_neither_points_nor_a_status);
+    RUN(a_restart_leaves_an_external_run_running_and_the_client_ends_it);
+    RUN(external_runs_join_an_experiment_and_its_statistics);
+    int rc = test_summary();
+    if (rc) harness_dump_log(&srv);
+    harness_stop(&srv);
+    curl_global_cleanup();
+    return rc;
+}
