@@ -38,9 +38,11 @@ http_server *http_server_new(const http_config *cfg) {
     s->upload_dir = cfg->upload_dir ? http_strdup(cfg->upload_dir) : NULL;
     s->token = cfg->token && cfg->token[0] ? http_strdup(cfg->token) : NULL;
     int static_failed = http_static_init(&s->statics, cfg->static_dir) < 0;
+    int origin_failed = http_origin_init(&s->origin, s->bind_addr, cfg->allowed_hosts) < 0;
     /* Fail closed: a token that could not be copied must not leave the server open. */
-    if (!s->bind_addr || static_failed || (cfg->upload_dir && !s->upload_dir) ||
+    if (!s->bind_addr || static_failed || origin_failed || (cfg->upload_dir && !s->upload_dir) ||
         (cfg->token && cfg->token[0] && !s->token) || http_admission_init(s, cfg) < 0) {
+        http_origin_free(&s->origin);
         free(s->bind_addr);
         http_static_free(&s->statics);
         free(s->upload_dir);
@@ -128,6 +130,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         }
         if (http_router_find(s, req) < 0) {
             http_reply_error(req, 404, "not_found", NULL, "malformed path");
+            return MHD_YES;
+        }
+        /* Browser-origin defences, from the head alone: a refused request's body is never read. */
+        http_origin_refusal why;
+        if (http_origin_check(
+                &s->origin, method, req->route && !req->route->upload_max,
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Origin"),
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING),
+                &why) < 0) {
+            log_info("refused %s %s: %s", method, req->path, why.code);
+            http_reply_and_close(req, why.status, why.code, why.message);
             return MHD_YES;
         }
         size_t limit = req->route && req->route->upload_max ? req->route->upload_max : s->cfg.max_body;
@@ -356,6 +372,7 @@ void http_server_free(http_server *s) {
     http_streams_destroy(&s->streams);
     http_admission_destroy(s);
     http_static_free(&s->statics);
+    http_origin_free(&s->origin);
     free(s->upload_dir);
     free(s->token);
     free(s->bind_addr);

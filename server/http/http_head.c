@@ -88,7 +88,7 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
         if (args > HTTP_MAX_QUERY_ARGS)
             return head_fail(res, 431, "too_many_query_arguments", "more than 64 query arguments");
     }
-    int headers = 0, cookies = 0, has_cl = 0, has_te = 0;
+    int headers = 0, cookies = 0, has_cl = 0, has_te = 0, has_host = 0;
     size_t cookie_bytes = 0;
     for (pos = next;; pos = next) {
         k = head_line(buf, n, pos, &ll, &next);
@@ -128,6 +128,9 @@ int http_head_check(const char *buf, size_t len, int eof, http_head_check_result
                     return head_fail(res, 413, "body_too_large", "Content-Length too large");
                 x = x * 10 + d;
             }
+        } else if (name_len == 4 && !strncasecmp(line, "Host", 4)) {
+            /* Two Host headers leave the name the request is for to whoever reads which. */
+            if (has_host++) return head_fail(res, 400, "bad_request", "repeated Host");
         } else if (name_len == 17 && !strncasecmp(line, "Transfer-Encoding", 17)) {
             if (has_te++) return head_fail(res, 400, "bad_request", "repeated Transfer-Encoding");
             if (!value_is(val, val_len, "chunked"))

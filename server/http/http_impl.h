@@ -5,6 +5,7 @@
  *   http.c            the server's life cycle and libmicrohttpd's request callbacks (parse, admit, route)
  *   http_admission.c  admission and limits: the front door, the connection table, head deadlines
  *   http_head.c       the request-head check (pure)
+ *   http_origin.c     browser-origin defences: Host allow-list, Origin of changes, JSON content type
  *   http_router.c     routing: the route table, canonical paths, bearer tokens, dispatch
  *   http_request.c    the request context handlers see: accessors and replies
  *   http_stream.c     streaming replies
@@ -20,6 +21,7 @@
 
 #include "http/http.h"
 #include "http/http_admission.h"
+#include "http/http_origin.h"
 #include "http/http_router.h"
 #include "http/http_static.h"
 #include "http/http_stream.h"
@@ -33,6 +35,7 @@ struct http_server {
     http_static statics;
     http_streams streams;
     http_admission adm;
+    http_origin origin;
     struct MHD_Daemon *daemon;
     int listen_fd;
     int port;

@@ -4,6 +4,7 @@
 #include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http/http_impl.h"
 #include "http/http_text.h"
@@ -158,16 +159,30 @@ int http_router_authorised(const http_request *req) {
     int is_api = req->route != NULL || !strncmp(req->path, "/api/", 5) || !strcmp(req->path, "/api") ||
                  !strncmp(req->path, "/metrics", 8);
     if (is_read && (!s->cfg.private_reads || !is_api || !strcmp(req->path, "/api/health"))) return 1;
+    return http_request_has_token(req);
+}
+
+int http_request_has_token(const http_request *req) {
+    const char *token = req->server->token;
+    if (!token) return 1;
+    /* The scheme is case-insensitive and followed by one or more blanks (RFC 9110 11.4). */
     const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
-    return h && !strncmp(h, "Bearer ", 7) && equal_constant_time(h + 7, s->token);
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return 0;
+    h += 6;
+    while (*h == ' ' || *h == '\t') h++;
+    return equal_constant_time(h, token);
+}
+
+void http_reply_unauthorized(http_request *req) {
+    http_reply_header(req, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnlab\"");
+    http_reply_error(req, 401, "unauthorized", NULL, "this request needs Authorization: Bearer <token>");
 }
 
 void http_router_dispatch(http_request *req) {
     http_server *s = req->server;
     const char *method = !strcmp(req->method, "HEAD") ? "GET" : req->method;
     if (!http_router_authorised(req)) {
-        http_reply_header(req, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnlab\"");
-        http_reply_error(req, 401, "unauthorized", NULL, "this request needs Authorization: Bearer <token>");
+        http_reply_unauthorized(req);
         return;
     }
     if (req->route) {
