@@ -378,12 +378,18 @@ static void no_checkpoint(http_request *req, long long id) {
 }
 
 /* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
- * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it. */
+ * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it
+ * (with a token, only to a request that carries it). */
 void api_runs_weights(http_request *req, void *ctx) {
     app *a = ctx;
     long long id, optimizer;
     if (!run_exists(req, a, &id)) return;
     if (api_query_int(req, "optimizer", 0, 1, 0, &optimizer) < 0) return;
+    /* The whole training state is a privileged read: with a token it needs it, --private or not. */
+    if (optimizer && !http_request_has_token(req)) {
+        http_reply_unauthorized(req);
+        return;
+    }
     char path[PATH_MAX], disp[96], why[512];
     jobs_run_checkpoint(a->jobs, id, path, sizeof path);
     /* what is served is what the run wrote: a file changed since is refused, not handed out */

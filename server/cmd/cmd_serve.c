@@ -32,6 +32,8 @@ typedef struct {
     unsigned max_connections, max_per_ip, max_streams, header_timeout_s; /* 0: the HTTP layer's default */
     const char *token;
     int private_reads, insecure;
+    const char *allowed_hosts[33]; /* --allowed-host, NULL-terminated */
+    int n_allowed_hosts;
     int train_workers, probe_workers, compute_threads, max_queued;
     long max_model_mb, max_upload_mb;
     const char *db;        /* NULL: <data-dir>/attnlab.db */
@@ -66,6 +68,9 @@ static void serve_usage(FILE *out) {
         "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
         "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
         "  --private          with a token, require it for reads too (except /api/health)\n"
+        "  --allowed-host NAME  also answer requests for this host name (the Host header; the loopback\n"
+        "                     names and the --bind address always are), and take changes from pages\n"
+        "                     served under it; repeatable, at most 32; '*' answers any name\n"
         "  --insecure         allow a non-loopback --bind without a token\n"
         "  --train-workers N  trainings that run at once (default 1)\n"
         "  --probe-workers N  probe workers (default 1)\n"
@@ -153,6 +158,17 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
         } else if (!strcmp(a, "--token")) {
             NEED_VALUE();
             f->token = val;
+        } else if (!strcmp(a, "--allowed-host")) {
+            NEED_VALUE();
+            if (!val[0] || strlen(val) > 253 || strpbrk(val, " \t/@?#")) {
+                fprintf(stderr, "attnlabd: --allowed-host needs a host name, not '%s'\n", val);
+                return 2;
+            }
+            if (f->n_allowed_hosts == 32) {
+                fprintf(stderr, "attnlabd: at most 32 --allowed-host names\n");
+                return 2;
+            }
+            f->allowed_hosts[f->n_allowed_hosts++] = val;
         } else if (!strcmp(a, "--private")) {
             f->private_reads = 1;
         } else if (!strcmp(a, "--insecure")) {
@@ -411,6 +427,7 @@ int cmd_serve(int argc, char **argv) {
                       .upload_dir = upload_dir,
                       .token = f.token,
                       .private_reads = f.private_reads,
+                      .allowed_hosts = f.allowed_hosts,
                       .app = &a};
     a.http = http_server_new(&hc);
     if (!a.http || routes_register(a.http, &a) < 0) {

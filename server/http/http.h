@@ -48,7 +48,11 @@ typedef struct {
     const char *upload_dir; /* where upload routes stream bodies (see http_route_upload) */
     const char *token;      /* non-NULL: changes need "Authorization: Bearer <token>" (401 otherwise) */
     int private_reads;      /* with a token: reads need it too (except /api/health) */
-    void *app;              /* passed to every handler */
+    /* Browser-origin defences (http_origin.h): the Host names answered besides the loopback names
+     * and bind_addr ("*": any), also the origins whose pages may make changes. NULL-terminated;
+     * may be NULL. */
+    const char *const *allowed_hosts;
+    void *app; /* passed to every handler */
 } http_config;
 
 /* Allocates a server (not yet listening). NULL only when out of memory. */
@@ -86,6 +90,12 @@ const char *http_request_header(const http_request *req, const char *name);
 json_t *http_request_json_object(http_request *req);
 /* The temporary file holding an upload route's body, and its size. */
 const char *http_request_upload_path(const http_request *req, size_t *size);
+
+/* 1 when the request may do what needs the token whatever the route (a privileged read such as a
+ * whole checkpoint): the server has no token, or the request carries it. */
+int http_request_has_token(const http_request *req);
+/* Answers 401 with WWW-Authenticate, as a route that needs the token does. */
+void http_reply_unauthorized(http_request *req);
 
 /* Adds a header to the coming reply (copied). */
 void http_reply_header(http_request *req, const char *name, const char *value);

@@ -9,6 +9,9 @@ import { join } from 'node:path';
 import { ARTIFACTS, assert, step, api, waitFor, waitForRun, checkSetup, startFresh, launchBrowser, run, consoleErrors } from './support/harness.mjs';
 
 const TINY = { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 300, eval_every: 50, checkpoint_every: 100 };
+// Runs that must be seen training are longer than any case waits and are cancelled at a step the case
+// has seen: nothing depends on how fast the machine trains.
+const LONG = 1000000;
 
 const lossPoints = (page) => page.evaluate(() => {
   const c = window.Chart && window.Chart.getChart(document.querySelector('#chart-loss'));
@@ -60,9 +63,9 @@ async function main() {
     await page.locator('#start').screenshot({ path: join(ARTIFACTS, 'form-error.png') });
   });
 
-  let runId = null;
+  let runId = null, runSteps = 0;
   await step('start a tiny run from the form and watch its loss chart grow live', async () => {
-    await fill({ ...TINY });
+    await fill({ ...TINY, steps: LONG });
     await page.click('#start-submit');
     await page.waitForURL(/#\/run\/\d+$/);
     runId = Number(/#\/run\/(\d+)/.exec(page.url())[1]);
@@ -74,13 +77,15 @@ async function main() {
     const n1 = await lossPoints(page);
     const n2 = await waitFor(async () => { const n = await lossPoints(page); return n >= n1 + 5 ? n : 0; }, 'more loss points', 30000);
     assert(await page.evaluate(() => window.__sameDocument === true), 'the page reloaded');
-    // However long the run takes (a loaded machine trains slower), as long as it makes progress.
+    // Seen growing live: the run is stopped there (its checkpoint stays for the attention map).
+    await api(base, `/api/runs/${runId}/cancel`, { method: 'POST' });
     const done = await waitForRun(base, runId);
-    assert(done.status === 'succeeded', `the run ended ${done.status}: ${done.error || ''}`);
-    await page.waitForSelector('.run-header .pill.status-succeeded');
+    assert(done.status === 'cancelled', `the run ended ${done.status}: ${done.error || ''}`);
+    runSteps = done.step;
+    await page.waitForSelector('.run-header .pill.status-cancelled');
     // Every step once: fetched points and live points merged without gaps or duplicates.
-    const n = await waitFor(async () => { const k = await lossPoints(page); return k === TINY.steps ? k : 0; }, `${TINY.steps} loss points`, 10000).catch(async () => lossPoints(page));
-    assert(n === TINY.steps, `loss chart has ${n} points after ${TINY.steps} steps (saw ${n1} then ${n2} while training)`);
+    const n = await waitFor(async () => { const k = await lossPoints(page); return k === runSteps ? k : 0; }, `${runSteps} loss points`, 10000).catch(async () => lossPoints(page));
+    assert(n === runSteps, `loss chart has ${n} points after ${runSteps} steps (saw ${n1} then ${n2} while training)`);
     const steps = await page.evaluate(() => window.Chart.getChart(document.querySelector('#chart-loss')).data.datasets
       .find((d) => d.series === 'loss_smoothed').data.map((p) => p.x));
     assert(steps.every((x, i) => x === i + 1), 'loss steps are not 1..N in order');
@@ -107,17 +112,17 @@ async function main() {
     await page.fill('#smooth', '0.95');
     await smoothedIs(false);
     let s = await get();
-    assert(s.raw.length === TINY.steps, `raw series hidden or cut: ${s.raw.length} points`);
+    assert(s.raw.length === runSteps, `raw series hidden or cut: ${s.raw.length} points`);
     assert(Math.abs(s.sm[0] - s.raw[0]) < 1e-12, 'debiased EMA must start at the first raw value');
     await page.check('#log-y');
     assert((await get()).y === 'logarithmic', 'log toggle did not switch the axis');
     await page.selectOption('#x-axis', 'wall');
     await page.waitForFunction(() => window.Chart.getChart(document.querySelector('#chart-loss')).data.datasets[0].data.some((p, i) => p.x !== i + 1));
     s = await get();
-    assert(s.x[0] >= 0 && s.x[s.x.length - 1] < 600 && s.x[s.x.length - 1] !== TINY.steps, `wall-time axis looks like steps: ${s.x.slice(-1)}`);
+    assert(s.x[0] >= 0 && s.x[s.x.length - 1] < 600 && s.x[s.x.length - 1] !== runSteps, `wall-time axis looks like steps: ${s.x.slice(-1)}`);
     const href = await page.getAttribute(`.run-header[data-run-id="${runId}"] a[download]`, 'href');
     const csv = await (await fetch(base + href)).text();
-    assert(csv.startsWith('step,') && csv.trim().split('\n').length === TINY.steps + 1, 'CSV link does not give one row per step');
+    assert(csv.startsWith('step,') && csv.trim().split('\n').length === runSteps + 1, 'CSV link does not give one row per step');
     await page.selectOption('#x-axis', 'step');
     await page.uncheck('#log-y');
   });
@@ -224,14 +229,25 @@ async function main() {
     await page.goto(base + '/#/runs');
     await page.waitForSelector('#reproduce');
     assert(await page.isChecked('#preset-tiny'), 'tiny is not offered by default without the default corpus');
+    // The page sends the preset's tiny overrides (200 steps); on their way the runs are made longer
+    // than the case waits, so that they are still training when it looks, whatever the machine.
+    let sent = null;
+    await page.route('**/api/experiments', async (route) => {
+      const req = route.request();
+      if (req.method() !== 'POST') return route.continue();
+      sent = JSON.parse(req.postData());
+      await route.continue({ postData: JSON.stringify({ ...sent, overrides: { ...sent.overrides, steps: LONG } }) });
+    });
     await page.click('#reproduce');
     await page.waitForURL(/#\/experiment\/\d+/);
+    await page.unroute('**/api/experiments');
+    assert(sent && sent.overrides && sent.overrides.corpus === 'small' && sent.overrides.steps === 200, `tiny overrides not sent: ${JSON.stringify(sent)}`);
     await page.waitForFunction(() => document.querySelectorAll('.run-header').length === 2);
     const variants = await page.$$eval('.run-header .variant', (v) => v.map((x) => x.textContent.trim()).sort());
     assert(JSON.stringify(variants) === '["cosine_rope","rope"]', `variants ${variants}`);
     const expId = Number(/#\/experiment\/(\d+)/.exec(page.url())[1]);
     const exp = await api(base, `/api/experiments/${expId}`);
-    assert(exp.runs.every((r) => r.config.corpus === 'small' && r.config.steps === 200), 'tiny overrides not applied');
+    assert(exp.runs.every((r) => r.config.corpus === 'small' && r.config.steps === LONG), 'tiny overrides not applied');
     await page.waitForFunction(() => {
       const c = window.Chart.getChart(document.querySelector('#chart-loss'));
       return c && c.data.datasets.some((d) => d.data.length > 3);
@@ -319,8 +335,8 @@ async function main() {
       await p2.waitForFunction(() => document.querySelector('#live').textContent === 'live');
       assert(await p2.isVisible('#signout'), 'no way to forget the token');
       await p2.fill('#cfg-corpus', 'small');
-      // Long enough to be training when the view opens, however slow the machine; cancelled below.
-      for (const [k, v] of Object.entries({ ...TINY, steps: 5000, checkpoint_every: 0 })) await p2.fill(`#cfg-${k}`, String(v));
+      // Longer than the case waits, training when the view opens whatever the machine; cancelled below.
+      for (const [k, v] of Object.entries({ ...TINY, steps: LONG, checkpoint_every: 0 })) await p2.fill(`#cfg-${k}`, String(v));
       await p2.click('#start-submit');
       await p2.waitForURL(/#\/run\/\d+$/);
       const id = Number(/#\/run\/(\d+)/.exec(p2.url())[1]);

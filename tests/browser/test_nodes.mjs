@@ -37,7 +37,7 @@ async function main() {
   });
   await step('nodes_card_shows_the_run_a_node_trains', async () => {
     const id = (await api(a.base, '/api/runs', { method: 'POST',
-      body: { name: 'shown', config: { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 3000, threads: 1 } } })).run.id;
+      body: { name: 'shown', config: { corpus: 'small', n_layer: 1, n_head: 2, d_model: 32, seq_len: 32, batch: 4, steps: 1000000, threads: 1 } } })).run.id; // longer than the case waits; cancelled below
     await waitFor(async () => (await page.textContent('#nodes-table tr[data-node-id="trainer"]')).includes(`run ${id}`),
       'the trainer row to name the run', 20000);
     await fetch(`${a.base}/api/runs/${id}/cancel`, { method: 'POST' });

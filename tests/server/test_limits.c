@@ -28,7 +28,9 @@
 #include "../support/harness.h"
 #include "../support/test.h"
 
-static harness_server srv;   /* defaults, with --header-timeout 2 */
+static harness_server srv; /* defaults, with --header-timeout 2 */
+#define HEALTH "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+#define HEALTH_CLOSE "GET /api/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
 static harness_server small; /* tiny limits */
 
 static double now_ms(void) {
@@ -180,7 +182,7 @@ static const char *message_of(const reply *r, char *buf, size_t len) {
 static int open_busy(int port, const char *src) {
     int fd = tcp_open(port, src, 1);
     if (fd < 0) return -1;
-    if (send_str(fd, "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    if (send_str(fd, "POST /api/tokenize HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                      "Content-Length: 100\r\n\r\n{\"text\":") < 0) {
         close(fd);
         return -1;
@@ -201,7 +203,7 @@ TEST(four_hundred_idle_sockets_do_not_keep_health_from_answering) {
     sleep_ms(300); /* let the server take them all in */
     double t0 = now_ms();
     reply r;
-    exchange(srv.port, NULL, "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &r);
+    exchange(srv.port, NULL, HEALTH_CLOSE, strlen(HEALTH_CLOSE), &r);
     double ms = now_ms() - t0;
     for (int i = 0; i < N; i++)
         if (fds[i] >= 0) close(fds[i]);
@@ -209,7 +211,7 @@ TEST(four_hundred_idle_sockets_do_not_keep_health_from_answering) {
     CHECK_MSG(r.status == 200, "/api/health with %d idle sockets open: status %d after %.0f ms", N, r.status, ms);
     CHECK_MSG(ms < 1000, "/api/health took %.0f ms with %d idle sockets open", ms, N);
     /* From another address too. */
-    exchange(srv.port, "127.0.0.2", "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &r);
+    exchange(srv.port, "127.0.0.2", HEALTH_CLOSE, strlen(HEALTH_CLOSE), &r);
     CHECK_EQ_INT(r.status, 200);
 }
 
@@ -217,7 +219,7 @@ TEST(a_slowloris_is_answered_408_and_closed_at_the_header_deadline) {
     int fd = tcp_open(srv.port, NULL, 1);
     CHECK(fd >= 0);
     double t0 = now_ms();
-    CHECK(send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n") == 0);
+    CHECK(send_str(fd, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n") == 0);
     reply r = {0};
     /* One header line every 300 ms: activity that an inactivity timeout would count as progress. */
     while (now_ms() - t0 < 6000) {
@@ -251,7 +253,7 @@ TEST(a_connection_that_sends_nothing_is_closed_at_the_deadline) {
 TEST(a_slow_next_request_on_a_kept_alive_connection_is_closed_too) {
     int fd = tcp_open(srv.port, NULL, 1);
     CHECK(fd >= 0);
-    CHECK(send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n") == 0);
+    CHECK(send_str(fd, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n") == 0);
     reply r;
     read_reply(fd, 2000, 0, &r);
     CHECK_EQ_INT(r.status, 200);
@@ -280,7 +282,7 @@ static char *many_args_request(int n) {
     if (!req) return NULL;
     size_t o = (size_t)sprintf(req, "GET /api/health?");
     for (int i = 0; i < n; i++) o += (size_t)sprintf(req + o, "%sa%d=1", i ? "&" : "", i % 100);
-    sprintf(req + o, " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    sprintf(req + o, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     return req;
 }
 
@@ -296,7 +298,7 @@ TEST(six_hundred_query_arguments_get_json_431_and_the_connection_is_closed) {
     int fd = tcp_open(srv.port, NULL, 1);
     if (fd < 0) free(req);
     CHECK(fd >= 0);
-    send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_str(fd, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     read_reply(fd, 2000, 0, &r);
     int first = r.status;
     send_str(fd, req);
@@ -321,7 +323,7 @@ TEST(six_hundred_query_arguments_get_json_431_and_the_connection_is_closed) {
 static size_t head_at_every_limit(char *buf, size_t cap) {
     size_t o = (size_t)snprintf(buf, cap, "GET /api/health?");
     for (int i = 0; i < 64; i++) o += (size_t)snprintf(buf + o, cap - o, "%sa%d=%d", i ? "&" : "", i, i);
-    o += (size_t)snprintf(buf + o, cap - o, " HTTP/1.1\r\nHost: x\r\nCookie: ");
+    o += (size_t)snprintf(buf + o, cap - o, " HTTP/1.1\r\nHost: localhost\r\nCookie: ");
     size_t c0 = o;
     for (int i = 0; i < 32; i++) o += (size_t)snprintf(buf + o, cap - o, "%sc%d=", i ? "; " : "", i);
     while (o - c0 < 4096) buf[o++] = 'v';
@@ -342,7 +344,7 @@ TEST(a_head_at_every_limit_at_once_is_served) {
     CHECK_MSG(r.status == 200, "first request: status %d: %.100s", r.status, r.body);
     int fd = tcp_open(srv.port, NULL, 1);
     CHECK(fd >= 0);
-    send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_str(fd, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     read_reply(fd, 2000, 0, &r);
     int first = r.status;
     send_some(fd, head, len, 2000);
@@ -381,7 +383,7 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
     size_t len = 0;
     char *many_headers = malloc(100 * 16 + 64);
     CHECK(many_headers);
-    size_t o = (size_t)sprintf(many_headers, "GET /api/health HTTP/1.1\r\nHost: x\r\n");
+    size_t o = (size_t)sprintf(many_headers, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n");
     for (int i = 0; i < 100; i++) o += (size_t)sprintf(many_headers + o, "X-H%d: 1\r\n", i);
     strcpy(many_headers + o, "\r\n");
 #define ADD(what_, req_, status_)                                                                                      \
@@ -389,20 +391,23 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
         char *req__ = (req_);                                                                                          \
         cases[n++] = (bad_case){(what_), req__, req__ ? len : 0, (status_)};                                           \
     } while (0)
-    ADD("20 KB target", padded("GET /api/", 20000, 'a', " HTTP/1.1\r\nHost: x\r\n\r\n", &len), 414);
-    ADD("100 KB target", padded("GET /api/", 100000, 'a', " HTTP/1.1\r\nHost: x\r\n\r\n", &len), 414);
-    ADD("40 KB header", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: ", 40000, 'b', "\r\n\r\n", &len), 431);
+    ADD("20 KB target", padded("GET /api/", 20000, 'a', " HTTP/1.1\r\nHost: localhost\r\n\r\n", &len), 414);
+    ADD("100 KB target", padded("GET /api/", 100000, 'a', " HTTP/1.1\r\nHost: localhost\r\n\r\n", &len), 414);
+    ADD("40 KB header", padded("GET /api/health HTTP/1.1\r\nHost: localhost\r\nX-Big: ", 40000, 'b', "\r\n\r\n", &len),
+        431);
     len = strlen(many_headers);
     ADD("100 header lines", many_headers, 431);
-    ADD("5 KB of cookies", padded("GET /api/health HTTP/1.1\r\nHost: x\r\nCookie: a=", 5000, 'c', "\r\n\r\n", &len),
-        431);
+    ADD("5 KB of cookies",
+        padded("GET /api/health HTTP/1.1\r\nHost: localhost\r\nCookie: a=", 5000, 'c', "\r\n\r\n", &len), 431);
     const char *plain[][2] = {
-        {"HTTP/2.0", "GET /api/health HTTP/2.0\r\nHost: x\r\n\r\n"},
+        {"HTTP/2.0", "GET /api/health HTTP/2.0\r\nHost: localhost\r\n\r\n"},
         {"Content-Length overflow",
-         "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
-        {"Content-Length not a number", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n"},
-        {"header without a colon", "GET /api/health HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n"},
-        {"unknown transfer coding", "POST /api/tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"},
+         "POST /api/tokenize HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999999999999999\r\n\r\n"},
+        {"Content-Length not a number",
+         "POST /api/tokenize HTTP/1.1\r\nHost: localhost\r\nContent-Length: 12abc\r\n\r\n"},
+        {"header without a colon", "GET /api/health HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n"},
+        {"unknown transfer coding",
+         "POST /api/tokenize HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n"},
         {"not HTTP", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"},
     };
     const int plain_status[] = {505, 413, 400, 400, 501, 400};
@@ -433,7 +438,7 @@ TEST(what_libmicrohttpd_would_answer_in_html_comes_back_as_json) {
         if (i != 0 && i != 3) continue;
         int fd = tcp_open(srv.port, NULL, 1);
         reply r;
-        send_str(fd, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n");
+        send_str(fd, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n");
         read_reply(fd, 2000, 0, &r);
         send_some(fd, cases[i].request, cases[i].len, 3000);
         read_reply(fd, 3000, 1, &r);
@@ -455,7 +460,8 @@ TEST(invalid_utf8_echoed_in_a_path_is_a_json_404_with_the_bytes_escaped) {
     const char *paths[] = {"/api/\xff\xfe", "/api/caf\xc3", "/api/\xed\xa0\x80x", "/api/ok\xe2\x82\xac/\xc0\xaf"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         char req[256];
-        int len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", paths[i]);
+        int len =
+            snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", paths[i]);
         reply r;
         exchange(srv.port, NULL, req, (size_t)len, &r);
         char m[512];
@@ -465,7 +471,7 @@ TEST(invalid_utf8_echoed_in_a_path_is_a_json_404_with_the_bytes_escaped) {
     }
     /* A valid multi-byte path is echoed as it is. */
     reply r;
-    const char *ok = "GET /api/caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const char *ok = "GET /api/caf\xc3\xa9 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     exchange(srv.port, NULL, ok, strlen(ok), &r);
     char m[512];
     CHECK_EQ_INT(r.status, 404);
@@ -476,14 +482,14 @@ TEST(error_messages_carry_no_server_paths) {
     char cwd[4096];
     CHECK(getcwd(cwd, sizeof cwd));
     const char *reqs[] = {
-        "GET /nope.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        "GET /api/nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        "GET /%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        "GET /js/../../README.md HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        "DELETE /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        "POST /api/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n",
-        "POST /api/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\n{nope",
-        "GET /api/runs/%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /nope.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /api/nope HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /%2e%2e/etc/passwd HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "GET /js/../../README.md HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "DELETE /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        "POST /api/runs HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2000000\r\n\r\n",
+        "POST /api/runs HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\n{nope",
+        "GET /api/runs/%zz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
         reply r;
@@ -499,9 +505,9 @@ TEST(busy_connections_past_the_per_address_limit_get_json_429) {
     for (int i = 0; i < 4; i++) busy[i] = open_busy(small.port, NULL);
     sleep_ms(200);
     reply r;
-    exchange(small.port, NULL, "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n", 38, &r);
+    exchange(small.port, NULL, HEALTH, strlen(HEALTH), &r);
     reply other;
-    exchange(small.port, "127.0.0.2", "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &other);
+    exchange(small.port, "127.0.0.2", HEALTH_CLOSE, strlen(HEALTH_CLOSE), &other);
     for (int i = 0; i < 4; i++)
         if (busy[i] >= 0) close(busy[i]);
     for (int i = 0; i < 4; i++) CHECK(busy[i] >= 0);
@@ -511,7 +517,7 @@ TEST(busy_connections_past_the_per_address_limit_get_json_429) {
     CHECK(r.closed);
     CHECK_MSG(other.status == 200, "another address: status %d", other.status);
     sleep_ms(200);
-    exchange(small.port, NULL, "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &r);
+    exchange(small.port, NULL, HEALTH_CLOSE, strlen(HEALTH_CLOSE), &r);
     CHECK_MSG(r.status == 200, "after the busy ones closed: status %d", r.status);
 }
 
@@ -521,7 +527,7 @@ TEST(busy_connections_past_the_total_limit_get_json_503) {
     for (int i = 0; i < 6; i++) busy[i] = open_busy(small.port, src[i]);
     sleep_ms(200);
     reply r;
-    exchange(small.port, "127.0.0.4", "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n", 38, &r);
+    exchange(small.port, "127.0.0.4", HEALTH, strlen(HEALTH), &r);
     for (int i = 0; i < 6; i++)
         if (busy[i] >= 0) close(busy[i]);
     for (int i = 0; i < 6; i++) CHECK(busy[i] >= 0);
@@ -529,7 +535,7 @@ TEST(busy_connections_past_the_total_limit_get_json_503) {
     CHECK(is_json_error(&r, "too_many_connections"));
     CHECK(r.closed);
     sleep_ms(200);
-    exchange(small.port, "127.0.0.4", "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &r);
+    exchange(small.port, "127.0.0.4", HEALTH_CLOSE, strlen(HEALTH_CLOSE), &r);
     CHECK_MSG(r.status == 200, "after the busy ones closed: status %d", r.status);
 }
 
@@ -540,7 +546,7 @@ TEST(live_streams_have_their_own_limit_and_leave_the_api_alone) {
     for (int i = 0; i < VIEWERS; i++) {
         fds[i] = tcp_open(small.port, NULL, 1);
         if (fds[i] < 0) continue;
-        send_str(fds[i], "GET /api/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n");
+        send_str(fds[i], "GET /api/events HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n");
         /* A stream's head arrives at once; its body never ends. */
         char buf[2048] = "";
         size_t got = 0;
@@ -566,7 +572,7 @@ TEST(live_streams_have_their_own_limit_and_leave_the_api_alone) {
     int api_ok = 0;
     for (int i = 0; i < 8; i++) {
         reply r;
-        exchange(small.port, NULL, "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 56, &r);
+        exchange(small.port, NULL, HEALTH_CLOSE, strlen(HEALTH_CLOSE), &r);
         api_ok += r.status == 200;
     }
     for (int i = 0; i < VIEWERS; i++)
@@ -596,7 +602,7 @@ TEST(an_idle_server_with_a_stream_and_a_busy_request_open_uses_no_cpu) {
      * polled without sleeping for as long as it stayed open: a whole core, next to training. */
     int stream = tcp_open(srv.port, NULL, 1);
     int busy = open_busy(srv.port, NULL);
-    if (stream >= 0) send_str(stream, "GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n");
+    if (stream >= 0) send_str(stream, "GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n");
     sleep_ms(2500); /* past the 2 s head deadline their slots once carried */
     double c0 = server_cpu_s(srv.pid);
     sleep_ms(2000);

@@ -129,39 +129,25 @@ TEST(unknown_runs_are_404) {
     json_decref(j);
 }
 
-/* Cancel mid-run keeps a checkpoint; resume finishes with the losses of an uninterrupted twin. */
+/* Cancel mid-run keeps a checkpoint; resumed, the run has the losses of an uninterrupted twin. The
+ * runs are longer than the test waits and are stopped at steps it has seen, so nothing depends on
+ * how fast the machine trains. */
 TEST(cancel_then_resume_gives_the_uninterrupted_losses) {
-    const char *cfg = "\"steps\":90,\"checkpoint_every\":15,\"attention\":\"rope\",\"seed\":7";
-    long long ref = api_start_tiny_run(&srv, cfg, "reference");
-    CHECK(ref > 0);
-    char *st = api_wait_status(&srv, ref, "succeeded", 120000);
-    CHECK_MSG(st && !strcmp(st, "succeeded"), "reference ended %s", st ? st : "(timeout)");
-    free(st);
-
+    const char *cfg = "\"steps\":1000000,\"checkpoint_every\":15,\"attention\":\"rope\",\"seed\":7";
     long long id = api_start_tiny_run(&srv, cfg, "cancelled");
     CHECK(id > 0);
     CHECK_MSG(api_wait_step(&srv, id, 20, 60000) == 0, "run never reached step 20");
-    char path[96];
-    long code;
-    snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
-    json_t *j = api_call(&srv, "POST", path, NULL, &code);
-    CHECK_EQ_INT(code, 202);
-    json_decref(j);
-    st = api_wait_status(&srv, id, "cancelled", 30000);
-    CHECK_MSG(st && !strcmp(st, "cancelled"), "status %s", st ? st : "(timeout)");
-    free(st);
-    snprintf(path, sizeof path, "/api/runs/%lld", id);
-    j = api_call(&srv, "GET", path, NULL, &code);
-    int stopped_at = (int)json_integer_value(json_object_get(json_object_get(j, "run"), "step"));
-    json_decref(j);
-    CHECK_MSG(stopped_at >= 20 && stopped_at < 90, "stopped at %d (cancel must be prompt)", stopped_at);
+    int stopped_at = api_cancel_run(&srv, id, 30000);
+    CHECK_MSG(stopped_at >= 20, "cancel: stopped at %d", stopped_at);
     char ckpt[512];
     snprintf(ckpt, sizeof ckpt, "%s/runs/%lld/checkpoint.safetensors", srv.data_dir, id);
     struct stat sb;
     CHECK_MSG(stat(ckpt, &sb) == 0 && sb.st_size > 0, "no checkpoint at %s", ckpt);
     /* Cancelling again is a conflict. */
+    char path[96];
+    long code;
     snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
-    j = api_call(&srv, "POST", path, NULL, &code);
+    json_t *j = api_call(&srv, "POST", path, NULL, &code);
     CHECK_EQ_INT(code, 409);
     json_decref(j);
 
@@ -169,20 +155,24 @@ TEST(cancel_then_resume_gives_the_uninterrupted_losses) {
     j = api_call(&srv, "POST", path, NULL, &code);
     CHECK_EQ_INT(code, 202);
     json_decref(j);
-    st = api_wait_status(&srv, id, "succeeded", 120000);
-    CHECK_MSG(st && !strcmp(st, "succeeded"), "resumed run ended %s", st ? st : "(timeout)");
-    free(st);
-    json_t *a = api_series(&srv, ref, "loss"), *b = api_series(&srv, id, "loss");
-    CHECK(a && b);
-    CHECK_EQ_INT(json_array_size(a), 90);
-    CHECK_EQ_INT(json_array_size(b), 90);
-    for (size_t i = 0; i < 90; i++)
-        CHECK_MSG(json_number_value(json_array_get(a, i)) == json_number_value(json_array_get(b, i)),
-                  "step %zu: %.17g vs %.17g", i + 1, json_number_value(json_array_get(a, i)),
-                  json_number_value(json_array_get(b, i)));
-    json_decref(a);
-    json_decref(b);
+    int upto = stopped_at + 20; /* past the next checkpoint, and past where it stopped */
+    CHECK_MSG(api_wait_step(&srv, id, upto, 120000) == 0, "the resumed run never reached step %d", upto);
+    CHECK(api_cancel_run(&srv, id, 30000) >= upto);
+
+    long long ref = api_start_tiny_run(&srv, cfg, "reference");
+    CHECK(ref > 0);
+    CHECK_MSG(api_wait_step(&srv, ref, upto, 120000) == 0, "the reference never reached step %d", upto);
+    CHECK(api_cancel_run(&srv, ref, 30000) >= upto);
+    char why[256] = "";
+    CHECK_MSG(api_same_losses(&srv, ref, &srv, id, upto, why, sizeof why), "%s", why);
+
     /* A finished run cannot be resumed. */
+    long long done = api_start_tiny_run(&srv, "\"steps\":2", "finished");
+    CHECK(done > 0);
+    char *st = api_wait_status(&srv, done, "succeeded", 60000);
+    CHECK_MSG(st && !strcmp(st, "succeeded"), "the short run ended %s", st ? st : "(timeout)");
+    free(st);
+    snprintf(path, sizeof path, "/api/runs/%lld/resume", done);
     j = api_call(&srv, "POST", path, NULL, &code);
     CHECK_EQ_INT(code, 409);
     json_decref(j);
@@ -378,8 +368,8 @@ TEST(concurrent_clients_create_and_read) {
         !strcmp(json_string_value(json_object_get(r, "name")), "concurrent");
     json_decref(j);
     CHECK_EQ_INT(named, 16);
-    /* Let them all finish so later tests start with an idle queue. */
-    for (int k = 0; k < 200; k++) {
+    /* Let them all finish so later tests start with an idle queue (however long this machine takes). */
+    for (int k = 0; k < 2400; k++) {
         j = api_call(&srv, "GET", "/api/runs?status=queued", NULL, &code);
         long long q = json_integer_value(json_object_get(j, "total"));
         json_decref(j);

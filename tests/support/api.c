@@ -72,6 +72,66 @@ int api_wait_step(harness_server *s, long long id, int step, int timeout_ms) {
     return -1;
 }
 
+int api_cancel_run(harness_server *s, long long id, int timeout_ms) {
+    char path[96];
+    long code;
+    snprintf(path, sizeof path, "/api/runs/%lld/cancel", id);
+    json_decref(api_call(s, "POST", path, NULL, &code));
+    if (code != 202) return -1;
+    char *st = api_wait_status(s, id, "cancelled", timeout_ms);
+    int ok = st && !strcmp(st, "cancelled");
+    free(st);
+    if (!ok) return -1;
+    snprintf(path, sizeof path, "/api/runs/%lld", id);
+    json_t *j = api_call(s, "GET", path, NULL, NULL);
+    int step = (int)json_integer_value(json_object_get(json_object_get(j, "run"), "step"));
+    json_decref(j);
+    return step;
+}
+
+/* The loss series of a run: its steps and values (both owned by the caller), or -1. */
+static int loss_points(harness_server *s, long long id, json_t **steps, json_t **values) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=loss", id);
+    json_t *j = api_call(s, "GET", path, NULL, NULL);
+    json_t *series = json_object_get(json_object_get(j, "series"), "loss");
+    *steps = json_incref(json_object_get(series, "steps"));
+    *values = json_incref(json_object_get(series, "values"));
+    json_decref(j);
+    return *steps && *values ? 0 : -1;
+}
+
+int api_same_losses(harness_server *sa, long long a, harness_server *sb, long long b, int n, char *why, size_t len) {
+    json_t *st[2] = {NULL, NULL}, *v[2] = {NULL, NULL};
+    int ok = loss_points(sa, a, &st[0], &v[0]) == 0 && loss_points(sb, b, &st[1], &v[1]) == 0;
+    if (!ok) snprintf(why, len, "a loss series could not be read");
+    for (int k = 0; ok && k < 2; k++) {
+        if (json_array_size(v[k]) < (size_t)n || json_array_size(st[k]) != json_array_size(v[k])) {
+            snprintf(why, len, "run %lld has %zu loss points, fewer than %d", k ? b : a, json_array_size(v[k]), n);
+            ok = 0;
+        }
+        for (int i = 0; ok && i < n; i++)
+            if (json_integer_value(json_array_get(st[k], (size_t)i)) != i + 1) {
+                snprintf(why, len, "run %lld: loss point %d is step %lld", k ? b : a, i + 1,
+                         (long long)json_integer_value(json_array_get(st[k], (size_t)i)));
+                ok = 0;
+            }
+    }
+    for (int i = 0; ok && i < n; i++) {
+        double x = json_number_value(json_array_get(v[0], (size_t)i)),
+               y = json_number_value(json_array_get(v[1], (size_t)i));
+        if (memcmp(&x, &y, sizeof x) != 0) {
+            snprintf(why, len, "step %d: %.17g (run %lld) vs %.17g (run %lld)", i + 1, x, a, y, b);
+            ok = 0;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        json_decref(st[k]);
+        json_decref(v[k]);
+    }
+    return ok;
+}
+
 json_t *api_series(harness_server *s, long long id, const char *key) {
     char path[128];
     snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=%s", id, key);

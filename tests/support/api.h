@@ -20,6 +20,14 @@ long long api_start_tiny_run(harness_server *s, const char *extra, const char *n
 char *api_wait_status(harness_server *s, long long id, const char *status, int timeout_ms);
 /* Polls until the run reports step >= step; returns 0, or -1 on timeout or a final status. */
 int api_wait_step(harness_server *s, long long id, int step, int timeout_ms);
+/* POST /api/runs/{id}/cancel, then waits for "cancelled"; returns the step the run stopped at, or
+ * -1 when the cancel was refused or the run ended otherwise. With api_wait_step this is how a test
+ * stops a long run at a step it has seen, whatever the machine's speed: tests never assume a run is
+ * still going (or already done) after some wall-clock time. */
+int api_cancel_run(harness_server *s, long long id, int timeout_ms);
+/* Whether runs a (on sa) and b (on sb) logged bit-identical "loss" values at steps 1..n, each step
+ * once; 0 with the first difference in why otherwise. */
+int api_same_losses(harness_server *sa, long long a, harness_server *sb, long long b, int n, char *why, size_t len);
 /* The full "loss" series of a run as a new array of numbers (NULL on error). */
 json_t *api_series(harness_server *s, long long id, const char *key);
 /* The error object's field of a JSON error body (or ""). */
