@@ -1,11 +1,12 @@
 /* The store: everything attnlab keeps (runs and their tags, metric series, experiments, the corpus
  * catalogue, probe results) behind one contract that names no database.
  *
- * store_open() is the one place that picks and opens a backend. Today there is one, SQLite
- * (server/store/sqlite/store_sqlite.c: one connection in WAL mode, serialised by a mutex, migrations from
- * db/migrations applied in order); the resource files store_runs.c, store_metrics.c,
- * store_experiments.c, store_corpora.c and store_probes.c hold every SQL statement, by resource.
- * Every function may be called from any thread.
+ * store_open() (store_open.c) is the one place that picks and opens a backend, by the URL it is
+ * given: SQLite (sqlite/: one file, one connection in WAL mode serialised by a mutex, migrations
+ * from db/migrations applied in order) or PostgreSQL (postgres/: a pool of connections to a
+ * database several nodes may share, migrations from db/migrations/pg). The backend fills one table
+ * of functions once, as it opens (store_backend.h); every function below is a call through it, so
+ * callers never know which backend they use. Every function may be called from any thread.
  *
  * THE RULE FOR ERRORS. Every function that returns a store_status follows it: on STORE_OK its
  * outputs are set and the caller owns what they point to (json_decref() a json_t *, free() any
@@ -32,8 +33,8 @@ typedef enum {
 } store_status;
 
 /* Opens (creating if needed) and migrates the database named by `url`: a file path, or
- * "sqlite:PATH" (SQLite). On failure *out is NULL and err holds a one-line reason; a database
- * that can only be read is refused (every write would fail later). */
+ * "sqlite:PATH" (SQLite), or "postgresql://user:password@host:port/db" (PostgreSQL). On failure *out is NULL and err
+ * holds a one-line reason; a database that can only be read is refused (every write would fail later). */
 store_status store_open(store **out, const char *url, char *err, size_t errlen);
 /* Closes the database; st may be NULL. */
 void store_close(store *st);
@@ -56,9 +57,15 @@ int store_unavailable(void);
 /* ---- runs ---------------------------------------------------------------------------------
  * Rows come back as JSON objects shaped like the API's run object: {"id","name","experiment_id",
  * "variant","replicate","config":{…},"seed","status","step","total_steps","note","error",
- * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]}, plus "source":"external"
- * for a run trained elsewhere. A run's status moves queued -> running -> succeeded|failed|cancelled|
- * interrupted; an external run is created running and never queued, claimed or interrupted here. */
+ * "created_at","started_at","finished_at","corpus","checkpoint_step","tags":[…]} (and "node" on a
+ * shared store: the node that holds or held it), plus "source":"external" for a run trained
+ * elsewhere. A run's status moves queued -> running -> succeeded|failed|cancelled|interrupted; an
+ * external run is created running and never queued, claimed or interrupted here. */
+/* Every status, in that order, NULL-terminated. */
+extern const char *const store_run_statuses[];
+/* 1 when a run in this status has ended (succeeded, failed, cancelled, interrupted): only a resume
+ * moves it again. */
+int store_run_status_ended(const char *status);
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */

@@ -9,10 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/log.h"
-#include "store/store_migrations.h"
-#include "store/store_nodes.h"
 #include "store/postgres/store_pg.h"
+#include "store/store_migrations.h"
+#include "util/log.h"
 
 /* Generated from db/migrations/pg by scripts/embed_migrations.sh. */
 extern const store_migration store_pg_migrations[];
@@ -27,7 +26,8 @@ extern const int store_pg_migration_count;
 /* Serialises migrations when several nodes start at once (pg_advisory_lock key). */
 #define MIGRATION_LOCK_KEY 7746116108979
 
-struct store_pg {
+typedef struct {
+    store base; /* first: a store * is a store_pg * */
     char url[2048];
     char masked[2048];
     pthread_mutex_t lock;
@@ -48,10 +48,11 @@ struct store_pg {
     atomic_int stop;
     store_notify_fn notify_fn;
     void *notify_ctx;
-};
+} store_pg;
 
-static _Thread_local int unavailable;
-int store_unavailable(void) { return unavailable; }
+static const store_ops pg_ops;
+
+static store_pg *pgs(store *st) { return (store_pg *)st; }
 
 double spg_now(void) {
     struct timespec t;
@@ -65,25 +66,16 @@ static double mono_now(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-store_status spg_fail_msg(const char *what) {
-    unavailable = 0;
-    return db_fail(what);
-}
-
 store_status spg_fail(pg_conn *c, store_status s) {
     if (s == STORE_OK || s == STORE_NOT_FOUND || s == STORE_CONFLICT) return s;
-    unavailable = pg_lost(c);
-    char msg[700];
-    snprintf(msg, sizeof msg, "%s%s", pg_error(c), unavailable ? " (the database is unreachable)" : "");
-    db_fail(msg);
-    unavailable = pg_lost(c);
-    return STORE_ERROR;
+    int lost = pg_lost(c);
+    return store_fail_as(lost, "%s%s", pg_error(c), lost ? " (the database is unreachable)" : "");
 }
 
 /* ---- the pool -------------------------------------------------------------------------------- */
 
 pg_conn *spg_get(store *st) {
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     pthread_mutex_lock(&p->lock);
     int slot = -1;
     for (;;) {
@@ -122,8 +114,7 @@ pg_conn *spg_get(store *st) {
             p->busy[slot] = 0;
             pthread_cond_signal(&p->free_cv);
             pthread_mutex_unlock(&p->lock);
-            db_fail(err);
-            unavailable = 1;
+            store_fail_as(1, "%s", err);
             return NULL;
         }
         pthread_mutex_lock(&p->lock);
@@ -136,7 +127,7 @@ pg_conn *spg_get(store *st) {
 
 void spg_put(store *st, pg_conn *c) {
     if (!c) return;
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     if (pg_in_transaction(c)) pg_cmd(c, "rollback", "ROLLBACK", NULL, NULL);
     pthread_mutex_lock(&p->lock);
     for (int i = 0; i < p->n; i++)
@@ -150,14 +141,14 @@ void spg_put(store *st, pg_conn *c) {
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-const char *spg_node(store *st) { return st->pg->node; }
+const char *spg_node(store *st) { return pgs(st)->node; }
 
 void store_pg_set_node(store *st, const char *node_id) {
-    snprintf(st->pg->node, sizeof st->pg->node, "%s", node_id ? node_id : "");
+    snprintf(pgs(st)->node, sizeof pgs(st)->node, "%s", node_id ? node_id : "");
 }
 
 long long spg_held_token(store *st, long long run_id) {
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     long long t = 0;
     pthread_mutex_lock(&p->held_lock);
     for (int i = 0; i < p->n_held; i++)
@@ -167,7 +158,7 @@ long long spg_held_token(store *st, long long run_id) {
 }
 
 void store_pg_lease_hold(store *st, long long run_id, long long token) {
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     pthread_mutex_lock(&p->held_lock);
     int i = 0;
     while (i < p->n_held && p->held[i].run_id != run_id) i++;
@@ -182,7 +173,7 @@ void store_pg_lease_hold(store *st, long long run_id, long long token) {
 }
 
 void store_pg_lease_drop(store *st, long long run_id) {
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     pthread_mutex_lock(&p->held_lock);
     for (int i = 0; i < p->n_held; i++)
         if (p->held[i].run_id == run_id) {
@@ -200,25 +191,32 @@ store_status spg_notify(pg_conn *c, const char *channel, const char *payload) {
     return pg_cmd(c, "notify", "SELECT pg_notify($1, $2)", &q, NULL);
 }
 
-json_t *spg_text(const pg_res *r, int row, int col) {
-    const char *t = pg_get_text(r, row, col);
-    return t ? json_string(t) : json_null();
+/* ---- rows (store_rows.h) ----------------------------------------------------------------------- */
+
+static const pg_res *res_of(const store_row *r) { return r->res; }
+static int row_is_null(const store_row *r, int col) { return pg_get_isnull(res_of(r), r->row, col); }
+static const char *row_text(const store_row *r, int col) { return pg_get_text(res_of(r), r->row, col); }
+static long long row_i64(const store_row *r, int col) { return pg_get_i64(res_of(r), r->row, col); }
+static double row_real(const store_row *r, int col) { return pg_get_double(res_of(r), r->row, col); }
+static int row_boolean(const store_row *r, int col) { return pg_get_bool(res_of(r), r->row, col); }
+
+static const store_row_ops row_ops = {row_is_null, row_text, row_i64, row_real, row_boolean};
+
+store_row spg_row(const pg_res *r, int i) { return (store_row){.ops = &row_ops, .res = r, .row = i}; }
+
+store_status spg_rows(const pg_res *r, json_t *(*make)(const store_row *), json_t *list, const char *what) {
+    for (int i = 0; i < pg_nrows(r); i++) {
+        store_row row = spg_row(r, i);
+        if (json_array_append_new(list, make(&row)) < 0) return store_fail("%s: out of memory", what);
+    }
+    return STORE_OK;
 }
 
-json_t *spg_real(const pg_res *r, int row, int col) {
-    return pg_get_isnull(r, row, col) ? json_null() : json_real(pg_get_double(r, row, col));
-}
-
-json_t *spg_int(const pg_res *r, int row, int col) {
-    return pg_get_isnull(r, row, col) ? json_null() : json_integer(pg_get_i64(r, row, col));
-}
-
-json_t *spg_json(const pg_res *r, int row, int col, json_t *fallback) {
-    const char *t = pg_get_text(r, row, col);
-    json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
-    if (!v) return fallback;
-    json_decref(fallback);
-    return v;
+store_status spg_one(const pg_res *r, json_t *(*make)(const store_row *), json_t **out, const char *what) {
+    if (pg_nrows(r) == 0) return STORE_NOT_FOUND;
+    store_row row = spg_row(r, 0);
+    *out = make(&row);
+    return *out ? STORE_OK : store_fail("%s: out of memory", what);
 }
 
 /* Appends s quoted as an array element to buf (grown); -1 when out of memory. */
@@ -342,9 +340,9 @@ static int read_version(pg_conn *c, char *err, size_t errlen) {
 /* Each migration and its row in attnlab_schema commit together; nodes starting together take
  * turns (an advisory lock), and each reads the version again once it has the lock. */
 static store_status migrate(pg_conn *c, char *err, size_t errlen) {
-    if (store_pg_migration_count != store_migration_count) {
+    if (store_pg_migration_count != store_schema_version_supported()) {
         snprintf(err, errlen, "this attnlabd was built with %d PostgreSQL migrations but %d SQLite ones",
-                 store_pg_migration_count, store_migration_count);
+                 store_pg_migration_count, store_schema_version_supported());
         return STORE_ERROR;
     }
     pg_params q;
@@ -425,10 +423,8 @@ store_status store_pg_open(store **out, const char *url, char *err, size_t errle
         pg_close(c);
         return s;
     }
-    store *st = calloc(1, sizeof *st);
     store_pg *p = calloc(1, sizeof *p);
-    if (!st || !p || pthread_mutex_init(&p->lock, NULL) != 0) {
-        free(st);
+    if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         pg_close(c);
         snprintf(err, errlen, "out of memory");
@@ -444,13 +440,13 @@ store_status store_pg_open(store **out, const char *url, char *err, size_t errle
     p->conns[0] = c;
     p->n = 1;
     atomic_init(&p->stop, 0);
-    st->pg = p;
-    *out = st;
+    p->base.ops = &pg_ops;
+    *out = &p->base;
     return STORE_OK;
 }
 
-void store_pg_close(store *st) {
-    store_pg *p = st->pg;
+static void pg_store_close(store *st) {
+    store_pg *p = pgs(st);
     if (p->listening) {
         atomic_store(&p->stop, 1);
         pthread_join(p->listener, NULL);
@@ -460,10 +456,9 @@ void store_pg_close(store *st) {
     pthread_cond_destroy(&p->free_cv);
     pthread_mutex_destroy(&p->held_lock);
     free(p);
-    free(st);
 }
 
-int store_pg_schema_version(store *st) {
+static int pg_schema_version(store *st) {
     pg_conn *c = spg_get(st);
     if (!c) return -1;
     char err[256];
@@ -472,7 +467,7 @@ int store_pg_schema_version(store *st) {
     return v;
 }
 
-store_status store_pg_ping(store *st) {
+static store_status pg_ping(store *st) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;
     pg_res *r = NULL;
@@ -546,7 +541,7 @@ static void *listen_loop(void *arg) {
 }
 
 store_status store_pg_listen(store *st, store_notify_fn fn, void *ctx) {
-    store_pg *p = st->pg;
+    store_pg *p = pgs(st);
     if (p->listening) return spg_fail_msg("listen: already listening");
     p->notify_fn = fn;
     p->notify_ctx = ctx;
@@ -554,3 +549,57 @@ store_status store_pg_listen(store *st, store_notify_fn fn, void *ctx) {
     p->listening = 1;
     return STORE_OK;
 }
+
+/* ---- the backend's table ------------------------------------------------------------------------ */
+
+static const store_ops pg_ops = {
+    .name = "postgresql",
+    .shared = 1,
+    .close = pg_store_close,
+    .schema_version = pg_schema_version,
+    .ping = pg_ping,
+    .run_create = store_pg_run_create,
+    .run_get = store_pg_run_get,
+    .run_list = store_pg_run_list,
+    .run_transition = store_pg_run_transition,
+    .run_progress = store_pg_run_progress,
+    .run_update = store_pg_run_update,
+    .run_delete = store_pg_run_delete,
+    .runs_interrupt_running = store_pg_runs_interrupt_running,
+    .runs_queued = store_pg_runs_queued,
+    .run_counts = store_pg_run_counts,
+    .metrics_insert = store_pg_metrics_insert,
+    .metrics_points = store_pg_metrics_points,
+    .metrics_summary = store_pg_metrics_summary,
+    .run_brief = store_pg_run_brief,
+    .run_briefs = store_pg_run_briefs,
+    .experiment_create = store_pg_experiment_create,
+    .experiment_discard = store_pg_experiment_discard,
+    .experiment_get = store_pg_experiment_get,
+    .experiment_list = store_pg_experiment_list,
+    .corpus_put = store_pg_corpus_put,
+    .corpus_create = store_pg_corpus_create,
+    .corpus_get = store_pg_corpus_get,
+    .corpus_list = store_pg_corpus_list,
+    .corpus_delete = store_pg_corpus_delete,
+    .corpora_fail_tokenizing = store_pg_corpora_fail_tokenizing,
+    .artifact_put = store_pg_artifact_put,
+    .artifact_get = store_pg_artifact_get,
+    .probe_insert = store_pg_probe_insert,
+    .probe_find = store_pg_probe_find,
+    .probe_get = store_pg_probe_get,
+    .probe_list = store_pg_probe_list,
+    .probe_table = store_pg_probe_table,
+    .node_register = store_pg_node_register,
+    .node_heartbeat = store_pg_node_heartbeat,
+    .node_stopped = store_pg_node_stopped,
+    .node_list = store_pg_node_list,
+    .set_node = store_pg_set_node,
+    .run_claim = store_pg_run_claim,
+    .run_renew = store_pg_run_renew,
+    .run_release = store_pg_run_release,
+    .lease_hold = store_pg_lease_hold,
+    .lease_drop = store_pg_lease_drop,
+    .run_request_cancel = store_pg_run_request_cancel,
+    .listen = store_pg_listen,
+};

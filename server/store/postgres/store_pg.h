@@ -4,9 +4,9 @@
  *
  * The backend keeps a small pool of connections (pg.h); each public function takes one for its
  * whole body (spg_get/spg_put), so functions run in parallel on different connections. Each
- * function has the signature of its store.h counterpart and is reached from it (store.h's public
- * function calls store_pg_NAME when the store is a PostgreSQL one), so the rule for outputs is
- * store.h's: set only on STORE_OK.
+ * function has the signature of its store.h counterpart and is reached through the backend's table
+ * (store_backend.h, filled in store_pg.c), so the rule for outputs is store.h's: set only on
+ * STORE_OK.
  *
  * Writes about a run this node holds a lease on (store_lease_hold) are fenced: they change the
  * database only while the run's lease_token is still the one held, so a node that lost its lease
@@ -22,19 +22,14 @@
 
 #include <jansson.h>
 
+#include "store/common/store_error.h"
+#include "store/common/store_query.h"
+#include "store/common/store_rows.h"
 #include "store/postgres/pg.h"
-#include "store/sqlite/store_impl.h"
-#include "store/store_nodes.h"
+#include "store/store_backend.h"
 
-typedef struct store_pg store_pg;
-
-/* Opens the PostgreSQL database at url (store_open's PostgreSQL backend): connects, refuses a
- * database that is not attnlab's or is newer, migrates (one node at a time), and returns a store
- * whose pg member is set. */
-store_status store_pg_open(store **out, const char *url, char *err, size_t errlen);
-void store_pg_close(store *st);
-int store_pg_schema_version(store *st);
-store_status store_pg_ping(store *st);
+/* store_pg_open (store_backend.h) connects, refuses a database that is not attnlab's or is newer,
+ * migrates (one node at a time), and returns this backend's handle. */
 
 /* A connection from the pool, or NULL (the reason recorded as the thread's last error, and the
  * database marked unreachable for a second when it could not be reached). */
@@ -45,7 +40,7 @@ void spg_put(store *st, pg_conn *c);
  * STORE_NOT_FOUND and STORE_CONFLICT pass through unrecorded. */
 store_status spg_fail(pg_conn *c, store_status s);
 /* Records a failure that is not the database's (out of memory, a bad stored value). */
-store_status spg_fail_msg(const char *what);
+#define spg_fail_msg(what) store_fail("%s", what)
 /* This node's id (for NOTIFY payloads and lease rows); "" before store_set_node. */
 const char *spg_node(store *st);
 /* The lease token this node holds on run_id, or 0 when it holds none. */
@@ -53,12 +48,12 @@ long long spg_held_token(store *st, long long run_id);
 /* Queues a NOTIFY on channel with payload, inside the caller's transaction. */
 store_status spg_notify(pg_conn *c, const char *channel, const char *payload);
 
-/* Column values as new JSON values (NULL only when out of memory); SQL NULL becomes JSON null. */
-json_t *spg_text(const pg_res *r, int row, int col);
-json_t *spg_real(const pg_res *r, int row, int col);
-json_t *spg_int(const pg_res *r, int row, int col);
-/* A column holding JSON text, parsed; `fallback` (stolen) when absent or not JSON. */
-json_t *spg_json(const pg_res *r, int row, int col, json_t *fallback);
+/* Row i of a result, for the readers of store_rows.h. */
+store_row spg_row(const pg_res *r, int i);
+/* Appends make(row i) to list for each row of r: STORE_OK, or STORE_ERROR ("`what`: out of memory"). */
+store_status spg_rows(const pg_res *r, json_t *(*make)(const store_row *), json_t *list, const char *what);
+/* make(row 0) into *out: STORE_NOT_FOUND when r has no row, STORE_ERROR when out of memory. */
+store_status spg_one(const pg_res *r, json_t *(*make)(const store_row *), json_t **out, const char *what);
 /* The next id of a table from id_counters; -1 after an error (recorded). Inside a transaction. */
 long long spg_next_id(pg_conn *c, const char *table);
 /* A PostgreSQL array literal ('{"a","b"}') of n strings, quoted; NULL when out of memory. Free it. */

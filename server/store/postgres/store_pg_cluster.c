@@ -78,32 +78,9 @@ store_status store_pg_node_list(store *st, double stale_s, json_t **out) {
                "AND r.status = 'running')::text, '[]') FROM nodes n ORDER BY n.heartbeat_at DESC, n.id COLLATE \"C\"",
                &p, &r));
     spg_put(st, c);
-    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
-        json_t *o = json_object();
-        int bad = !o;
-        bad |= json_object_set_new(o, "id", spg_text(r, i, 0));
-        bad |= json_object_set_new(o, "host", spg_text(r, i, 1));
-        bad |= json_object_set_new(o, "url", spg_text(r, i, 2));
-        bad |= json_object_set_new(o, "role", spg_text(r, i, 3));
-        bad |= json_object_set_new(o, "capacity", json_integer(pg_get_int(r, i, 4)));
-        bad |= json_object_set_new(o, "pid", spg_int(r, i, 5));
-        bad |= json_object_set_new(o, "version", spg_text(r, i, 6));
-        bad |= json_object_set_new(o, "started_at", spg_real(r, i, 7));
-        bad |= json_object_set_new(o, "last_heartbeat", spg_real(r, i, 8));
-        bad |= json_object_set_new(o, "heartbeat_age_s", spg_real(r, i, 9));
-        bad |= json_object_set_new(o, "alive", json_boolean(pg_get_bool(r, i, 10)));
-        bad |= json_object_set_new(o, "stopped_at", spg_real(r, i, 11));
-        bad |= json_object_set_new(o, "running", spg_json(r, i, 12, json_array()));
-        bad |= json_array_append_new(list, o);
-        if (bad) s = spg_fail_msg("list nodes: out of memory");
-    }
+    if (s == STORE_OK) s = spg_rows(r, store_node_from_row, list, "list nodes");
     pg_clear(r);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *out = list;
-    return STORE_OK;
+    return store_list_done(s, list, 0, out, NULL);
 }
 
 store_status store_pg_run_claim(store *st, const char *node_id, double lease_s, store_lease *out) {
@@ -255,9 +232,19 @@ store_status store_pg_artifact_put(store *st, const store_artifact *a) {
     spg_put(st, c);
     if (s == STORE_OK && n == 0) {
         s = STORE_CONFLICT;
-        db_fail("record artefact: this node no longer holds the run's lease");
+        store_fail("record artefact: this node no longer holds the run's lease");
     }
     return s;
+}
+
+/* An artefact with the node that recorded it (the column after STORE_ARTIFACT_COLUMNS). */
+static json_t *artifact_from_row(const store_row *r) {
+    json_t *o = store_artifact_from_row(r);
+    if (o && json_object_set_new(o, "node", store_col_text(r, 7)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 store_status store_pg_artifact_get(store *st, const char *path, json_t **out) {
@@ -270,29 +257,9 @@ store_status store_pg_artifact_get(store *st, const char *path, json_t **out) {
     pg_res *r = NULL;
     store_status s =
         spg_fail(c, pg_exec(c, "get artefact",
-                            "SELECT path, kind, run_id, step, bytes, sha256, created_at, node_id FROM artifacts "
-                            "WHERE path = $1",
-                            &p, &r));
+                            "SELECT " STORE_ARTIFACT_COLUMNS ", node_id FROM artifacts WHERE path = $1", &p, &r));
     spg_put(st, c);
-    if (s == STORE_OK && pg_nrows(r) == 0) s = STORE_NOT_FOUND;
-    if (s == STORE_OK) {
-        json_t *o = json_object();
-        int bad = !o;
-        bad |= json_object_set_new(o, "path", spg_text(r, 0, 0));
-        bad |= json_object_set_new(o, "kind", spg_text(r, 0, 1));
-        bad |= json_object_set_new(o, "run_id", spg_int(r, 0, 2));
-        bad |= json_object_set_new(o, "step", spg_int(r, 0, 3));
-        bad |= json_object_set_new(o, "bytes", spg_int(r, 0, 4));
-        bad |= json_object_set_new(o, "sha256", spg_text(r, 0, 5));
-        bad |= json_object_set_new(o, "created_at", spg_real(r, 0, 6));
-        bad |= json_object_set_new(o, "node", spg_text(r, 0, 7));
-        if (bad) {
-            json_decref(o);
-            s = spg_fail_msg("get artefact: out of memory");
-        } else {
-            *out = o;
-        }
-    }
+    if (s == STORE_OK) s = spg_one(r, artifact_from_row, out, "get artefact");
     pg_clear(r);
     return s;
 }

@@ -39,36 +39,6 @@ static store_status corpus_write(store *st, const store_corpus *c, int replace) 
 store_status store_pg_corpus_put(store *st, const store_corpus *c) { return corpus_write(st, c, 1); }
 store_status store_pg_corpus_create(store *st, const store_corpus *c) { return corpus_write(st, c, 0); }
 
-#define CORPUS_COLUMNS                                                                                                 \
-    "name, source, tokenizer, documents, bytes, tokens, status, error, builtin, created_at, "                          \
-    "(SELECT count(*) FROM runs r WHERE r.corpus = c.name), task"
-
-static json_t *corpus_from_row(const pg_res *q, int i) {
-    json_t *o = json_object();
-    int bad = !o;
-    bad |= json_object_set_new(o, "name", spg_text(q, i, 0));
-    bad |= json_object_set_new(o, "source", spg_text(q, i, 1));
-    bad |= json_object_set_new(o, "tokenizer", spg_text(q, i, 2));
-    bad |= json_object_set_new(o, "documents", json_integer(pg_get_i64(q, i, 3)));
-    bad |= json_object_set_new(o, "bytes", json_integer(pg_get_i64(q, i, 4)));
-    bad |= json_object_set_new(o, "tokens", json_integer(pg_get_i64(q, i, 5)));
-    bad |= json_object_set_new(o, "status", spg_text(q, i, 6));
-    bad |= json_object_set_new(o, "error", spg_text(q, i, 7));
-    bad |= json_object_set_new(o, "builtin", json_boolean(pg_get_int(q, i, 8)));
-    bad |= json_object_set_new(o, "created_at", spg_real(q, i, 9));
-    bad |= json_object_set_new(o, "runs", json_integer(pg_get_i64(q, i, 10)));
-    const char *task = pg_get_text(q, i, 11);
-    if (task) {
-        json_t *t = json_loads(task, 0, NULL);
-        bad |= !t || json_object_set_new(o, "task", t);
-    }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
 store_status store_pg_corpus_get(store *st, const char *name, json_t **out) {
     *out = NULL;
     pg_conn *c = spg_get(st);
@@ -78,12 +48,9 @@ store_status store_pg_corpus_get(store *st, const char *name, json_t **out) {
     pg_p_text(&p, name);
     pg_res *r = NULL;
     store_status s =
-        spg_fail(c, pg_exec(c, "get corpus", "SELECT " CORPUS_COLUMNS " FROM corpora c WHERE name = $1", &p, &r));
+        spg_fail(c, pg_exec(c, "get corpus", "SELECT " STORE_CORPUS_COLUMNS " FROM corpora c WHERE name = $1", &p, &r));
     spg_put(st, c);
-    if (s == STORE_OK && pg_nrows(r) == 0)
-        s = STORE_NOT_FOUND;
-    else if (s == STORE_OK && !(*out = corpus_from_row(r, 0)))
-        s = spg_fail_msg("get corpus: out of memory");
+    if (s == STORE_OK) s = spg_one(r, store_corpus_from_row, out, "get corpus");
     pg_clear(r);
     return s;
 }
@@ -98,19 +65,14 @@ store_status store_pg_corpus_list(store *st, json_t **out) {
         return STORE_ERROR;
     }
     pg_res *r = NULL;
-    store_status s = spg_fail(
-        c, pg_exec(c, "list corpora",
-                   "SELECT " CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name COLLATE \"C\"", NULL, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "list corpora",
+                            "SELECT " STORE_CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name COLLATE \"C\"",
+                            NULL, &r));
     spg_put(st, c);
-    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
-        if (json_array_append_new(list, corpus_from_row(r, i)) < 0) s = spg_fail_msg("list corpora: out of memory");
+    if (s == STORE_OK) s = spg_rows(r, store_corpus_from_row, list, "list corpora");
     pg_clear(r);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *out = list;
-    return STORE_OK;
+    return store_list_done(s, list, 0, out, NULL);
 }
 
 store_status store_pg_corpus_delete(store *st, const char *name) {

@@ -5,28 +5,6 @@
 
 #include "store/postgres/store_pg.h"
 
-#define EXPERIMENT_COLUMNS                                                                                             \
-    "e.id, e.name, e.preset, e.base_config, e.variants, e.created_at, "                                                \
-    "(SELECT count(*) FROM runs r WHERE r.experiment_id = e.id), e.replicates"
-
-static json_t *experiment_from_row(const pg_res *q, int i) {
-    json_t *o = json_object();
-    int bad = !o;
-    bad |= json_object_set_new(o, "id", json_integer(pg_get_i64(q, i, 0)));
-    bad |= json_object_set_new(o, "name", spg_text(q, i, 1));
-    bad |= json_object_set_new(o, "preset", spg_text(q, i, 2));
-    bad |= json_object_set_new(o, "base", spg_json(q, i, 3, json_object()));
-    bad |= json_object_set_new(o, "variants", spg_json(q, i, 4, json_array()));
-    bad |= json_object_set_new(o, "replicates", json_integer(pg_get_int(q, i, 7)));
-    bad |= json_object_set_new(o, "created_at", spg_real(q, i, 5));
-    bad |= json_object_set_new(o, "run_count", json_integer(pg_get_i64(q, i, 6)));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
 store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                         long long *exp_id, long long *run_ids) {
     *exp_id = 0;
@@ -112,13 +90,11 @@ store_status store_pg_experiment_get(store *st, long long id, json_t **out) {
     pg_params_init(&p);
     pg_p_int(&p, id);
     pg_res *r = NULL;
-    store_status s = spg_fail(
-        c, pg_exec(c, "get experiment", "SELECT " EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = $1", &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "get experiment",
+                            "SELECT " STORE_EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = $1", &p, &r));
     spg_put(st, c);
-    if (s == STORE_OK && pg_nrows(r) == 0)
-        s = STORE_NOT_FOUND;
-    else if (s == STORE_OK && !(*out = experiment_from_row(r, 0)))
-        s = spg_fail_msg("get experiment: out of memory");
+    if (s == STORE_OK) s = spg_one(r, store_experiment_from_row, out, "get experiment");
     pg_clear(r);
     return s;
 }
@@ -139,14 +115,12 @@ store_status store_pg_experiment_list(store *st, int limit, int offset, json_t *
     pg_p_int(&p, offset);
     pg_res *r = NULL;
     store_status s = spg_fail(c, pg_exec(c, "list experiments",
-                                         "SELECT " EXPERIMENT_COLUMNS ", (SELECT count(*) FROM experiments) "
+                                         "SELECT " STORE_EXPERIMENT_COLUMNS ", (SELECT count(*) FROM experiments) "
                                          "FROM experiments e ORDER BY e.id DESC LIMIT $1::bigint OFFSET $2::bigint",
                                          &p, &r));
     long long count = 0;
-    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
-        if (json_array_append_new(list, experiment_from_row(r, i)) < 0)
-            s = spg_fail_msg("list experiments: out of memory");
-    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 8);
+    if (s == STORE_OK) s = spg_rows(r, store_experiment_from_row, list, "list experiments");
+    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, STORE_EXPERIMENT_COLUMN_COUNT);
     pg_clear(r);
     r = NULL;
     if (s == STORE_OK && json_array_size(list) == 0 && offset > 0) {
@@ -155,11 +129,5 @@ store_status store_pg_experiment_list(store *st, int limit, int offset, json_t *
         pg_clear(r);
     }
     spg_put(st, c);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *out = list;
-    *total = count;
-    return STORE_OK;
+    return store_list_done(s, list, count, out, total);
 }

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/log.h"
+#include "store/common/store_summary.h"
 #include "store/postgres/store_pg.h"
-#include "store/store_summary.h"
+#include "util/log.h"
 
 /* Points per INSERT statement (one transaction holds them all). */
 #define CHUNK 8192
@@ -70,7 +70,7 @@ static void sb_quoted(strbuf *b, const char *s, size_t max) {
 /* The two-key advisory lock class under which a run's summaries are read and written. */
 #define SUMMARY_LOCK_CLASS 0x4d53554d
 #define KEY_MAX sizeof(((store_metric *)0)->key)
-#define SUMMARY_COLUMNS "count, last_step, last_value, min_value, min_step, max_value, sum, sum_err"
+#define SUMMARY_COLUMNS STORE_SUMMARY_COLUMNS
 
 /* One series of a batch: its points idx[from .. from + n), sorted by step. */
 typedef struct {
@@ -98,14 +98,8 @@ static pg_series *series_find(pg_series *ser, size_t n, long long run, const cha
 }
 
 static void summary_from_row(const pg_res *r, int row, int col, store_summary *sum) {
-    sum->count = pg_get_i64(r, row, col);
-    sum->last_step = pg_get_int(r, row, col + 1);
-    sum->last_value = pg_get_double(r, row, col + 2);
-    sum->min_value = pg_get_double(r, row, col + 3);
-    sum->min_step = pg_get_int(r, row, col + 4);
-    sum->max_value = pg_get_double(r, row, col + 5);
-    sum->sum = pg_get_double(r, row, col + 6);
-    sum->sum_err = pg_get_double(r, row, col + 7);
+    store_row x = spg_row(r, row);
+    store_summary_from_row(&x, col, sum);
 }
 
 /* PostgreSQL array literals of the series' runs and keys (only those with want[i] set; all when want is
@@ -551,24 +545,6 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
     return s;
 }
 
-/* A key matches a comma-separated list of names and prefixes ("tau.*"). */
-static int key_matches(const char *key, const char *keys) {
-    if (!keys || !*keys) return 1;
-    const char *p = keys;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len && p[len - 1] == '*') {
-            if (!strncmp(key, p, len - 1)) return 1;
-        } else if (len == strlen(key) && !strncmp(key, p, len)) {
-            return 1;
-        }
-        if (!end) break;
-        p = end + 1;
-    }
-    return 0;
-}
-
 store_status store_pg_metrics_points(store *st, long long run_id, const char *keys, int since_step,
                                      store_metric **points, size_t *n) {
     *points = NULL;
@@ -592,7 +568,7 @@ store_status store_pg_metrics_points(store *st, long long run_id, const char *ke
     size_t count = 0;
     for (int i = 0; s == STORE_OK && i < rows; i++) {
         const char *key = pg_get_text(r, i, 0);
-        if (!key || !key_matches(key, keys)) continue;
+        if (!key || !store_key_matches(key, keys)) continue;
         store_metric *m = &got[count++];
         m->run_id = run_id;
         snprintf(m->key, sizeof m->key, "%s", key);
@@ -633,18 +609,11 @@ store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out)
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
         store_summary m;
         summary_from_row(r, i, 1, &m);
-        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", m.last_value, "min", m.min_value, "max",
-                              m.max_value, "mean", store_summary_mean(&m, PG_SUMMARY_FLAGS), "step_of_min", m.min_step,
-                              "count", (json_int_t)m.count, "last_step", m.last_step);
-        if (json_object_set_new(sum, pg_get_text(r, i, 0), o) < 0) s = spg_fail_msg("summary: out of memory");
+        if (json_object_set_new(sum, pg_get_text(r, i, 0), store_summary_json(&m, PG_SUMMARY_FLAGS)) < 0)
+            s = spg_fail_msg("summary: out of memory");
     }
     pg_clear(r);
-    if (s != STORE_OK) {
-        json_decref(sum);
-        return s;
-    }
-    *out = sum;
-    return STORE_OK;
+    return store_list_done(s, sum, 0, out, NULL);
 }
 
 /* The brief of row i of the briefs statement below (columns: loss count, min, last; val_loss count,
@@ -656,13 +625,10 @@ static json_t *brief_from_row(const pg_res *r, int i) {
     static const char *const keys[] = {"loss", "val_loss"};
     for (int k = 0; !bad && k < 2; k++)
         if (pg_get_i64(r, i, 3 * k) > 0)
-            bad |= json_object_set_new(brief, keys[k],
-                                       json_pack("{s:f, s:f}", "last", pg_get_double(r, i, 3 * k + 2), "min",
-                                                 pg_get_double(r, i, 3 * k + 1))) < 0;
+            bad |=
+                store_brief_series(brief, keys[k], pg_get_double(r, i, 3 * k + 2), pg_get_double(r, i, 3 * k + 1)) < 0;
     if (!bad && pg_get_i64(r, i, 6) > 0)
-        bad |= json_object_set_new(
-                   brief, "tau",
-                   json_pack("{s:f, s:f}", "min", pg_get_double(r, i, 7), "max", pg_get_double(r, i, 8))) < 0;
+        bad |= store_brief_tau(brief, pg_get_double(r, i, 7), pg_get_double(r, i, 8)) < 0;
     if (bad) {
         json_decref(brief);
         return NULL;
@@ -735,12 +701,7 @@ store_status store_pg_run_briefs(store *st, const long long *ids, size_t n, json
         if (json_array_append_new(all, brief_from_row(r, i)) < 0) s = spg_fail_msg("brief: out of memory");
     }
     pg_clear(r);
-    if (s != STORE_OK) {
-        json_decref(all);
-        return s;
-    }
-    *out = all;
-    return STORE_OK;
+    return store_list_done(s, all, 0, out, NULL);
 }
 
 store_status store_pg_run_brief(store *st, long long run_id, json_t **out) {

@@ -10,11 +10,11 @@ static store_status insert_tables(pg_conn *c, long long id, const json_t *tables
     size_t i;
     json_t *t;
     json_array_foreach(tables, i, t) {
-        char *cols = json_dumps(json_object_get(t, "columns"), JSON_COMPACT);
-        char *rows = json_dumps(json_object_get(t, "rows"), JSON_COMPACT);
-        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *name;
+        char *cols, *rows;
         store_status s = STORE_OK;
-        if (!cols || !rows || !name) s = spg_fail_msg("insert probe table: a table without name, columns or rows");
+        if (store_probe_table_parts(t, &name, &cols, &rows) < 0)
+            s = spg_fail_msg("insert probe table: a table without name, columns or rows");
         if (s == STORE_OK) {
             pg_params p;
             pg_params_init(&p);
@@ -38,15 +38,9 @@ static store_status insert_tables(pg_conn *c, long long id, const json_t *tables
 store_status store_pg_probe_insert(store *st, const store_new_probe *pr, long long *id_out) {
     *id_out = 0;
     /* The result without its tables goes into the probe row; the tables into their own rows. */
-    json_t *rest = pr->result ? json_deep_copy(pr->result) : NULL;
-    json_t *tables = rest ? json_incref(json_object_get(rest, "tables")) : NULL;
-    if (rest) json_object_del(rest, "tables");
-    char *rest_text = rest ? json_dumps(rest, JSON_COMPACT) : NULL;
-    if (pr->result && !rest_text) {
-        json_decref(rest);
-        json_decref(tables);
-        return spg_fail_msg("insert probe: out of memory");
-    }
+    char *rest_text;
+    json_t *tables;
+    if (store_probe_split(pr->result, &rest_text, &tables) < 0) return spg_fail_msg("insert probe: out of memory");
     pg_conn *c = spg_get(st);
     store_status s = c ? spg_fail(c, pg_begin(c)) : STORE_ERROR;
     long long id = -1;
@@ -86,7 +80,6 @@ store_status store_pg_probe_insert(store *st, const store_new_probe *pr, long lo
         spg_put(st, c);
     }
     free(rest_text);
-    json_decref(rest);
     json_decref(tables);
     if (s == STORE_OK) *id_out = id;
     return s;
@@ -113,26 +106,8 @@ store_status store_pg_probe_find(store *st, const char *kind, const char *cache_
     return s;
 }
 
-#define PROBE_COLUMNS "id, kind, params, run_id, status, error, created_at, duration_ms, result"
-
-static json_t *probe_from_row(const pg_res *q, int i) {
-    json_t *o = json_object();
-    int bad = !o;
-    bad |= json_object_set_new(o, "id", json_integer(pg_get_i64(q, i, 0)));
-    bad |= json_object_set_new(o, "kind", spg_text(q, i, 1));
-    bad |= json_object_set_new(o, "params", spg_json(q, i, 2, json_object()));
-    bad |= json_object_set_new(o, "run_id", spg_int(q, i, 3));
-    bad |= json_object_set_new(o, "status", spg_text(q, i, 4));
-    bad |= json_object_set_new(o, "error", spg_text(q, i, 5));
-    bad |= json_object_set_new(o, "created_at", spg_real(q, i, 6));
-    bad |= json_object_set_new(o, "duration_ms", spg_real(q, i, 7));
-    bad |= json_object_set_new(o, "result", spg_json(q, i, 8, json_null()));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
+static json_t *table_with_rows(const store_row *r) { return store_probe_table_from_row(r, 1); }
+static json_t *table_shape(const store_row *r) { return store_probe_table_from_row(r, 0); }
 
 /* Puts the probe's tables (with rows, or just their shape) back into its result. */
 static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
@@ -151,18 +126,7 @@ static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
                             &p, &r));
     json_t *tables = s == STORE_OK ? json_array() : NULL;
     if (s == STORE_OK && !tables) s = spg_fail_msg("probe tables: out of memory");
-    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
-        json_t *t = json_object();
-        int bad = !t;
-        bad |= json_object_set_new(t, "name", spg_text(r, i, 0));
-        bad |= json_object_set_new(t, "columns", spg_json(r, i, 1, json_array()));
-        if (with_rows)
-            bad |= json_object_set_new(t, "rows", spg_json(r, i, 2, json_array()));
-        else
-            bad |= json_object_set_new(t, "row_count", json_integer(pg_get_i64(r, i, 2)));
-        bad |= json_array_append_new(tables, t);
-        if (bad) s = spg_fail_msg("probe tables: out of memory");
-    }
+    if (s == STORE_OK) s = spg_rows(r, with_rows ? table_with_rows : table_shape, tables, "probe tables");
     pg_clear(r);
     if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
         return spg_fail_msg("probe tables: out of memory");
@@ -179,11 +143,9 @@ store_status store_pg_probe_get(store *st, long long id, json_t **out) {
     pg_p_int(&p, id);
     pg_res *r = NULL;
     json_t *pr = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "get probe", "SELECT " PROBE_COLUMNS " FROM probes WHERE id = $1", &p, &r));
-    if (s == STORE_OK && pg_nrows(r) == 0)
-        s = STORE_NOT_FOUND;
-    else if (s == STORE_OK && !(pr = probe_from_row(r, 0)))
-        s = spg_fail_msg("get probe: out of memory");
+    store_status s =
+        spg_fail(c, pg_exec(c, "get probe", "SELECT " STORE_PROBE_COLUMNS " FROM probes WHERE id = $1", &p, &r));
+    if (s == STORE_OK) s = spg_one(r, store_probe_from_row, &pr, "get probe");
     pg_clear(r);
     if (s == STORE_OK) s = attach_tables(c, pr, 1);
     spg_put(st, c);
@@ -213,7 +175,7 @@ store_status store_pg_probe_list(store *st, const char *kind, int limit, int off
     pg_res *r = NULL, *cr = NULL;
     store_status s =
         spg_fail(c, pg_exec(c, "list probes",
-                            "SELECT " PROBE_COLUMNS " FROM probes WHERE ($1::text IS NULL OR kind = $1::text) "
+                            "SELECT " STORE_PROBE_COLUMNS " FROM probes WHERE ($1::text IS NULL OR kind = $1::text) "
                             "ORDER BY id DESC LIMIT $2::bigint OFFSET $3::bigint",
                             &p, &r));
     p.n = 1;
@@ -221,7 +183,8 @@ store_status store_pg_probe_list(store *st, const char *kind, int limit, int off
         s = spg_fail(c, pg_exec(c, "count probes",
                                 "SELECT count(*) FROM probes WHERE ($1::text IS NULL OR kind = $1::text)", &p, &cr));
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
-        json_t *pr = probe_from_row(r, i);
+        store_row row = spg_row(r, i);
+        json_t *pr = store_probe_from_row(&row);
         if (!pr) {
             s = spg_fail_msg("list probes: out of memory");
             break;
@@ -233,13 +196,7 @@ store_status store_pg_probe_list(store *st, const char *kind, int limit, int off
     pg_clear(r);
     pg_clear(cr);
     spg_put(st, c);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *out = list;
-    *total = count;
-    return STORE_OK;
+    return store_list_done(s, list, count, out, total);
 }
 
 store_status store_pg_probe_table(store *st, long long id, const char *name, json_t **out) {
@@ -256,12 +213,7 @@ store_status store_pg_probe_table(store *st, long long id, const char *name, jso
                                          "AND ($2::text IS NULL OR name = $2::text) ORDER BY idx LIMIT 1",
                                          &p, &r));
     spg_put(st, c);
-    if (s == STORE_OK && pg_nrows(r) == 0)
-        s = STORE_NOT_FOUND;
-    else if (s == STORE_OK &&
-             !(*out = json_pack("{s:o, s:o, s:o}", "name", spg_text(r, 0, 0), "columns",
-                                spg_json(r, 0, 1, json_array()), "rows", spg_json(r, 0, 2, json_array()))))
-        s = spg_fail_msg("probe table: out of memory");
+    if (s == STORE_OK) s = spg_one(r, table_with_rows, out, "probe table");
     pg_clear(r);
     return s;
 }

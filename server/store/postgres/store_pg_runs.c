@@ -5,42 +5,21 @@
 
 #include "store/postgres/store_pg.h"
 
+/* The run columns (store_rows.h: tags, replicate, source), then the node that holds the run (its place:
+ * STORE_RUN_COLUMN_COUNT). */
 #define RUN_COLUMNS                                                                                                    \
-    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
-    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
+    STORE_RUN_COLUMNS_BEFORE_TAGS                                                                                      \
     "coalesce((SELECT json_agg(t.tag ORDER BY t.tag COLLATE \"C\") FROM run_tags t WHERE t.run_id = r.id)"             \
-    "::text, '[]'), r.node_id, r.replicate, r.source"
+    "::text, '[]'), r.replicate, r.source, r.node_id"
 
-/* The run object of row i of a RUN_COLUMNS query; NULL when out of memory. */
-static json_t *run_from_row(const pg_res *q, int i) {
-    json_t *r = json_object();
-    int bad = !r;
-    bad |= json_object_set_new(r, "id", json_integer(pg_get_i64(q, i, 0)));
-    bad |= json_object_set_new(r, "name", spg_text(q, i, 1));
-    bad |= json_object_set_new(r, "experiment_id", spg_int(q, i, 2));
-    bad |= json_object_set_new(r, "variant", spg_text(q, i, 3));
-    bad |= json_object_set_new(r, "replicate", json_integer(pg_get_int(q, i, 18)));
-    bad |= json_object_set_new(r, "config", spg_json(q, i, 4, json_object()));
-    bad |= json_object_set_new(r, "seed", json_integer(pg_get_i64(q, i, 5)));
-    bad |= json_object_set_new(r, "status", spg_text(q, i, 6));
-    bad |= json_object_set_new(r, "step", json_integer(pg_get_int(q, i, 7)));
-    bad |= json_object_set_new(r, "total_steps", json_integer(pg_get_int(q, i, 8)));
-    bad |= json_object_set_new(r, "note", spg_text(q, i, 9));
-    bad |= json_object_set_new(r, "error", spg_text(q, i, 10));
-    bad |= json_object_set_new(r, "created_at", spg_real(q, i, 11));
-    bad |= json_object_set_new(r, "started_at", spg_real(q, i, 12));
-    bad |= json_object_set_new(r, "finished_at", spg_real(q, i, 13));
-    bad |= json_object_set_new(r, "corpus", spg_text(q, i, 14));
-    bad |= json_object_set_new(r, "checkpoint_step", json_integer(pg_get_int(q, i, 15)));
-    bad |= json_object_set_new(r, "tags", spg_json(q, i, 16, json_array()));
-    bad |= json_object_set_new(r, "node", spg_text(q, i, 17));
-    const char *source = pg_get_text(q, i, 19);
-    if (source && !strcmp(source, "external")) bad |= json_object_set_new(r, "source", json_string("external"));
-    if (bad) {
-        json_decref(r);
+/* The run object of a RUN_COLUMNS row, with the node; NULL when out of memory. */
+static json_t *run_from_row(const store_row *r) {
+    json_t *o = store_run_from_row(r);
+    if (o && json_object_set_new(o, "node", store_col_text(r, STORE_RUN_COLUMN_COUNT)) < 0) {
+        json_decref(o);
         return NULL;
     }
-    return r;
+    return o;
 }
 
 static store_status put_tags(pg_conn *c, long long id, const json_t *tags) {
@@ -119,13 +98,10 @@ static store_status run_get_on(pg_conn *c, long long id, json_t **out) {
     pg_params_init(&p);
     pg_p_int(&p, id);
     pg_res *r = NULL;
-    store_status s = pg_exec(c, "get run", "SELECT " RUN_COLUMNS " FROM runs r WHERE r.id = $1", &p, &r);
-    if (s == STORE_OK && pg_nrows(r) == 0)
-        s = STORE_NOT_FOUND;
-    else if (s == STORE_OK && !(*out = run_from_row(r, 0)))
-        s = spg_fail_msg("get run: out of memory");
+    store_status s = spg_fail(c, pg_exec(c, "get run", "SELECT " RUN_COLUMNS " FROM runs r WHERE r.id = $1", &p, &r));
+    if (s == STORE_OK) s = spg_one(r, run_from_row, out, "get run");
     pg_clear(r);
-    return spg_fail(c, s);
+    return s;
 }
 
 store_status store_pg_run_get(store *st, long long id, json_t **out) {
@@ -149,38 +125,14 @@ static store_status run_exists(pg_conn *c, long long id) {
     return spg_fail(c, s);
 }
 
-/* The final (last step's) and the lowest value of a run's series, for ORDER BY. */
-#define LAST_OF(key) "(SELECT m.last_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
-#define MIN_OF(key) "(SELECT m.min_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
-/* Runs without the series last, in either direction; ties by id. */
-#define BY_METRIC(x) x " ASC NULLS LAST, r.id ASC"
-#define BY_METRIC_DESC(x) x " DESC NULLS LAST, r.id DESC"
+/* Text compared byte by byte (as SQLite does), NULLs last written as such. */
+static const store_order_dialect dialect = {.text_collate = " COLLATE \"C\"", .nulls_last = 1};
 
 store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
     *runs = NULL;
     *total = 0;
-    /* The ORDER BY clause comes from a fixed list (store_run_sorts' order), never from the request text. */
-    static const char *const order_sql[] = {
-        "r.id ASC",                               /* id */
-        "r.id DESC",                              /* -id */
-        "r.created_at ASC, r.id ASC",             /* created_at */
-        "r.created_at DESC, r.id DESC",           /* -created_at */
-        "r.name COLLATE \"C\" ASC, r.id ASC",     /* name */
-        "r.name COLLATE \"C\" DESC, r.id DESC",   /* -name */
-        "r.status COLLATE \"C\" ASC, r.id ASC",   /* status */
-        "r.status COLLATE \"C\" DESC, r.id DESC", /* -status */
-        BY_METRIC(LAST_OF("loss")),               /* loss */
-        BY_METRIC_DESC(LAST_OF("loss")),          /* -loss */
-        BY_METRIC(LAST_OF("val_loss")),           /* val_loss */
-        BY_METRIC_DESC(LAST_OF("val_loss")),      /* -val_loss */
-        BY_METRIC(MIN_OF("loss")),                /* min_loss */
-        BY_METRIC_DESC(MIN_OF("loss")),           /* -min_loss */
-        BY_METRIC(MIN_OF("val_loss")),            /* min_val_loss */
-        BY_METRIC_DESC(MIN_OF("val_loss")),       /* -min_val_loss */
-    };
-    _Static_assert(sizeof order_sql / sizeof order_sql[0] == STORE_RUN_SORT_COUNT, "one SQL order per sort");
-    int sort_at = store_run_sort_index(f->sort);
-    const char *order = sort_at >= 0 ? order_sql[sort_at] : "r.id DESC";
+    char order[400];
+    store_run_order_sql(f->sort, &dialect, order, sizeof order);
     if (f->n_config < 0 || f->n_config > STORE_RUN_MAX_CONFIG_FILTERS)
         return spg_fail_msg("list runs: too many filters");
     char where[1600] =
@@ -227,9 +179,8 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
     pg_res *r = NULL;
     long long count = 0;
     store_status s = spg_fail(c, pg_exec(c, "list runs", sql, &p, &r));
-    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
-        if (json_array_append_new(list, run_from_row(r, i)) < 0) s = spg_fail_msg("list runs: out of memory");
-    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, 20); /* the column after RUN_COLUMNS */
+    if (s == STORE_OK) s = spg_rows(r, run_from_row, list, "list runs");
+    if (s == STORE_OK && pg_nrows(r) > 0) count = pg_get_i64(r, 0, STORE_RUN_COLUMN_COUNT + 1);
     pg_clear(r);
     r = NULL;
     if (s == STORE_OK && json_array_size(list) == 0 && f->offset > 0) {
@@ -238,17 +189,7 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
         pg_clear(r);
     }
     spg_put(st, c);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *runs = list;
-    *total = count;
-    return STORE_OK;
-}
-
-static int is_final_status(const char *s) {
-    return !strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "cancelled") || !strcmp(s, "interrupted");
+    return store_list_done(s, list, count, runs, total);
 }
 
 static char *status_payload(store *st, long long id) {
@@ -276,7 +217,7 @@ store_status store_pg_run_transition(store *st, long long id, const char *const 
     pg_p_text(&p, to);
     pg_p_text(&p, error);
     pg_p_double(&p, spg_now());
-    pg_p_text(&p, is_final_status(to) ? "true" : "false");
+    pg_p_text(&p, store_run_status_ended(to) ? "true" : "false");
     pg_p_int(&p, id);
     pg_p_text(&p, arr);
     pg_p_text(&p, payload);
@@ -431,12 +372,8 @@ store_status store_pg_runs_queued(store *st, long long **ids, int *n) {
 
 store_status store_pg_run_counts(store *st, json_t **out) {
     *out = NULL;
-    static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled", "interrupted"};
-    json_t *counts = json_object();
+    json_t *counts = store_run_counts_zero();
     store_status s = counts ? STORE_OK : spg_fail_msg("run counts: out of memory");
-    for (size_t i = 0; s == STORE_OK && i < 6; i++)
-        if (json_object_set_new(counts, statuses[i], json_integer(0)) < 0)
-            s = spg_fail_msg("run counts: out of memory");
     pg_conn *c = s == STORE_OK ? spg_get(st) : NULL;
     if (s == STORE_OK && !c) s = STORE_ERROR;
     pg_res *r = NULL;
@@ -447,10 +384,5 @@ store_status store_pg_run_counts(store *st, json_t **out) {
             s = spg_fail_msg("run counts: out of memory");
     pg_clear(r);
     spg_put(st, c);
-    if (s != STORE_OK) {
-        json_decref(counts);
-        return s;
-    }
-    *out = counts;
-    return STORE_OK;
+    return store_list_done(s, counts, 0, out, NULL);
 }

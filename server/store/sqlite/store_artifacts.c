@@ -1,11 +1,9 @@
 /* Artefacts: every SQL statement about the artifacts table (migration 0005). */
 #include <stdio.h>
 
-#include "store/sqlite/store_impl.h"
-#include "store/postgres/store_pg.h"
+#include "store/sqlite/store_sqlite.h"
 
-store_status store_artifact_put(store *st, const store_artifact *a) {
-    if (st->pg) return store_pg_artifact_put(st, a);
+store_status store_sqlite_artifact_put(store *st, const store_artifact *a) {
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "INSERT OR REPLACE INTO artifacts (path, kind, run_id, step, bytes, sha256, "
                                      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
@@ -26,34 +24,17 @@ store_status store_artifact_put(store *st, const store_artifact *a) {
     return s;
 }
 
-store_status store_artifact_get(store *st, const char *path, json_t **out) {
-    if (st->pg) return store_pg_artifact_get(st, path, out);
+store_status store_sqlite_artifact_get(store *st, const char *path, json_t **out) {
     *out = NULL;
     db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "SELECT path, kind, run_id, step, bytes, sha256, created_at FROM artifacts "
-                                     "WHERE path = ?");
+    sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_ARTIFACT_COLUMNS " FROM artifacts WHERE path = ?");
     store_status s = q ? STORE_OK : STORE_ERROR;
     if (s == STORE_OK) {
         db_bind_text(q, 1, path);
         s = db_step_one(st, q, "get artefact");
     }
-    if (s == STORE_OK) {
-        json_t *o = json_object();
-        int bad = !o;
-        bad |= json_object_set_new(o, "path", db_col_text(q, 0));
-        bad |= json_object_set_new(o, "kind", db_col_text(q, 1));
-        bad |= json_object_set_new(o, "run_id", db_col_int(q, 2));
-        bad |= json_object_set_new(o, "step", db_col_int(q, 3));
-        bad |= json_object_set_new(o, "bytes", db_col_int(q, 4));
-        bad |= json_object_set_new(o, "sha256", db_col_text(q, 5));
-        bad |= json_object_set_new(o, "created_at", db_col_real(q, 6));
-        if (bad) {
-            json_decref(o);
-            s = db_fail("get artefact: out of memory");
-        } else {
-            *out = o;
-        }
-    }
+    store_row r = db_row(q);
+    if (s == STORE_OK && !(*out = store_artifact_from_row(&r))) s = db_fail("get artefact: out of memory");
     sqlite3_finalize(q);
     db_unlock(st);
     return s;

@@ -4,9 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/sqlite/store_impl.h"
-#include "store/postgres/store_pg.h"
-#include "store/store_summary.h"
+#include "store/common/store_summary.h"
+#include "store/sqlite/store_sqlite.h"
 
 static int same_series(const store_metric *p, const store_metric *q) {
     return p->run_id == q->run_id && !strncmp(p->key, q->key, sizeof p->key);
@@ -16,22 +15,11 @@ static void bind_key(sqlite3_stmt *q, int i, const store_metric *p) {
     sqlite3_bind_text(q, i, p->key, (int)strnlen(p->key, sizeof p->key), SQLITE_STATIC);
 }
 
-/* A REAL column that may hold a NaN (stored as NULL). */
-static double col_real_or_nan(sqlite3_stmt *q, int col) {
-    return sqlite3_column_type(q, col) == SQLITE_NULL ? NAN : sqlite3_column_double(q, col);
-}
-
-#define SUMMARY_COLUMNS "count, last_step, last_value, min_value, min_step, max_value, sum, sum_err"
+#define SUMMARY_COLUMNS STORE_SUMMARY_COLUMNS
 
 static void summary_from_row(sqlite3_stmt *q, int col, store_summary *sum) {
-    sum->count = sqlite3_column_int64(q, col);
-    sum->last_step = sqlite3_column_int(q, col + 1);
-    sum->last_value = sqlite3_column_double(q, col + 2);
-    sum->min_value = sqlite3_column_double(q, col + 3);
-    sum->min_step = sqlite3_column_int(q, col + 4);
-    sum->max_value = sqlite3_column_double(q, col + 5);
-    sum->sum = col_real_or_nan(q, col + 6);
-    sum->sum_err = col_real_or_nan(q, col + 7);
+    store_row r = db_row(q);
+    store_summary_from_row(&r, col, sum);
 }
 
 /* The statements of one insert: the point, the old value of a step, a series' summary read,
@@ -120,7 +108,7 @@ static store_status insert_series(store *st, const insert_stmts *x, const store_
         sqlite3_bind_double(x->point, 4, p->value);
         sqlite3_bind_double(x->point, 5, p->wall_time);
         if (sqlite3_step(x->point) != SQLITE_DONE) {
-            if (sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_FOREIGNKEY) return STORE_OK;
+            if (db_errcode(st) == SQLITE_CONSTRAINT_FOREIGNKEY) return STORE_OK;
             return db_error(st, "insert metric");
         }
         if (!recompute && !same) {
@@ -133,14 +121,13 @@ static store_status insert_series(store *st, const insert_stmts *x, const store_
     return s;
 }
 
-store_status store_metrics_insert(store *st, const store_metric *points, size_t n) {
-    if (st->pg) return store_pg_metrics_insert(st, points, n);
+store_status store_sqlite_metrics_insert(store *st, const store_metric *points, size_t n) {
     if (n == 0) return STORE_OK;
     /* One point per (run, key, step), grouped by series in step order (store_metric_distinct). */
     size_t *idx = malloc(n * sizeof *idx);
     if (!idx) return db_fail("insert metrics: out of memory");
     size_t u = store_metric_distinct(points, n, idx);
-    int flags = store_summary_sqlite_flags();
+    int flags = db_summary_flags();
     db_lock(st);
     store_status s = db_begin(st);
     insert_stmts x = {0};
@@ -176,27 +163,8 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
     return s;
 }
 
-/* A key matches a comma-separated list of names and prefixes ("tau.*"). */
-static int key_matches(const char *key, const char *keys) {
-    if (!keys || !*keys) return 1;
-    const char *p = keys;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len && p[len - 1] == '*') {
-            if (!strncmp(key, p, len - 1)) return 1;
-        } else if (len == strlen(key) && !strncmp(key, p, len)) {
-            return 1;
-        }
-        if (!end) break;
-        p = end + 1;
-    }
-    return 0;
-}
-
-store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
-                                  size_t *n) {
-    if (st->pg) return store_pg_metrics_points(st, run_id, keys, since_step, points, n);
+store_status store_sqlite_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                         store_metric **points, size_t *n) {
     *points = NULL;
     *n = 0;
     store_metric *got = NULL;
@@ -212,7 +180,7 @@ store_status store_metrics_points(store *st, long long run_id, const char *keys,
     }
     while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(q, 0);
-        if (!key || !key_matches(key, keys)) continue;
+        if (!key || !store_key_matches(key, keys)) continue;
         if (count == cap) {
             size_t grown_cap = cap ? cap * 2 : 1024;
             store_metric *g = realloc(got, grown_cap * sizeof *g);
@@ -242,11 +210,10 @@ store_status store_metrics_points(store *st, long long run_id, const char *keys,
     return STORE_OK;
 }
 
-store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
-    if (st->pg) return store_pg_metrics_summary(st, run_id, out);
+store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **out) {
     *out = NULL;
     json_t *sum = json_object();
-    int flags = store_summary_sqlite_flags();
+    int flags = db_summary_flags();
     db_lock(st);
     store_status s = sum ? STORE_OK : db_fail("summary: out of memory");
     /* One row per series (migration 0008): step_of_min is the first step holding the minimum,
@@ -260,44 +227,29 @@ store_status store_metrics_summary(store *st, long long run_id, json_t **out) {
     while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         store_summary m;
         summary_from_row(q, 1, &m);
-        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", m.last_value, "min", m.min_value, "max",
-                              m.max_value, "mean", store_summary_mean(&m, flags), "step_of_min", m.min_step, "count",
-                              (json_int_t)m.count, "last_step", m.last_step);
-        if (json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0), o) < 0)
+        if (json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0), store_summary_json(&m, flags)) < 0)
             s = db_fail("summary: out of memory");
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "summary");
     sqlite3_finalize(q);
     db_unlock(st);
-    if (s != STORE_OK) {
-        json_decref(sum);
-        return s;
-    }
-    *out = sum;
-    return STORE_OK;
+    return store_list_done(s, sum, 0, out, NULL);
 }
 
-store_status store_run_briefs(store *st, const long long *ids, size_t n, json_t **out) {
-    if (st->pg) return store_pg_run_briefs(st, ids, n, out);
+store_status store_sqlite_run_briefs(store *st, const long long *ids, size_t n, json_t **out) {
     *out = NULL;
     /* In-process: each run's brief is a few index lookups, no round trip to batch. */
     json_t *all = json_array();
     store_status s = all ? STORE_OK : db_fail("brief: out of memory");
     for (size_t i = 0; s == STORE_OK && i < n; i++) {
         json_t *brief = NULL;
-        s = store_run_brief(st, ids[i], &brief);
+        s = store_sqlite_run_brief(st, ids[i], &brief);
         if (s == STORE_OK && json_array_append_new(all, brief) < 0) s = db_fail("brief: out of memory");
     }
-    if (s != STORE_OK) {
-        json_decref(all);
-        return s;
-    }
-    *out = all;
-    return STORE_OK;
+    return store_list_done(s, all, 0, out, NULL);
 }
 
-store_status store_run_brief(store *st, long long run_id, json_t **out) {
-    if (st->pg) return store_pg_run_brief(st, run_id, out);
+store_status store_sqlite_run_brief(store *st, long long run_id, json_t **out) {
     *out = NULL;
     json_t *brief = json_object();
     db_lock(st);
@@ -318,9 +270,8 @@ store_status store_run_brief(store *st, long long run_id, json_t **out) {
             s = STORE_OK;
             continue;
         }
-        if (s == STORE_OK && json_object_set_new(brief, keys[k],
-                                                 json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 0), "min",
-                                                           sqlite3_column_double(q, 1))) < 0)
+        if (s == STORE_OK &&
+            store_brief_series(brief, keys[k], sqlite3_column_double(q, 0), sqlite3_column_double(q, 1)) < 0)
             s = db_fail("brief: out of memory");
     }
     sqlite3_finalize(q);
@@ -336,17 +287,10 @@ store_status store_run_brief(store *st, long long run_id, json_t **out) {
         s = db_step_one(st, q, "brief");
         if (s == STORE_NOT_FOUND) s = db_fail("brief: an aggregate gave no row");
         if (s == STORE_OK && sqlite3_column_int64(q, 2) > 0 &&
-            json_object_set_new(
-                brief, "tau",
-                json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max", sqlite3_column_double(q, 1))) < 0)
+            store_brief_tau(brief, sqlite3_column_double(q, 0), sqlite3_column_double(q, 1)) < 0)
             s = db_fail("brief: out of memory");
     }
     sqlite3_finalize(q);
     db_unlock(st);
-    if (s != STORE_OK) {
-        json_decref(brief);
-        return s;
-    }
-    *out = brief;
-    return STORE_OK;
+    return store_list_done(s, brief, 0, out, NULL);
 }

@@ -3,45 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/sqlite/store_impl.h"
-#include "store/postgres/store_pg.h"
+#include "store/sqlite/store_sqlite.h"
 
 #define RUN_COLUMNS                                                                                                    \
-    "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
-    "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "                        \
+    STORE_RUN_COLUMNS_BEFORE_TAGS                                                                                      \
     "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), "            \
     "r.replicate, r.source"
 
-/* The run object of the current row of a RUN_COLUMNS query; NULL when out of memory. */
-static json_t *run_from_row(sqlite3_stmt *q) {
-    json_t *r = json_object();
-    int bad = !r;
-    bad |= json_object_set_new(r, "id", json_integer(sqlite3_column_int64(q, 0)));
-    bad |= json_object_set_new(r, "name", db_col_text(q, 1));
-    bad |= json_object_set_new(r, "experiment_id", db_col_int(q, 2));
-    bad |= json_object_set_new(r, "variant", db_col_text(q, 3));
-    bad |= json_object_set_new(r, "replicate", json_integer(sqlite3_column_int(q, 17)));
-    const unsigned char *source = sqlite3_column_text(q, 18);
-    if (source && !strcmp((const char *)source, "external"))
-        bad |= json_object_set_new(r, "source", json_string("external"));
-    bad |= json_object_set_new(r, "config", db_col_json(q, 4, json_object()));
-    bad |= json_object_set_new(r, "seed", json_integer(sqlite3_column_int64(q, 5)));
-    bad |= json_object_set_new(r, "status", db_col_text(q, 6));
-    bad |= json_object_set_new(r, "step", json_integer(sqlite3_column_int(q, 7)));
-    bad |= json_object_set_new(r, "total_steps", json_integer(sqlite3_column_int(q, 8)));
-    bad |= json_object_set_new(r, "note", db_col_text(q, 9));
-    bad |= json_object_set_new(r, "error", db_col_text(q, 10));
-    bad |= json_object_set_new(r, "created_at", db_col_real(q, 11));
-    bad |= json_object_set_new(r, "started_at", db_col_real(q, 12));
-    bad |= json_object_set_new(r, "finished_at", db_col_real(q, 13));
-    bad |= json_object_set_new(r, "corpus", db_col_text(q, 14));
-    bad |= json_object_set_new(r, "checkpoint_step", json_integer(sqlite3_column_int(q, 15)));
-    bad |= json_object_set_new(r, "tags", db_col_json(q, 16, json_array()));
-    if (bad) {
-        json_decref(r);
-        return NULL;
-    }
-    return r;
+static json_t *run_from_stmt(sqlite3_stmt *q) {
+    store_row r = db_row(q);
+    return store_run_from_row(&r);
 }
 
 static store_status put_tags(store *st, long long id, const json_t *tags) {
@@ -61,7 +32,7 @@ static store_status put_tags(store *st, long long id, const json_t *tags) {
     return STORE_OK;
 }
 
-store_status store_run_insert_locked(store *st, const store_new_run *run, long long experiment_id, long long *id_out) {
+store_status store_sqlite_run_insert(store *st, const store_new_run *run, long long experiment_id, long long *id_out) {
     long long id = db_next_id(st, "runs");
     if (id < 0) return STORE_ERROR;
     sqlite3_stmt *q =
@@ -91,13 +62,12 @@ store_status store_run_insert_locked(store *st, const store_new_run *run, long l
     return STORE_OK;
 }
 
-store_status store_run_create(store *st, const store_new_run *run, long long *id_out) {
-    if (st->pg) return store_pg_run_create(st, run, id_out);
+store_status store_sqlite_run_create(store *st, const store_new_run *run, long long *id_out) {
     *id_out = 0;
     long long id = 0;
     db_lock(st);
     store_status s = db_begin(st);
-    if (s == STORE_OK) s = db_finish(st, store_run_insert_locked(st, run, run->experiment_id, &id));
+    if (s == STORE_OK) s = db_finish(st, store_sqlite_run_insert(st, run, run->experiment_id, &id));
     db_unlock(st);
     if (s == STORE_OK) *id_out = id;
     return s;
@@ -109,13 +79,12 @@ static store_status run_get_locked(store *st, long long id, json_t **out) {
     if (!q) return STORE_ERROR;
     sqlite3_bind_int64(q, 1, id);
     store_status s = db_step_one(st, q, "get run");
-    if (s == STORE_OK && !(*out = run_from_row(q))) s = db_fail("get run: out of memory");
+    if (s == STORE_OK && !(*out = run_from_stmt(q))) s = db_fail("get run: out of memory");
     sqlite3_finalize(q);
     return s;
 }
 
-store_status store_run_get(store *st, long long id, json_t **out) {
-    if (st->pg) return store_pg_run_get(st, id, out);
+store_status store_sqlite_run_get(store *st, long long id, json_t **out) {
     db_lock(st);
     store_status s = run_get_locked(st, id, out);
     db_unlock(st);
@@ -132,39 +101,14 @@ static store_status run_exists_locked(store *st, long long id) {
     return s;
 }
 
-/* The final (last step's) and the lowest value of a run's series, for ORDER BY. */
-#define LAST_OF(key) "(SELECT m.last_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
-#define MIN_OF(key) "(SELECT m.min_value FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '" key "')"
-/* Runs without the series last, in either direction; ties by id. */
-#define BY_METRIC(x) x " IS NULL, " x " ASC, r.id ASC"
-#define BY_METRIC_DESC(x) x " IS NULL, " x " DESC, r.id DESC"
+/* Text compares byte by byte (BINARY) already; NULLs first unless told. */
+static const store_order_dialect dialect = {.text_collate = "", .nulls_last = 0};
 
-store_status store_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
-    if (st->pg) return store_pg_run_list(st, f, runs, total);
+store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total) {
     *runs = NULL;
     *total = 0;
-    /* The ORDER BY clause comes from a fixed list (store_run_sorts' order), never from the request text. */
-    static const char *const order_sql[] = {
-        "r.id ASC",                          /* id */
-        "r.id DESC",                         /* -id */
-        "r.created_at ASC, r.id ASC",        /* created_at */
-        "r.created_at DESC, r.id DESC",      /* -created_at */
-        "r.name ASC, r.id ASC",              /* name */
-        "r.name DESC, r.id DESC",            /* -name */
-        "r.status ASC, r.id ASC",            /* status */
-        "r.status DESC, r.id DESC",          /* -status */
-        BY_METRIC(LAST_OF("loss")),          /* loss */
-        BY_METRIC_DESC(LAST_OF("loss")),     /* -loss */
-        BY_METRIC(LAST_OF("val_loss")),      /* val_loss */
-        BY_METRIC_DESC(LAST_OF("val_loss")), /* -val_loss */
-        BY_METRIC(MIN_OF("loss")),           /* min_loss */
-        BY_METRIC_DESC(MIN_OF("loss")),      /* -min_loss */
-        BY_METRIC(MIN_OF("val_loss")),       /* min_val_loss */
-        BY_METRIC_DESC(MIN_OF("val_loss")),  /* -min_val_loss */
-    };
-    _Static_assert(sizeof order_sql / sizeof order_sql[0] == STORE_RUN_SORT_COUNT, "one SQL order per sort");
-    int sort_at = store_run_sort_index(f->sort);
-    const char *order = sort_at >= 0 ? order_sql[sort_at] : "r.id DESC";
+    char order[400];
+    store_run_order_sql(f->sort, &dialect, order, sizeof order);
     if (f->n_config < 0 || f->n_config > STORE_RUN_MAX_CONFIG_FILTERS) return db_fail("list runs: too many filters");
     char where[1600] = " WHERE (?1 IS NULL OR r.status = ?1) AND (?2 IS NULL OR r.variant = ?2) "
                        "AND (?3 = 0 OR r.experiment_id = ?3) "
@@ -204,36 +148,17 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
     if (s == STORE_OK) {
         sqlite3_bind_int(q, 5, f->limit);
         sqlite3_bind_int(q, 6, f->offset);
-        int rc = SQLITE_DONE;
-        while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW)
-            if (json_array_append_new(list, run_from_row(q)) < 0) s = db_fail("list runs: out of memory");
-        if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "list runs");
+        s = db_rows(st, q, store_run_from_row, list, "list runs");
     }
-    if (s == STORE_OK) {
-        s = db_step_one(st, c, "count runs");
-        if (s == STORE_OK)
-            count = sqlite3_column_int64(c, 0);
-        else if (s == STORE_NOT_FOUND)
-            s = db_fail("count runs: no row");
-    }
+    if (s == STORE_OK) s = db_count(st, c, &count, "count runs");
     sqlite3_finalize(q);
     sqlite3_finalize(c);
     db_unlock(st);
-    if (s != STORE_OK) {
-        json_decref(list);
-        return s;
-    }
-    *runs = list;
-    *total = count;
-    return STORE_OK;
+    return store_list_done(s, list, count, runs, total);
 }
 
-static int is_final_status(const char *s) {
-    return !strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "cancelled") || !strcmp(s, "interrupted");
-}
-
-store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error) {
-    if (st->pg) return store_pg_run_transition(st, id, from, to, error);
+store_status store_sqlite_run_transition(store *st, long long id, const char *const *from, const char *to,
+                                         const char *error) {
     char in[256] = "";
     int n_from = 0;
     for (; from[n_from] && n_from < 16; n_from++) strncat(in, n_from ? ",?" : "?", sizeof in - strlen(in) - 1);
@@ -252,11 +177,11 @@ store_status store_run_transition(store *st, long long id, const char *const *fr
         db_bind_text(q, 1, to);
         db_bind_text(q, 2, error);
         sqlite3_bind_double(q, 3, db_now());
-        sqlite3_bind_int(q, 4, is_final_status(to));
+        sqlite3_bind_int(q, 4, store_run_status_ended(to));
         sqlite3_bind_int64(q, 5, id);
         for (int i = 0; i < n_from; i++) db_bind_text(q, 6 + i, from[i]);
         s = db_exec(st, q, "change run status");
-        if (s == STORE_OK && sqlite3_changes(st->db) == 0) {
+        if (s == STORE_OK && db_changes(st) == 0) {
             s = run_exists_locked(st, id);
             if (s == STORE_OK) s = STORE_CONFLICT;
         }
@@ -265,8 +190,7 @@ store_status store_run_transition(store *st, long long id, const char *const *fr
     return s;
 }
 
-store_status store_run_progress(store *st, long long id, int step, int checkpoint_step) {
-    if (st->pg) return store_pg_run_progress(st, id, step, checkpoint_step);
+store_status store_sqlite_run_progress(store *st, long long id, int step, int checkpoint_step) {
     db_lock(st);
     sqlite3_stmt *q =
         db_prepare(st, "UPDATE runs SET step = ?, checkpoint_step = max(checkpoint_step, ?) WHERE id = ?");
@@ -280,8 +204,7 @@ store_status store_run_progress(store *st, long long id, int step, int checkpoin
     return s;
 }
 
-store_status store_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags) {
-    if (st->pg) return store_pg_run_update(st, id, name, note, tags);
+store_status store_sqlite_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags) {
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
@@ -293,7 +216,7 @@ store_status store_run_update(store *st, long long id, const char *name, const c
             sqlite3_bind_int64(q, 3, id);
         }
         s = db_exec(st, q, "update run");
-        if (s == STORE_OK && sqlite3_changes(st->db) == 0) s = STORE_NOT_FOUND;
+        if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
         if (s == STORE_OK && tags) s = put_tags(st, id, tags);
         s = db_finish(st, s);
     }
@@ -301,15 +224,14 @@ store_status store_run_update(store *st, long long id, const char *name, const c
     return s;
 }
 
-store_status store_run_delete(store *st, long long id) {
-    if (st->pg) return store_pg_run_delete(st, id);
+store_status store_sqlite_run_delete(store *st, long long id) {
     db_lock(st);
     store_status s = db_begin(st);
     if (s == STORE_OK) {
         sqlite3_stmt *q = db_prepare(st, "DELETE FROM runs WHERE id = ? AND status NOT IN ('queued', 'running')");
         if (q) sqlite3_bind_int64(q, 1, id);
         s = db_exec(st, q, "delete run");
-        if (s == STORE_OK && sqlite3_changes(st->db) == 0) {
+        if (s == STORE_OK && db_changes(st) == 0) {
             s = run_exists_locked(st, id);
             if (s == STORE_OK) s = STORE_CONFLICT;
         }
@@ -319,8 +241,7 @@ store_status store_run_delete(store *st, long long id) {
     return s;
 }
 
-int store_runs_interrupt_running(store *st) {
-    if (st->pg) return store_pg_runs_interrupt_running(st);
+int store_sqlite_runs_interrupt_running(store *st) {
     db_lock(st);
     int n = -1;
     sqlite3_stmt *q =
@@ -328,13 +249,12 @@ int store_runs_interrupt_running(store *st) {
                        "error = 'the service stopped while the run was training' WHERE status = 'running' "
                        "AND source = 'attnlab'");
     if (q) sqlite3_bind_double(q, 1, db_now());
-    if (db_exec(st, q, "interrupt runs") == STORE_OK) n = sqlite3_changes(st->db);
+    if (db_exec(st, q, "interrupt runs") == STORE_OK) n = db_changes(st);
     db_unlock(st);
     return n;
 }
 
-store_status store_runs_queued(store *st, long long **ids, int *n) {
-    if (st->pg) return store_pg_runs_queued(st, ids, n);
+store_status store_sqlite_runs_queued(store *st, long long **ids, int *n) {
     *ids = NULL;
     *n = 0;
     long long *got = NULL;
@@ -367,14 +287,10 @@ store_status store_runs_queued(store *st, long long **ids, int *n) {
     return STORE_OK;
 }
 
-store_status store_run_counts(store *st, json_t **out) {
-    if (st->pg) return store_pg_run_counts(st, out);
+store_status store_sqlite_run_counts(store *st, json_t **out) {
     *out = NULL;
-    static const char *const statuses[] = {"queued", "running", "succeeded", "failed", "cancelled", "interrupted"};
-    json_t *counts = json_object();
+    json_t *counts = store_run_counts_zero();
     store_status s = counts ? STORE_OK : db_fail("run counts: out of memory");
-    for (size_t i = 0; s == STORE_OK && i < 6; i++)
-        if (json_object_set_new(counts, statuses[i], json_integer(0)) < 0) s = db_fail("run counts: out of memory");
     db_lock(st);
     sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT status, count(*) FROM runs GROUP BY status") : NULL;
     if (s == STORE_OK && !q) s = STORE_ERROR;
@@ -386,10 +302,5 @@ store_status store_run_counts(store *st, json_t **out) {
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "run counts");
     sqlite3_finalize(q);
     db_unlock(st);
-    if (s != STORE_OK) {
-        json_decref(counts);
-        return s;
-    }
-    *out = counts;
-    return STORE_OK;
+    return store_list_done(s, counts, 0, out, NULL);
 }

@@ -1,5 +1,5 @@
-/* The SQLite backend of the store: the connection, its lock, the migrations and the statement
- * helpers the resource files share (store_impl.h). */
+/* The SQLite backend of the store: the connection, its lock, the migrations, the statement
+ * helpers the resource files share (store_sqlite.h) and the backend's table of functions. */
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -11,34 +11,29 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/common/store_summary.h"
+#include "store/sqlite/store_sqlite.h"
+#include "store/store_migrations.h"
 #include "util/log.h"
-#include "store/sqlite/store_impl.h"
 
 static int refuse_lost_file(void *ctx);
-#include "store/postgres/store_pg.h"
-#include "store/store_migrations.h"
+static const store_ops sqlite_ops;
 
-static _Thread_local char last_error[256];
-const char *store_last_error(void) { return last_error; }
+static store_sqlite *lite(store *st) { return (store_sqlite *)st; }
 
-store_status db_error(store *st, const char *what) {
-    snprintf(last_error, sizeof last_error, "%s: %s", what, sqlite3_errmsg(st->db));
-    log_error("store: %s", last_error);
-    return STORE_ERROR;
-}
+store_status db_error(store *st, const char *what) { return store_fail("%s: %s", what, sqlite3_errmsg(lite(st)->db)); }
 
-store_status db_fail(const char *what) {
-    snprintf(last_error, sizeof last_error, "%s", what);
-    log_error("store: %s", last_error);
-    return STORE_ERROR;
-}
+void db_lock(store *st) { pthread_mutex_lock(&lite(st)->lock); }
+void db_unlock(store *st) { pthread_mutex_unlock(&lite(st)->lock); }
 
-void db_lock(store *st) { pthread_mutex_lock(&st->lock); }
-void db_unlock(store *st) { pthread_mutex_unlock(&st->lock); }
+int db_changes(store *st) { return sqlite3_changes(lite(st)->db); }
+int db_errcode(store *st) { return sqlite3_extended_errcode(lite(st)->db); }
+
+int db_summary_flags(void) { return sqlite3_libversion_number() >= 3043000 ? STORE_SUMMARY_COMPENSATED : 0; }
 
 sqlite3_stmt *db_prepare(store *st, const char *sql) {
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(lite(st)->db, sql, -1, &q, NULL) != SQLITE_OK) {
         db_error(st, "prepare");
         sqlite3_finalize(q);
         return NULL;
@@ -48,7 +43,7 @@ sqlite3_stmt *db_prepare(store *st, const char *sql) {
 
 void db_bind_text(sqlite3_stmt *q, int i, const char *s) {
     if (s)
-        sqlite3_bind_text(q, i, s, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(q, i, s, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(q, i);
 }
@@ -68,14 +63,36 @@ store_status db_step_one(store *st, sqlite3_stmt *q, const char *what) {
     return db_error(st, what);
 }
 
+store_status db_rows(store *st, sqlite3_stmt *q, json_t *(*make)(const store_row *), json_t *list, const char *what) {
+    store_status s = STORE_OK;
+    int rc;
+    while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        store_row r = db_row(q);
+        if (json_array_append_new(list, make(&r)) < 0) s = store_fail("%s: out of memory", what);
+    }
+    if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, what);
+    return s;
+}
+
+store_status db_count(store *st, sqlite3_stmt *q, long long *n, const char *what) {
+    store_status s = db_step_one(st, q, what);
+    if (s == STORE_OK)
+        *n = sqlite3_column_int64(q, 0);
+    else if (s == STORE_NOT_FOUND)
+        s = store_fail("%s: no row", what);
+    return s;
+}
+
 store_status db_begin(store *st) {
-    return sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK : db_error(st, "begin");
+    return sqlite3_exec(lite(st)->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK
+                                                                                        : db_error(st, "begin");
 }
 
 store_status db_finish(store *st, store_status s) {
-    if (s == STORE_OK && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) s = db_error(st, "commit");
+    sqlite3 *db = lite(st)->db;
+    if (s == STORE_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) s = db_error(st, "commit");
     /* After a failed COMMIT SQLite may have rolled back already; a second ROLLBACK is harmless. */
-    if (s != STORE_OK && !sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    if (s != STORE_OK && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return s;
 }
 
@@ -105,30 +122,20 @@ double db_now(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-json_t *db_col_text(sqlite3_stmt *q, int col) {
-    const unsigned char *t = sqlite3_column_text(q, col);
-    return t ? json_string((const char *)t) : json_null();
-}
+/* ---- rows (store_rows.h) -------------------------------------------------------------------- */
 
-json_t *db_col_real(sqlite3_stmt *q, int col) {
-    return sqlite3_column_type(q, col) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(q, col));
-}
+static sqlite3_stmt *stmt_of(const store_row *r) { return (sqlite3_stmt *)r->res; }
+static int row_is_null(const store_row *r, int col) { return sqlite3_column_type(stmt_of(r), col) == SQLITE_NULL; }
+static const char *row_text(const store_row *r, int col) { return (const char *)sqlite3_column_text(stmt_of(r), col); }
+static long long row_i64(const store_row *r, int col) { return sqlite3_column_int64(stmt_of(r), col); }
+static double row_real(const store_row *r, int col) { return sqlite3_column_double(stmt_of(r), col); }
+static int row_boolean(const store_row *r, int col) { return sqlite3_column_int64(stmt_of(r), col) != 0; }
 
-json_t *db_col_int(sqlite3_stmt *q, int col) {
-    return sqlite3_column_type(q, col) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(q, col));
-}
+static const store_row_ops row_ops = {row_is_null, row_text, row_i64, row_real, row_boolean};
 
-json_t *db_col_json(sqlite3_stmt *q, int col, json_t *fallback) {
-    const unsigned char *t = sqlite3_column_text(q, col);
-    json_t *v = t ? json_loads((const char *)t, JSON_DECODE_ANY, NULL) : NULL;
-    if (!v) return fallback;
-    json_decref(fallback);
-    return v;
-}
+store_row db_row(sqlite3_stmt *q) { return (store_row){.ops = &row_ops, .res = q, .row = 0}; }
 
 /* ---- opening and migrations ---------------------------------------------------------------- */
-
-int store_schema_version_supported(void) { return store_migration_count; }
 
 static store_status open_fail(char *err, size_t errlen, sqlite3 *db, const char *what) {
     snprintf(err, errlen, "%s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
@@ -179,7 +186,7 @@ static store_status migrate(sqlite3 *db, char *err, size_t errlen) {
 
 store_status store_sqlite_open(store **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
-    if (strlen(path) >= sizeof((store *)0)->path) {
+    if (strlen(path) >= sizeof((store_sqlite *)0)->path) {
         snprintf(err, errlen, "the database path is too long");
         return STORE_ERROR;
     }
@@ -212,13 +219,14 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
         sqlite3_close(db);
         return s;
     }
-    store *st = calloc(1, sizeof *st);
+    store_sqlite *st = calloc(1, sizeof *st);
     if (!st || pthread_mutex_init(&st->lock, NULL) != 0) {
         free(st);
         sqlite3_close(db);
         snprintf(err, errlen, "out of memory");
         return STORE_ERROR;
     }
+    st->base.ops = &sqlite_ops;
     st->db = db;
     /* The file itself (a URI or a relative path resolved), to notice it deleted or replaced. */
     const char *file = sqlite3_db_filename(db, "main");
@@ -229,7 +237,7 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
         st->ino = sb.st_ino;
         sqlite3_commit_hook(db, refuse_lost_file, st);
     }
-    *out = st;
+    *out = &st->base;
     return STORE_OK;
 }
 
@@ -237,7 +245,7 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
  * database's path (deleted, or replaced) is rolled back instead, so that no write the caller
  * believes stored vanishes at the next start. The writer then sees SQLITE_CONSTRAINT_COMMITHOOK. */
 static int refuse_lost_file(void *ctx) {
-    store *st = ctx;
+    store_sqlite *st = ctx;
     struct stat sb;
     if (stat(st->path, &sb) == 0 && sb.st_dev == st->dev && sb.st_ino == st->ino) return 0;
     static atomic_int told;
@@ -247,21 +255,16 @@ static int refuse_lost_file(void *ctx) {
     return 1;
 }
 
-void store_close(store *st) {
-    if (st && st->pg) {
-        store_pg_close(st);
-        return;
-    }
-    if (!st) return;
+static void sqlite_close(store *base) {
+    store_sqlite *st = lite(base);
     if (sqlite3_close(st->db) != SQLITE_OK) log_warn("store: close: %s", sqlite3_errmsg(st->db));
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
-int store_schema_version(store *st) {
-    if (st->pg) return store_pg_schema_version(st);
+static int sqlite_schema_version(store *st) {
     db_lock(st);
-    int v = read_user_version(st->db);
+    int v = read_user_version(lite(st)->db);
     db_unlock(st);
     return v;
 }
@@ -272,15 +275,15 @@ static const char *file_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-store_status store_ping(store *st) {
-    if (st->pg) return store_pg_ping(st);
-    db_lock(st);
+static store_status sqlite_ping(store *base) {
+    store_sqlite *st = lite(base);
+    db_lock(base);
     int v = read_user_version(st->db);
     store_status s = STORE_OK;
     char why[4300] = "";
     struct stat sb;
     if (v < 0) {
-        s = db_error(st, "reading the schema version");
+        s = db_error(base, "reading the schema version");
     } else if (v != store_migration_count) {
         s = db_fail("the database is not at this attnlabd's schema version");
     } else if (sqlite3_db_readonly(st->db, "main") == 1) {
@@ -297,6 +300,53 @@ store_status store_ping(store *st) {
         snprintf(why, sizeof why, "the database file %s cannot be written: %s", file_name(st->path), strerror(errno));
     }
     if (why[0]) s = db_fail(why);
-    db_unlock(st);
+    db_unlock(base);
     return s;
 }
+
+/* ---- the backend's table ----------------------------------------------------------------------
+ * A SQLite file has one node, its queue in the process: no lease, nothing to hear (the entries of
+ * a shared store stay NULL; store_open.c answers for them). */
+static const store_ops sqlite_ops = {
+    .name = "sqlite",
+    .shared = 0,
+    .close = sqlite_close,
+    .schema_version = sqlite_schema_version,
+    .ping = sqlite_ping,
+    .run_create = store_sqlite_run_create,
+    .run_get = store_sqlite_run_get,
+    .run_list = store_sqlite_run_list,
+    .run_transition = store_sqlite_run_transition,
+    .run_progress = store_sqlite_run_progress,
+    .run_update = store_sqlite_run_update,
+    .run_delete = store_sqlite_run_delete,
+    .runs_interrupt_running = store_sqlite_runs_interrupt_running,
+    .runs_queued = store_sqlite_runs_queued,
+    .run_counts = store_sqlite_run_counts,
+    .metrics_insert = store_sqlite_metrics_insert,
+    .metrics_points = store_sqlite_metrics_points,
+    .metrics_summary = store_sqlite_metrics_summary,
+    .run_brief = store_sqlite_run_brief,
+    .run_briefs = store_sqlite_run_briefs,
+    .experiment_create = store_sqlite_experiment_create,
+    .experiment_discard = store_sqlite_experiment_discard,
+    .experiment_get = store_sqlite_experiment_get,
+    .experiment_list = store_sqlite_experiment_list,
+    .corpus_put = store_sqlite_corpus_put,
+    .corpus_create = store_sqlite_corpus_create,
+    .corpus_get = store_sqlite_corpus_get,
+    .corpus_list = store_sqlite_corpus_list,
+    .corpus_delete = store_sqlite_corpus_delete,
+    .corpora_fail_tokenizing = store_sqlite_corpora_fail_tokenizing,
+    .artifact_put = store_sqlite_artifact_put,
+    .artifact_get = store_sqlite_artifact_get,
+    .probe_insert = store_sqlite_probe_insert,
+    .probe_find = store_sqlite_probe_find,
+    .probe_get = store_sqlite_probe_get,
+    .probe_list = store_sqlite_probe_list,
+    .probe_table = store_sqlite_probe_table,
+    .node_register = store_sqlite_node_register,
+    .node_heartbeat = store_sqlite_node_heartbeat,
+    .node_stopped = store_sqlite_node_stopped,
+    .node_list = store_sqlite_node_list,
+};

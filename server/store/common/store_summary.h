@@ -26,11 +26,8 @@ typedef struct {
  * STORE_SUMMARY_TIES_LATER: of equal values (0 and -0), min() and max() keep the later one
  *   (PostgreSQL's float8smaller/float8larger); without it the first (SQLite's min/max).
  * STORE_SUMMARY_COMPENSATED: sum()/avg() add with Kahan-Babuska-Neumaier compensation (SQLite
- *   3.43 and later, store_summary_sqlite_flags); without it plainly (older SQLite, PostgreSQL). */
+ *   3.43 and later: each backend knows its own flags); without it plainly (older SQLite, PostgreSQL). */
 enum { STORE_SUMMARY_TIES_LATER = 1, STORE_SUMMARY_COMPENSATED = 2 };
-
-/* The flags of the SQLite library this process runs with. */
-int store_summary_sqlite_flags(void);
 
 /* An empty summary. */
 void store_summary_init(store_summary *s);

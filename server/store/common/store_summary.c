@@ -1,12 +1,9 @@
 /* Folding points into a series' summary (store_summary.h). */
-#include "store/store_summary.h"
+#include "store/common/store_summary.h"
 
 #include <math.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
-
-int store_summary_sqlite_flags(void) { return sqlite3_libversion_number() >= 3043000 ? STORE_SUMMARY_COMPENSATED : 0; }
 
 void store_summary_init(store_summary *s) { *s = (store_summary){0}; }
 

@@ -1,0 +1,137 @@
+/* What a store query is asked (store_query.h). */
+#include "store/common/store_query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/common/store_error.h"
+
+const char *const store_run_statuses[] = {"queued", "running", "succeeded", "failed", "cancelled", "interrupted", NULL};
+
+int store_run_status_ended(const char *status) {
+    for (int i = 2; status && store_run_statuses[i]; i++)
+        if (!strcmp(status, store_run_statuses[i])) return 1;
+    return 0;
+}
+
+const char *const store_run_sorts[STORE_RUN_SORT_COUNT + 1] = {
+    "id",    "-id",      "created_at", "-created_at", "name",      "-name",        "status",        "-status", "loss",
+    "-loss", "val_loss", "-val_loss",  "min_loss",    "-min_loss", "min_val_loss", "-min_val_loss", NULL};
+
+int store_run_sort_index(const char *sort) {
+    for (int i = 0; sort && i < STORE_RUN_SORT_COUNT; i++)
+        if (!strcmp(sort, store_run_sorts[i])) return i;
+    return -1;
+}
+
+int store_config_key_ok(const char *k) {
+    size_t n = k ? strlen(k) : 0;
+    if (n < 1 || n > 63) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_')) return 0;
+    return 1;
+}
+
+/* What each sort orders by (in store_run_sorts' order, ascending then descending): a column of
+ * runs, or a value of a series' summary (the last step's or the lowest). */
+typedef struct {
+    const char *column; /* NULL: the series' */
+    int text;           /* a text column */
+    const char *summary_column, *key;
+} run_order;
+static const run_order run_orders[STORE_RUN_SORT_COUNT / 2] = {
+    {"r.id", 0, NULL, NULL},        {"r.created_at", 0, NULL, NULL},    {"r.name", 1, NULL, NULL},
+    {"r.status", 1, NULL, NULL},    {NULL, 0, "last_value", "loss"},    {NULL, 0, "last_value", "val_loss"},
+    {NULL, 0, "min_value", "loss"}, {NULL, 0, "min_value", "val_loss"},
+};
+
+void store_run_order_sql(const char *sort, const store_order_dialect *d, char *buf, size_t len) {
+    int at = store_run_sort_index(sort);
+    if (at < 0) {
+        snprintf(buf, len, "r.id DESC");
+        return;
+    }
+    const char *dir = at % 2 ? "DESC" : "ASC";
+    const run_order *o = &run_orders[at / 2];
+    if (o->column && !strcmp(o->column, "r.id")) {
+        snprintf(buf, len, "r.id %s", dir);
+    } else if (o->column) {
+        snprintf(buf, len, "%s%s %s, r.id %s", o->column, o->text ? d->text_collate : "", dir, dir);
+    } else {
+        /* Runs without the series last, in either direction; ties by id. */
+        char x[160];
+        snprintf(x, sizeof x, "(SELECT m.%s FROM metric_summaries m WHERE m.run_id = r.id AND m.key = '%s')",
+                 o->summary_column, o->key);
+        if (d->nulls_last)
+            snprintf(buf, len, "%s %s NULLS LAST, r.id %s", x, dir, dir);
+        else
+            snprintf(buf, len, "%s IS NULL, %s %s, r.id %s", x, x, dir, dir);
+    }
+}
+
+int store_key_matches(const char *key, const char *keys) {
+    if (!keys || !*keys) return 1;
+    const char *p = keys;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && p[len - 1] == '*') {
+            if (!strncmp(key, p, len - 1)) return 1;
+        } else if (len == strlen(key) && !strncmp(key, p, len)) {
+            return 1;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int store_probe_split(const json_t *result, char **rest_text, json_t **tables) {
+    *rest_text = NULL;
+    *tables = NULL;
+    if (!result) return 0;
+    json_t *rest = json_deep_copy(result);
+    json_t *t = rest ? json_incref(json_object_get(rest, "tables")) : NULL;
+    if (rest) json_object_del(rest, "tables");
+    char *text = rest ? json_dumps(rest, JSON_COMPACT) : NULL;
+    json_decref(rest);
+    if (!text) {
+        json_decref(t);
+        return -1;
+    }
+    *rest_text = text;
+    *tables = t;
+    return 0;
+}
+
+int store_probe_table_parts(const json_t *table, const char **name, char **columns, char **rows) {
+    *columns = json_dumps(json_object_get(table, "columns"), JSON_COMPACT);
+    *rows = json_dumps(json_object_get(table, "rows"), JSON_COMPACT);
+    *name = json_string_value(json_object_get(table, "name"));
+    if (*columns && *rows && *name) return 0;
+    free(*columns);
+    free(*rows);
+    *columns = *rows = NULL;
+    return -1;
+}
+
+json_t *store_run_counts_zero(void) {
+    json_t *counts = json_object();
+    for (int i = 0; counts && store_run_statuses[i]; i++)
+        if (json_object_set_new(counts, store_run_statuses[i], json_integer(0)) < 0) {
+            json_decref(counts);
+            return NULL;
+        }
+    return counts;
+}
+
+store_status store_list_done(store_status s, json_t *list, long long count, json_t **out, long long *total) {
+    if (s != STORE_OK) {
+        json_decref(list);
+        return s;
+    }
+    *out = list;
+    if (total) *total = count;
+    return STORE_OK;
+}

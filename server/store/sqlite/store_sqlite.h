@@ -1,0 +1,131 @@
+/* Inside the SQLite store: what the resource files (store_runs.c, store_metrics.c,
+ * store_experiments.c, store_corpora.c, store_probes.c, store_artifacts.c, store_nodes.c) share
+ * with the connection code in store_sqlite.c, and the functions of the backend's table
+ * (store_backend.h). Nothing outside server/store/sqlite/ includes this header.
+ *
+ * Conventions of the resource files: every public function takes the lock (db_lock) for its whole
+ * body, prepares its statements with db_prepare, checks every sqlite3_step result (a step that is
+ * neither SQLITE_ROW nor SQLITE_DONE is an error, never the end of the rows), and follows store.h's
+ * rule for outputs: they are set only on STORE_OK.
+ *
+ * The results of sqlite3_bind_* are not checked, and cannot fail here: a bind fails only on an
+ * index its statement does not have (each index here is one its SQL names), on a statement that is
+ * running (each is bound fresh from db_prepare or after sqlite3_reset), or out of memory while
+ * copying a value, and no value is copied: text is bound SQLITE_STATIC (db_bind_text, bind_key),
+ * the caller's strings living until the statement is finalized. */
+#ifndef ATTNLAB_STORE_SQLITE_H
+#define ATTNLAB_STORE_SQLITE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <sys/types.h>
+
+#include "store/common/store_error.h"
+#include "store/common/store_query.h"
+#include "store/common/store_rows.h"
+#include "store/store_backend.h"
+
+typedef struct {
+    store base; /* first: a store * is a store_sqlite * */
+    sqlite3 *db;
+    pthread_mutex_t lock;
+    char path[4096]; /* the database file, to notice it being deleted or replaced */
+    dev_t dev;
+    ino_t ino;
+} store_sqlite;
+
+void db_lock(store *st);
+void db_unlock(store *st);
+
+/* Records SQLite's message for the failing call as this thread's last error, logs it and returns
+ * STORE_ERROR. Call with the lock held. */
+store_status db_error(store *st, const char *what);
+/* The same for a failure that is not SQLite's (out of memory, a bad stored value). */
+#define db_fail(what) store_fail("%s", what)
+
+/* A prepared statement, or NULL after db_error. */
+sqlite3_stmt *db_prepare(store *st, const char *sql);
+/* Binds text, not copied (it must live until q is finalized or bound again), or NULL for a NULL
+ * pointer. */
+void db_bind_text(sqlite3_stmt *q, int i, const char *s);
+/* Steps a statement that returns no rows to its end and finalizes it (q may be NULL: error). */
+store_status db_exec(store *st, sqlite3_stmt *q, const char *what);
+/* Steps a statement expected to give at most one row: STORE_OK with a row, STORE_NOT_FOUND when
+ * there is none, STORE_ERROR (logged as `what`) otherwise. Does not finalize. */
+store_status db_step_one(store *st, sqlite3_stmt *q, const char *what);
+/* Steps q to its end, appending make(row) to list for each row: STORE_OK, or STORE_ERROR (`what`
+ * names it). Does not finalize. */
+store_status db_rows(store *st, sqlite3_stmt *q, json_t *(*make)(const store_row *), json_t *list, const char *what);
+/* The one row of a count: *n. */
+store_status db_count(store *st, sqlite3_stmt *q, long long *n, const char *what);
+/* The current row of q, for the readers of store_rows.h. */
+store_row db_row(sqlite3_stmt *q);
+/* Rows changed by the last statement, and the extended code of the last failure. */
+int db_changes(store *st);
+int db_errcode(store *st);
+
+/* BEGIN IMMEDIATE; and COMMIT when s is STORE_OK (ROLLBACK otherwise), returning the outcome. */
+store_status db_begin(store *st);
+store_status db_finish(store *st, store_status s);
+/* The next id of a table from its counter (see migration 0004); -1 after an error. Call inside a
+ * transaction. */
+long long db_next_id(store *st, const char *table);
+/* Wall-clock Unix seconds. */
+double db_now(void);
+/* How this SQLite library's aggregates behave (store_summary.h's flags). */
+int db_summary_flags(void);
+
+/* Inserts one queued run (experiment_id 0: none) and its tags; call inside a transaction.
+ * store_runs.c; store_experiment_create uses it for an experiment's runs. */
+store_status store_sqlite_run_insert(store *st, const store_new_run *run, long long experiment_id, long long *id_out);
+
+/* ---- the backend's table (store_backend.h), by resource file ---------------------------------- */
+store_status store_sqlite_run_create(store *st, const store_new_run *run, long long *id_out);
+store_status store_sqlite_run_get(store *st, long long id, json_t **out);
+store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total);
+store_status store_sqlite_run_transition(store *st, long long id, const char *const *from, const char *to,
+                                         const char *error);
+store_status store_sqlite_run_progress(store *st, long long id, int step, int checkpoint_step);
+store_status store_sqlite_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
+store_status store_sqlite_run_delete(store *st, long long id);
+int store_sqlite_runs_interrupt_running(store *st);
+store_status store_sqlite_runs_queued(store *st, long long **ids, int *n);
+store_status store_sqlite_run_counts(store *st, json_t **out);
+
+store_status store_sqlite_metrics_insert(store *st, const store_metric *points, size_t n);
+store_status store_sqlite_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                         store_metric **points, size_t *n);
+store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **out);
+store_status store_sqlite_run_brief(store *st, long long run_id, json_t **out);
+store_status store_sqlite_run_briefs(store *st, const long long *ids, size_t n, json_t **out);
+
+store_status store_sqlite_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs,
+                                            size_t n, long long *exp_id, long long *run_ids);
+store_status store_sqlite_experiment_discard(store *st, long long id);
+store_status store_sqlite_experiment_get(store *st, long long id, json_t **out);
+store_status store_sqlite_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
+
+store_status store_sqlite_corpus_put(store *st, const store_corpus *c);
+store_status store_sqlite_corpus_create(store *st, const store_corpus *c);
+store_status store_sqlite_corpus_get(store *st, const char *name, json_t **out);
+store_status store_sqlite_corpus_list(store *st, json_t **out);
+store_status store_sqlite_corpus_delete(store *st, const char *name);
+store_status store_sqlite_corpora_fail_tokenizing(store *st, const char *error, int *n);
+
+store_status store_sqlite_artifact_put(store *st, const store_artifact *a);
+store_status store_sqlite_artifact_get(store *st, const char *path, json_t **out);
+
+store_status store_sqlite_probe_insert(store *st, const store_new_probe *p, long long *id_out);
+store_status store_sqlite_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out);
+store_status store_sqlite_probe_get(store *st, long long id, json_t **out);
+store_status store_sqlite_probe_list(store *st, const char *kind, int limit, int offset, json_t **out,
+                                     long long *total);
+store_status store_sqlite_probe_table(store *st, long long id, const char *name, json_t **out);
+
+store_status store_sqlite_node_register(store *st, const store_node *n);
+store_status store_sqlite_node_heartbeat(store *st, const char *node_id);
+store_status store_sqlite_node_stopped(store *st, const char *node_id);
+store_status store_sqlite_node_list(store *st, double stale_s, json_t **out);
+
+#endif

@@ -1,0 +1,92 @@
+/* What a store backend is: one table of functions, the contract of store.h and store_nodes.h with
+ * one entry per function, that the backend fills once when it opens (store_sqlite_open,
+ * store_pg_open) and store_open hands back inside the handle. Every public store function is a
+ * call through the table (store.c); nothing above server/store/ sees this header.
+ *
+ * The two backends are peers: each implements the whole table in its own folder (sqlite/,
+ * postgres/), includes nothing of the other, and uses the backend-neutral logic of common/ (rows
+ * into objects, orders, key matching, summaries, errors). A backend's own handle begins with a
+ * `struct store` (the first member), so the handle it returns is its own struct. */
+#ifndef ATTNLAB_STORE_BACKEND_H
+#define ATTNLAB_STORE_BACKEND_H
+
+#include "store/store.h"
+#include "store/store_nodes.h"
+
+typedef struct store_ops {
+    const char *name; /* "sqlite", "postgresql" */
+    int shared;       /* store_shared: other processes share the database */
+
+    void (*close)(store *st);
+    int (*schema_version)(store *st);
+    store_status (*ping)(store *st);
+
+    store_status (*run_create)(store *st, const store_new_run *run, long long *id_out);
+    store_status (*run_get)(store *st, long long id, json_t **out);
+    store_status (*run_list)(store *st, const store_run_filter *f, json_t **runs, long long *total);
+    store_status (*run_transition)(store *st, long long id, const char *const *from, const char *to, const char *error);
+    store_status (*run_progress)(store *st, long long id, int step, int checkpoint_step);
+    store_status (*run_update)(store *st, long long id, const char *name, const char *note, const json_t *tags);
+    store_status (*run_delete)(store *st, long long id);
+    int (*runs_interrupt_running)(store *st);
+    store_status (*runs_queued)(store *st, long long **ids, int *n);
+    store_status (*run_counts)(store *st, json_t **out);
+
+    store_status (*metrics_insert)(store *st, const store_metric *points, size_t n);
+    store_status (*metrics_points)(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
+                                   size_t *n);
+    store_status (*metrics_summary)(store *st, long long run_id, json_t **out);
+    store_status (*run_brief)(store *st, long long run_id, json_t **out);
+    store_status (*run_briefs)(store *st, const long long *ids, size_t n, json_t **out);
+
+    store_status (*experiment_create)(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
+                                      long long *exp_id, long long *run_ids);
+    store_status (*experiment_discard)(store *st, long long id);
+    store_status (*experiment_get)(store *st, long long id, json_t **out);
+    store_status (*experiment_list)(store *st, int limit, int offset, json_t **out, long long *total);
+
+    store_status (*corpus_put)(store *st, const store_corpus *c);
+    store_status (*corpus_create)(store *st, const store_corpus *c);
+    store_status (*corpus_get)(store *st, const char *name, json_t **out);
+    store_status (*corpus_list)(store *st, json_t **out);
+    store_status (*corpus_delete)(store *st, const char *name);
+    store_status (*corpora_fail_tokenizing)(store *st, const char *error, int *n);
+
+    store_status (*artifact_put)(store *st, const store_artifact *a);
+    store_status (*artifact_get)(store *st, const char *path, json_t **out);
+
+    store_status (*probe_insert)(store *st, const store_new_probe *p, long long *id_out);
+    store_status (*probe_find)(store *st, const char *kind, const char *cache_key, long long *id_out);
+    store_status (*probe_get)(store *st, long long id, json_t **out);
+    store_status (*probe_list)(store *st, const char *kind, int limit, int offset, json_t **out, long long *total);
+    store_status (*probe_table)(store *st, long long id, const char *name, json_t **out);
+
+    store_status (*node_register)(store *st, const store_node *n);
+    store_status (*node_heartbeat)(store *st, const char *node_id);
+    store_status (*node_stopped)(store *st, const char *node_id);
+    store_status (*node_list)(store *st, double stale_s, json_t **out);
+
+    /* A shared store's queue and leases; NULL in a backend whose queue is in the process (then
+     * set_node, lease_hold, lease_drop and listen do nothing, and claim, renew, release and
+     * request_cancel answer STORE_CONFLICT: there is no lease to take or keep). */
+    void (*set_node)(store *st, const char *node_id);
+    store_status (*run_claim)(store *st, const char *node_id, double lease_s, store_lease *out);
+    store_status (*run_renew)(store *st, long long run_id, long long token, double lease_s, int *cancel);
+    store_status (*run_release)(store *st, long long run_id, long long token, const char *to, const char *error);
+    void (*lease_hold)(store *st, long long run_id, long long token);
+    void (*lease_drop)(store *st, long long run_id);
+    store_status (*run_request_cancel)(store *st, long long run_id);
+    store_status (*listen)(store *st, store_notify_fn fn, void *ctx);
+} store_ops;
+
+/* The handle: what every backend's own struct begins with. */
+struct store {
+    const store_ops *ops;
+};
+
+/* The backends' openers (store_open's choice): on STORE_OK *out is the backend's handle, its ops
+ * filled; on failure *out is NULL and err holds a one-line reason. */
+store_status store_sqlite_open(store **out, const char *path, char *err, size_t errlen);
+store_status store_pg_open(store **out, const char *url, char *err, size_t errlen);
+
+#endif
