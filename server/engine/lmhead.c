@@ -551,16 +551,26 @@ BFAI __m512i bcast32(const bf16 *p) {
 
 #define DP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
 
+/* Cache lines to fetch ahead while a tile computes: n_w lines from w (to be written), n_r from r. */
+typedef struct {
+    const char *w;
+    int n_w;
+    const char *r;
+    int n_r;
+} bf_prefetch;
+
 /* Logits of vocabulary rows [v, v+NJ) for rows [r0, r0+16NK), exponentiated on the way out:
  * E = bf16(exp(l - U)), running max and sum per row. W, XP, E, U, mx, sm point at (v, r0). */
 BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, bf16 *E, const float *U, float *mx,
-                  float *sm) {
+                  float *sm, const char *pf, int npf) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 2
         for (int k = 0; k < NK; k++) acc[j][k] = _mm512_setzero_ps();
     for (int c2 = 0; c2 < C / 2; c2++) {
+        if (c2 < npf) _mm_prefetch(pf + 64 * c2, _MM_HINT_T0);
+        if (c2 >= 32 && c2 < 32 + NJ) _mm_prefetch((const char *)(E + (size_t)(c2 - 32 + 12) * RP), _MM_HINT_ET0);
         const bf16 *x = XP + (size_t)c2 * RP * 2;
         __m512i x0 = _mm512_loadu_si512(x), x1 = NK > 1 ? _mm512_loadu_si512(x + 32) : x0;
 #pragma GCC unroll 12
@@ -587,13 +597,18 @@ BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, 
 
 __attribute__((noinline)) BFT static void bl_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
     const int C = b->C, V = b->V;
+    /* the next vocabulary tile's weights (12 C bf16) are prefetched while the row blocks of this one
+     * run, a share per row block: from memory, they would stall each tile's first row block */
+    const int nrb = RP / 32, lines = (12 * C * 2 / 64 + nrb - 1) / nrb;
     long v = 0;
     for (; v + 12 <= V; v += 12)
         for (int r = 0; r < RP; r += 32)
-            bl_tile(12, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+            bl_tile(12, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r,
+                    (const char *)(b->wb + (v + 12) * C) + 64 * lines * (r / 32), lines);
     for (; v < V; v++)
         for (int r = 0; r < RP; r += 32)
-            bl_tile(1, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+            bl_tile(1, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r, NULL,
+                    0);
 }
 
 /* The logit of vocabulary row w for row r, by the same sequence of operations as bl_tile's lane. */
@@ -608,7 +623,8 @@ __attribute__((noinline)) BFT static float bl_logit(const bf16 *w, int C, const 
 
 /* DXT[c0..c0+8)[32-row block at r0] (+)= sum over pairs p in [p0, p1) of E[2p][r] w[2p][c] +
  * E[2p+1][r] w[2p+1][c]. E at (0, r0), WP at (0, c0), DXT at (c0, r0). */
-BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first) {
+BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first,
+                   const bf_prefetch *pf) {
     __m512 acc[8][2];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -616,6 +632,8 @@ BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p
         for (int k = 0; k < 2; k++)
             acc[j][k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(DXT + (size_t)j * RP + 16 * k);
     for (long p = p0; p < p1; p++) {
+        if (p - p0 < pf->n_w) _mm_prefetch(pf->w + 64 * (p - p0), _MM_HINT_T0);
+        if (p - p0 < pf->n_r) _mm_prefetch(pf->r + 64 * (p - p0), _MM_HINT_T0);
         __m512i e0 = _mm512_loadu_si512(E + (size_t)2 * p * RP), e1 = _mm512_loadu_si512(E + (size_t)(2 * p + 1) * RP);
         __m512i lo = _mm512_unpacklo_epi16(e0, e1), hi = _mm512_unpackhi_epi16(e0, e1);
         const bf16 *w = WP + (size_t)p * C * 2;
@@ -632,28 +650,39 @@ BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p
         for (int k = 0; k < 2; k++) _mm512_storeu_ps(DXT + (size_t)j * RP + 16 * k, acc[j][k]);
 }
 
-/* Blocks of 128 vocabulary pairs (64 KB of E for 128 rows, 32 KB of WP at C = 128) so both stay
- * in L2 while every (row block, column block) tile passes over them. */
+/* Blocks of 128 vocabulary pairs (64 KB of E for 128 rows, 64 KB of WP at C = 128) so both stay
+ * in L2 while every (row block, column block) tile passes over them; the next block's E and WP
+ * (both from memory) are prefetched meanwhile, a share per tile. */
 __attribute__((noinline)) BFT static void bdx_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
     const int C = b->C;
     const long P = bf_pairs(b->V);
+    const int tiles = RP / 32 * (C / 8);
+    const int e_lines = (256 * RP * 2 / 64 + tiles - 1) / tiles, w_lines = (128 * C * 4 / 64 + tiles - 1) / tiles;
     for (long p0 = 0; p0 < P; p0 += 128) {
         long p1 = p0 + 128 < P ? p0 + 128 : P;
+        int t = 0;
         for (int r = 0; r < RP; r += 32)
-            for (int c = 0; c < C; c += 8)
-                bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0);
+            for (int c = 0; c < C; c += 8, t++) {
+                bf_prefetch pf = {(const char *)(s->E + (size_t)2 * p1 * RP) + 64 * e_lines * t, e_lines,
+                                  (const char *)(b->wp + (size_t)p1 * C * 2) + 64 * w_lines * t, w_lines};
+                if (p1 >= P) pf.n_w = pf.n_r = 0;
+                bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0, &pf);
+            }
     }
 }
 
 /* dW[v..v+NJ)[c0..c0+16NZ) += sum over row pairs of E[v][2i] XS[2i][c] + E[v][2i+1] XS[2i+1][c].
  * E at row v, XSp at column c0, dW at (v, c0). */
-BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW) {
+BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW,
+                   const bf_prefetch *pf) {
     __m512 acc[6][4];
 #pragma GCC unroll 6
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) acc[j][z] = _mm512_loadu_ps(dW + (size_t)j * C + 16 * z);
     for (int r2 = 0; r2 < R2; r2++) {
+        if (r2 < pf->n_w) _mm_prefetch(pf->w + 64 * r2, _MM_HINT_ET0);
+        if (r2 < pf->n_r) _mm_prefetch(pf->r + 64 * r2, _MM_HINT_T0);
         __m512i x[4];
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) x[z] = _mm512_loadu_si512(XSp + ((size_t)r2 * C + 16 * z) * 2);
@@ -672,20 +701,26 @@ BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C
 
 #define BDW_CASES(NJ, e, xs, dw)                                                                                       \
     switch (nz) {                                                                                                      \
-    case 1: bdw_tile(NJ, 1, e, RP, xs, C, R2, dw); break;                                                              \
-    case 2: bdw_tile(NJ, 2, e, RP, xs, C, R2, dw); break;                                                              \
-    case 3: bdw_tile(NJ, 3, e, RP, xs, C, R2, dw); break;                                                              \
-    default: bdw_tile(NJ, 4, e, RP, xs, C, R2, dw); break;                                                             \
+    case 1: bdw_tile(NJ, 1, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    case 2: bdw_tile(NJ, 2, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    case 3: bdw_tile(NJ, 3, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    default: bdw_tile(NJ, 4, e, RP, xs, C, R2, dw, &pf); break;                                                        \
     }
 
-/* Each block of 6 dW rows is read and written once per chunk, all its column tiles in turn. */
+/* Each block of 6 dW rows is read and written once per chunk, all its column tiles in turn; the
+ * next block's dW rows and E rows are prefetched meanwhile, a share per column tile (both come from
+ * memory: dW is 25 MB at the seed configuration, E 13 MB). */
 __attribute__((noinline)) BFT static void bdw_slice(const bf_scratch *s, int RP, int C, int R2, long vlo, long vhi,
                                                     float *dW) {
-    const int NZ = C / 16;
+    const int NZ = C / 16, nzt = (NZ + 3) / 4;
+    const int dw_lines = (6 * C * 4 / 64 + nzt - 1) / nzt, e_lines = (6 * RP * 2 / 64 + nzt - 1) / nzt;
     for (long v = vlo; v < vhi; v += 6) {
         int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
         for (int z0 = 0; z0 < NZ; z0 += 4) {
             int nz = NZ - z0 < 4 ? NZ - z0 : 4;
+            bf_prefetch pf = {(const char *)(dW + (v + 6) * C) + 64 * dw_lines * (z0 / 4), dw_lines,
+                              (const char *)(s->E + (v + 6) * RP) + 64 * e_lines * (z0 / 4), e_lines};
+            if (v + 6 >= vhi) pf.n_w = pf.n_r = 0;
             const bf16 *e = s->E + v * RP, *xs = s->XSp + 32 * z0;
             float *dw = dW + v * C + 16 * z0;
             if (nj == 6) {
