@@ -7,6 +7,8 @@
  * AVX-512 FMAs where the CPU has them (the build uses -march=native), else AVX2.
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N] [--lmhead-blas]
  *               [--precision fp32|bf16]   (default: precision_default(), printed by --default-precision)
+ *               [--kernel-path amx|avx512_bf16|fp32|bf16_portable]   (forces the path, and the precision to its
+ *                own unless a later --precision says otherwise; --default-kernel-path prints the chosen one)
  *               [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json] [--blas]
  * --blas sends the products the engine's own kernels take (gemm.h) to OpenBLAS instead, to compare.
  * --lmhead-blas runs the output layer through BLAS instead of the engine's own kernels, to compare.
@@ -23,6 +25,7 @@
 
 #include "cpu.h"
 #include "gemm.h"
+#include "kernel_path.h"
 #include "rng.h"
 #include "train.h"
 
@@ -109,18 +112,21 @@ static double fma_peak(int threads, double duration, double *per_cpu_s) {
 }
 
 typedef struct {
-    double seconds, fma, dp;
+    double seconds, fma, dp, amx;
 } dot_arg;
 
 static void *dot_thread(void *p) {
     dot_arg *a = p;
-    cpu_measure_peaks(a->seconds, &a->fma, &a->dp);
+    a->dp = a->amx = 0;
+    if (cpu_has_avx512bf16()) cpu_measure_peaks(a->seconds, &a->fma, &a->dp);
+    if (cpu_has_amx_bf16()) a->amx = cpu_measure_amx_peak(a->seconds);
     return NULL;
 }
 
-/* Total vdpbf16ps FLOP/s of `threads` threads at once (0 without AVX-512 BF16). */
-static double dot_peak(int threads, double seconds) {
-    if (!cpu_has_avx512bf16()) return 0;
+/* Total vdpbf16ps and TDPBF16PS FLOP/s of `threads` threads at once (0 for a unit the CPU lacks). */
+static void unit_peaks(int threads, double seconds, double *dp, double *amx) {
+    *dp = *amx = 0;
+    if (!cpu_has_avx512bf16() && !cpu_has_amx_bf16()) return;
     pthread_t t[64];
     dot_arg a[64];
     if (threads > 64) threads = 64;
@@ -128,12 +134,11 @@ static double dot_peak(int threads, double seconds) {
         a[i].seconds = seconds;
         pthread_create(&t[i], NULL, dot_thread, &a[i]);
     }
-    double total = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
-        total += a[i].dp;
+        *dp += a[i].dp;
+        *amx += a[i].amx;
     }
-    return total;
 }
 
 /* ---- training ---- */
@@ -169,6 +174,8 @@ typedef struct {
     int warmup, threads, no_peaks;
     double step_flops;
     double ms[1000], cpu[1000], mfu[1000], loss_first, loss_last, last_cpu, last_peak;
+    double part[TRAIN_TIME_PARTS][1000]; /* each step's time by part (train.h) */
+    char path[32];                       /* the kernel path the run reported */
     int n;
 } stats;
 
@@ -182,7 +189,9 @@ static void on_step(void *ctx, const train_step_metrics *m) {
     s->loss_last = m->loss;
     double before = s->last_peak;
     if (!s->no_peaks) s->last_peak = fma_peak(s->threads, 0.25, &pc);
+    snprintf(s->path, sizeof s->path, "%s", m->kernel_path ? m->kernel_path : "?");
     if (m->step > s->warmup && s->n < 1000) {
+        for (int i = 0; i < TRAIN_TIME_PARTS; i++) s->part[i][s->n] = m->time_ms ? m->time_ms[i] : 0;
         s->cpu[s->n] = dc;
         s->mfu[s->n] = s->step_flops / (m->step_ms / 1000) / (0.5 * (before + s->last_peak));
         s->ms[s->n++] = m->step_ms;
@@ -214,6 +223,16 @@ int main(int argc, char **argv) {
             threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--lmhead-blas")) {
             c.lmhead_blas = 1;
+        } else if (!strcmp(argv[i], "--kernel-path") && i + 1 < argc) {
+            engine_error e;
+            if (kernel_path_force(argv[++i], &e)) {
+                fprintf(stderr, "bench_train: %s\n", e.message);
+                return 2;
+            }
+            c.precision = precision_default();
+        } else if (!strcmp(argv[i], "--default-kernel-path")) {
+            printf("%s\n", kernel_path_name());
+            return 0;
         } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             if (precision_parse(argv[++i], &c.precision)) return 2;
         } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
@@ -237,7 +256,8 @@ int main(int argc, char **argv) {
                     "usage: bench_train [--attention KIND] [--steps N] [--batch B] [--threads N] [--lmhead-blas]\n"
                     "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] "
                     "[--json]\n"
-                    "                   [--blas] [--default-precision] [--blas-core]\n");
+                    "                   [--blas] [--default-precision] [--blas-core] [--kernel-path NAME]\n"
+                    "                   [--default-kernel-path]\n");
             return 2;
         }
     }
@@ -270,9 +290,9 @@ int main(int argc, char **argv) {
     }
     if (threads < 1) threads = 1;
     if (c.steps < 2) c.steps = 2;
-    double per_cpu_before = 0, per_cpu_after = 0, dp_before = 0, dp_after = 0;
+    double per_cpu_before = 0, per_cpu_after = 0, dp_before = 0, dp_after = 0, amx_before = 0, amx_after = 0;
     double peak_before = no_peaks ? 0 : fma_peak(threads, 0.5, &per_cpu_before);
-    if (!no_peaks) dp_before = dot_peak(threads, 0.4);
+    if (!no_peaks) unit_peaks(threads, 0.4, &dp_before, &amx_before);
     train_source src = {.ctx = &rs, .batch = rand_batch, .has_val = 0};
     stats st = {.warmup = 1,
                 .threads = threads,
@@ -289,23 +309,32 @@ int main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double peak_after = no_peaks ? 0 : fma_peak(threads, 0.5, &per_cpu_after), peak = 0.5 * (peak_before + peak_after);
-    if (!no_peaks) dp_after = dot_peak(threads, 0.4);
-    double dpeak = 0.5 * (dp_before + dp_after);
+    if (!no_peaks) unit_peaks(threads, 0.4, &dp_after, &amx_after);
+    double dpeak = 0.5 * (dp_before + dp_after), apeak = 0.5 * (amx_before + amx_after);
     double per_cpu = 0.5 * (per_cpu_before + per_cpu_after);
     /* the median step: robust to a step slowed down by whatever else the machine runs */
     double ms = median(st.ms, st.n), cpu = median(st.cpu, st.n), mfu = median(st.mfu, st.n);
     double tps = (double)c.batch * c.model.seq_len / (ms / 1000);
     double step_flops = model_config_train_flops_per_token(&c.model) * c.batch * c.model.seq_len;
     double flops = step_flops / (ms / 1000);
+    /* the peak of the unit the run's path computes its products on */
+    int kp = kernel_path_parse(st.path);
+    double upeak = kp == KERNEL_PATH_AMX ? apeak : kp == KERNEL_PATH_AVX512_BF16 ? dpeak : peak;
+    double part[TRAIN_TIME_PARTS];
+    for (int i = 0; i < TRAIN_TIME_PARTS; i++) part[i] = median(st.part[i], st.n);
     if (json) {
         printf("{\"impl\":\"attnlab\",\"mode\":\"%s\",\"attention\":\"%s\",\"threads\":%d,\"batch\":%d,\"seq\":%d,"
                "\"steps\":%ld,\"ms_per_step\":%.1f,\"tokens_per_s\":%.1f,\"gflops\":%.2f,\"fma_peak_gflops\":%.2f,"
-               "\"bf16_peak_gflops\":%.2f,\"mfu_fma\":%.4f,\"mfu_bf16\":%.4f,\"peak_rss_mb\":%.1f,\"loss_first\":%.4f,"
-               "\"loss_last\":%.4f,\"bf16_kernels\":\"%s\"}\n",
+               "\"bf16_peak_gflops\":%.2f,\"amx_peak_gflops\":%.2f,\"mfu_fma\":%.4f,\"mfu_bf16\":%.4f,"
+               "\"kernel_path\":\"%s\",\"unit_peak_gflops\":%.2f,\"mfu_unit\":%.4f,\"peak_rss_mb\":%.1f,"
+               "\"loss_first\":%.4f,\"loss_last\":%.4f,\"bf16_kernels\":\"%s\",\"time_ms\":{",
                precision_name(c.precision), attention_kind_name(c.model.attention), threads, c.batch, c.model.seq_len,
-               c.steps, ms, tps, flops / 1e9, peak / 1e9, dpeak / 1e9, peak > 0 ? flops / peak : 0,
-               dpeak > 0 ? flops / dpeak : 0, ru.ru_maxrss / 1024.0, st.loss_first, st.loss_last,
-               cpu_has_avx512bf16() ? "vdpbf16ps" : "portable");
+               c.steps, ms, tps, flops / 1e9, peak / 1e9, dpeak / 1e9, apeak / 1e9, peak > 0 ? flops / peak : 0,
+               dpeak > 0 ? flops / dpeak : 0, st.path, upeak / 1e9, upeak > 0 ? flops / upeak : 0,
+               ru.ru_maxrss / 1024.0, st.loss_first, st.loss_last, st.path);
+        for (int i = 0; i < TRAIN_TIME_PARTS; i++)
+            printf("%s\"%s\":%.1f", i ? "," : "", train_time_part_name(i), part[i]);
+        printf("}}\n");
         return 0;
     }
     printf("%-12s %s%s threads %d  B%d T%d  %7.1f ms/step (median of %d)  %7.0f tokens/s  %6.1f GFLOP/s  "
@@ -320,5 +349,11 @@ int main(int argc, char **argv) {
     if (dpeak > 0)
         printf("             bf16 dot-product peak %.1f GFLOP/s: MFU against it %.1f%%\n", dpeak / 1e9,
                100 * flops / dpeak);
+    if (apeak > 0)
+        printf("             AMX TDPBF16PS peak %.1f GFLOP/s: MFU against it %.1f%%\n", apeak / 1e9,
+               100 * flops / apeak);
+    printf("             kernel path %s; median step time by part:", st.path);
+    for (int i = 0; i < TRAIN_TIME_PARTS; i++) printf(" %s %.1f ms", train_time_part_name(i), part[i]);
+    printf("\n");
     return 0;
 }

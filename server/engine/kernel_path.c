@@ -8,6 +8,7 @@
 
 #include "cpu.h"
 #include "lmhead.h"
+#include "lmhead_amx.h"
 #include "real.h"
 
 static const kernel_path rows[KERNEL_PATH_COUNT] = {
@@ -28,12 +29,10 @@ int kernel_path_parse(const char *s) {
 
 int kernel_path_supported(kernel_path_id id, char *why, size_t why_len) {
     const char *no = NULL;
+    char amx_why[160];
     switch (id) {
     case KERNEL_PATH_AMX:
-        if (!cpu_has_amx_bf16())
-            no = cpu_amx_missing() ? cpu_amx_missing() : "CPU lacks AMX-BF16";
-        else if (!lmhead_amx_built())
-            no = "this build has no AMX kernels";
+        if (!lmhead_amx_ready(amx_why, sizeof amx_why)) no = amx_why;
         break;
     case KERNEL_PATH_AVX512_BF16:
         if (!cpu_has_avx512bf16()) no = "CPU lacks AVX-512 BF16";

@@ -2,9 +2,11 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm.h"
+#include "lmhead_amx.h"
 
 #if !REAL_IS_DOUBLE
 #include "fastmath.h"
@@ -339,14 +341,24 @@ int lmhead_bf16_applies(int C) { return C % 16 == 0 && C >= 16 && C <= 1024; }
 
 static long bf_pairs(int V) { return ((long)V + 1) / 2; }
 
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+/* The copies' bf16 counts: vdpbf16ps and portable paths wb [V][C] and wp [V/2][C][2]; AMX wa
+ * [V16][C32] and wt [C][V32]. */
+static size_t copies_vnni(int V, int C) { return (size_t)V * C + (size_t)bf_pairs(V) * 2 * C; }
+static size_t copies_amx(int V, int C) { return round_up(V, 16) * round_up(C, 32) + (size_t)C * round_up(V, 32); }
+
 size_t lmhead_bf16_bytes(int V, int C) {
-    return sizeof(bf16) * ((size_t)V * C + (size_t)bf_pairs(V) * 2 * C) + sizeof(double) * ((size_t)V / 64 + 1);
+    size_t a = copies_vnni(V, C), x = copies_amx(V, C);
+    return sizeof(bf16) * (a > x ? a : x) + sizeof(double) * ((size_t)V / 64 + 1);
 }
 
 void lmhead_bf16_free(lmhead_bf16 *b) {
     if (!b) return;
     free(b->wb);
     free(b->wp);
+    free(b->wa);
+    free(b->wt);
     free(b->part);
     free(b);
 }
@@ -370,10 +382,19 @@ engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id
     b->path = path;
     b->V = V;
     b->C = C;
-    b->wb = malloc(sizeof(bf16) * (size_t)V * C);
-    b->wp = calloc((size_t)bf_pairs(V) * 2 * C, sizeof(bf16)); /* zero: the missing last row of an odd V */
+    int ok;
+    if (path == KERNEL_PATH_AMX) {
+        /* zero: the padding rows and columns of the tiles */
+        b->wa = calloc(round_up(V, 16) * round_up(C, 32), sizeof(bf16));
+        b->wt = calloc((size_t)C * round_up(V, 32), sizeof(bf16));
+        ok = b->wa && b->wt;
+    } else {
+        b->wb = malloc(sizeof(bf16) * (size_t)V * C);
+        b->wp = calloc((size_t)bf_pairs(V) * 2 * C, sizeof(bf16)); /* zero: the missing last row of an odd V */
+        ok = b->wb && b->wp;
+    }
     b->part = calloc((size_t)V / 64 + 1, sizeof(double));
-    if (!b->wb || !b->wp || !b->part) {
+    if (!ok || !b->part) {
         lmhead_bf16_free(b);
         return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 output layer (%d x %d)", V, C);
     }
@@ -392,6 +413,22 @@ static void refresh_item(lmhead_bf16 *b, const real *w, long k) {
     const int C = b->C;
     long v0 = 64 * k, v1 = v0 + 64 < b->V ? v0 + 64 : b->V;
     double best = 0;
+    if (b->path == KERNEL_PATH_AMX) {
+        const size_t C32 = round_up(C, 32), V32 = round_up(b->V, 32);
+        for (long v = v0; v < v1; v++) {
+            bf16 *row = b->wa + v * C32;
+            bf16_from_floats(row, w + v * C, (size_t)C);
+            double sq = 0;
+            for (int c = 0; c < C; c++) {
+                b->wt[c * V32 + v] = row[c];
+                double f = bf16_to_float(row[c]);
+                sq += f * f;
+            }
+            if (sq > best) best = sq;
+        }
+        b->part[k] = best;
+        return;
+    }
     for (long v = v0; v < v1; v++) {
         bf16 *row = b->wb + v * C;
         bf16_from_floats(row, w + v * C, (size_t)C);
@@ -429,34 +466,48 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
 
 /* Per-thread scratch of a bf16 chunk, in floats; fixed offsets (rows padded to BF_RP). */
 typedef struct {
-    bf16 *E;                         /* [Vp][RP]   exp(l - U) per vocabulary entry and row (Vp: V rounded up to even) */
-    bf16 *XP;                        /* [C/2][RP][2] the rows' x, pairs of columns together */
-    bf16 *XSp;                       /* [RP/2][C][2] s_r x_r, pairs of rows together */
-    float *DXT;                      /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 */
+    bf16 *E;      /* [Vp][RP] exp(l - U) per vocabulary entry and row (Vp: V rounded up to even; AMX: to 16) */
+    bf16 *E2;     /* AMX: [V32/2][RP][2] the same with pairs of vocabulary rows interleaved */
+    bf16 *XP;     /* [C/2][RP][2] the rows' x, pairs of columns together (AMX: C32/2, zero beyond C) */
+    bf16 *XSp;    /* [RP/2][C][2] s_r x_r, pairs of rows together */
+    float *DXT;   /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 (AMX: in order) */
+    float *stage; /* AMX: lmhead_amx_stage_floats(C) */
     float *U, *mx, *sm, *scale, *tl; /* [RP] */
 } bf_scratch;
 
-static size_t bf_scratch_floats(int C, int V) {
-    size_t Vp = (size_t)bf_pairs(V) * 2;
-    return Vp * BF_RP / 2 + (size_t)C * BF_RP / 2 * 2 + (size_t)C * BF_RP + 5 * BF_RP + 64;
+/* Lays the scratch out at buf (NULL: only counts); returns its size in floats. */
+static size_t bf_layout_at(float *buf, int C, int V, int amx, bf_scratch *s) {
+    size_t n = 0;
+#define TAKE(field, type, count)                                                                                       \
+    do {                                                                                                               \
+        if (buf) s->field = (type *)(buf + n);                                                                         \
+        n += round_up((count) * sizeof(type), 64) / sizeof(float);                                                     \
+    } while (0)
+    if (buf) memset(s, 0, sizeof *s);
+    size_t Ve = amx ? round_up(V, 16) : (size_t)bf_pairs(V) * 2, Cx = amx ? round_up(C, 32) : (size_t)C;
+    TAKE(E, bf16, Ve * BF_RP);
+    if (amx) TAKE(E2, bf16, round_up(V, 32) * BF_RP);
+    TAKE(XP, bf16, Cx * BF_RP);
+    TAKE(XSp, bf16, (size_t)C * BF_RP);
+    TAKE(DXT, float, (size_t)C *BF_RP);
+    if (amx) TAKE(stage, float, lmhead_amx_stage_floats(C));
+    TAKE(U, float, BF_RP);
+    TAKE(mx, float, BF_RP);
+    TAKE(sm, float, BF_RP);
+    TAKE(scale, float, BF_RP);
+    TAKE(tl, float, BF_RP);
+#undef TAKE
+    return n;
 }
 
-static bf_scratch bf_layout(float *buf, int C, int V) {
+static size_t bf_scratch_floats(int C, int V) {
+    size_t a = bf_layout_at(NULL, C, V, 0, NULL), x = bf_layout_at(NULL, C, V, 1, NULL);
+    return a > x ? a : x;
+}
+
+static bf_scratch bf_layout(float *buf, int C, int V, int amx) {
     bf_scratch s;
-    size_t Vp = (size_t)bf_pairs(V) * 2;
-    s.E = (bf16 *)buf;
-    float *p = buf + Vp * BF_RP / 2;
-    s.XP = (bf16 *)p;
-    p += (size_t)C * BF_RP / 2;
-    s.XSp = (bf16 *)p;
-    p += (size_t)C * BF_RP / 2;
-    s.DXT = p;
-    p += (size_t)C * BF_RP;
-    s.U = p;
-    s.mx = p + BF_RP;
-    s.sm = p + 2 * BF_RP;
-    s.scale = p + 3 * BF_RP;
-    s.tl = p + 4 * BF_RP;
+    bf_layout_at(buf, C, V, amx, &s);
     return s;
 }
 
@@ -551,16 +602,26 @@ BFAI __m512i bcast32(const bf16 *p) {
 
 #define DP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
 
+/* Cache lines to fetch ahead while a tile computes: n_w lines from w (to be written), n_r from r. */
+typedef struct {
+    const char *w;
+    int n_w;
+    const char *r;
+    int n_r;
+} bf_prefetch;
+
 /* Logits of vocabulary rows [v, v+NJ) for rows [r0, r0+16NK), exponentiated on the way out:
  * E = bf16(exp(l - U)), running max and sum per row. W, XP, E, U, mx, sm point at (v, r0). */
 BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, bf16 *E, const float *U, float *mx,
-                  float *sm) {
+                  float *sm, const char *pf, int npf) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 2
         for (int k = 0; k < NK; k++) acc[j][k] = _mm512_setzero_ps();
     for (int c2 = 0; c2 < C / 2; c2++) {
+        if (c2 < npf) _mm_prefetch(pf + 64 * c2, _MM_HINT_T0);
+        if (c2 >= 32 && c2 < 32 + NJ) _mm_prefetch((const char *)(E + (size_t)(c2 - 32 + 12) * RP), _MM_HINT_ET0);
         const bf16 *x = XP + (size_t)c2 * RP * 2;
         __m512i x0 = _mm512_loadu_si512(x), x1 = NK > 1 ? _mm512_loadu_si512(x + 32) : x0;
 #pragma GCC unroll 12
@@ -587,13 +648,18 @@ BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, 
 
 __attribute__((noinline)) BFT static void bl_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
     const int C = b->C, V = b->V;
+    /* the next vocabulary tile's weights (12 C bf16) are prefetched while the row blocks of this one
+     * run, a share per row block: from memory, they would stall each tile's first row block */
+    const int nrb = RP / 32, lines = (12 * C * 2 / 64 + nrb - 1) / nrb;
     long v = 0;
     for (; v + 12 <= V; v += 12)
         for (int r = 0; r < RP; r += 32)
-            bl_tile(12, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+            bl_tile(12, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r,
+                    (const char *)(b->wb + (v + 12) * C) + 64 * lines * (r / 32), lines);
     for (; v < V; v++)
         for (int r = 0; r < RP; r += 32)
-            bl_tile(1, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r);
+            bl_tile(1, 2, b->wb + v * C, C, s->XP + 2 * r, RP, s->E + v * RP + r, s->U + r, s->mx + r, s->sm + r, NULL,
+                    0);
 }
 
 /* The logit of vocabulary row w for row r, by the same sequence of operations as bl_tile's lane. */
@@ -608,7 +674,8 @@ __attribute__((noinline)) BFT static float bl_logit(const bf16 *w, int C, const 
 
 /* DXT[c0..c0+8)[32-row block at r0] (+)= sum over pairs p in [p0, p1) of E[2p][r] w[2p][c] +
  * E[2p+1][r] w[2p+1][c]. E at (0, r0), WP at (0, c0), DXT at (c0, r0). */
-BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first) {
+BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first,
+                   const bf_prefetch *pf) {
     __m512 acc[8][2];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -616,6 +683,8 @@ BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p
         for (int k = 0; k < 2; k++)
             acc[j][k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(DXT + (size_t)j * RP + 16 * k);
     for (long p = p0; p < p1; p++) {
+        if (p - p0 < pf->n_w) _mm_prefetch(pf->w + 64 * (p - p0), _MM_HINT_T0);
+        if (p - p0 < pf->n_r) _mm_prefetch(pf->r + 64 * (p - p0), _MM_HINT_T0);
         __m512i e0 = _mm512_loadu_si512(E + (size_t)2 * p * RP), e1 = _mm512_loadu_si512(E + (size_t)(2 * p + 1) * RP);
         __m512i lo = _mm512_unpacklo_epi16(e0, e1), hi = _mm512_unpackhi_epi16(e0, e1);
         const bf16 *w = WP + (size_t)p * C * 2;
@@ -632,28 +701,39 @@ BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p
         for (int k = 0; k < 2; k++) _mm512_storeu_ps(DXT + (size_t)j * RP + 16 * k, acc[j][k]);
 }
 
-/* Blocks of 128 vocabulary pairs (64 KB of E for 128 rows, 32 KB of WP at C = 128) so both stay
- * in L2 while every (row block, column block) tile passes over them. */
+/* Blocks of 128 vocabulary pairs (64 KB of E for 128 rows, 64 KB of WP at C = 128) so both stay
+ * in L2 while every (row block, column block) tile passes over them; the next block's E and WP
+ * (both from memory) are prefetched meanwhile, a share per tile. */
 __attribute__((noinline)) BFT static void bdx_all(const lmhead_bf16 *b, const bf_scratch *s, int RP) {
     const int C = b->C;
     const long P = bf_pairs(b->V);
+    const int tiles = RP / 32 * (C / 8);
+    const int e_lines = (256 * RP * 2 / 64 + tiles - 1) / tiles, w_lines = (128 * C * 4 / 64 + tiles - 1) / tiles;
     for (long p0 = 0; p0 < P; p0 += 128) {
         long p1 = p0 + 128 < P ? p0 + 128 : P;
+        int t = 0;
         for (int r = 0; r < RP; r += 32)
-            for (int c = 0; c < C; c += 8)
-                bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0);
+            for (int c = 0; c < C; c += 8, t++) {
+                bf_prefetch pf = {(const char *)(s->E + (size_t)2 * p1 * RP) + 64 * e_lines * t, e_lines,
+                                  (const char *)(b->wp + (size_t)p1 * C * 2) + 64 * w_lines * t, w_lines};
+                if (p1 >= P) pf.n_w = pf.n_r = 0;
+                bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0, &pf);
+            }
     }
 }
 
 /* dW[v..v+NJ)[c0..c0+16NZ) += sum over row pairs of E[v][2i] XS[2i][c] + E[v][2i+1] XS[2i+1][c].
  * E at row v, XSp at column c0, dW at (v, c0). */
-BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW) {
+BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW,
+                   const bf_prefetch *pf) {
     __m512 acc[6][4];
 #pragma GCC unroll 6
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) acc[j][z] = _mm512_loadu_ps(dW + (size_t)j * C + 16 * z);
     for (int r2 = 0; r2 < R2; r2++) {
+        if (r2 < pf->n_w) _mm_prefetch(pf->w + 64 * r2, _MM_HINT_ET0);
+        if (r2 < pf->n_r) _mm_prefetch(pf->r + 64 * r2, _MM_HINT_T0);
         __m512i x[4];
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) x[z] = _mm512_loadu_si512(XSp + ((size_t)r2 * C + 16 * z) * 2);
@@ -672,20 +752,26 @@ BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C
 
 #define BDW_CASES(NJ, e, xs, dw)                                                                                       \
     switch (nz) {                                                                                                      \
-    case 1: bdw_tile(NJ, 1, e, RP, xs, C, R2, dw); break;                                                              \
-    case 2: bdw_tile(NJ, 2, e, RP, xs, C, R2, dw); break;                                                              \
-    case 3: bdw_tile(NJ, 3, e, RP, xs, C, R2, dw); break;                                                              \
-    default: bdw_tile(NJ, 4, e, RP, xs, C, R2, dw); break;                                                             \
+    case 1: bdw_tile(NJ, 1, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    case 2: bdw_tile(NJ, 2, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    case 3: bdw_tile(NJ, 3, e, RP, xs, C, R2, dw, &pf); break;                                                         \
+    default: bdw_tile(NJ, 4, e, RP, xs, C, R2, dw, &pf); break;                                                        \
     }
 
-/* Each block of 6 dW rows is read and written once per chunk, all its column tiles in turn. */
+/* Each block of 6 dW rows is read and written once per chunk, all its column tiles in turn; the
+ * next block's dW rows and E rows are prefetched meanwhile, a share per column tile (both come from
+ * memory: dW is 25 MB at the seed configuration, E 13 MB). */
 __attribute__((noinline)) BFT static void bdw_slice(const bf_scratch *s, int RP, int C, int R2, long vlo, long vhi,
                                                     float *dW) {
-    const int NZ = C / 16;
+    const int NZ = C / 16, nzt = (NZ + 3) / 4;
+    const int dw_lines = (6 * C * 4 / 64 + nzt - 1) / nzt, e_lines = (6 * RP * 2 / 64 + nzt - 1) / nzt;
     for (long v = vlo; v < vhi; v += 6) {
         int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
         for (int z0 = 0; z0 < NZ; z0 += 4) {
             int nz = NZ - z0 < 4 ? NZ - z0 : 4;
+            bf_prefetch pf = {(const char *)(dW + (v + 6) * C) + 64 * dw_lines * (z0 / 4), dw_lines,
+                              (const char *)(s->E + (v + 6) * RP) + 64 * e_lines * (z0 / 4), e_lines};
+            if (v + 6 >= vhi) pf.n_w = pf.n_r = 0;
             const bf16 *e = s->E + v * RP, *xs = s->XSp + 32 * z0;
             float *dw = dW + v * C + 16 * z0;
             if (nj == 6) {
@@ -698,23 +784,100 @@ __attribute__((noinline)) BFT static void bdw_slice(const bf_scratch *s, int RP,
 }
 #endif
 
+/* ---- AMX tiles: the kernels of lmhead_amx_kernels.h on the intrinsics ---- */
+const unsigned char lmhead_amx_config[64] = {
+    [0] = 1, /* palette 1; bytes 16-31: colsb of tiles 0-7 (16 bits each), 48-55: their rows */
+    [16] = 64, [18] = 64, [20] = 64, [22] = 64, [24] = 64, [26] = 64, [28] = 64, [30] = 64,
+    [48] = 16, [49] = 16, [50] = 16, [51] = 16, [52] = 16, [53] = 16, [54] = 16, [55] = 16,
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LMHEAD_HAVE_AMX 1
+#define AMX_SFX hw
+#define AMX_TGT __attribute__((target("amx-tile,amx-bf16")))
+#define AMX_BEGIN() _tile_loadconfig(lmhead_amx_config)
+#define AMX_ZERO(t) _tile_zero(t)
+#define AMX_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define AMX_END() _tile_release()
+#include "lmhead_amx_kernels.h"
+static const lmhead_amx_kernels amx_hw = {"hardware", amx_logits_hw, amx_dx_hw, amx_dw_hw};
+#endif
+
+static const lmhead_amx_kernels *_Atomic amx_override;
+
+void lmhead_amx_use(const lmhead_amx_kernels *k) { atomic_store(&amx_override, k); }
+
+static const lmhead_amx_kernels *amx_kernels(void) {
+    const lmhead_amx_kernels *k = atomic_load(&amx_override);
+#ifdef LMHEAD_HAVE_AMX
+    if (!k) k = &amx_hw;
+#endif
+    return k;
+}
+
+int lmhead_amx_ready(char *why, size_t why_len) {
+    const char *no = NULL;
+    if (atomic_load(&amx_override)) return 1;
+#ifdef LMHEAD_HAVE_AMX
+    if (!cpu_has_amx_bf16()) no = cpu_amx_missing() ? cpu_amx_missing() : "CPU lacks AMX-BF16";
+#else
+    no = "this build has no AMX kernels (not an x86-64 GCC build)";
+#endif
+    if (no && why && why_len) snprintf(why, why_len, "%s", no);
+    return no == NULL;
+}
+
+/* The AMX kernels' view of a chunk laid out in s. */
+static lmhead_amx_chunk amx_chunk_of(const lmhead_bf16 *b, const bf_scratch *s, int RP, int rows, const int32_t *tg) {
+    lmhead_amx_chunk k = {.C = b->C,
+                          .C32 = (int)round_up(b->C, 32),
+                          .V = b->V,
+                          .V16 = (int)round_up(b->V, 16),
+                          .V32 = (int)round_up(b->V, 32),
+                          .RP = RP,
+                          .rows = rows,
+                          .wa = b->wa,
+                          .wt = b->wt,
+                          .XP = s->XP,
+                          .E = s->E,
+                          .E2 = s->E2,
+                          .XSp = s->XSp,
+                          .DXT = s->DXT,
+                          .stage = s->stage,
+                          .U = s->U,
+                          .mx = s->mx,
+                          .sm = s->sm,
+                          .tl = s->tl,
+                          .tg = tg};
+    return k;
+}
+
 /* One chunk in mixed precision: losses, dx, and (left in the scratch) what dW needs. */
 static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int *RP_out) {
     const lmhead_bf16 *b = a->bf;
     const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32;
     const int train = a->dx != NULL;
+    const int amx = b->path == KERNEL_PATH_AMX, Cx = amx ? (int)round_up(C, 32) : C;
+    const int wstride = amx ? Cx : C; /* of the row copy a target's weights are read from */
+    const bf16 *wrows = amx ? b->wa : b->wb;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
     const int kern = b->path == KERNEL_PATH_AVX512_BF16;
 #endif
-    bf_scratch s = bf_layout(buf, C, V);
+    bf_scratch s = bf_layout(buf, C, V, amx);
+    int32_t tg[LMHEAD_MAX_ROWS];
+    for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
+    lmhead_amx_chunk k = amx_chunk_of(b, &s, RP, rows, tg);
     const real *X = a->x + r0 * C;
-    for (int c2 = 0; c2 < C / 2; c2++)
+    for (int c2 = 0; c2 < Cx / 2; c2++)
         for (int r = 0; r < RP; r++) {
             bf16 *xp = s.XP + ((size_t)c2 * RP + r) * 2;
-            xp[0] = r < rows ? bf16_from_float(X[(long)r * C + 2 * c2]) : 0;
-            xp[1] = r < rows ? bf16_from_float(X[(long)r * C + 2 * c2 + 1]) : 0;
+            int in = r < rows && 2 * c2 < C;
+            xp[0] = in ? bf16_from_float(X[(long)r * C + 2 * c2]) : 0;
+            xp[1] = in ? bf16_from_float(X[(long)r * C + 2 * c2 + 1]) : 0;
         }
-    if (V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
+    if (!amx && V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
     /* every logit of row r is at most |x_r| |w|max */
     for (int r = 0; r < RP; r++) {
         double sq = 0;
@@ -729,8 +892,11 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
             s.mx[r] = -INFINITY;
             s.sm[r] = 0;
         }
+        if (amx)
+            amx_kernels()->logits(&k); /* the targets' logits too */
+        else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-        if (kern)
+            if (kern)
             bl_all(b, &s, RP);
         else
 #endif
@@ -744,13 +910,15 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
         if (!redo) break;
     }
     for (int r = 0; r < rows; r++) {
-        const bf16 *wt = b->wb + (long)row_target(a, r0 + r) * C;
+        if (!amx) {
+            const bf16 *wt = b->wb + (long)tg[r] * C;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-        if (kern)
-            s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
-        else
+            if (kern)
+                s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
+            else
 #endif
-            s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
+                s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
+        }
         double sum = s.sm[r];
         real g = row_scale(a, r0 + r);
         a->losses[r0 + r] = g != 0 ? (real)(log(sum) + s.U[r] - s.tl[r]) : 0;
@@ -758,8 +926,11 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     }
     *RP_out = RP;
     if (!train) return;
+    if (amx)
+        amx_kernels()->dx(&k);
+    else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-    if (kern)
+        if (kern)
         bdx_all(b, &s, RP);
     else
 #endif
@@ -767,8 +938,8 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     /* dx[r] = s_r sum_v e[v][r] w[v] - g w[target_r]; XS = s_r x_r for dW */
     for (int r = 0; r < rows; r++) {
         real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
-        const bf16 *wt = b->wb + (long)row_target(a, r0 + r) * C;
-        const float *d = s.DXT + (r / 32) * 32 + dx_pos(r % 32);
+        const bf16 *wt = wrows + (long)tg[r] * wstride;
+        const float *d = amx ? s.DXT + r : s.DXT + (r / 32) * 32 + dx_pos(r % 32);
         for (int c = 0; c < C; c++) dx[c] = s.scale[r] * d[(size_t)c * RP] - g * bf16_to_float(wt[c]);
     }
     for (int r = 0; r < RP; r++)
@@ -780,10 +951,15 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
 
 static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *buf, int RP, long vlo, long vhi) {
     const int C = a->C;
-    bf_scratch s = bf_layout(buf, C, a->V);
+    const int amx = a->bf->path == KERNEL_PATH_AMX;
+    bf_scratch s = bf_layout(buf, C, a->V, amx);
     const int R2 = (rows + 1) / 2;
+    if (amx) {
+        lmhead_amx_chunk k = amx_chunk_of(a->bf, &s, RP, rows, NULL);
+        if (vhi > vlo) amx_kernels()->dw(&k, vlo, vhi, a->dw);
+    } else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-    if (a->bf->path == KERNEL_PATH_AVX512_BF16)
+        if (a->bf->path == KERNEL_PATH_AVX512_BF16)
         bdw_slice(&s, RP, C, R2, vlo, vhi, a->dw);
     else
 #endif
@@ -805,6 +981,11 @@ engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id
     (void)path;
     return lmhead_bf16_new(out, V, C, err);
 }
+void lmhead_amx_use(const lmhead_amx_kernels *k) { (void)k; }
+int lmhead_amx_ready(char *why, size_t why_len) {
+    if (why && why_len) snprintf(why, why_len, "the double build has no bf16 products");
+    return 0;
+}
 size_t lmhead_bf16_bytes(int V, int C) {
     (void)V;
     (void)C;
@@ -823,8 +1004,6 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
     (void)pool;
 }
 #endif
-
-int lmhead_amx_built(void) { return 0; }
 
 size_t lmhead_scratch_per_thread(int C, int V) {
     size_t n = (size_t)LMHEAD_MAX_ROWS * (size_t)V + (lmhead_uses_kernels(C) ? kernel_extra(C) : 0);
@@ -876,7 +1055,11 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
                 int s = (int)((k + i) % LMHEAD_SLICES);
                 if (done[s] || atomic_load_explicit(&a->tickets[s], memory_order_acquire) != k) continue;
                 long vlo, vhi;
-                threads_split(V, s, LMHEAD_SLICES, &vlo, &vhi);
+                /* slices start at multiples of 16 (the AMX kernels' tiles); where a slice ends does not
+                 * change a single sum */
+                threads_split((V + 15) / 16, s, LMHEAD_SLICES, &vlo, &vhi);
+                vlo *= 16;
+                vhi = 16 * vhi < V ? 16 * vhi : V;
 #if !REAL_IS_DOUBLE
                 if (bfm)
                     chunk_bf16_dw_slice(a, r0, (int)rows, buf, RP, vlo, vhi);

@@ -19,15 +19,18 @@
 #include "threads.h"
 
 /* bf16 copies of the output head for mixed precision, refreshed from the fp32 master weights once
- * per step (lmhead_bf16_refresh): wb [V][C] as it is (the logits take (w[v][c], w[v][c+1]) pairs),
- * wp [V/2 rounded up][C][2] with rows 2p and 2p+1 interleaved (dx takes (w[2p][c], w[2p+1][c])
- * pairs; a missing last row is zero), and the largest row norm, which bounds every logit. */
+ * per step (lmhead_bf16_refresh), in the layouts of the copies' kernel path: for vdpbf16ps and the
+ * portable loops wb [V][C] as it is (the logits take (w[v][c], w[v][c+1]) pairs), wp [V/2 rounded
+ * up][C][2] with rows 2p and 2p+1 interleaved (dx takes (w[2p][c], w[2p+1][c]) pairs; a missing last
+ * row is zero); for AMX tiles wa and wt (lmhead_amx.h); and the largest row norm, which bounds every
+ * logit. */
 typedef struct {
     int V, C;
     kernel_path_id path; /* the kernels that compute with it (a bf16 path), fixed when it is made */
-    bf16 *wb, *wp;
-    float wmax;   /* max over v of |wb[v]|, rounded up */
-    double *part; /* per refresh item: largest squared row norm */
+    bf16 *wb, *wp;       /* avx512_bf16 and bf16_portable paths (NULL on amx) */
+    bf16 *wa, *wt;       /* amx path (NULL on the others): lmhead_amx.h's wa [V16][C32] and wt [C][V32] */
+    float wmax;          /* max over v of |wb[v]|, rounded up */
+    double *part;        /* per refresh item: largest squared row norm */
 } lmhead_bf16;
 
 typedef struct {
@@ -80,7 +83,6 @@ size_t lmhead_bf16_bytes(int V, int C);
 /* Rounds w [V][C] into b's copies, on every thread of pool (pool may be NULL: this thread). */
 void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool);
 
-/* 1 when this build has the AMX kernels of the output layer (kernel_path.h's amx row). */
-int lmhead_amx_built(void);
+/* The amx path's readiness: lmhead_amx.h (lmhead_amx_ready). */
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gemm.h"
 #include "layers.h"
@@ -63,8 +64,9 @@ enum {
 
 struct model {
     model_config cfg;
-    const attention_variant *att; /* the config's row of the attention table */
-    attention_scale scale;        /* its score multiplier, as the config parameterises it */
+    double phase_s[MODEL_TIME_PARTS]; /* wall time of this pass's phases by part (model_time_ms) */
+    const attention_variant *att;     /* the config's row of the attention table */
+    attention_scale scale;            /* its score multiplier, as the config parameterises it */
     int max_B, n_threads, with_grads;
     int C, H, d, L, V, Tmax;
     threadpool *pool;
@@ -722,12 +724,35 @@ static void phase_fn(void *ctx, int tid, int nth) {
     }
 }
 
+static double phase_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The part of the time (model_time_ms) a phase counts towards. */
+static int phase_part(int ph) {
+    switch (ph) {
+    case PH_LMHEAD: return MODEL_TIME_OUTPUT_LAYER;
+    case PH_FWD_ATT:
+    case PH_BWD_ATT: return MODEL_TIME_ATTENTION;
+    case PH_ENCODE: return MODEL_TIME_OTHER;
+    default: return MODEL_TIME_PRODUCTS;
+    }
+}
+
 static void run_phase(model *m, int ph, int layer) {
     m->ph = ph;
     m->ph_layer = layer;
     if (ph == PH_LMHEAD)
         for (int i = 0; i < LMHEAD_SLICES; i++) atomic_store(&m->tickets[i], 0);
+    double t0 = phase_now();
     threads_run(m->pool, phase_fn, m);
+    m->phase_s[phase_part(ph)] += phase_now() - t0;
+}
+
+void model_time_ms(const model *m, double out[MODEL_TIME_PARTS]) {
+    for (int i = 0; i < MODEL_TIME_PARTS; i++) out[i] = 1000 * m->phase_s[i];
 }
 
 /* Adds the per-item LayerNorm partials, in item order, to dw and db. */
@@ -764,6 +789,7 @@ static int interrupted(model *m) { return m->interrupt && m->interrupt(m->interr
 
 /* Returns 1 if the interrupt check asked to stop (the activations are then incomplete). */
 static int forward_passes(model *m, int B, int T, const int32_t *inputs, const int32_t *targets, int train) {
+    memset(m->phase_s, 0, sizeof m->phase_s);
     m->B = B;
     m->T = T;
     m->inputs = inputs;
@@ -787,8 +813,10 @@ static int forward_passes(model *m, int B, int T, const int32_t *inputs, const i
     }
     run_phase(m, PH_FINAL, -1);
     if (targets && m->lm_bf && atomic_load(&m->bf_stale)) {
+        double t0 = phase_now();
         lmhead_bf16_refresh(m->lm_bf, P(m->lm_head), m->pool);
         atomic_store(&m->bf_stale, 0);
+        m->phase_s[MODEL_TIME_OUTPUT_LAYER] += phase_now() - t0;
     }
     if (targets) run_phase(m, PH_LMHEAD, -1);
     return 0;

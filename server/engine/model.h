@@ -125,6 +125,13 @@ precision_kind model_precision(const model *m);
  * bf16 copies were made for when model_set_precision switched it to bf16. */
 kernel_path_id model_kernel_path(const model *m);
 
+/* Where the last pass's wall time went (model_forward, or model_forward_backward both ways), in ms:
+ * the output layer (its fused products, softmax and loss, and the bf16 copies' refresh), the other
+ * matrix products (the phases around them: layer norms, GELU, RoPE and the residual adds included),
+ * attention (scores, softmax, weighted sums, both ways) and the rest (embeddings). */
+enum { MODEL_TIME_OUTPUT_LAYER, MODEL_TIME_PRODUCTS, MODEL_TIME_ATTENTION, MODEL_TIME_OTHER, MODEL_TIME_PARTS };
+void model_time_ms(const model *m, double out[MODEL_TIME_PARTS]);
+
 /* 1: the output layer uses BLAS even where its own kernels apply (see lmhead.h); for tests and
  * benchmarks that compare the two. */
 void model_set_lmhead_blas(model *m, int on);

@@ -89,6 +89,11 @@ engine_status train_config_validate(const train_config *c, engine_error *err) {
     return ENGINE_OK;
 }
 
+const char *train_time_part_name(int part) {
+    static const char *names[TRAIN_TIME_PARTS] = {"output_layer", "products", "attention", "optimizer", "other"};
+    return part >= 0 && part < TRAIN_TIME_PARTS ? names[part] : NULL;
+}
+
 const char *train_config_kernel_path(const train_config *c) { return kernel_path_name_for_precision(c->precision); }
 
 size_t train_config_memory_bytes(const train_config *c, int n_threads) {
@@ -458,6 +463,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
             rc = engine_fail(err, ENGINE_ERR_INVALID, "loss became %g at step %ld (lr too high?)", loss, s.step + 1);
             goto done;
         }
+        double t_opt = now_s();
         threads_run(pool, norm_fn, &s);
         double sq = 0;
         for (long k = 0; k < norm_items(&s); k++) sq += s.norm_part[k];
@@ -469,6 +475,14 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
         threads_run(pool, adam_fn, &s);
         s.step++;
         double t1 = now_s();
+        double mt_ms[MODEL_TIME_PARTS], parts[TRAIN_TIME_PARTS];
+        model_time_ms(s.m, mt_ms);
+        parts[TRAIN_TIME_OUTPUT_LAYER] = mt_ms[MODEL_TIME_OUTPUT_LAYER];
+        parts[TRAIN_TIME_PRODUCTS] = mt_ms[MODEL_TIME_PRODUCTS];
+        parts[TRAIN_TIME_ATTENTION] = mt_ms[MODEL_TIME_ATTENTION];
+        parts[TRAIN_TIME_OPTIMIZER] = 1000 * (t1 - t_opt);
+        parts[TRAIN_TIME_OTHER] = 1000 * (t1 - t0);
+        for (int i = 0; i < TRAIN_TIME_OTHER; i++) parts[TRAIN_TIME_OTHER] -= parts[i];
         model_tau(s.m, tau);
         model_attention_entropy(s.m, ent);
         if (cb && cb->on_step) {
@@ -494,6 +508,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
                 .tau_std_all = tau_std_all,
                 .tau_ratio_all = tau_ratio_all,
                 .kernel_path = kernel_path_row(model_kernel_path(s.m))->name,
+                .time_ms = parts,
             };
             cb->on_step(cb->ctx, &mt);
         }

@@ -96,7 +96,23 @@ typedef struct {
     const double *tau_std, *tau_ratio;
     double tau_std_all, tau_ratio_all;
     const char *kernel_path; /* the kernel path the run computes on (kernel_path.h; fixed for the run) */
+    const double *time_ms;   /* [TRAIN_TIME_PARTS]: where step_ms went (they add up to it) */
 } train_step_metrics;
+
+/* The parts of a step's wall time: the output layer (fused products, softmax, loss, the bf16
+ * copies' refresh), the other matrix products (with the layer norms, GELU, RoPE and residual adds
+ * of their phases), attention (scores, softmax, weighted sums), the optimiser (gradient norm and
+ * AdamW), and the rest (embeddings, the batch). */
+enum {
+    TRAIN_TIME_OUTPUT_LAYER,
+    TRAIN_TIME_PRODUCTS,
+    TRAIN_TIME_ATTENTION,
+    TRAIN_TIME_OPTIMIZER,
+    TRAIN_TIME_OTHER,
+    TRAIN_TIME_PARTS
+};
+/* "output_layer", "products", "attention", "optimizer", "other"; NULL outside 0..TRAIN_TIME_PARTS-1. */
+const char *train_time_part_name(int part);
 
 /* Spread of x[0..n-1] (n >= 1) across heads: *std the population standard deviation (divisor n: the
  * heads are the whole population), *ratio max / min (NaN when min <= 0). */

@@ -1,14 +1,17 @@
-/* bf16 mixed precision in training: the quality guard at a small config (same init and data,
- * fp32 vs bf16: mean loss of the last 50 of 200 steps within 0.02 nats, every tau within 0.01 at
- * every step), bit-identical results for 1, 2 and 3 threads, an exact resume, and a checkpoint that
- * refuses to be resumed in the other precision. The full-size check (300 steps of the seed
- * configuration on the default corpus) is in `make bench`. */
+/* bf16 mixed precision in training, on every bf16 kernel path this machine can run (avx512_bf16
+ * where the CPU has it, bf16_portable everywhere, amx on the CPU's tiles or, without them, on the
+ * emulated tiles of amx_emu.h: the same kernel source): the quality guard at a small config (same
+ * init and data, fp32 vs bf16: mean loss of the last 50 of 200 steps within 0.02 nats, every tau
+ * within 0.01 at every step), bit-identical results for 1, 2 and 3 threads, an exact resume, and a
+ * checkpoint that refuses to be resumed in the other precision. The full-size check (300 steps of
+ * the seed configuration on the default corpus) is in `make bench`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../support/test.h"
+#include "amx_emu.h"
 #include "attention.h"
 #include "cpu.h"
 #include "kernel_path.h"
@@ -72,13 +75,50 @@ static engine_status run(const train_config *c, int threads, const char *resume,
     return rc;
 }
 
-TEST(bf16_trains_like_fp32) {
+/* The bf16 paths to test: those the CPU runs, and amx on emulated tiles where it has none. */
+static int path_on(kernel_path_id p, const char **how) {
+    *how = "";
+    lmhead_amx_use(NULL);
+    if (p == KERNEL_PATH_AMX && !kernel_path_supported(p, NULL, 0)) {
+        lmhead_amx_use(&amx_emu_kernels);
+        *how = " (emulated tiles)";
+    }
+    engine_error err;
+    if (kernel_path_force(kernel_path_row(p)->name, &err) == ENGINE_OK) return 1;
+    lmhead_amx_use(NULL);
+    printf("skipped: %s (%s)\n", kernel_path_row(p)->name, err.message);
+    return 0;
+}
+
+static void path_off(void) {
+    kernel_path_force(NULL, NULL);
+    lmhead_amx_use(NULL);
+}
+
+static const kernel_path_id bf16_paths[] = {KERNEL_PATH_AVX512_BF16, KERNEL_PATH_AMX, KERNEL_PATH_BF16_PORTABLE};
+
+/* fn on every bf16 path in turn (forced), until one fails; the number of paths run. */
+static int each_path(void (*fn)(kernel_path_id path, const char *how)) {
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *how;
+        if (!path_on(bf16_paths[i], &how)) continue;
+        fn(bf16_paths[i], how);
+        path_off();
+        n++;
+        if (test_failed_now) break;
+    }
+    return n;
+}
+
+static void trains_like_fp32(kernel_path_id path, const char *how) {
     train_config c;
     rec *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
     CHECK(a && b);
     small(&c, PRECISION_FP32);
     CHECK(run(&c, 2, NULL, a) == ENGINE_OK);
     small(&c, PRECISION_BF16);
+    CHECK(!strcmp(train_config_kernel_path(&c), kernel_path_row(path)->name));
     CHECK(run(&c, 2, NULL, b) == ENGINE_OK);
     double ma = 0, mb = 0, dtau = 0;
     for (int s = MAX_STEPS - 49; s <= MAX_STEPS; s++) {
@@ -90,15 +130,21 @@ TEST(bf16_trains_like_fp32) {
             double d = fabs((double)a->tau[s][i] - b->tau[s][i]);
             dtau = d > dtau ? d : dtau;
         }
-    printf("fp32 %.4f  bf16 %.4f  (first %.4f)  max |tau difference| %.5f\n", ma, mb, a->loss[1], dtau);
+    printf("%s%s: fp32 %.4f  bf16 %.4f  (first %.4f)  max |tau difference| %.5f\n", kernel_path_row(path)->name, how,
+           ma, mb, a->loss[1], dtau);
     free(a);
     free(b);
     CHECK_MSG(ma < 0.5 * 4.57, "fp32 did not learn (mean loss %.3f)", ma); /* log 97 = 4.57 */
-    CHECK_MSG(fabs(ma - mb) <= 0.02, "mean loss of steps 151-200: fp32 %.4f, bf16 %.4f", ma, mb);
-    CHECK_MSG(dtau <= 0.01, "tau differs by %.5f", dtau);
+    CHECK_MSG(fabs(ma - mb) <= 0.02, "%s: mean loss of steps 151-200: fp32 %.4f, bf16 %.4f",
+              kernel_path_row(path)->name, ma, mb);
+    CHECK_MSG(dtau <= 0.01, "%s: tau differs by %.5f", kernel_path_row(path)->name, dtau);
 }
 
-TEST(bf16_is_bit_identical_for_any_thread_count) {
+TEST(bf16_trains_like_fp32) { CHECK(each_path(trains_like_fp32) >= 2); }
+
+static void bit_identical(kernel_path_id path, const char *how) {
+    (void)path;
+    (void)how;
     train_config c;
     small(&c, PRECISION_BF16);
     c.steps = 12;
@@ -112,10 +158,14 @@ TEST(bf16_is_bit_identical_for_any_thread_count) {
         for (int s = 1; s <= 12; s++) same &= memcmp(&r[0]->loss[s], &r[t]->loss[s], sizeof(double)) == 0;
     double l1 = r[0]->loss[12];
     for (int t = 0; t < 3; t++) free(r[t]);
-    CHECK_MSG(same, "losses differ between 1, 2 and 3 threads (step 12: %.9g)", l1);
+    CHECK_MSG(same, "%s: losses differ between 1, 2 and 3 threads (step 12: %.9g)", kernel_path_name(), l1);
 }
 
-TEST(bf16_resume_is_exact_and_keeps_its_precision) {
+TEST(bf16_is_bit_identical_for_any_thread_count) { CHECK(each_path(bit_identical) >= 2); }
+
+static void resume_exact(kernel_path_id path, const char *how) {
+    (void)path;
+    (void)how;
     char ck[300], ck2[300];
     snprintf(ck, sizeof ck, "%s/a.safetensors", dir);
     snprintf(ck2, sizeof ck2, "%s/b.safetensors", dir);
@@ -145,6 +195,8 @@ TEST(bf16_resume_is_exact_and_keeps_its_precision) {
     CHECK(train_run_source(&c, &src, 1, ck, NULL, &err) == ENGINE_ERR_INVALID);
     CHECK(strstr(err.message, "bf16") != NULL);
 }
+
+TEST(bf16_resume_is_exact_and_keeps_its_precision) { CHECK(each_path(resume_exact) >= 2); }
 
 TEST(bf16_runs_without_the_instructions) {
     /* a CPU without AVX-512 BF16: the portable loops give a run of the same quality */

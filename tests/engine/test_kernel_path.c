@@ -2,7 +2,7 @@
  * the reason), the automatic choice (the fastest measured unit), forcing through the API and through
  * ATTNLAB_KERNEL_PATH (in a child process: the environment is read once per process), a run that
  * refuses to start under a path the CPU cannot run, the path a run reports and records in its
- * checkpoint, and the notice of a resume on another path. */
+ * checkpoint, the notice of a resume on another path, and each step's time split by part. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "cpu.h"
 #include "kernel_path.h"
 #include "lmhead.h"
+#include "lmhead_amx.h"
 #include "safetensors.h"
 #include "train.h"
 
@@ -42,7 +43,7 @@ TEST(support_follows_the_cpu) {
     CHECK_EQ_INT(kernel_path_supported(KERNEL_PATH_AVX512_BF16, why, sizeof why), cpu_has_avx512bf16());
     if (!cpu_has_avx512bf16()) CHECK(strstr(why, "AVX-512 BF16") != NULL);
     int amx = kernel_path_supported(KERNEL_PATH_AMX, why, sizeof why);
-    CHECK_EQ_INT(amx, cpu_has_amx_bf16() && lmhead_amx_built());
+    CHECK_EQ_INT(amx, lmhead_amx_ready(NULL, 0));
     if (!amx) {
         CHECK(why[0] != 0);
         printf("amx: %s\n", why);
@@ -170,12 +171,25 @@ TEST(forcing_through_the_environment) {
 typedef struct {
     char path[32];
     char notice[256];
-    int notices;
+    int notices, steps, times_ok;
 } seen;
 
 static void on_step(void *ctx, const train_step_metrics *m) {
     seen *s = ctx;
     snprintf(s->path, sizeof s->path, "%s", m->kernel_path ? m->kernel_path : "(null)");
+    /* the step's time by part: none negative beyond rounding, the output layer and the products
+     * measured, and they add up to step_ms */
+    double sum = 0;
+    int ok = m->time_ms != NULL;
+    for (int i = 0; ok && i < TRAIN_TIME_PARTS; i++) {
+        ok = m->time_ms[i] >= -1e-6 && train_time_part_name(i) != NULL;
+        sum += m->time_ms[i];
+    }
+    ok = ok && m->time_ms[TRAIN_TIME_OUTPUT_LAYER] > 0 && m->time_ms[TRAIN_TIME_PRODUCTS] > 0 &&
+         m->time_ms[TRAIN_TIME_ATTENTION] > 0 && m->time_ms[TRAIN_TIME_OPTIMIZER] > 0 &&
+         fabs(sum - m->step_ms) <= 1e-6 * m->step_ms;
+    s->steps++;
+    s->times_ok += ok;
 }
 
 static void on_notice(void *ctx, const char *msg) {
@@ -237,6 +251,8 @@ TEST(runs_report_record_and_notice_their_path) {
         CHECK(meta_is(ck, "precision", p ? "bf16" : "fp32"));
     }
     CHECK_EQ_INT(s.notices, 0);
+    CHECK_MSG(s.times_ok == s.steps && s.steps == 4, "%d of %d steps had a sound time split", s.times_ok, s.steps);
+    CHECK(train_time_part_name(TRAIN_TIME_PARTS) == NULL && !strcmp(train_time_part_name(0), "output_layer"));
     /* a bf16 checkpoint resumed under a forced fp32 path continues on the portable bf16 loops, and says so */
     const char *first = train_config_kernel_path(&c);
     CHECK(kernel_path_force("fp32", &err) == ENGINE_OK);
