@@ -1,7 +1,7 @@
 // The Runs view: every run and experiment with live progress, filters and sorting, the form that
 // starts a run or an experiment, and the one-click reproduction of the blog experiment.
 import { api, post, cached } from './api.js';
-import { h, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce, keepFocus } from './dom.js';
+import { h, clear, fmt, fmtConfig, fmtDuration, fmtTime, debounce, frameThrottle, announce, keepFocus } from './dom.js';
 import { variantColor } from './colors.js';
 import { schemaFields, fieldFromPath } from './schemaform.js';
 import { subscribe } from './live.js';
@@ -49,7 +49,7 @@ const MAX_DIFFS = 6;
 function configSummary(c, diffKeys = []) {
   const rest = diffKeys.slice(MAX_DIFFS);
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
-    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.precision || 'fp32'} · ${c.corpus}`),
+    h('span.nowrap', {}, `lr ${fmtConfig(c.lr)} · ${c.precision || 'fp32'} · ${c.corpus}`),
     rest.length ? h('div.differs.small', { dataset: { keys: rest.join(',') } },
       rest.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))])) : null];
 }
@@ -62,12 +62,8 @@ function configOrder(x, y) {
   return String(x) < String(y) ? -1 : String(x) > String(y) ? 1 : 0;
 }
 
-// A config value for people: numbers to six significant digits, booleans and strings as they are.
-export function fmtConfig(v) {
-  if (v === undefined || v === null) return '–';
-  if (typeof v === 'number') return fmt(v, 6);
-  return String(v);
-}
+// A config value for people (dom.js): kept exported here for the views that import it from runs.js.
+export { fmtConfig };
 
 // Runs ticked for comparison, kept for this browser tab while moving between views.
 const SELECT_KEY = 'attnlab.compare';

@@ -257,7 +257,7 @@ export function mount(root, params) {
   function headerLive(r) {
     return [progressCell(r), differs(r),
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
-        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
+        `lr ${fmtConfig(r.config.lr)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
         (r.experiment_id && replicates > 1 ? ` · replicate ${r.replicate}` : '') + ` · corpus ${r.config.corpus}` +
         (r.config.loss_on === 'answers' ? ' · loss on the answers' : '') +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
