@@ -92,7 +92,16 @@ export function lineChart(canvas, opts = {}) {
         y: axis(opts.yTitle, opts.logY ? 'logarithmic' : 'linear'),
       },
       plugins: {
-        legend: { display: opts.legend !== false, labels: { boxWidth: 14,
+        legend: { display: opts.legend !== false,
+          // An entry standing for a group of lines (legendGroup: every replicate or head of a variant)
+          // shows or hides the whole group.
+          onClick: (e, item, legend) => {
+            const chart = legend.chart, sets = chart.data.datasets, g = sets[item.datasetIndex]?.legendGroup;
+            const show = !chart.isDatasetVisible(item.datasetIndex);
+            sets.forEach((d, i) => { if (i === item.datasetIndex || (g && d.legendGroup === g)) chart.setDatasetVisibility(i, show); });
+            chart.update();
+          },
+          labels: { boxWidth: 14,
           filter: (item, data) => !data.datasets[item.datasetIndex].hideInLegend,
           // legendText / legendColor: one legend entry standing for several lines (one per head).
           generateLabels: (chart) => Chart.defaults.plugins.legend.labels.generateLabels(chart).map((l) => {
