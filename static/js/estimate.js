@@ -1,6 +1,7 @@
 // How long a run or an experiment will take here, before it is started: from the speed this machine
-// showed on the runs it finished recently, in floating-point operations per second, since a token of
-// a bigger model costs more. Kept free of the DOM so node can test it.
+// showed on the runs it finished recently, in floating-point operations per second (a token of a
+// bigger model costs more), taken from the runs most like the one planned. Kept free of the DOM so
+// node can test it.
 //
 // Work per token of training (forward and backward, about 3 × the forward): the forward of a GPT
 // block costs 2 × its 12·d² weights (attention 4·d², MLP 8·d²) plus 2·T·d for the causal attention
@@ -27,58 +28,72 @@ export function runFlops(cfg, vocab, steps = cfg.steps) {
   return 3 * fwd * tokens + fwd * evalTokens;
 }
 
-// This machine's recent speed, in FLOP/s: the work of the last `take` runs that succeeded with a
-// measurable wall time (started_at to finished_at, at least 0.5 s and 10 steps) divided by the time
-// the machine spent on them, the union of their intervals (runs trained side by side share the cores,
-// so their times overlap; runs one after another add up). Runs still training count with their live
-// tokens_per_s when no finished run is there. vocabOf(corpusName) gives a corpus's vocabulary size.
-// precision: prefer runs of that precision when there are some. Returns { flops, runs: [ids] } or
-// null when nothing has been measured.
-export function measuredSpeed(runs, vocabOf, { take = 6, precision = null } = {}) {
-  const usable = (r) => r.status === 'succeeded' && r.started_at && r.finished_at && r.finished_at - r.started_at >= 0.5 && r.step >= 10;
-  let pool = runs.filter(usable);
-  const prec = (r) => r.config.precision || 'fp32';
-  if (precision && pool.some((r) => prec(r) === precision)) pool = pool.filter((r) => prec(r) === precision);
-  pool.sort((a, b) => b.finished_at - a.finished_at);
-  let work = 0;
-  const spans = [], ids = [];
-  for (const r of pool.slice(0, take)) {
+// This machine's measured speeds: one sample per recent run that succeeded with a measurable wall
+// time (started_at to finished_at, at least 0.5 s and 10 steps): its work, its interval and its work
+// per token; runs still training give their live tokens_per_s instead when no run has finished.
+// vocabOf(corpusName) gives a corpus's vocabulary size. Returns null when nothing has been measured.
+export function measuredSpeed(runs, vocabOf, { take = 20 } = {}) {
+  const usable = (r) => r.status === 'succeeded' && r.started_at > 0 && r.finished_at - r.started_at >= 0.5 && r.step >= 10;
+  const pool = runs.filter(usable).sort((a, b) => b.finished_at - a.finished_at).slice(0, take);
+  const samples = [];
+  for (const r of pool) {
     const w = runFlops(r.config, vocabOf(r.config.corpus), r.step);
     if (w === null) continue;
-    work += w;
-    spans.push([r.started_at, r.finished_at]);
-    ids.push(r.id);
+    samples.push({ id: r.id, work: w, span: [r.started_at, r.finished_at], perToken: forwardFlopsPerToken(r.config, vocabOf(r.config.corpus)),
+      precision: r.config.precision || 'fp32' });
   }
-  if (spans.length) {
-    spans.sort((a, b) => a[0] - b[0]);
-    let busy = 0, [s0, e0] = spans[0];
-    for (const [s, e] of spans.slice(1)) {
-      if (s > e0) { busy += e0 - s0; [s0, e0] = [s, e]; } else e0 = Math.max(e0, e);
+  if (!samples.length) {
+    for (const r of runs.filter((x) => x.status === 'running' && x.tokens_per_s > 0)) {
+      const fwd = forwardFlopsPerToken(r.config, vocabOf(r.config.corpus));
+      if (fwd !== null) samples.push({ id: r.id, rate: 3 * fwd * r.tokens_per_s, perToken: fwd, precision: r.config.precision || 'fp32' });
     }
-    busy += e0 - s0;
-    return { flops: work / busy, runs: ids };
   }
-  let rate = 0;
-  for (const r of runs.filter((x) => x.status === 'running' && x.tokens_per_s > 0)) {
-    const fwd = forwardFlopsPerToken(r.config, vocabOf(r.config.corpus));
-    if (fwd === null) continue;
-    rate += 3 * fwd * r.tokens_per_s; // side by side: the machine does all of them at once
-    ids.push(r.id);
-  }
-  return ids.length ? { flops: rate, runs: ids } : null;
+  return samples.length ? { samples } : null;
 }
 
-// Seconds for the given configs (one per run, trained one after another or sharing the cores: the
-// machine's work per second is the same either way), or null.
+// The speed (FLOP/s) that applies to a config: that of the measured runs whose work per token is
+// nearest to its own (a tiny model runs far below the machine's peak, so a bigger model's speed is
+// not a tiny one's), preferring its precision: the work of those runs over the time the machine
+// spent on them, the union of their intervals (runs side by side share the cores and their times
+// overlap; runs one after another add up). `factor`: how far (×) their work per token is from the
+// config's; over 4 the estimate is rough and says so.
+export function speedFor(cfg, vocabOf, speed) {
+  if (!speed || !speed.samples.length) return null;
+  const target = forwardFlopsPerToken(cfg, vocabOf(cfg.corpus));
+  if (target === null) return null;
+  const prec = cfg.precision || 'fp32';
+  let pool = speed.samples.some((x) => x.precision === prec) ? speed.samples.filter((x) => x.precision === prec) : speed.samples;
+  const dist = (x) => Math.abs(Math.log(x.perToken / target));
+  const best = Math.min(...pool.map(dist));
+  pool = pool.filter((x) => dist(x) <= best + Math.log(1.5));
+  const factor = Math.exp(best);
+  const live = pool.filter((x) => x.rate);
+  if (live.length) return { flops: live.reduce((a, x) => a + x.rate, 0), runs: live.map((x) => x.id), factor };
+  const spans = pool.map((x) => x.span).sort((a, b) => a[0] - b[0]);
+  let busy = 0, [s0, e0] = spans[0];
+  for (const [s1, e1] of spans.slice(1)) {
+    if (s1 > e0) { busy += e0 - s0; [s0, e0] = [s1, e1]; } else e0 = Math.max(e0, e1);
+  }
+  busy += e0 - s0;
+  return { flops: pool.reduce((a, x) => a + x.work, 0) / busy, runs: pool.map((x) => x.id), factor };
+}
+
+// Seconds for the given configs (one per run: trained one after another or sharing the cores, the
+// machine's work per second is the same either way) and how far the speeds used are from them (the
+// largest factor), or null.
 export function estimateSeconds(configs, vocabOf, speed) {
-  if (!speed || !(speed.flops > 0) || !configs.length) return null;
-  let work = 0;
+  if (!speed || !configs.length) return null;
+  let total = 0, factor = 1;
+  const runs = new Set();
   for (const c of configs) {
     const w = runFlops(c, vocabOf(c.corpus));
-    if (w === null) return null;
-    work += w;
+    const sp = speedFor(c, vocabOf, speed);
+    if (w === null || !sp || !(sp.flops > 0)) return null;
+    total += w / sp.flops;
+    factor = Math.max(factor, sp.factor);
+    for (const id of sp.runs) runs.add(id);
   }
-  return work / speed.flops;
+  return { seconds: total, factor, runs: [...runs] };
 }
 
 // "about 3 min", "about 1 h 20 min", "under a minute": the estimate rounded as roughly as it is known.
@@ -94,8 +109,11 @@ export function roughDuration(s) {
 
 // The sentence shown next to a start button: empty when nothing has been measured here.
 export function estimateText(configs, vocabOf, speed) {
-  const s = estimateSeconds(configs, vocabOf, speed);
-  if (s === null) return '';
+  const e = estimateSeconds(configs, vocabOf, speed);
+  if (e === null) return '';
   const n = configs.length;
-  return `${roughDuration(s)} at this machine's recent speed${n > 1 ? ` (${n} runs)` : ''}`;
+  return `${roughDuration(e.seconds)} at this machine's recent speed${n > 1 ? ` (${n} runs)` : ''}` +
+    (e.factor > 4 ? `; rough: measured on models ${fmtFactor(e.factor)} different in size` : '');
 }
+
+const fmtFactor = (f) => (f < 100 ? `${Math.round(f)}×` : `${Math.round(f / 10 ** Math.floor(Math.log10(f)))}e${Math.floor(Math.log10(f))}×`);

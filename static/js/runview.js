@@ -511,7 +511,10 @@ function parcoordsBox(name) {
     h('div.chart-canvas.tall', {}, canvas), legend);
   function draw(runs) {
     const keys = differingKeys(runs, ['seed']);
-    if (!window.Chart || runs.length < 3 || !keys.length) { el.hidden = true; return; }
+    // One key of words (the attention of an A/B experiment) says no more than the answer and the
+    // bands above it: the chart is for sweeps.
+    const oneCategory = keys.length === 1 && runs.every((r) => typeof r.config[keys[0]] !== 'number');
+    if (!window.Chart || runs.length < 3 || !keys.length || oneCategory) { el.hidden = true; return; }
     el.hidden = false;
     const finals = runs.map((r) => r.last?.val_loss?.last ?? null);
     const axes = keys.map((k) => parAxis(runs.map((r) => r.config[k])));

@@ -3,7 +3,7 @@
 // without a browser. Prints PASS/FAIL per case; exits non-zero on failure.
 import { fmt, fmtConfig } from '../../static/js/dom.js';
 import { spansDecades } from '../../static/js/scales.js';
-import { forwardFlopsPerToken, runFlops, measuredSpeed, estimateSeconds, estimateText, roughDuration } from '../../static/js/estimate.js';
+import { forwardFlopsPerToken, runFlops, measuredSpeed, speedFor, estimateSeconds, estimateText, roughDuration } from '../../static/js/estimate.js';
 import { SvgRecorder, svgPaint } from '../../static/js/svgexport.js';
 import { answerSentence, niceTicks, withReplicateDiffs } from '../../static/js/answer.js';
 
@@ -50,20 +50,34 @@ test('the machine\'s speed: work over the time it was busy, runs side by side co
   const w = runFlops(cfg, 50257, 200);
   const one = { id: 1, status: 'succeeded', step: 200, started_at: 100, finished_at: 110, config: cfg };
   const two = { id: 2, status: 'succeeded', step: 200, started_at: 120, finished_at: 130, config: cfg };
-  assert(close(measuredSpeed([one, two], vocabOf).flops, (2 * w) / 20), 'one after the other');
+  const speed = (runs) => speedFor(cfg, vocabOf, measuredSpeed(runs, vocabOf));
+  assert(close(speed([one, two]).flops, (2 * w) / 20), 'one after the other');
   const side = { ...two, started_at: 100, finished_at: 110 };
-  assert(close(measuredSpeed([one, side], vocabOf).flops, (2 * w) / 10), 'side by side: twice the speed');
+  assert(close(speed([one, side]).flops, (2 * w) / 10), 'side by side: twice the speed');
   eq(measuredSpeed([{ ...one, status: 'failed' }], vocabOf), null, 'nothing measured');
   eq(measuredSpeed([{ ...one, finished_at: 100.1 }], vocabOf), null, 'too short to measure');
-  const live = measuredSpeed([{ id: 9, status: 'running', tokens_per_s: 1000, config: cfg }], vocabOf);
+  const live = speed([{ id: 9, status: 'running', tokens_per_s: 1000, config: cfg }]);
   assert(live && close(live.flops, 3 * forwardFlopsPerToken(cfg, 50257) * 1000) && live.runs[0] === 9, 'a running run\'s tokens/s');
+});
+
+test('the speed of the runs most like the planned one: a tiny model\'s speed is not a big one\'s', () => {
+  const small = { ...cfg, d_model: 16, n_head: 2, corpus: 'bytes' }, big = { ...cfg, d_model: 256 };
+  const runs = [{ id: 1, status: 'succeeded', step: 200, started_at: 1, finished_at: 11, config: small },
+    { id: 2, status: 'succeeded', step: 200, started_at: 20, finished_at: 30, config: cfg }];
+  const sp = measuredSpeed(runs, vocabOf);
+  const a = speedFor(small, vocabOf, sp), b = speedFor(cfg, vocabOf, sp), c = speedFor(big, vocabOf, sp);
+  assert(a.runs.join() === '1' && close(a.factor, 1), `small: runs ${a.runs}`);
+  assert(b.runs.join() === '2' && close(b.flops, runFlops(cfg, 50257, 200) / 10), `same: runs ${b.runs}`);
+  assert(c.runs.join() === '2' && c.factor > 1, `big: the nearest is run 2 (${c.runs})`);
+  const text = estimateText([{ ...cfg, d_model: 1024, n_head: 8 }], vocabOf, measuredSpeed([runs[0]], vocabOf));
+  assert(/; rough: measured on models .*× different in size$/.test(text), text);
 });
 
 test('the estimate: the same config takes what it took; ten times the steps, about ten times as long', () => {
   const one = { id: 1, status: 'succeeded', step: 200, started_at: 100, finished_at: 160, config: cfg };
   const speed = measuredSpeed([one], vocabOf);
-  assert(close(estimateSeconds([cfg], vocabOf, speed), 60), 'same config');
-  const long = estimateSeconds([{ ...cfg, steps: 2000 }], vocabOf, speed);
+  assert(close(estimateSeconds([cfg], vocabOf, speed).seconds, 60), 'same config');
+  const long = estimateSeconds([{ ...cfg, steps: 2000 }], vocabOf, speed).seconds;
   assert(long > 590 && long < 610, `2000 steps: ${long}`);
   eq(estimateText([cfg, cfg], vocabOf, speed), 'about 2 min at this machine\'s recent speed (2 runs)', 'text');
   eq(estimateText([cfg], vocabOf, null), '', 'no measurement: nothing');
