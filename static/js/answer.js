@@ -147,6 +147,10 @@ export function answerCard(expId) {
     });
     const plot = forestPlot(stats, { classroom: document.body.classList.contains('classroom') });
     const sentence = h('p.answer-sentence#answer-sentence', {}, answerSentence(stats));
+    if (!stats.variants.some((v) => v.n_included > 0)) {
+      clear(body, sentence, h('p.small.muted', {}, 'Meanwhile the curves below fill in live.'));
+      return;
+    }
     clear(body,
       sentence,
       h('div.answer-grid', {},

@@ -509,6 +509,40 @@ function parcoordsBox(name) {
     h('figcaption', {}, h('span', {}, 'Config keys against the final validation loss: one line per run, blue = low, red = high'),
       chartExport(() => chart, `${name}-parcoords`, 'parallel coordinates chart')),
     h('div.chart-canvas.tall', {}, canvas), legend);
+  // Each axis drawn as a line with its values written along it: every category at its place, or the
+  // two ends and the middle of a numeric range (the geometric middle on a log axis).
+  let current = { axes: [] };
+  const axisLabels = {
+    id: 'parAxisLabels',
+    afterDatasetsDraw(c) {
+      const { ctx, scales: { x, y } } = c;
+      const fg = cssVar('--chart-fg', '#1d1f24');
+      ctx.save();
+      ctx.font = `${window.Chart.defaults.font.size}px ${window.Chart.defaults.font.family}`;
+      ctx.fillStyle = fg;
+      ctx.strokeStyle = fg;
+      ctx.lineWidth = 1;
+      ctx.textBaseline = 'middle';
+      current.axes.forEach((a, j) => {
+        const px = x.getPixelForValue(j);
+        ctx.globalAlpha = 0.5;
+        ctx.beginPath(); ctx.moveTo(px, y.getPixelForValue(0)); ctx.lineTo(px, y.getPixelForValue(1)); ctx.stroke();
+        ctx.globalAlpha = 1;
+        const ticks = a.kind === 'category'
+          ? a.cats.map((cat, i) => [a.cats.length > 1 ? i / (a.cats.length - 1) : 0.5, cat])
+          : a.hi > a.lo ? [[0, a.lo], [0.5, a.kind === 'log' ? Math.sqrt(a.lo * a.hi) : (a.lo + a.hi) / 2], [1, a.hi]].map(([p, v]) => [p, fmtConfig(Number(v.toPrecision(3)))])
+            : [[0.5, fmtConfig(a.lo)]];
+        const last = j === current.axes.length - 1;
+        ctx.textAlign = last ? 'right' : 'left';
+        for (const [p, text] of ticks) {
+          const py = y.getPixelForValue(p);
+          ctx.beginPath(); ctx.moveTo(px - 4, py); ctx.lineTo(px + 4, py); ctx.stroke();
+          ctx.fillText(String(text), last ? px - 7 : px + 7, py);
+        }
+      });
+      ctx.restore();
+    },
+  };
   function draw(runs) {
     const keys = differingKeys(runs, ['seed']);
     // One key of words (the attention of an A/B experiment) says no more than the answer and the
@@ -532,10 +566,12 @@ function parcoordsBox(name) {
       const a = j < axes.length ? axes[j] : lossAxis;
       return a.kind === 'category' ? `${k}: ${a.cats.join(' → ')}` : `${k}: ${fmt(a.lo, 4)} → ${fmt(a.hi, 4)}${a.kind === 'log' ? ' (log)' : ''}`;
     }).join(' · ');
+    current = { axes: [...axes, lossAxis] };
     if (chart) { chart.data.labels = labels; chart.data.datasets = datasets; chart.update('none'); return; }
     chart = new window.Chart(canvas, {
       type: 'line',
       data: { labels, datasets },
+      plugins: [axisLabels],
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
         plugins: { legend: { display: false },
