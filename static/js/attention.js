@@ -5,6 +5,7 @@ import { h, clear, fmt } from './dom.js';
 import { heatmap } from './charts.js';
 import { variantTag } from './runs.js';
 import { onTheme } from './theme.js';
+import { probeTiming } from './probes.js';
 
 const SAMPLE = 'The cat sat on the mat because it was tired, and then it slept.';
 
@@ -24,7 +25,7 @@ export function mount(root, params) {
   const err = h('div.field-error', { role: 'alert' });
   const form = h('form.att-form', {},
     h('div.fields', {},
-      h('div.field', {}, h('label', { for: 'att-run' }, 'run (with a checkpoint)'), runSel),
+      h('div.field.run-field', {}, h('label', { for: 'att-run' }, 'run (with a checkpoint)'), runSel),
       h('div.field.wide', {}, h('label', { for: 'att-text' }, 'sentence'), text),
       h('div.field', {}, h('label', { for: 'att-max' }, 'max tokens'), maxTok)),
     h('div.toolbar', {}, btn, h('label.check', {}, rowScale, ' scale each row to its largest weight'), err));
@@ -38,7 +39,8 @@ export function mount(root, params) {
   api('/api/runs?limit=500&sort=-id').then((d) => {
     if (!alive) return;
     runs = d.runs.filter((r) => r.checkpoint_step > 0);
-    clear(runSel, runs.length ? runs.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name || r.variant + ' run'} · ${r.variant} · step ${r.checkpoint_step}`))
+    // The step first: a long run name must not push it out of the box.
+    clear(runSel, runs.length ? runs.map((r) => h('option', { value: r.id }, `#${r.id} · step ${r.checkpoint_step} · ${r.variant} · ${r.name || r.variant + ' run'}`))
       : h('option', { value: '' }, 'no run with a checkpoint yet'));
     if (params.run && runs.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
     btn.disabled = !runs.length;
@@ -56,9 +58,11 @@ export function mount(root, params) {
     localStorage.setItem('attnlab.attText', text.value);
     status.textContent = 'computing…';
     try {
+      const t0 = performance.now();
       const res = await api('/api/probes', { method: 'POST', body: { kind: 'attention_map', run_id: Number(runSel.value),
         params: { text: text.value, max_tokens: Number(maxTok.value) } } });
       if (!alive || my !== seq) return;
+      res.probe.requestMs = performance.now() - t0;
       render(res.probe);
     } catch (e) {
       if (my !== seq) return;
@@ -76,7 +80,7 @@ export function mount(root, params) {
     const col = (name) => heads.columns.indexOf(name);
     const run = runs.find((x) => String(x.id) === runSel.value);
     status.textContent = `${r.summary.n_tokens} tokens${r.summary.truncated ? ' (text cut at max tokens)' : ''} · ` +
-      `${r.summary.n_layer} layers × ${r.summary.n_head} heads · computed in ${fmt(probe.duration_ms, 3)} ms`;
+      `${r.summary.n_layer} layers × ${r.summary.n_head} heads · ${probeTiming(probe, probe.requestMs ?? 0, false)}`;
     const grid = h('div.att-grid');
     for (const row of heads.rows) {
       const L = row[col('layer')], H = row[col('head')];

@@ -1,11 +1,14 @@
 // Chart.js (loaded as a classic script from /vendor) for lines and bars, plus a canvas heat map of
 // our own, since Chart.js has none. Charts are built with parsing off and animation off: live
 // training appends points many times a second and must stay cheap.
-// Every chart can be saved: PNG from Chart.js's toBase64Image(), CSV built from its datasets.
+// Every chart can be saved: PNG from Chart.js's toBase64Image(), SVG by drawing it once more onto a
+// recorder (svgexport.js), CSV built from its datasets.
 import { h, fmt } from './dom.js';
 import { seriesColor, withAlpha, headShade } from './colors.js';
 import { cssVar } from './theme.js';
 import { chartDataCsv, matrixCsv } from './csv.js';
+import { makeLink, safeName, svgUrl, chartToSvg, SvgRecorder } from './svgexport.js';
+import { spansDecades } from './scales.js';
 
 const Chart = window.Chart;
 
@@ -48,32 +51,16 @@ if (Chart) {
   });
 }
 
-// A download link whose file is made when it is pressed: make() returns a URL (data: or blob:) that
-// becomes the link's href just before the browser follows it.
-function makeLink(text, filename, label, make) {
-  const a = h('a.button.small.export', { href: '#', download: filename, 'aria-label': label, title: label }, text);
-  let blobUrl = null;
-  a.addEventListener('click', (ev) => {
-    let url = null;
-    try { url = make(); } catch (e) { console.warn('export failed', e); }
-    if (!url) { ev.preventDefault(); return; }
-    if (blobUrl && blobUrl !== url) URL.revokeObjectURL(blobUrl);
-    if (url.startsWith('blob:')) blobUrl = url;
-    a.href = url;
-  });
-  return a;
-}
-
 const csvUrl = (text) => URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
-const safeName = (s) => String(s).replace(/[^\w.-]+/g, '_').replace(/^_+|_+$/g, '') || 'chart';
 
-// PNG and CSV links for a Chart.js chart. getChart: the chart, or a function returning it (views
+// PNG, SVG and CSV links for a Chart.js chart. getChart: the chart, or a function returning it (views
 // make their boxes before their charts). what: words for the aria labels ("loss chart").
 export function chartExport(getChart, name, what = 'chart') {
   const chart = () => (typeof getChart === 'function' ? getChart() : getChart);
   const file = safeName(name);
   return h('span.export-links', {},
     makeLink('PNG', `${file}.png`, `download the ${what} as PNG`, () => chart()?.toBase64Image('image/png', 1)),
+    makeLink('SVG', `${file}.svg`, `download the ${what} as SVG`, () => { const c = chart(); return c ? svgUrl(chartToSvg(c)) : null; }),
     makeLink('CSV', `${file}.csv`, `download the ${what}'s data as CSV`, () => {
       const c = chart();
       if (!c) return null;
@@ -105,7 +92,16 @@ export function lineChart(canvas, opts = {}) {
         y: axis(opts.yTitle, opts.logY ? 'logarithmic' : 'linear'),
       },
       plugins: {
-        legend: { display: opts.legend !== false, labels: { boxWidth: 14,
+        legend: { display: opts.legend !== false,
+          // An entry standing for a group of lines (legendGroup: every replicate or head of a variant)
+          // shows or hides the whole group.
+          onClick: (e, item, legend) => {
+            const chart = legend.chart, sets = chart.data.datasets, g = sets[item.datasetIndex]?.legendGroup;
+            const show = !chart.isDatasetVisible(item.datasetIndex);
+            sets.forEach((d, i) => { if (i === item.datasetIndex || (g && d.legendGroup === g)) chart.setDatasetVisibility(i, show); });
+            chart.update();
+          },
+          labels: { boxWidth: 14,
           filter: (item, data) => !data.datasets[item.datasetIndex].hideInLegend,
           // legendText / legendColor: one legend entry standing for several lines (one per head).
           generateLabels: (chart) => Chart.defaults.plugins.legend.labels.generateLabels(chart).map((l) => {
@@ -146,6 +142,11 @@ export function chartFromHint(hint, table, fileName = hint.table) {
   wrap.append(h('div.chart-canvas', {}, canvas));
   const ys = hint.y.filter((c) => table.columns.includes(c));
   const categorical = table.rows.some((r) => typeof r[xi] === 'string');
+  // Values spread over decades go on a log axis even when the hint did not ask for one: on a linear
+  // axis the small ones all read 0. The caption says so.
+  const yValues = ys.filter((c) => c !== hint.reference).flatMap((c) => { const i = table.columns.indexOf(c); return table.rows.map((r) => r[i]); });
+  const autoLog = !hint.log_y && spansDecades(yValues);
+  if (autoLog) caption.firstChild.append(h('span.small.muted.auto-log', {}, ' (log scale: the values span several decades)'));
   if (hint.type === 'bar' || categorical) {
     chart = new Chart(canvas, {
       type: 'bar',
@@ -162,12 +163,12 @@ export function chartFromHint(hint, table, fileName = hint.table) {
       },
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
-        scales: { x: axis(hint.x, 'category'), y: axis('', 'linear') },
+        scales: { x: axis(hint.x, 'category'), y: axis('', autoLog ? 'logarithmic' : 'linear') },
         plugins: { tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${fmt(c.parsed.y)}` } } },
       },
     });
   } else {
-    const logX = !!hint.log_x, logY = !!hint.log_y;
+    const logX = !!hint.log_x, logY = !!hint.log_y || autoLog;
     chart = lineChart(canvas, { xTitle: hint.x, logX, logY });
     const gi = groupColumn(table, xi, ys);
     const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
@@ -252,37 +253,42 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, ex
   canvas.style.height = `${H}px`;
   canvas.dataset.rows = String(n);
   canvas.dataset.cols = String(m);
-  const ctx = canvas.getContext('2d');
-  ctx.scale(dpr, dpr);
-  ctx.fillStyle = cssVar('--card', '#fff'); // painted, so a saved PNG keeps the page's background
-  ctx.fillRect(0, 0, W, H);
   const masked = cssVar('--masked', '#eee');
+  const fg = cssVar('--fg', '#1d1f24'), bg = cssVar('--card', '#fff');
   let vmax = max;
   if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
   if (!(vmax > 0)) vmax = 1;
-  for (let i = 0; i < n; i++) {
-    // rowScale: each query's largest weight is full colour, so later rows (spread over many keys) stay visible.
-    const rmax = rowScale ? Math.max(...matrix[i]) || 1 : vmax;
-    for (let j = 0; j < m; j++) {
-      const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
-      // white → dark blue; masked (future) cells stay a light grey so causality is visible
-      ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? masked : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
-      ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
+  // Draws the map on a 2D context (the canvas, or an SVG recorder for the SVG file).
+  const paint = (ctx) => {
+    ctx.fillStyle = bg; // painted, so a saved PNG keeps the page's background
+    ctx.fillRect(0, 0, W, H);
+    for (let i = 0; i < n; i++) {
+      // rowScale: each query's largest weight is full colour, so later rows (spread over many keys) stay visible.
+      const rmax = rowScale ? Math.max(...matrix[i]) || 1 : vmax;
+      for (let j = 0; j < m; j++) {
+        const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
+        // white → dark blue; masked (future) cells stay a light grey so causality is visible
+        ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? masked : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
+        ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
+      }
     }
-  }
-  ctx.fillStyle = cssVar('--fg', '#1d1f24');
-  ctx.font = `${font}px system-ui, sans-serif`;
-  ctx.textBaseline = 'middle';
-  ctx.textAlign = 'right';
-  rl.forEach((s, i) => ctx.fillText(label(s), left - 4, top + i * cell + cell / 2));
-  cl.forEach((s, j) => {
-    ctx.save();
-    ctx.translate(left + j * cell + cell / 2, top - 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = 'left';
-    ctx.fillText(label(s), 0, 0);
-    ctx.restore();
-  });
+    ctx.fillStyle = fg;
+    ctx.font = `${font}px system-ui, sans-serif`;
+    ctx.textBaseline = 'middle';
+    ctx.textAlign = 'right';
+    rl.forEach((s, i) => ctx.fillText(label(s), left - 4, top + i * cell + cell / 2));
+    cl.forEach((s, j) => {
+      ctx.save();
+      ctx.translate(left + j * cell + cell / 2, top - 4);
+      ctx.rotate(-Math.PI / 2);
+      ctx.textAlign = 'left';
+      ctx.fillText(label(s), 0, 0);
+      ctx.restore();
+    });
+  };
+  const ctx = canvas.getContext('2d');
+  ctx.scale(dpr, dpr);
+  paint(ctx);
   const readout = h('div.readout.muted', { 'aria-live': 'polite' }, 'point at a cell (or focus and use the arrow keys)');
   const show = (i, j) => {
     if (i < 0 || j < 0 || i >= n || j >= m) return;
@@ -302,6 +308,11 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, ex
   });
   const links = exportName ? h('div.toolbar.small', {},
     makeLink('PNG', `${safeName(exportName)}.png`, `download the ${title || 'heat map'} as PNG`, () => canvas.toDataURL('image/png')),
+    makeLink('SVG', `${safeName(exportName)}.svg`, `download the ${title || 'heat map'} as SVG`, () => {
+      const rec = new SvgRecorder(W, H, ctx0);
+      paint(rec);
+      return svgUrl(rec.toSvg());
+    }),
     makeLink('CSV', `${safeName(exportName)}.csv`, `download the ${title || 'heat map'}'s data as CSV`,
       () => csvUrl(matrixCsv(matrix, rl, cl, 'query/key')))) : null;
   return h('div.heatmap-wrap', {}, h('div.heatmap-scroll', {}, canvas), readout, links);

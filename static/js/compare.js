@@ -5,7 +5,7 @@
 // address, so the link reproduces the view. Runs that are still training gain points live.
 import { api, cached } from './api.js';
 import { h, clear, fmt, throttle, debounce, keepFocus, announce } from './dom.js';
-import { runColors, headShade, withAlpha } from './colors.js';
+import { runColors, headShade, withAlpha, variantColor } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable, chartExport } from './charts.js';
 import { emaDebiased, appendAfter } from './smooth.js';
 import { subscribe } from './live.js';
@@ -21,6 +21,7 @@ const NAMES = { loss: 'training loss', val_loss: 'validation loss', lr: 'learnin
 const MAIN_KEYS = ['loss', 'val_loss', 'grad_norm', 'tokens_per_s', 'lr'];
 const LOWER_IS_BETTER = new Set(['loss', 'val_loss']);
 const DEFAULT_CHARTS = ['loss', 'val_loss', 'tau.*'];
+const REPLICATE_DASH = [[], [8, 4], [2, 3], [12, 3, 3, 3], [5, 5], [1, 4]];
 
 const keyName = (k) => NAMES[k] || GROUPS[k] || k;
 const isGroup = (k) => k.endsWith('*');
@@ -44,6 +45,7 @@ export function mount(root, q) {
   };
   let runs = [];                   // in the order of the address
   let colors = new Map();          // run id -> colour
+  let dashes = new Map();          // run id -> dash pattern (replicates of one variant: its colour, one dash each)
   const summaries = new Map();     // run id -> {key: {last, min, max, mean, step_of_min, count, last_step}}
   const data = new Map();          // run id -> {fetched: Set(pattern), s: {key: {steps, values, wall_times}}}
   let configOrder = [];
@@ -216,7 +218,7 @@ export function mount(root, q) {
         const ser = s[key];
         const c = keys.length > 1 ? headShade(col, i, keys.length) : col;
         const name = isGroup(pattern) ? `${label(r)} ${headLabel(key)}` : label(r);
-        const meta = { runId: r.id, metricKey: key };
+        const meta = { runId: r.id, metricKey: key, borderDash: dashes.get(r.id) };
         // Groups (τ, entropy: one line per head) and the sparse validation loss are drawn as they are;
         // a single noisy key gets the faint raw line under the smoothed one, as in the run view.
         const smooth = state.smooth > 0 && !isGroup(pattern) && key !== 'val_loss';
@@ -323,6 +325,18 @@ export function mount(root, q) {
 
   function renderAll() {
     colors = runColors(runs);
+    dashes = new Map();
+    // Replicates of one variant of one experiment keep the variant's colour (so the variants stay
+    // apart) and are told apart by their dash.
+    const groups = new Map();
+    for (const r of runs) if (r.experiment_id) groups.set(`${r.experiment_id}/${r.variant}`, [...(groups.get(`${r.experiment_id}/${r.variant}`) || []), r]);
+    for (const g of groups.values()) {
+      if (g.length < 2) continue;
+      g.sort((a, b) => (a.replicate ?? 0) - (b.replicate ?? 0)).forEach((r, i) => {
+        colors.set(r.id, variantColor(r.variant));
+        dashes.set(r.id, REPLICATE_DASH[i % REPLICATE_DASH.length]);
+      });
+    }
     renderChips();
     renderMetrics();
     renderConfig();

@@ -36,7 +36,9 @@ function append(el, children) {
 
 export function clear(el, ...children) { el.replaceChildren(); append(el, children); return el; }
 
-// Numbers for people: a few significant digits, exponent form for the very small and very large.
+// Numbers for people: `digits` significant digits, exponent form for the very small and very large.
+// Trailing zeros are kept ("6.800", not "6.8"), so a figure is always written to the same precision
+// and two cards showing 6.79996 and 6.7994 read "6.800" and "6.799", not "6.8" and "6.799".
 export function fmt(v, digits = 4) {
   if (v === null || v === undefined || v === '') return '–';
   if (typeof v !== 'number') return String(v);
@@ -44,7 +46,20 @@ export function fmt(v, digits = 4) {
   if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(Math.max(1, digits - 2));
-  return String(Number(v.toPrecision(digits)));
+  const p = v.toPrecision(digits);
+  return p.includes('e') ? String(Number(p)) : p; // 12345.6 to 4 digits: "12350", not "1.235e+4"
+}
+
+// A config value for people (learning rates, ratios, names): numbers to at most six significant
+// digits with nothing after the last one that counts (lr 3e-4, not 0.00029999999999999997 or
+// 3.0000e-4), booleans and strings as they are.
+export function fmtConfig(v) {
+  if (v === undefined || v === null) return '–';
+  if (typeof v !== 'number') return String(v);
+  if (!Number.isFinite(v) || (Number.isInteger(v) && Math.abs(v) < 1e9)) return String(v);
+  const r = Number(v.toPrecision(6));
+  const a = Math.abs(r);
+  return a !== 0 && (a < 1e-3 || a >= 1e6) ? r.toExponential().replace('e+', 'e') : String(r);
 }
 
 export function fmtDuration(s) {

@@ -12,6 +12,31 @@ import { onTheme } from './theme.js';
 const ROTOR_TITLE = 'RoPE pair, animated';
 const MAX_ROWS = 200;
 
+// Summary figures the server writes as 0/1 that are yes/no answers (the C builders have no boolean
+// yet): shown as true/false. A JSON boolean is shown as such whatever its key.
+const BOOLEAN_KEYS = new Set(['truncated', 'rope', 'cosine_attention', 'inside_at_first_gap', 'inside_at_last_gap',
+  'after_rotation_is_the_score']);
+
+// A probe's summary split into figures (numbers, booleans, short words: the bold value cells) and
+// prose (sentences the probe adds, e.g. what its clock measures): [[key, text]] each.
+export function summaryParts(summary) {
+  const figures = [], prose = [];
+  for (const [k, v] of Object.entries(summary || {})) {
+    if (typeof v === 'boolean') figures.push([k, String(v)]);
+    else if (BOOLEAN_KEYS.has(k) && (v === 0 || v === 1)) figures.push([k, v ? 'true' : 'false']);
+    else if (typeof v === 'string' && (v.length > 24 || /\s\S+\s/.test(v))) prose.push([k, v]);
+    else figures.push([k, fmt(v)]);
+  }
+  return { figures, prose };
+}
+
+// How the answer was had: computed (or measured) now in N ms, or read from the store, in the time
+// this request took, with the time it took when it was first computed.
+export function probeTiming(p, requestMs, timing) {
+  if (p.cached) return `from the store in ${fmt(Math.max(1, Math.round(requestMs)))} ms (first computed in ${fmt(p.duration_ms, 3)} ms)`;
+  return `${timing ? 'measured' : 'computed'} in ${fmt(p.duration_ms, 3)} ms`;
+}
+
 export function mount(root, params) {
   const list = h('nav.probe-list', { 'aria-label': 'probe kinds' });
   const panel = h('section.probe-panel.card#probe-panel', { 'aria-live': 'polite' });
@@ -53,7 +78,7 @@ export function mount(root, params) {
       runSel.addEventListener('change', schedule);
       api('/api/runs?limit=500&sort=-id').then(({ runs }) => {
         const usable = runs.filter((r) => r.checkpoint_step > 0);
-        clear(runSel, usable.length ? usable.map((r) => h('option', { value: r.id }, `#${r.id} ${r.name || r.variant + ' run'} (${r.variant}, step ${r.checkpoint_step})`))
+        clear(runSel, usable.length ? usable.map((r) => h('option', { value: r.id }, `#${r.id} · step ${r.checkpoint_step} · ${r.variant} · ${r.name || r.variant + ' run'}`))
           : h('option', { value: '' }, 'no run with a checkpoint yet'));
         if (params.run && usable.some((r) => String(r.id) === String(params.run))) runSel.value = String(params.run);
         run();
@@ -91,11 +116,12 @@ export function mount(root, params) {
       if (abort) abort.abort();
       abort = new AbortController();
       status.textContent = 'running…';
+      const t0 = performance.now();
       try {
         const res = await api('/api/probes', { method: 'POST', body, signal: abort.signal });
         if (!alive || my !== seq) return;
         const p = res.probe;
-        status.textContent = `${p.cached ? 'from the store' : kind.timing ? 'measured' : 'computed'} in ${fmt(p.duration_ms, 3)} ms`;
+        status.textContent = probeTiming(p, performance.now() - t0, kind.timing);
         renderResult(result, p);
       } catch (e) {
         if (e.name === 'AbortError' || my !== seq) return;
@@ -113,10 +139,14 @@ export function mount(root, params) {
     shown = { el, probe };
     const open = new Set([...el.querySelectorAll('details.probe-table')].filter((d) => d.open).map((d) => d.id));
     const r = probe.result;
-    const summary = h('dl.summary', {}, Object.entries(r.summary || {}).flatMap(([k, v]) => [h('dt', {}, k.replace(/_/g, ' ')), h('dd', {}, fmt(v))]));
+    const { figures, prose } = summaryParts(r.summary);
+    const summary = h('dl.summary', {}, figures.flatMap(([k, v]) => [h('dt', {}, k.replace(/_/g, ' ')),
+      h('dd', { dataset: { key: k } }, v)]));
+    const notes = prose.length ? h('dl.probe-notes', {}, prose.flatMap(([k, v]) => [h('dt', {}, k.replace(/_/g, ' ')),
+      h('dd', { dataset: { key: k } }, v)])) : null;
     const figs = h('div.chart-grid');
     const byName = Object.fromEntries(r.tables.map((t) => [t.name, t]));
-    clear(el, summary, figs);
+    clear(el, summary, notes, figs);
     for (const hint of r.charts || []) {
       const t = byName[hint.table];
       if (!t) continue;

@@ -63,12 +63,12 @@ export function questionDatasets(ctx) {
     const heads = ctx.headRuns.has(r.id);
     if (s.tau_ratio) {
       ds.spread.push({ label: `${label}: whole model`, data: pts(ctx.xsOf(r, s.tau_ratio), s.tau_ratio.values, ctx.logSpread),
-        borderColor: col, backgroundColor: col, borderWidth: 3, runId: r.id, series: 'tau_ratio' });
+        borderColor: col, backgroundColor: col, borderWidth: 3, runId: r.id, series: 'tau_ratio', variant: r.variant, legendKind: 'whole model' });
       for (const k of perLayerKeys(s, 'tau_ratio')) {
         const L = Number(k.split('.')[1]);
         ds.spread.push({ label: `${label}: layer ${L}`, data: pts(ctx.xsOf(r, s[k]), s[k].values, ctx.logSpread),
           borderColor: withAlpha(col, 0.75), backgroundColor: col, borderWidth: 1.5, borderDash: layerDash(L + 1),
-          runId: r.id, series: k });
+          runId: r.id, series: k, variant: r.variant, legendKind: `layer ${L}` });
       }
     }
     for (const [prefix, chart] of [['entropy_frac', 'efrac'], ['distance', 'dist']]) {

@@ -74,10 +74,12 @@ export function replicatesSection(opts) {
   });
   const statsBox = h('div#stats-tables');
   const el = h('section.card#replicates', { 'aria-labelledby': 'replicates-title', hidden: true },
-    h('h3#replicates-title', {}, 'Replicates'),
+    h('h3#replicates-title', {}, 'Replicates: one colour per variant, its mean ± std band, each replicate a thin line'),
     note,
-    h('div.chart-grid', {}, boxes),
-    h('div.toolbar', {}, h('h4.inline', {}, 'Statistics over the replicates'), h('span.spacer'),
+    h('div.chart-grid', {}, boxes));
+  // The tables of every figure, placed by the page after the detail charts.
+  const tablesEl = h('section.card#replicate-stats', { 'aria-labelledby': 'replicate-stats-title', hidden: true },
+    h('div.toolbar', {}, h('h3.inline#replicate-stats-title', {}, 'Statistics over the replicates'), h('span.spacer'),
       downloadLink(`/api/experiments/${opts.expId}/stats.csv`, `experiment-${opts.expId}-stats.csv`, 'CSV', 'a.button.small')),
     statsBox);
   for (const b of BANDS) charts[b.id] = lineChart(canvases[b.id], { xTitle: 'step', yTitle: b.y });
@@ -97,19 +99,19 @@ export function replicatesSection(opts) {
           if (!run || !own || !own.steps.length) continue;
           const ys = emaDebiased(own.values, w);
           ds.push({ label: `${band.variant} r${r.replicate}`, data: own.steps.map((x, i) => ({ x, y: ys[i] })),
-            borderColor: withAlpha(col, 0.22), backgroundColor: withAlpha(col, 0.22), borderWidth: 1, pointRadius: 0,
-            hideInLegend: true, tooltip: true, replicate: r.replicate, variant: band.variant });
+            borderColor: withAlpha(col, 0.45), backgroundColor: withAlpha(col, 0.45), borderWidth: 1, pointRadius: 0,
+            hideInLegend: true, tooltip: true, replicate: r.replicate, variant: band.variant, legendGroup: band.variant });
         }
         const pts = bandPoints(band, w);
         if (!pts.length) continue;
         // the band: mean − std, then mean + std filled down to it, then the mean on top
         ds.push({ label: `${band.variant} mean − std`, data: pts.map((p) => ({ x: p.x, y: p.lo })), borderColor: withAlpha(col, 0.5),
-          backgroundColor: 'transparent', borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: false, band: 'lo', variant: band.variant });
+          backgroundColor: 'transparent', borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: false, band: 'lo', variant: band.variant, legendGroup: band.variant });
         ds.push({ label: `${band.variant} mean + std`, data: pts.map((p) => ({ x: p.x, y: p.hi })), borderColor: withAlpha(col, 0.5),
-          backgroundColor: withAlpha(col, 0.2), borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: '-1', band: 'hi', variant: band.variant });
+          backgroundColor: withAlpha(col, 0.2), borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: '-1', band: 'hi', variant: band.variant, legendGroup: band.variant });
         const n = Math.max(0, ...band.n.filter((x) => typeof x === 'number'));
         ds.push({ label: `${band.variant} (mean of ${n})`, data: pts.map((p) => ({ x: p.x, y: p.mean })), borderColor: col, backgroundColor: col,
-          borderWidth: 2.5, pointRadius: b.points ? 3 : 0, band: 'mean', variant: band.variant });
+          borderWidth: 2.5, pointRadius: b.points ? 3 : 0, band: 'mean', variant: band.variant, legendGroup: band.variant });
       }
       charts[b.id].data.datasets = ds;
       charts[b.id].update('none');
@@ -175,6 +177,8 @@ export function replicatesSection(opts) {
       BANDS.forEach((x, i) => { bands[x.key] = b[i].variants; });
       stats = s.stats;
       el.hidden = false;
+      tablesEl.hidden = false;
+      if (opts.onStats) opts.onStats(stats);
       const done = stats.variants.reduce((a, v) => a + v.n_included, 0), all = stats.variants.reduce((a, v) => a + v.n_runs, 0);
       note.textContent = `${stats.experiment.replicates} replicates per variant (seeds seed, seed+1, …; replicate i of every variant shares its seed and data order). ` +
         `Bands are the mean ± one standard deviation over the replicates at each step; the statistics use the ${done} of ${all} runs that succeeded.`;
@@ -190,6 +194,7 @@ export function replicatesSection(opts) {
 
   return {
     el,
+    tablesEl,
     refresh,
     redraw: () => { if (alive && stats) draw(); },
     destroy: () => { alive = false; for (const c of Object.values(charts)) c.destroy(); },

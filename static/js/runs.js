@@ -1,12 +1,14 @@
 // The Runs view: every run and experiment with live progress, filters and sorting, the form that
 // starts a run or an experiment, and the one-click reproduction of the blog experiment.
 import { api, post, cached } from './api.js';
-import { h, clear, fmt, fmtDuration, fmtTime, debounce, frameThrottle, announce, keepFocus } from './dom.js';
+import { h, clear, fmt, fmtConfig, fmtDuration, fmtTime, debounce, frameThrottle, announce, keepFocus } from './dom.js';
 import { variantColor } from './colors.js';
 import { schemaFields, fieldFromPath } from './schemaform.js';
 import { subscribe } from './live.js';
 import { differingKeys } from './configdiff.js';
 import { nodesCard } from './nodes.js';
+import { measuredSpeed, estimateText, VOCAB } from './estimate.js';
+import { corpusUploadCard } from './upload.js';
 
 // A classroom-speed version of the preset: the built-in corpus and a model that trains in about a
 // minute on a laptop, same two variants, same seed and data order.
@@ -16,19 +18,44 @@ export const TINY_OVERRIDES = { corpus: 'small', steps: 200, n_layer: 2, n_head:
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'];
 const ACTIVE = new Set(['queued', 'running']);
 
+// The table's columns, in order: the ones a reader comes for (name, variant, status and the losses)
+// first, so that the config columns after them never push them off the screen. `optional`: the
+// column chooser can hide it (remembered by the browser); the others are always shown.
 const COLUMNS = [
-  { key: 'id', label: 'id', get: (r) => r.id },
+  { key: 'id', label: 'id', get: (r) => r.id, optional: true },
   { key: 'name', label: 'name', get: (r) => runName(r).toLowerCase() },
   { key: 'variant', label: 'variant', get: (r) => r.variant },
   { key: 'status', label: 'status', get: (r) => STATUSES.indexOf(r.status) * 1e9 + (r.step || 0) },
-  { key: 'config', label: 'config', get: (r) => r.config.d_model * 1e4 + r.config.n_layer },
   // Sorted by the server (GET /api/runs?sort=loss): every run, not only the page loaded here.
   { key: 'loss', label: 'loss last / min', api: 'loss', get: (r) => r.last?.loss?.last ?? Infinity },
   { key: 'val_loss', label: 'val loss last / min', api: 'val_loss', get: (r) => r.last?.val_loss?.last ?? Infinity },
   { key: 'tau', label: 'final τ range', get: (r) => r.last?.tau?.min ?? Infinity },
-  { key: 'tags', label: 'tags', get: (r) => (r.tags || []).join(',') },
-  { key: 'created', label: 'created', get: (r) => r.created_at },
+  { key: 'config', label: 'config', get: (r) => r.config.d_model * 1e4 + r.config.n_layer, optional: true },
+  { key: 'tags', label: 'tags', get: (r) => (r.tags || []).join(','), optional: true },
+  { key: 'created', label: 'created', get: (r) => r.created_at, optional: true },
 ];
+
+// Which optional columns are shown, and whether the differing config keys get columns of their own
+// (after the config column) or a line in the config cell: the reader's choice, kept by the browser.
+const COLUMNS_KEY = 'attnlab.runsColumns';
+const COLUMN_DEFAULTS = { id: true, config: true, diffs: true, tags: true, created: true };
+export function loadColumnChoice() {
+  try { return { ...COLUMN_DEFAULTS, ...JSON.parse(localStorage.getItem(COLUMNS_KEY) || '{}') }; } catch { return { ...COLUMN_DEFAULTS }; }
+}
+function saveColumnChoice(c) { try { localStorage.setItem(COLUMNS_KEY, JSON.stringify(c)); } catch { /* private mode */ } }
+
+// A run's or variant's name that wraps only between words: at spaces, and after the commas and
+// slashes that join a sweep's key=value pairs ("sweep/lr=0.001,tau_param=log"); a word (hyphens and
+// underscores included) is never split over two lines.
+export function nameWords(text) {
+  const out = [];
+  for (const w of String(text).split(/(\s+)/)) {
+    if (w === '') continue;
+    if (/^\s+$/.test(w)) { out.push(' '); continue; }
+    w.split(/(?<=[,/;])/).forEach((piece, i) => { if (i) out.push(h('wbr')); out.push(h('span.word', {}, piece)); });
+  }
+  return out;
+}
 
 function lossText(r, key = 'loss') {
   const loss = r.last?.[key];
@@ -46,10 +73,10 @@ const MAX_DIFFS = 6;
 
 // The summary line of a run's config; the keys that differ among the listed runs get columns of
 // their own (the first MAX_DIFFS), the rest are named here.
-function configSummary(c, diffKeys = []) {
-  const rest = diffKeys.slice(MAX_DIFFS);
+function configSummary(c, diffKeys = [], asColumns = MAX_DIFFS) {
+  const rest = diffKeys.slice(asColumns);
   return [h('span.nowrap', {}, `L${c.n_layer} H${c.n_head} d${c.d_model} T${c.seq_len} B${c.batch}`), ' ',
-    h('span.nowrap', {}, `lr ${fmt(c.lr, 2)} · ${c.precision || 'fp32'} · ${c.corpus}`),
+    h('span.nowrap', {}, `lr ${fmtConfig(c.lr)} · ${c.precision || 'fp32'} · ${c.corpus}`),
     rest.length ? h('div.differs.small', { dataset: { keys: rest.join(',') } },
       rest.map((k, i) => [i ? ' · ' : '', h('span.nowrap', {}, h('span.diff-key', {}, k), ' ', fmtConfig(c[k]))])) : null];
 }
@@ -62,12 +89,8 @@ function configOrder(x, y) {
   return String(x) < String(y) ? -1 : String(x) > String(y) ? 1 : 0;
 }
 
-// A config value for people: numbers to six significant digits, booleans and strings as they are.
-export function fmtConfig(v) {
-  if (v === undefined || v === null) return '–';
-  if (typeof v === 'number') return fmt(v, 6);
-  return String(v);
-}
+// A config value for people (dom.js): kept exported here for the views that import it from runs.js.
+export { fmtConfig };
 
 // Runs ticked for comparison, kept for this browser tab while moving between views.
 const SELECT_KEY = 'attnlab.compare';
@@ -121,6 +144,23 @@ export function runActions(r, after) {
   return out;
 }
 
+// The time estimates shown before starting (estimate.js): this machine's recent speed, measured on
+// the runs the list shows, and each corpus's vocabulary; the preset card and the form redraw theirs
+// when either changes.
+const estimates = { speed: null, corpora: new Map(), listeners: new Set() };
+const vocabOf = (name) => {
+  const c = estimates.corpora.get(name);
+  return (c && (c.vocab || VOCAB[c.tokenizer])) || VOCAB.gpt2;
+};
+function setEstimateInputs({ runs, corpora }) {
+  if (corpora) estimates.corpora = new Map(corpora.map((c) => [c.name, c]));
+  if (runs) estimates.speed = measuredSpeed(runs, vocabOf);
+  for (const f of estimates.listeners) f();
+}
+function onEstimate(f) { estimates.listeners.add(f); return () => estimates.listeners.delete(f); }
+// "about 3 min at this machine's recent speed (2 runs)", or '' when nothing has been measured.
+const estimateFor = (configs) => estimateText(configs, vocabOf, estimates.speed);
+
 export function mount(root) {
   let runs = [];
   let experiments = [];
@@ -169,6 +209,7 @@ export function mount(root) {
 
   // The differing config keys that have a column now (set by render).
   let diffCols = [];
+  const columnChoice = loadColumnChoice();
 
   function renderHead() {
     const all = shownNow.length > 0 && shownNow.every((r) => selected.has(r.id));
@@ -176,7 +217,7 @@ export function mount(root) {
     const allBox = h('input#runs-select-all', { type: 'checkbox', checked: all, 'aria-label': 'select every shown run for comparison',
       onchange: (e) => { for (const r of shownNow) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); } render(); } });
     allBox.indeterminate = some && !all;
-    keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox), COLUMNS.map((c) => {
+    const head = (c) => {
       // A loss column is active for its final and its minimum order alike.
       const apiKey = sort.api?.replace(/^-/, '').replace(/^min_/, '');
       const active = c.api ? apiKey === c.api : !sort.api && sort.key === c.key;
@@ -193,7 +234,8 @@ export function mount(root) {
             if (sortWasApi()) refresh(); else render();
           }
         } }, c.label, active ? (dir > 0 ? ' ▲' : ' ▼') : ''));
-    }).flatMap((th, i) => COLUMNS[i].key !== 'config' ? [th] : [th, ...diffCols.map((k) => {
+    };
+    const diffHead = (k) => {
       const active = !sort.api && sort.key === `config.${k}`;
       return h('th.diff-col', { scope: 'col', dataset: { diffKey: k }, title: `config key ${k}: differs among the listed runs`,
         'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
@@ -202,7 +244,20 @@ export function mount(root) {
           sortSel.value = '';
           if (sortWasApi()) refresh(); else render();
         } }, h('span.diff-key', {}, k), active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
-    })]), h('th', { scope: 'col' }, 'actions'))));
+    };
+    keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox),
+      shownColumns().flatMap((c) => [c.key === 'diffs' ? diffCols.map(diffHead) : head(c)]),
+      h('th', { scope: 'col' }, 'actions'))));
+  }
+
+  // The columns shown, in order; 'diffs' stands for the differing keys' columns (after config).
+  function shownColumns() {
+    const out = [];
+    for (const c of COLUMNS) {
+      if (!c.optional || columnChoice[c.key]) out.push(c);
+      if (c.key === 'config' && columnChoice.diffs) out.push({ key: 'diffs' });
+    }
+    return out;
   }
 
   function matches(r) {
@@ -220,20 +275,28 @@ export function mount(root) {
     const tau = r.last?.tau;
     const box = h('input.compare-pick', { type: 'checkbox', checked: selected.has(r.id), 'aria-label': `select run ${r.id} for comparison`,
       onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); syncCompare(); renderHead(); } });
+    const diffsInline = !columnChoice.diffs ? diffKeys : [];
+    const cell = {
+      id: () => h('td', {}, r.id),
+      name: () => h('td.cell-name', {}, h('a.run-name', { href: `#/run/${r.id}` }, nameWords(runName(r))),
+        r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`),
+          r.replicate > 0 || experiments.find((e) => e.id === r.experiment_id)?.replicates > 1 ? h('span.muted.replicate', {}, ` · replicate ${r.replicate}`) : null) : null,
+        // no config column and the differing keys not in columns: they go under the name
+        !columnChoice.config && diffsInline.length ? configSummary(r.config, diffsInline, 0).slice(3) : null),
+      variant: () => h('td.cell-variant', {}, h('span.variant.wraps', {}, h('span.swatch', { style: { background: variantColor(r.variant) }, 'aria-hidden': 'true' }),
+        h('span', {}, nameWords(r.variant)))),
+      status: () => h('td.cell-status', {}, progressCell(r)),
+      loss: () => h('td.num.cell-loss', {}, lossText(r)),
+      val_loss: () => h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
+      tau: () => h('td.num.cell-tau', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
+      config: () => h('td.small.cell-config', {}, configSummary(r.config, diffKeys, columnChoice.diffs ? MAX_DIFFS : 0)),
+      diffs: () => diffCols.map((k) => h('td.small.num.cell-diff', { dataset: { key: k } }, fmtConfig(r.config[k]))),
+      tags: () => h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
+      created: () => h('td.small', {}, fmtTime(r.created_at)),
+    };
     return h('tr', { dataset: { runId: r.id, status: r.status } },
       h('td.select', {}, box),
-      h('td', {}, r.id),
-      h('td', {}, h('a', { href: `#/run/${r.id}` }, runName(r)), r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`),
-        r.replicate > 0 || experiments.find((e) => e.id === r.experiment_id)?.replicates > 1 ? h('span.muted.replicate', {}, ` · replicate ${r.replicate}`) : null) : null),
-      h('td', {}, variantTag(r.variant)),
-      h('td.cell-status', {}, progressCell(r)),
-      h('td.small.cell-config', {}, configSummary(r.config, diffKeys)),
-      diffCols.map((k) => h('td.small.num.cell-diff', { dataset: { key: k } }, fmtConfig(r.config[k]))),
-      h('td.num.cell-loss', {}, lossText(r)),
-      h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
-      h('td.num', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
-      h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
-      h('td.small', {}, fmtTime(r.created_at)),
+      shownColumns().map((c) => cell[c.key]()),
       h('td.actions', {}, runActions(r, () => refresh())));
   }
 
@@ -252,10 +315,10 @@ export function mount(root) {
     // What tells the shown runs apart beyond the summary line (attention too, where a variant's
     // name is not its attention): the first few get columns.
     const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
-    diffCols = diffKeys.slice(0, MAX_DIFFS);
+    diffCols = columnChoice.diffs ? diffKeys.slice(0, MAX_DIFFS) : [];
     syncCompare();
     renderHead();
-    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: COLUMNS.length + diffCols.length + 2 },
+    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: shownColumns().length + diffCols.length + 2 },
       runs.length || configFilter.key ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
     count.textContent = `${shown.length} of ${runs.length} runs`;
     const variants = [...new Set(runs.map((r) => r.variant))].sort();
@@ -295,6 +358,7 @@ export function mount(root) {
       if (!alive) return;
       loadedApi = !!sort.api;
       runs = r.runs;
+      setEstimateInputs({ runs });
       experiments = e.experiments;
       render();
     } catch (err) {
@@ -333,15 +397,31 @@ export function mount(root) {
     resync() { refresh(); },
   });
 
+  // The column chooser: the optional columns, and the differing keys as columns or as a line.
+  const CHOOSABLE = [['id', 'id'], ['config', 'config summary'], ['diffs', 'differing config keys as columns (else a line under the config)'],
+    ['tags', 'tags'], ['created', 'created']];
+  const chooser = h('details.column-chooser#runs-columns', {},
+    h('summary', {}, 'Columns'),
+    h('div.column-list', { role: 'group', 'aria-label': 'columns shown in the runs table' },
+      h('p.small.muted', {}, 'Always shown: name, variant, status, loss, val loss, τ.'),
+      CHOOSABLE.map(([k, text]) => h('label.check', {}, h('input', { type: 'checkbox', checked: columnChoice[k], dataset: { column: k },
+        onchange: (e) => { columnChoice[k] = e.target.checked; saveColumnChoice(columnChoice); render(); } }), ' ', text))));
   const form = startForm(refresh);
   const preset = presetCard();
+  const upload = corpusUploadCard({ onReady: (corpora) => {
+    setEstimateInputs({ corpora });
+    // the form's corpus suggestions gain the new one
+    const dl = document.getElementById('cfg-corpus-list');
+    if (dl) clear(dl, corpora.filter((c) => c.status === 'ready').map((c) => h('option', { value: c.name })));
+  } });
+  api('/api/corpora').then((c) => setEstimateInputs({ corpora: c.corpora })).catch(() => { /* estimates assume GPT-2's vocabulary */ });
   const nodes = nodesCard();
   clear(root,
     h('h2', {}, 'Runs'),
     h('div.cards', {}, preset),
     h('section.card', { 'aria-labelledby': 'runs-list-title' },
       h('h3#runs-list-title', {}, 'All runs'),
-      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, sortSel, cfgKey, cfgValue, cfgError, count, compareBtn, clearBtn, h('span.spacer'),
+      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, sortSel, cfgKey, cfgValue, cfgError, count, compareBtn, clearBtn, h('span.spacer'), chooser,
         h('button#goto-start', { type: 'button', onclick: () => {
           const f = document.getElementById('start');
           f.scrollIntoView({ behavior: 'smooth', block: 'start' });
@@ -353,10 +433,11 @@ export function mount(root) {
       h('div.table-scroll', {}, h('table.table#experiments-table', {},
         h('thead', {}, h('tr', {}, ['id', 'name', 'preset', 'runs', 'created'].map((c) => h('th', { scope: 'col' }, c)))), expBody))),
     nodes.el,
+    upload.el,
     form);
   renderHead();
   refresh();
-  return () => { alive = false; unsub(); nodes.stop(); };
+  return () => { alive = false; unsub(); nodes.stop(); upload.stop(); for (const f of [...estimates.listeners]) estimates.listeners.delete(f); };
 }
 
 // The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,
@@ -368,6 +449,7 @@ function presetCard() {
   const reps = h('input#preset-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1, 'aria-describedby': 'preset-replicates-help' });
   const desc = h('p.muted', {}, 'Loading the presets…');
   const detail = h('div.small.muted#preset-detail');
+  const estimate = h('span.small.estimate#preset-estimate', { 'aria-live': 'polite' });
   const err = h('div.field-error', { role: 'alert' });
   const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
   let presets = [], presetObj = null;
@@ -381,7 +463,10 @@ function presetCard() {
       `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
       (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * presetObj.variants.length} runs` : `seed ${cfg.seed}`);
     btn.textContent = presetObj.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${presetObj.name}”`;
+    const configs = presetObj.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
+    estimate.textContent = estimateFor(configs);
   };
+  onEstimate(describe);
   const pick = () => {
     presetObj = presets.find((x) => x.name === choice.value) || presets[0];
     reps.value = String(presetObj?.replicates || 1);
@@ -428,7 +513,7 @@ function presetCard() {
       h('label', { for: 'preset-replicates' }, 'replicates'), reps,
       h('span.small.muted#preset-replicates-help', {}, 'runs per variant, seeds seed, seed+1, …; 3 or more give error bars')),
     desc, detail,
-    h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny (classroom speed: built-in corpus, small model, 200 steps)')), err);
+    h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny (classroom speed: built-in corpus, small model, 200 steps)'), estimate), err);
 }
 
 function startForm(onCreated) {
@@ -505,6 +590,26 @@ function startForm(onCreated) {
       h('div.toolbar', {}, h('button.small#grid-add', { type: 'button', onclick: () => { const r = gridRow(); gridRows.append(r); r.querySelector('select').focus(); syncGrid(); } }, 'Add a key'), gridCount));
     const formErr = h('div.field-error#start-error', { role: 'alert' });
     const submit = h('button.primary#start-submit', { type: 'submit' }, 'Start');
+    const estimate = h('span.small.estimate#start-estimate', { 'aria-live': 'polite' });
+    // The configs the form would start (defaults filled in), for the time estimate.
+    const plannedConfigs = () => {
+      const base = Object.fromEntries(Object.entries(schema.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]));
+      const cfg = { ...base, ...fields.values() };
+      const reps = modeExp.checked ? Math.max(1, Number(expReps.value) || 1) : 1;
+      if (!modeExp.checked) return [cfg];
+      let grid = null;
+      try { grid = gridValue(); } catch { return []; }
+      let combos = [{}];
+      if (grid) for (const [k, vals] of Object.entries(grid)) combos = combos.flatMap((c) => vals.map((v) => ({ ...c, [k]: v })));
+      else combos = variantBoxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => ({ attention: i.value }));
+      return combos.flatMap((c) => Array.from({ length: reps }, () => ({ ...cfg, ...c })));
+    };
+    const syncEstimate = () => {
+      let text = '';
+      try { text = estimateFor(plannedConfigs()); } catch { /* a field mid-edit */ }
+      estimate.textContent = text;
+    };
+    onEstimate(syncEstimate);
     const syncMode = () => {
       variantsRow.disabled = !modeExp.checked;
       gridBox.disabled = !modeExp.checked;
@@ -522,8 +627,11 @@ function startForm(onCreated) {
       variantsRow,
       gridBox,
       fields.el,
-      h('div.toolbar', {}, submit, formErr));
+      h('div.toolbar', {}, submit, estimate, formErr));
+    form.addEventListener('input', syncEstimate);
+    form.addEventListener('change', syncEstimate);
     syncMode();
+    syncEstimate();
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       formErr.textContent = '';

@@ -13,10 +13,30 @@ import { replicatesSection } from './replicates.js';
 import { subscribe } from './live.js';
 import { questionDatasets, fittedRange, accuracyTable, experimentSummaries, headColor, layerDash } from './questions.js';
 import { progressCell, runActions, variantTag, runName, fmtConfig } from './runs.js';
+import { answerCard } from './answer.js';
 
 const MAX_POINTS = 1000;     // asked of the API per series; min and max per bucket are kept
 const REFETCH_ABOVE = 4000;  // live points pile up; past this, ask for a fresh downsampled copy
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'interrupted']);
+
+// One legend entry per (variant, kind of line) for datasets that carry `variant`: the first of each
+// group stands for the rest (legendText names the variant and the kind; a click on it shows or hides
+// the whole group), the others leave the legend but keep their own label in the tooltip. Datasets
+// without a variant (reference lines) are left as they are.
+export function groupLegend(datasets) {
+  const seen = new Set();
+  for (const d of datasets) {
+    if (!d.variant || d.hideInLegend) continue;
+    const kind = d.legendKind ?? d.series ?? '';
+    const key = `${d.variant}\u0000${kind}`;
+    d.legendGroup = key;
+    if (seen.has(key)) { d.hideInLegend = true; d.tooltip = true; continue; }
+    seen.add(key);
+    d.legendText = kind ? `${d.variant} (${kind})` : d.variant;
+  }
+  for (const d of datasets) if (d.hideInLegend && d.variant && !d.legendGroup) d.legendGroup = `${d.variant}\u0000${d.legendKind ?? d.series ?? ''}`;
+  return datasets;
+}
 
 function headKeys(series, prefix) {
   return Object.keys(series).filter((k) => k.startsWith(prefix + '.'))
@@ -83,20 +103,30 @@ export function mount(root, params) {
   const lossBox = box('loss', 'Loss: train (solid; faint = raw, bold = smoothed) and validation (dashed)', 'loss');
   const tauBox = box('tau', 'τ per layer and head, with the initial √d and AdamW’s reach at unit steps (τ₀ ± Σ lr, pulled in by weight decay)', 'τ');
   tauBox.append(tauHint);
+  // An experiment leads with its answer (answer.js), from the same /stats the replicates panel reads.
+  const answer = isExp ? answerCard(id) : null;
   const repl = isExp && chartsAvailable()
-    ? replicatesSection({ expId: id, runs: () => runs, series: (rid) => series.get(rid), state }) : null;
+    ? replicatesSection({ expId: id, runs: () => runs, series: (rid) => series.get(rid), state, onStats: (st) => answer.render(st) }) : null;
   const replSlot = h('div#replicates-slot'); // holds the panel once the experiment is known to have replicates
   // An experiment of three or more runs: its config keys against the final validation loss.
   const parBox = isExp ? parcoordsBox(`experiment-${id}`) : null;
+  // An experiment's run cards come after its answer and charts, folded when there are many
+  // (replicates): the page opens with what the experiment says, not with one card per run.
+  const runsCount = h('span.muted#exp-runs-count');
+  const runsFold = isExp ? h('details.exp-runs#exp-runs', { open: true },
+    h('summary', {}, h('h3.inline', {}, 'Runs of this experiment'), ' ', runsCount), headerBox) : null;
+  const controls = h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
+    h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
+    h('label.check', {}, logIn, ' log-scale loss'),
+    h('label', { for: 'x-axis' }, 'x axis'), xSel);
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
-    titleEl, bundleBar, note, headerBox,
-    h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
-      h('label', { for: 'smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
-      h('label.check', {}, logIn, ' log-scale loss'),
-      h('label', { for: 'x-axis' }, 'x axis'), xSel),
+    titleEl, bundleBar, note, isExp ? null : headerBox,
+    answer ? answer.el : null,
+    controls,
     replSlot,
     parBox ? parBox.el : null,
+    isExp ? h('h3.section-title#detail-title', {}, 'Every run, in detail') : null,
     h('div.chart-grid', {}, lossBox, tauBox,
       box('entropy', 'Attention entropy per layer and head (nats)', 'entropy'),
       box('tokens', 'Tokens per second', 'tokens per second'),
@@ -104,7 +134,9 @@ export function mount(root, params) {
       spreadBox, box('efrac', 'Attention entropy ÷ uniform entropy ln(keys), per head (colour) and layer (dash)', 'entropy fraction'),
       box('dist', 'Mean attended distance per head (tokens), head = colour, layer = dash', 'attended distance'),
       accBox),
-    questions.el);
+    repl ? repl.tablesEl : null,
+    questions.el,
+    runsFold);
 
   let charts = null;
   if (!chartsAvailable()) { note.textContent = 'Chart.js did not load (static/vendor is built by make).'; return () => {}; }
@@ -155,13 +187,15 @@ export function mount(root, params) {
       if (s.loss) {
         const xs = xsOf(r, s.loss);
         ds.loss.push({ label: `${label} raw`, data: positive(points(xs, s.loss.values)), borderColor: withAlpha(col, 0.28),
-          backgroundColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id, series: 'loss' });
+          backgroundColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id, series: 'loss',
+          variant: r.variant, legendKind: 'train' });
         ds.loss.push({ label: `${label} train`, data: positive(points(xs, emaDebiased(s.loss.values, state.smooth))), borderColor: col,
-          backgroundColor: col, borderWidth: 2.5, runId: r.id, series: 'loss_smoothed' });
+          backgroundColor: col, borderWidth: 2.5, runId: r.id, series: 'loss_smoothed', variant: r.variant, legendKind: 'train' });
       }
       if (s.val_loss) {
         ds.loss.push({ label: `${label} validation`, data: positive(points(xsOf(r, s.val_loss), s.val_loss.values)), borderColor: col,
-          backgroundColor: cssVar('--card', '#fff'), borderDash: [7, 4], pointRadius: 3, pointBorderWidth: 1.5, borderWidth: 2, runId: r.id, series: 'val_loss' });
+          backgroundColor: cssVar('--card', '#fff'), borderDash: [7, 4], pointRadius: 3, pointBorderWidth: 1.5, borderWidth: 2, runId: r.id, series: 'val_loss',
+          variant: r.variant, legendKind: 'validation' });
       }
       const tk = headKeys(s, 'tau');
       tk.forEach((k, i) => {
@@ -169,8 +203,9 @@ export function mount(root, params) {
         const [, L, H] = k.split('.');
         // one run: each head its own colour, each layer its own dash; several: the run's colour, shaded per head
         const hc = runs.length === 1 ? headColor(Number(H)) : headShade(col, i, tk.length);
-        ds.tau.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
-          borderColor: hc, backgroundColor: hc, borderDash: runs.length === 1 ? layerDash(Number(L)) : undefined, borderWidth: 1.5, runId: r.id });
+        ds.tau.push({ label: `${runs.length === 1 ? '' : label + ' '}L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
+          borderColor: hc, backgroundColor: hc, borderDash: runs.length === 1 ? layerDash(Number(L)) : undefined, borderWidth: 1.5, runId: r.id,
+          variant: r.variant, legendKind: 'every head' });
       });
       const c = r.config;
       const sqrtD = Math.sqrt(c.d_model / c.n_head);
@@ -195,14 +230,19 @@ export function mount(root, params) {
       const ek = headKeys(s, 'entropy');
       ek.forEach((k, i) => {
         const [, L, H] = k.split('.');
-        ds.entropy.push({ label: `${label} L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
-          borderColor: headShade(col, i, ek.length), backgroundColor: headShade(col, i, ek.length), borderWidth: 1.5, runId: r.id });
+        // one run: each head its own hue, each layer its own dash (as τ); several: the run's colour, shaded per head
+        const hc = runs.length === 1 ? headColor(Number(H)) : headShade(col, i, ek.length);
+        ds.entropy.push({ label: `${runs.length === 1 ? '' : label + ' '}L${L}H${H}`, data: points(xsOf(r, s[k]), s[k].values),
+          borderColor: hc, backgroundColor: hc, borderDash: runs.length === 1 ? layerDash(Number(L)) : undefined, borderWidth: 1.5,
+          runId: r.id, variant: r.variant, legendKind: 'every head' });
       });
       for (const [key, chart] of [['tokens_per_s', 'tokens'], ['grad_norm', 'grad']]) {
         if (!s[key]) continue;
         const xs = xsOf(r, s[key]);
-        ds[chart].push({ label: `${label} raw`, data: points(xs, s[key].values), borderColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id });
-        ds[chart].push({ label, data: points(xs, emaDebiased(s[key].values, state.smooth)), borderColor: col, backgroundColor: col, borderWidth: 2, runId: r.id });
+        ds[chart].push({ label: `${label} raw`, data: points(xs, s[key].values), borderColor: withAlpha(col, 0.28), borderWidth: 1, hideInLegend: true, tooltip: true, runId: r.id,
+          variant: r.variant, legendKind: '' });
+        ds[chart].push({ label, data: points(xs, emaDebiased(s[key].values, state.smooth)), borderColor: col, backgroundColor: col, borderWidth: 2, runId: r.id,
+          variant: r.variant, legendKind: '' });
       }
     }
     // the questions' charts: per-head ones for one run (the one chosen in an experiment)
@@ -216,6 +256,9 @@ export function mount(root, params) {
     }
     const headRuns = new Set(isExp ? [Number(headSel.value)] : runs.map((r) => r.id));
     Object.assign(ds, questionDatasets({ runs, series, xsOf, label: runLabel, headRuns, logSpread: logSpreadIn.checked }));
+    // Several runs of a variant share its colour: one legend entry per variant (and kind of line),
+    // every run's and head's own label kept for the tooltip.
+    if (runs.length > 1) for (const k of ['loss', 'tau', 'entropy', 'tokens', 'grad', 'spread']) groupLegend(ds[k]);
     for (const [k, chart] of Object.entries(charts)) { chart.data.datasets = ds[k]; chart.update('none'); }
     // τ's axis follows the heads' values, not the reference band around them
     const tauRange = fittedRange(ds.tau);
@@ -243,6 +286,13 @@ export function mount(root, params) {
       note.append(' ', h('a#compare-these', { href: `#/compare?runs=${runs.map((r) => r.id).join(',')}` }, 'Compare these runs'));
     }
     titleEl.textContent = isExp ? `Experiment ${id}: ${title}` : `Run ${id}: ${runs[0] ? runName(runs[0]) : ''}`;
+    if (runsFold) {
+      const by = {};
+      for (const r of runs) by[r.status] = (by[r.status] || 0) + 1;
+      runsCount.textContent = `(${runs.length}: ${Object.entries(by).map(([k, n]) => `${n} ${k}`).join(', ')})`;
+      // folded by default once the experiment has replicates or many runs; the reader's choice stays
+      if (!runsFold.dataset.set) { runsFold.open = !(replicates > 1 || runs.length > 4); runsFold.dataset.set = '1'; }
+    }
     keepFocus(headerBox, () => clear(headerBox, runs.map((r) => h('div.run-header.card', { dataset: { runId: r.id } },
       h('div.run-title', {}, variantTag(r.variant), ' ', h('a', { href: `#/run/${r.id}` }, `#${r.id} ${runName(r)}`)),
       h('div.hdr-live', {}, headerLive(r)),
@@ -257,7 +307,7 @@ export function mount(root, params) {
   function headerLive(r) {
     return [progressCell(r), differs(r),
       h('div.small.muted', {}, `L${r.config.n_layer} H${r.config.n_head} d${r.config.d_model} T${r.config.seq_len} B${r.config.batch} · ` +
-        `lr ${fmt(r.config.lr, 2)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
+        `lr ${fmtConfig(r.config.lr)} ${r.config.lr_schedule} · ${r.config.precision || 'fp32'} · seed ${r.seed}` +
         (r.experiment_id && replicates > 1 ? ` · replicate ${r.replicate}` : '') + ` · corpus ${r.config.corpus}` +
         (r.config.loss_on === 'answers' ? ' · loss on the answers' : '') +
         (r.tokens_per_s ? ` · ${fmt(r.tokens_per_s, 3)} tok/s` : '')),
@@ -349,6 +399,11 @@ export function mount(root, params) {
   // The bands and statistics are the server's: asked again every few seconds while runs train.
   const replicatesSoon = throttle(() => { if (alive && repl && replicates > 1) repl.refresh(); }, 3000);
   const refetchSoon = debounce(() => reload(), 1000);
+  // Without replicates the panel (which passes its /stats to the answer) is not shown: ask here.
+  const answerSoon = throttle(async () => {
+    if (!alive || !answer || (repl && replicates > 1)) return;
+    try { const d = await api(`/api/experiments/${id}/stats`); if (alive) answer.render(d.stats); } catch { /* an older server: no answer card */ }
+  }, 1000);
 
   const unsub = subscribe({
     metrics(d) {
@@ -384,7 +439,7 @@ export function mount(root, params) {
   // Run objects (status, last/min loss, checkpoint) without refetching the series.
   const refreshRunsSoon = debounce(async () => {
     if (!alive) return; // a timer set before the view closed
-    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); replicatesSoon(); if (parBox) parBox.draw(runs); } } catch { /* the next event retries */ }
+    try { await fetchRuns(); if (alive) { renderHeaders(); redraw(); replicatesSoon(); answerSoon(); if (parBox) parBox.draw(runs); } } catch { /* the next event retries */ }
   }, 400);
 
   async function reload() {
@@ -409,6 +464,7 @@ export function mount(root, params) {
       build();
       if (parBox) parBox.draw(runs);
       questions.load();
+      answerSoon();
       if (repl && replicates > 1) {
         if (!repl.el.isConnected) replSlot.append(repl.el);
         repl.refresh();
@@ -453,9 +509,46 @@ function parcoordsBox(name) {
     h('figcaption', {}, h('span', {}, 'Config keys against the final validation loss: one line per run, blue = low, red = high'),
       chartExport(() => chart, `${name}-parcoords`, 'parallel coordinates chart')),
     h('div.chart-canvas.tall', {}, canvas), legend);
+  // Each axis drawn as a line with its values written along it: every category at its place, or the
+  // two ends and the middle of a numeric range (the geometric middle on a log axis).
+  let current = { axes: [] };
+  const axisLabels = {
+    id: 'parAxisLabels',
+    afterDatasetsDraw(c) {
+      const { ctx, scales: { x, y } } = c;
+      const fg = cssVar('--chart-fg', '#1d1f24');
+      ctx.save();
+      ctx.font = `${window.Chart.defaults.font.size}px ${window.Chart.defaults.font.family}`;
+      ctx.fillStyle = fg;
+      ctx.strokeStyle = fg;
+      ctx.lineWidth = 1;
+      ctx.textBaseline = 'middle';
+      current.axes.forEach((a, j) => {
+        const px = x.getPixelForValue(j);
+        ctx.globalAlpha = 0.5;
+        ctx.beginPath(); ctx.moveTo(px, y.getPixelForValue(0)); ctx.lineTo(px, y.getPixelForValue(1)); ctx.stroke();
+        ctx.globalAlpha = 1;
+        const ticks = a.kind === 'category'
+          ? a.cats.map((cat, i) => [a.cats.length > 1 ? i / (a.cats.length - 1) : 0.5, cat])
+          : a.hi > a.lo ? [[0, a.lo], [0.5, a.kind === 'log' ? Math.sqrt(a.lo * a.hi) : (a.lo + a.hi) / 2], [1, a.hi]].map(([p, v]) => [p, fmtConfig(Number(v.toPrecision(3)))])
+            : [[0.5, fmtConfig(a.lo)]];
+        const last = j === current.axes.length - 1;
+        ctx.textAlign = last ? 'right' : 'left';
+        for (const [p, text] of ticks) {
+          const py = y.getPixelForValue(p);
+          ctx.beginPath(); ctx.moveTo(px - 4, py); ctx.lineTo(px + 4, py); ctx.stroke();
+          ctx.fillText(String(text), last ? px - 7 : px + 7, py);
+        }
+      });
+      ctx.restore();
+    },
+  };
   function draw(runs) {
     const keys = differingKeys(runs, ['seed']);
-    if (!window.Chart || runs.length < 3 || !keys.length) { el.hidden = true; return; }
+    // One key of words (the attention of an A/B experiment) says no more than the answer and the
+    // bands above it: the chart is for sweeps.
+    const oneCategory = keys.length === 1 && runs.every((r) => typeof r.config[keys[0]] !== 'number');
+    if (!window.Chart || runs.length < 3 || !keys.length || oneCategory) { el.hidden = true; return; }
     el.hidden = false;
     const finals = runs.map((r) => r.last?.val_loss?.last ?? null);
     const axes = keys.map((k) => parAxis(runs.map((r) => r.config[k])));
@@ -473,10 +566,12 @@ function parcoordsBox(name) {
       const a = j < axes.length ? axes[j] : lossAxis;
       return a.kind === 'category' ? `${k}: ${a.cats.join(' → ')}` : `${k}: ${fmt(a.lo, 4)} → ${fmt(a.hi, 4)}${a.kind === 'log' ? ' (log)' : ''}`;
     }).join(' · ');
+    current = { axes: [...axes, lossAxis] };
     if (chart) { chart.data.labels = labels; chart.data.datasets = datasets; chart.update('none'); return; }
     chart = new window.Chart(canvas, {
       type: 'line',
       data: { labels, datasets },
+      plugins: [axisLabels],
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
         plugins: { legend: { display: false },

@@ -23,12 +23,15 @@ const bandState = (page, id) => page.evaluate((k) => {
     color: d.borderColor, xs: d.data.map((p) => p.x), ys: d.data.map((p) => p.y) }));
 }, id);
 
-// The page's number format (static/js/dom.js fmt, 4 digits): exponent form below 1e-3.
-const fmt4 = (v) => {
+// The page's number format (static/js/dom.js fmt): `digits` significant digits with trailing zeros
+// kept, exponent form below 1e-3.
+const fmtN = (v, digits) => {
   const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(2);
-  return String(Number(v.toPrecision(4)));
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(Math.max(1, digits - 2));
+  const p = v.toPrecision(digits);
+  return p.includes('e') ? String(Number(p)) : p;
 };
+const fmt4 = (v) => fmtN(v, 4);
 
 async function main() {
   checkSetup();
@@ -112,10 +115,10 @@ async function main() {
       const r = rows.find((x) => x.metric === c.metric);
       assert(r && r.a === 'rope' && r.b === 'cosine_rope', `row of ${c.metric}`);
       assert(r.text[3].includes(fmt4(c.mean_diff)), `${c.metric}: difference "${r.text[3]}" vs ${c.mean_diff}`);
-      const p = c.p < 1e-4 ? c.p.toExponential(1) : String(Number(c.p.toPrecision(2)));
+      const p = c.p < 1e-4 ? c.p.toExponential(1) : fmtN(c.p, 2);
       assert(r.text[5] === p, `${c.metric}: p "${r.text[5]}" vs ${p}`);
     }
-    const href = await page.$eval('#replicates a[download$="stats.csv"]', (a) => a.getAttribute('href'));
+    const href = await page.$eval('#replicate-stats a[download$="stats.csv"]', (a) => a.getAttribute('href'));
     assert(href === `/api/experiments/${expId}/stats.csv`, `CSV link ${href}`);
   });
 

@@ -99,6 +99,16 @@ async function main() {
     const byLoss = [...st.datasets].sort((a, b) => a.final - b.final);
     assert(byLoss[0].data[2] === 0 && byLoss[3].data[2] === 1, 'the lowest and highest final losses are not the ends of the last axis');
     assert(byLoss[0].color !== byLoss[3].color, 'the best and the worst run share a colour');
+    // the axes say what they hold: the chart as drawn (its SVG) names tau_param's categories and
+    // lr's range at its ends
+    const svg = await page.evaluate(async () => {
+      const a = document.querySelector('#box-parcoords a[download$=".svg"]');
+      a.addEventListener('click', (e) => e.preventDefault(), { once: true });
+      a.click();
+      const doc = new DOMParser().parseFromString(await (await fetch(a.href)).text(), 'image/svg+xml');
+      return [...doc.querySelectorAll('text')].map((t) => t.textContent);
+    });
+    for (const t of ['linear', 'log', '3e-4', '0.003']) assert(svg.includes(t), `no axis label "${t}" among ${svg.join(' | ')}`);
     await shot('parcoords');
   });
 
