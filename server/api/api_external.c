@@ -1,5 +1,6 @@
 /* Runs trained elsewhere over HTTP (svc_external.h): POST /api/runs {"source":"external", …} and
- * POST /api/runs/{id}/metrics {"points":[…]}; their end is PATCH /api/runs/{id} {"status"} (api_runs.c). */
+ * POST /api/runs/{id}/metrics {"points":[…]}, POST /api/runs/{id}/weights (a safetensors body); their
+ * end is PATCH /api/runs/{id} {"status"} (api_runs.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -69,4 +70,24 @@ void api_runs_metrics_post(http_request *req, void *ctx) {
             http_reply_json(req, 200, json_pack("{s:I, s:i}", "run_id", (json_int_t)id, "stored", stored));
     }
     json_decref(body);
+}
+
+void api_runs_weights_upload(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    size_t size = 0;
+    const char *upload = http_request_upload_path(req, &size);
+    if (api_path_id(req, &id) < 0) return;
+    if (!upload || size == 0) {
+        http_reply_error(req, 422, "invalid_field", "body", "send the weights as a safetensors file in the body");
+        return;
+    }
+    json_t *info = NULL;
+    svc_error err;
+    if (svc_external_weights(a, id, upload, &info, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        return;
+    }
+    json_object_set_new(info, "bytes", json_integer((json_int_t)size));
+    http_reply_json(req, 201, json_pack("{s:o}", "weights", info));
 }

@@ -104,6 +104,7 @@ void api_experiments_bundle_csv(http_request *req, void *app);
  * is handed to api_runs_create_external (body owned by the caller); their points. */
 void api_runs_create_external(http_request *req, app *a, json_t *body);
 void api_runs_metrics_post(http_request *req, void *app);
+void api_runs_weights_upload(http_request *req, void *app);
 /* Answers `status` with {"run": the run's view} (api_runs.c). */
 void api_runs_reply(http_request *req, app *a, long long id, int status);
 /* An experiment's figure as SVG (api_plots.c, svc_plots.h). */

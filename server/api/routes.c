@@ -30,6 +30,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/runs/{id}/summary", api_runs_summary);
     rc |= http_route(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
     rc |= http_route(s, "GET", "/api/runs/{id}/weights", api_runs_weights);
+    rc |= http_route_upload(s, "POST", "/api/runs/{id}/weights", api_runs_weights_upload, a->max_model_bytes);
     rc |= http_route(s, "GET", "/api/runs/{id}/events", api_events_run);
     rc |= http_route(s, "GET", "/api/events", api_events_all);
 

@@ -1,13 +1,20 @@
 /* Runs trained elsewhere (svc_external.h): checks, then the store and the live streams. */
 #include "services/svc_external.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/app.h"
+#include "engine/attention.h"
+#include "engine/model.h"
+#include "services/checkpoints.h"
 #include "services/svc_experiments.h"
+#include "util/fsutil.h"
+#include "util/log.h"
 
 int svc_external_is(const json_t *run) {
     const char *src = json_string_value(json_object_get(run, "source"));
@@ -171,9 +178,9 @@ static void publish_points(app *a, long long id, int total, const store_metric *
         json_t *values = json_object();
         for (; j < n && pts[j].step == pts[i].step; j++)
             json_object_set_new(values, pts[j].key, json_real(pts[j].value));
-        json_t *ev =
-            json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step", (json_int_t)pts[i].step,
-                      "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time, "eta_s", "tokens_per_s", "values", values);
+        json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step",
+                               (json_int_t)pts[i].step, "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time,
+                               "eta_s", "tokens_per_s", "values", values);
         char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
         if (text) events_publish(a->events, id, "metrics", text);
         free(text);
@@ -231,5 +238,52 @@ svc_status svc_external_finish(app *a, long long id, const char *status, const c
     if (s == STORE_CONFLICT) return svc_fail(err, SVC_CONFLICT, "conflict", "status", "run %lld has ended", id);
     if (s != STORE_OK) return svc_store_failed(err);
     publish_status(a, id);
+    return SVC_OK;
+}
+
+svc_status svc_external_weights(app *a, long long id, const char *upload, json_t **info, svc_error *err) {
+    *info = NULL;
+    json_t *run = NULL;
+    store_status s = store_run_get(a->store, id, &run);
+    svc_status st = SVC_OK;
+    if (s == STORE_NOT_FOUND)
+        st = svc_fail(err, SVC_NOT_FOUND, "not_found", "id", "no run %lld", id);
+    else if (s != STORE_OK)
+        st = svc_store_failed(err);
+    else if (!svc_external_is(run))
+        st = svc_fail(err, SVC_CONFLICT, "conflict", "id",
+                      "run %lld is trained by this service: its weights are its own checkpoints", id);
+    long step = run ? (long)json_integer_value(json_object_get(run, "step")) : 0;
+    json_decref(run);
+    if (st != SVC_OK) {
+        unlink(upload);
+        return st;
+    }
+    /* the loader's own rules: a config from the metadata, then every tensor with its shape */
+    engine_error e = {0};
+    model *m = NULL;
+    if (model_load(&m, upload, 1, 1, 0, &e) != ENGINE_OK) {
+        unlink(upload);
+        return svc_fail(err, SVC_INVALID, "invalid_field", "body", "these weights cannot be loaded: %s", e.message);
+    }
+    const model_config *c = model_get_config(m);
+    *info = json_pack("{s:I, s:i, s:i, s:i, s:i, s:i, s:s}", "run_id", (json_int_t)id, "n_layer", c->n_layer, "n_head",
+                      c->n_head, "d_model", c->d_model, "seq_len", c->seq_len, "vocab", c->vocab, "attention",
+                      attention_kind_name(c->attention));
+    model_free(m);
+    char staging[4096], final[4096], dir[4096], why[256] = "out of memory";
+    checkpoint_paths(a->data_dir, id, staging, sizeof staging, final, sizeof final);
+    snprintf(dir, sizeof dir, "%s", staging);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    int moved = *info && fs_mkdirs(dir) == 0 && rename(upload, staging) == 0;
+    if (*info && !moved) snprintf(why, sizeof why, "%s", strerror(errno));
+    if (!moved || checkpoint_seal(a->store, a->data_dir, id, step, staging, final, why, sizeof why) < 0) {
+        unlink(upload);
+        unlink(staging);
+        json_decref(*info);
+        *info = NULL;
+        return svc_fail(err, SVC_FAILED, "internal", NULL, "the weights could not be kept: %s", why);
+    }
     return SVC_OK;
 }

@@ -42,6 +42,16 @@ svc_status svc_external_log(struct app *a, long long id, const json_t *points, i
  * SVC_INVALID (field "status"), SVC_NOT_FOUND, SVC_CONFLICT when it is not external or has ended. */
 svc_status svc_external_finish(struct app *a, long long id, const char *status, const char *error, svc_error *err);
 
+/* Takes the weights of external run `id` from the safetensors file at `upload` (moved, not copied):
+ * they must be a model this engine can load (model_config_from_file's rules: the metadata that says
+ * how to rebuild it, every tensor with its shape), then they become the run's checkpoint, recorded
+ * with their SHA-256 like a trained run's, so that model probes and the weights download work on
+ * it. On SVC_OK *info gets {"run_id","bytes","n_layer","n_head","d_model","seq_len","vocab",
+ * "attention"}. SVC_INVALID (field "body") for a file the engine cannot load, SVC_NOT_FOUND,
+ * SVC_CONFLICT for a run this service trains, SVC_FAILED when the disk or the store fails. The
+ * upload is removed on any failure. */
+svc_status svc_external_weights(struct app *a, long long id, const char *upload, json_t **info, svc_error *err);
+
 /* 1 when run object `run` (store_run_get's) is an external run. */
 int svc_external_is(const json_t *run);
 

@@ -1,4 +1,5 @@
 #include "services/svc_probes.h"
+#include "services/svc_external.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -126,11 +127,21 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
     const json_t *cfg = json_object_get(row, "config");
     const char *c = json_string_value(json_object_get(cfg, "corpus"));
     snprintf(corpus_name, sizeof corpus_name, "%s", c ? c : "");
-    train_config tc;
-    run_config_to_train(cfg, 2, &tc); /* the loader settings and the precision; the vocab is the file's */
-    *lc = (corpus_loader_config){
-        .seq_len = tc.model.seq_len, .batch = 1, .order = tc.order, .seed = tc.seed, .val_fraction = tc.val_fraction};
-    precision_kind precision = tc.precision;
+    /* A run trained elsewhere has a config of its own making, not a RunConfig: the model file says
+     * what the model is (below), its windows are the model's length, its arithmetic fp32. */
+    int external = svc_external_is(row);
+    precision_kind precision = PRECISION_FP32;
+    *lc = (corpus_loader_config){.seq_len = 0, .batch = 1, .order = CORPUS_ORDER_SHUFFLED, .val_fraction = 0.01};
+    if (!external) {
+        train_config tc;
+        run_config_to_train(cfg, 2, &tc); /* the loader settings and the precision; the vocab is the file's */
+        *lc = (corpus_loader_config){.seq_len = tc.model.seq_len,
+                                     .batch = 1,
+                                     .order = tc.order,
+                                     .seed = tc.seed,
+                                     .val_fraction = tc.val_fraction};
+        precision = tc.precision;
+    }
     json_decref(row);
     json_t *corpus_row = NULL;
     if (store_corpus_get(a->store, corpus_name, &corpus_row) == STORE_OK) {
@@ -138,15 +149,23 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
         if (t) snprintf(encoding, sizeof encoding, "%s", t);
         json_decref(corpus_row);
     }
-    *tok = strcmp(encoding, "task") ? corpora_tokenizer(a->corpora, encoding) : NULL;
-    if (!*tok && strcmp(encoding, "task"))
-        return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id,
-                           encoding);
     char path[PATH_MAX];
     jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
     engine_error err = {0};
     if (model_load(m, path, 1, 1, 0, &err) != ENGINE_OK)
         return run_refused(perr, "run %lld has no usable weights yet: %s", run_id, err.message);
+    if (external) { /* the tokenizer its vocabulary names; windows as long as the model's */
+        const model_config *mc = model_get_config(*m);
+        snprintf(encoding, sizeof encoding, "%s", mc->vocab == 256 ? "bytes" : "gpt2");
+        lc->seq_len = mc->seq_len;
+    }
+    *tok = strcmp(encoding, "task") ? corpora_tokenizer(a->corpora, encoding) : NULL;
+    if (!*tok && strcmp(encoding, "task")) {
+        model_free(*m);
+        *m = NULL;
+        return run_refused(perr, "run %lld has no usable weights yet: the %s tokenizer is not available", run_id,
+                           encoding);
+    }
     /* A loaded model is fp32: evaluate as the run trained (its output layer in bf16 where it did). */
     if (model_set_precision(*m, precision, &err) != ENGINE_OK) {
         model_free(*m);

@@ -4,7 +4,9 @@
  * named, nothing of the batch kept), PATCH ends it, after which it takes no more points; a native
  * run takes neither points nor a status (and a refused PATCH changes nothing); a restart leaves an
  * external run running (the service did not train it); external runs that join an experiment as a
- * variant are in its statistics beside the native runs, paired by replicate. */
+ * variant are in its statistics beside the native runs, paired by replicate; weights uploaded to an
+ * external run (a trained run's, downloaded) are checked, served back and probed like the trained
+ * run's. */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +220,81 @@ TEST(external_runs_join_an_experiment_and_its_statistics) {
     json_decref(s);
 }
 
+/* POST a body with a content type; the response (caller frees) or status -1. */
+static harness_response post_bytes(const char *path, const char *body, size_t len, const char *ctype) {
+    harness_response r = {0};
+    char h[96];
+    snprintf(h, sizeof h, "Content-Type: %s", ctype);
+    const char *headers[] = {h, NULL};
+    if (harness_request(&srv, "POST", path, body, len, headers, &r) != 0) r.status = -1;
+    return r;
+}
+
+/* The attention_map probe's result of a run on fixed text (NULL on failure). */
+static json_t *attention_map(long long run_id) {
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"kind\":\"attention_map\",\"run_id\":%lld,\"params\":{\"text\":\"the quick brown fox\"}}", run_id);
+    long status;
+    json_t *j = api_call(&srv, "POST", "/api/probes", body, &status);
+    json_t *res =
+        status == 200 || status == 201 ? json_incref(json_object_get(json_object_get(j, "probe"), "result")) : NULL;
+    if (!res) printf("# probe on run %lld: HTTP %ld\n", run_id, status);
+    json_decref(j);
+    return res;
+}
+
+TEST(uploaded_weights_make_an_external_run_probeable) {
+    /* a trained run's weights, downloaded, uploaded to an external run: its attention maps are the
+     * trained run's exactly (the same model, loaded by the same rules) */
+    long long native =
+        api_start_tiny_run(&srv, "\"steps\":4,\"attention\":\"cosine_rope\",\"precision\":\"fp32\"", "donor");
+    CHECK(native > 0);
+    char *st = api_wait_status(&srv, native, "succeeded", 120000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char path[96];
+    snprintf(path, sizeof path, "/api/runs/%lld/weights", native);
+    harness_response w;
+    CHECK(harness_get(&srv, path, &w) == 0 && w.status == 200 && w.len > 1000);
+    json_t *c = call("POST", "/api/runs", "{\"source\":\"external\",\"name\":\"with-weights\"}", 201);
+    CHECK(c);
+    long long id = json_integer_value(json_object_get(json_object_get(c, "run"), "id"));
+    json_decref(c);
+    snprintf(path, sizeof path, "/api/runs/%lld/weights", id);
+    harness_response up = post_bytes(path, "not a safetensors file", 22, "application/octet-stream");
+    json_t *e = harness_json(&up);
+    CHECK_MSG(up.status == 422 && !strcmp(api_error_field(e), "body"), "junk: %ld", up.status);
+    json_decref(e);
+    harness_response_free(&up);
+    up = post_bytes(path, w.body, w.len, "application/octet-stream");
+    json_t *info = harness_json(&up);
+    CHECK_MSG(up.status == 201, "upload: %ld %s", up.status, up.body ? up.body : "");
+    json_t *wi = json_object_get(info, "weights");
+    CHECK(!strcmp(json_string_value(json_object_get(wi, "attention")), "cosine_rope"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(wi, "d_model")), 16);
+    json_decref(info);
+    harness_response_free(&up);
+    /* a native run takes no weights */
+    snprintf(path, sizeof path, "/api/runs/%lld/weights", native);
+    up = post_bytes(path, w.body, w.len, "application/octet-stream");
+    CHECK_EQ_INT(up.status, 409);
+    harness_response_free(&up);
+    /* the same bytes come back from the external run */
+    snprintf(path, sizeof path, "/api/runs/%lld/weights", id);
+    harness_response back;
+    CHECK(harness_get(&srv, path, &back) == 0 && back.status == 200);
+    CHECK_MSG(back.len == w.len && !memcmp(back.body, w.body, w.len), "the weights served back differ");
+    harness_response_free(&back);
+    harness_response_free(&w);
+    json_t *a = attention_map(native), *b = attention_map(id);
+    CHECK(a && b);
+    CHECK_MSG(json_equal(json_object_get(a, "tables"), json_object_get(b, "tables")),
+              "the external run's attention maps are not the trained run's");
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (harness_start(&srv, NULL, NULL) < 0) {
@@ -230,6 +307,7 @@ int main(void) {
     RUN(a_native_run_takes_neither_points_nor_a_status);
     RUN(a_restart_leaves_an_external_run_running_and_the_client_ends_it);
     RUN(external_runs_join_an_experiment_and_its_statistics);
+    RUN(uploaded_weights_make_an_external_run_probeable);
     int rc = test_summary();
     if (rc) harness_dump_log(&srv);
     harness_stop(&srv);
