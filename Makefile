@@ -52,7 +52,8 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC)) $(OUT)/obj/gen/openapi.o
 SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 # The SQL migrations are compiled into the server so a binary always carries its own schema.
-SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/pg_migrations.o $(OUT)/obj/gen/openapi.o
+SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/pg_migrations.o $(OUT)/obj/gen/openapi.o \
+              $(OUT)/obj/gen/build_info.o
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
 BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
@@ -80,6 +81,12 @@ $(OUT)/gen/migrations.c: $(MIGRATIONS) scripts/embed_migrations.sh
 $(OUT)/gen/pg_migrations.c: $(PG_MIGRATIONS) scripts/embed_migrations.sh
 	@mkdir -p $(dir $@)
 	MIGRATIONS_SYMBOL=store_pg_migrations scripts/embed_migrations.sh $(PG_MIGRATIONS) > $@.tmp && mv $@.tmp $@
+
+# The commit the binary is built from (runs record it): rewritten only when it changes.
+$(OUT)/gen/build_info.c: FORCE
+	@scripts/build_info.sh $@
+.PHONY: FORCE
+FORCE:
 
 $(OUT)/gen/openapi.c: server/api/openapi.json scripts/embed_text.sh
 	@mkdir -p $(dir $@)

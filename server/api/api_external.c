@@ -8,8 +8,8 @@
 #include "services/svc_external.h"
 
 void api_runs_create_external(http_request *req, app *a, json_t *body) {
-    static const char *const fields[] = {"source",        "name",    "tags",      "note", "config",
-                                         "experiment_id", "variant", "replicate", NULL};
+    static const char *const fields[] = {"source",        "name",    "tags",      "note",       "config",
+                                         "experiment_id", "variant", "replicate", "provenance", NULL};
     const char *source, *name, *note, *variant;
     json_t *tags;
     if (api_only_fields(req, body, fields) < 0 || api_opt_string(req, body, "source", 16, &source) < 0 ||
@@ -41,7 +41,8 @@ void api_runs_create_external(http_request *req, app *a, json_t *body) {
                           .tags = tags,
                           .config = config,
                           .experiment_id = exp ? (long long)json_integer_value(exp) : 0,
-                          .replicate = rep ? (int)json_integer_value(rep) : 0};
+                          .replicate = rep ? (int)json_integer_value(rep) : 0,
+                          .provenance = json_object_get(body, "provenance")};
     long long id;
     svc_error err;
     if (svc_external_create(a, &r, &id, &err) != SVC_OK) {

@@ -16,6 +16,7 @@
 #include "util/fsutil.h"
 #include "util/log.h"
 #include "services/run_config.h"
+#include "services/svc_provenance.h"
 #include "store/store_nodes.h"
 
 #define MAX_TRAIN_WORKERS 16
@@ -411,6 +412,18 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
                               .should_stop = should_stop,
                               .on_checkpoint = on_checkpoint,
                               .on_notice = on_notice};
+        /* where these numbers come from: recorded before the first step (again at a resume) */
+        char tokens[4096];
+        corpora_dir(j->cfg.corpora, corpus_name, tokens, sizeof tokens - 16);
+        strcat(tokens, "/tokens.u16");
+        json_t *origin =
+            svc_provenance_new(corpus_name, tokens, train_config_kernel_path(&tc), precision_name(tc.precision));
+        char *prov_text = origin ? json_dumps(origin, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!prov_text || store_run_set_provenance(j->cfg.store, run_id, prov_text) != STORE_OK)
+            log_warn("run %lld: its provenance could not be recorded: %s", run_id,
+                     prov_text ? store_last_error() : "out of memory");
+        free(prov_text);
+        json_decref(origin);
         log_info("run %lld: training %s on '%s' with %d threads on kernel path %s%s", run_id,
                  json_string_value(json_object_get(cfg, "attention")), corpus_name, threads,
                  train_config_kernel_path(&tc), resume ? " (resuming from its checkpoint)" : "");

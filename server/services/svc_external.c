@@ -80,9 +80,14 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
                           : attention && svc_experiments_variant_name_ok(attention) ? attention
                                                                                     : "external";
     svc_status st = SVC_OK;
+    char *prov = NULL;
     if (!svc_experiments_variant_name_ok(variant))
         st = svc_fail(err, SVC_INVALID, "invalid_field", "variant",
                       "variant must be 1 to %d letters, digits and _ . - = , +", SVC_EXPERIMENTS_MAX_VARIANT_NAME);
+    else if (r->provenance && (!json_is_object(r->provenance) || !(prov = json_dumps(r->provenance, JSON_COMPACT)) ||
+                               strlen(prov) > 16384))
+        st =
+            svc_fail(err, SVC_INVALID, "invalid_field", "provenance", "provenance must be an object of at most 16 KiB");
     else if (r->replicate < 0 || r->replicate > 1023)
         st = svc_fail(err, SVC_INVALID, "invalid_field", "replicate", "replicate must be 0 to 1023");
     else if (r->experiment_id) {
@@ -96,6 +101,7 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
     }
     if (st != SVC_OK) {
         free(text);
+        free(prov);
         return st;
     }
     json_t *seed = json_object_get(config, "seed"), *steps = json_object_get(config, "steps");
@@ -115,6 +121,8 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
                          .external = 1};
     store_status s = store_run_create(a->store, &row, id);
     free(text);
+    if (s == STORE_OK && prov) s = store_run_set_provenance(a->store, *id, prov);
+    free(prov);
     if (s != STORE_OK) return svc_store_failed(err);
     publish_status(a, *id);
     return SVC_OK;

@@ -18,16 +18,18 @@ struct app;
 /* A run to create; strings may be NULL. */
 typedef struct {
     const char *name, *note, *variant;
-    const json_t *tags;      /* array of strings (checked by the caller) or NULL */
-    const json_t *config;    /* any JSON object, kept as given (NULL: {}) */
-    long long experiment_id; /* 0: none; else it joins that experiment */
-    int replicate;           /* its replicate within the experiment (pairs with the others' of that index) */
+    const json_t *tags;       /* array of strings (checked by the caller) or NULL */
+    const json_t *config;     /* any JSON object, kept as given (NULL: {}) */
+    long long experiment_id;  /* 0: none; else it joins that experiment */
+    int replicate;            /* its replicate within the experiment (pairs with the others' of that index) */
+    const json_t *provenance; /* where its numbers come from, as its client says (an object, or NULL) */
 } svc_external_run;
 
 /* Checks and creates an external run, running from now; *id gets its id. The variant defaults to
  * the config's "attention" when that is a variant-like name, else "external"; the seed, corpus and
- * total steps are the config's "seed", "corpus" and "steps" when it has them. SVC_INVALID names the
- * field ("config", "variant", "experiment_id", "replicate"); SVC_FAILED when the store fails. */
+ * total steps are the config's "seed", "corpus" and "steps" when it has them; a provenance object
+ * (at most 16 KiB as JSON) is kept as the run's. SVC_INVALID names the field ("config", "variant",
+ * "experiment_id", "replicate", "provenance"); SVC_FAILED when the store fails. */
 svc_status svc_external_create(struct app *a, const svc_external_run *r, long long *id, svc_error *err);
 
 /* Stores a batch of points {"step","key","value","wall_time"?} of running external run `id`, all or

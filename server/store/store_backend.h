@@ -26,6 +26,7 @@ typedef struct store_ops {
     store_status (*run_list)(store *st, const store_run_filter *f, json_t **runs, long long *total);
     store_status (*run_transition)(store *st, long long id, const char *const *from, const char *to, const char *error);
     store_status (*run_progress)(store *st, long long id, int step, int checkpoint_step);
+    store_status (*run_set_provenance)(store *st, long long id, const char *provenance_json);
     store_status (*run_update)(store *st, long long id, const char *name, const char *note, const json_t *tags);
     store_status (*run_delete)(store *st, long long id);
     int (*runs_interrupt_running)(store *st);

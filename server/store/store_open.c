@@ -40,6 +40,10 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
 store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error) {
     return st->ops->run_transition(st, id, from, to, error);
 }
+store_status store_run_set_provenance(store *st, long long id, const char *provenance_json) {
+    return st->ops->run_set_provenance(st, id, provenance_json);
+}
+
 store_status store_run_progress(store *st, long long id, int step, int checkpoint_step) {
     return st->ops->run_progress(st, id, step, checkpoint_step);
 }

@@ -179,6 +179,8 @@ def main():
         counts = {k: v["count"] for k, v in summary.items()}
         check(len(counts) == 20 and all(n == 10000 for n in counts.values()), f"counts {counts}")
         check(summary["k19"]["last"] == 10.0 + 19, f"k19 last {summary['k19']['last']}")
+        prov = end.get("provenance") or {}
+        check(prov.get("client") == "attnlab-python" and prov.get("python"), f"provenance {prov}")
 
     @case("client_log_run_marks_a_run_failed_with_the_exception")
     def _():

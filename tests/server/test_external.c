@@ -59,7 +59,8 @@ TEST(an_external_run_is_created_running_with_its_config_as_given) {
                                          {"{\"source\":\"external\",\"variant\":\"a b\"}", "variant"},
                                          {"{\"source\":\"external\",\"experiment_id\":999999}", "experiment_id"},
                                          {"{\"source\":\"external\",\"replicate\":-1}", "replicate"},
-                                         {"{\"source\":\"external\",\"steps\":3}", "steps"}};
+                                         {"{\"source\":\"external\",\"steps\":3}", "steps"},
+                                         {"{\"source\":\"external\",\"provenance\":[1]}", "provenance"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         long status;
         json_t *j = api_call(&srv, "POST", "/api/runs", bad[i][0], &status);

@@ -31,7 +31,9 @@ static const char *const volatile_keys[] = {
     "created_at", "started_at", "finished_at", "wall_time", "duration_ms", "uptime_s", "last_heartbeat",
     "heartbeat_age_s", "disk_free_bytes", "version", "node",
     /* the CPU's: the default precision is measured at start; figures of training */
-    "precision", "brief", "summary", "last", "final", "tokens_per_s", "step_ms", NULL};
+    "precision", "brief", "summary", "last", "final", "tokens_per_s", "step_ms",
+    /* where a run was trained: the commit, the machine, its kernel path (test_provenance checks it) */
+    "provenance", NULL};
 
 /* The store's answers: only the clock readings (the figures are the test's own). */
 static const char *const clock_keys[] = {"created_at", "started_at", "finished_at", "wall_time", NULL};

@@ -408,7 +408,8 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     store_close(st);
     /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
      * nor the later versions' columns. */
-    CHECK(raw_exec(path, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; PRAGMA user_version = 7; "
+    CHECK(raw_exec(path, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP "
+                         "COLUMN provenance; PRAGMA user_version = 7; "
                          "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
                          "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
     CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);

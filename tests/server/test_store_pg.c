@@ -874,7 +874,7 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     store_close(st);
     /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
      * nor the later versions' columns. */
-    CHECK(raw(url, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; "
+    CHECK(raw(url, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
                    "DELETE FROM attnlab_schema WHERE version >= 8; "
                    "INSERT INTO metrics (run_id, key, step, value, wall_time) "
                    "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);

@@ -16,6 +16,21 @@ import time
 BATCH = 1000  # the server's bound on points per request
 
 
+def _provenance():
+    """Where a logged run's numbers come from, as this process can tell: Python, the machine, and the
+    versions of the numerical libraries it has loaded (those it has not imported are not named)."""
+    import platform
+    import sys
+    libs = {}
+    for name in ("torch", "numpy", "jax", "tensorflow"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__version__", None):
+            libs[name] = str(mod.__version__)
+    return {"client": "attnlab-python", "python": platform.python_version(),
+            "machine": {"cpu": platform.processor() or platform.machine(), "os": platform.platform()},
+            "libraries": libs}
+
+
 class RunLogger:
     """An external run being logged: see the module's comment. flush_every: seconds between sends
     while points wait (a send also starts as soon as a full batch is there)."""
@@ -50,6 +65,7 @@ class RunLogger:
             body["variant"] = self.variant
         if self.replicate is not None:
             body["replicate"] = int(self.replicate)
+        body["provenance"] = _provenance()
         self.run = self.client.request("POST", "/api/runs", body)["run"]
         self._thread = threading.Thread(target=self._sender, name=f"attnlab-log-{self.id}", daemon=True)
         self._thread.start()

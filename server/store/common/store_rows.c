@@ -59,6 +59,11 @@ json_t *store_run_from_row(const store_row *r) {
     bad |= json_object_set_new(o, "corpus", store_col_text(r, 14));
     bad |= json_object_set_new(o, "checkpoint_step", col_i64(r, 15));
     bad |= json_object_set_new(o, "tags", store_col_json(r, 16, json_array()));
+    json_t *prov = store_col_json(r, 19, json_null()); /* migration 0010; null before */
+    if (json_is_object(prov))
+        bad |= json_object_set_new(o, "provenance", prov);
+    else
+        json_decref(prov);
     json_t *source = store_col_text(r, 18); /* "attnlab" or "external" (migration 0009) */
     if (source && json_is_string(source) && !strcmp(json_string_value(source), "external"))
         bad |= json_object_set_new(o, "source", source);

@@ -41,7 +41,7 @@ double store_col_real_or_nan(const store_row *r, int col);
 #define STORE_RUN_COLUMNS_BEFORE_TAGS                                                                                  \
     "r.id, r.name, r.experiment_id, r.variant, r.config, r.seed, r.status, r.step, r.total_steps, "                    \
     "r.note, r.error, r.created_at, r.started_at, r.finished_at, r.corpus, r.checkpoint_step, "
-#define STORE_RUN_COLUMN_COUNT 19 /* ... tags (16), r.replicate (17), r.source (18) */
+#define STORE_RUN_COLUMN_COUNT 20 /* ... tags (16), r.replicate (17), r.source (18), r.provenance (19) */
 json_t *store_run_from_row(const store_row *r);
 
 #define STORE_EXPERIMENT_COLUMNS                                                                                       \

@@ -563,6 +563,7 @@ static const store_ops pg_ops = {
     .run_list = store_pg_run_list,
     .run_transition = store_pg_run_transition,
     .run_progress = store_pg_run_progress,
+    .run_set_provenance = store_pg_run_set_provenance,
     .run_update = store_pg_run_update,
     .run_delete = store_pg_run_delete,
     .runs_interrupt_running = store_pg_runs_interrupt_running,

@@ -72,6 +72,7 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
 store_status store_pg_run_transition(store *st, long long id, const char *const *from, const char *to,
                                      const char *error);
 store_status store_pg_run_progress(store *st, long long id, int step, int checkpoint_step);
+store_status store_pg_run_set_provenance(store *st, long long id, const char *provenance_json);
 store_status store_pg_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
 store_status store_pg_run_delete(store *st, long long id);
 int store_pg_runs_interrupt_running(store *st);

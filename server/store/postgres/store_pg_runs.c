@@ -10,7 +10,7 @@
 #define RUN_COLUMNS                                                                                                    \
     STORE_RUN_COLUMNS_BEFORE_TAGS                                                                                      \
     "coalesce((SELECT json_agg(t.tag ORDER BY t.tag COLLATE \"C\") FROM run_tags t WHERE t.run_id = r.id)"             \
-    "::text, '[]'), r.replicate, r.source, r.node_id"
+    "::text, '[]'), r.replicate, r.source, r.provenance, r.node_id"
 
 /* The run object of a RUN_COLUMNS row, with the node; NULL when out of memory. */
 static json_t *run_from_row(const store_row *r) {
@@ -253,6 +253,21 @@ store_status store_pg_run_transition(store *st, long long id, const char *const 
     }
     free(arr);
     free(payload);
+    return s;
+}
+
+store_status store_pg_run_set_provenance(store *st, long long id, const char *provenance_json) {
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, provenance_json);
+    pg_p_int(&p, id);
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    long long n = 0;
+    store_status s = pg_cmd(c, "run provenance", "UPDATE runs SET provenance = $1 WHERE id = $2", &p, &n);
+    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
+    s = spg_fail(c, s);
+    spg_put(st, c);
     return s;
 }
 

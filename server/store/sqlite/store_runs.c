@@ -8,7 +8,7 @@
 #define RUN_COLUMNS                                                                                                    \
     STORE_RUN_COLUMNS_BEFORE_TAGS                                                                                      \
     "(SELECT json_group_array(tag) FROM (SELECT tag FROM run_tags t WHERE t.run_id = r.id ORDER BY tag)), "            \
-    "r.replicate, r.source"
+    "r.replicate, r.source, r.provenance"
 
 static json_t *run_from_stmt(sqlite3_stmt *q) {
     store_row r = db_row(q);
@@ -186,6 +186,19 @@ store_status store_sqlite_run_transition(store *st, long long id, const char *co
             if (s == STORE_OK) s = STORE_CONFLICT;
         }
     }
+    db_unlock(st);
+    return s;
+}
+
+store_status store_sqlite_run_set_provenance(store *st, long long id, const char *provenance_json) {
+    db_lock(st);
+    sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET provenance = ? WHERE id = ?");
+    if (q) {
+        db_bind_text(q, 1, provenance_json);
+        sqlite3_bind_int64(q, 2, id);
+    }
+    store_status s = db_exec(st, q, "run provenance");
+    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
     db_unlock(st);
     return s;
 }

@@ -318,6 +318,7 @@ static const store_ops sqlite_ops = {
     .run_list = store_sqlite_run_list,
     .run_transition = store_sqlite_run_transition,
     .run_progress = store_sqlite_run_progress,
+    .run_set_provenance = store_sqlite_run_set_provenance,
     .run_update = store_sqlite_run_update,
     .run_delete = store_sqlite_run_delete,
     .runs_interrupt_running = store_sqlite_runs_interrupt_running,

@@ -1,0 +1,106 @@
+/* Where a run's numbers come from, against a real attnlabd: a trained run's object carries its
+ * provenance, each part checked against an independent reading: the version /api/health reports,
+ * the commit git names for this tree, the CPU model /proc/cpuinfo names, the kernel path the run's
+ * precision computes on (fp32 for an fp32 run; health's path for a bf16 one where a bf16 unit
+ * exists), and its corpus's SHA-256 as sha256sum computes it over the token file. The bundle of
+ * the run's experiment carries it too. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../support/api.h"
+#include "../support/harness.h"
+#include "../support/test.h"
+
+static harness_server srv;
+
+/* The first line a shell command prints, without its newline ("" when none). */
+static void first_line(const char *cmd, char *buf, size_t len) {
+    buf[0] = '\0';
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    if (fgets(buf, (int)len, p)) buf[strcspn(buf, "\n")] = '\0';
+    pclose(p);
+}
+
+TEST(a_trained_run_records_where_its_numbers_come_from) {
+    long long id = api_start_tiny_run(&srv, "\"steps\":3,\"precision\":\"fp32\"", "traced");
+    CHECK(id > 0);
+    char *st = api_wait_status(&srv, id, "succeeded", 120000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char path[96];
+    snprintf(path, sizeof path, "/api/runs/%lld", id);
+    long status;
+    json_t *r = api_call(&srv, "GET", path, NULL, &status), *h = api_call(&srv, "GET", "/api/health", NULL, &status);
+    json_t *p = json_object_get(json_object_get(r, "run"), "provenance");
+    CHECK_MSG(json_is_object(p), "no provenance in the run");
+    CHECK(!strcmp(json_string_value(json_object_get(p, "attnlab_version")),
+                  json_string_value(json_object_get(h, "version"))));
+    CHECK(!strcmp(json_string_value(json_object_get(p, "kernel_path")), "fp32"));
+    CHECK(!strcmp(json_string_value(json_object_get(p, "precision")), "fp32"));
+    char want[512];
+    first_line("git rev-parse --short=12 HEAD 2>/dev/null", want, sizeof want);
+    const char *commit = json_string_value(json_object_get(p, "commit"));
+    CHECK_MSG(commit && (want[0] ? !strncmp(commit, want, strlen(want)) : !strcmp(commit, "unknown")),
+              "commit %s, git says %s", commit ? commit : "(none)", want);
+    first_line("grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//'", want, sizeof want);
+    json_t *m = json_object_get(p, "machine");
+    if (want[0]) CHECK_MSG(!strcmp(json_string_value(json_object_get(m, "cpu")), want), "cpu %s", want);
+    CHECK(json_integer_value(json_object_get(m, "cores")) >= 1);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "sha256sum '%s/corpora/small/tokens.u16' | cut -d' ' -f1", srv.data_dir);
+    first_line(cmd, want, sizeof want);
+    json_t *c = json_object_get(p, "corpus");
+    CHECK(!strcmp(json_string_value(json_object_get(c, "name")), "small"));
+    CHECK_MSG(strlen(want) == 64 && !strcmp(json_string_value(json_object_get(c, "sha256")), want),
+              "corpus sha256 %s, sha256sum %s", json_string_value(json_object_get(c, "sha256")), want);
+    json_decref(r);
+    json_decref(h);
+}
+
+TEST(the_experiment_bundle_carries_each_runs_provenance) {
+    long status;
+    json_t *e = api_call(&srv, "POST", "/api/experiments",
+                         "{\"name\":\"traced\",\"base\":{" TINY_CONFIG
+                         ",\"steps\":3},\"variants\":[{\"name\":\"a\",\"config\":{}},{\"name\":\"b\",\"config\":{"
+                         "\"attention\":\"dot\"}}]}",
+                         &status);
+    CHECK_EQ_INT(status, 201);
+    long long exp = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(e, "runs"), i, r) {
+        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
+        CHECK(st && !strcmp(st, "succeeded"));
+        free(st);
+    }
+    json_decref(e);
+    char path[96];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?keys=loss", exp);
+    json_t *b = api_call(&srv, "GET", path, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    json_array_foreach(json_object_get(b, "runs"), i, r) {
+        json_t *p = json_object_get(r, "provenance");
+        CHECK_MSG(json_is_object(p) && json_is_string(json_object_get(json_object_get(p, "corpus"), "sha256")),
+                  "run %zu of the bundle has no provenance", i);
+    }
+    json_decref(b);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (harness_start(&srv, NULL, NULL) < 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(&srv);
+        return 1;
+    }
+    RUN(a_trained_run_records_where_its_numbers_come_from);
+    RUN(the_experiment_bundle_carries_each_runs_provenance);
+    int rc = test_summary();
+    if (rc) harness_dump_log(&srv);
+    harness_stop(&srv);
+    curl_global_cleanup();
+    return rc;
+}
