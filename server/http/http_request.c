@@ -17,6 +17,7 @@ http_request *http_request_new(http_server *s, struct MHD_Connection *connection
     if (!req) return NULL;
     /* Set before any early reply: http_request_free closes upload_fd when it is >= 0. */
     req->upload_fd = -1;
+    req->fd = -1;
     clock_gettime(CLOCK_MONOTONIC, &req->started);
     req->server = s;
     req->connection = connection;
@@ -24,7 +25,11 @@ http_request *http_request_new(http_server *s, struct MHD_Connection *connection
     return req;
 }
 
+int http_request_cancelled(const http_request *req) { return atomic_load(&req->cancelled); }
+const atomic_int *http_request_cancel_flag(const http_request *req) { return &req->cancelled; }
+
 void http_request_free(http_request *req) {
+    if (req->pending) MHD_destroy_response(req->pending);
     for (int i = 0; i < req->n_params; i++) {
         free(req->param_names[i]);
         free(req->param_values[i]);
@@ -168,6 +173,11 @@ void http_reply_queue(http_request *req, int status, struct MHD_Response *resp, 
     for (int i = 0; i < req->n_reply_headers; i++)
         MHD_add_response_header(resp, req->reply_headers[i][0], req->reply_headers[i][1]);
     req->status = status;
+    if (req->deferred) { /* a compute worker: handed to the HTTP thread that resumes the connection */
+        req->pending = resp;
+        req->pending_status = status;
+        return;
+    }
     if (MHD_queue_response(req->connection, (unsigned)status, resp) != MHD_YES)
         log_warn("could not queue the reply to %s %s", req->method, req->path);
     MHD_destroy_response(resp);
