@@ -129,6 +129,16 @@ void http_reply_json(http_request *req, int status, json_t *body);
 void http_reply_error(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* A long answer written as it is read (chunked), so that a slow or stalled client holds one chunk,
+ * never the whole answer: the layer calls next(ctx, buf, max) whenever the client can take more;
+ * it writes up to max bytes and returns their number (> 0), 0 at the end of the answer, or -1 when
+ * it fails (the connection is then closed without the answer's end, so the client sees it cut).
+ * next runs on an HTTP thread and must do a bounded amount of work per call. done(ctx) is called
+ * exactly once when the answer ends for any reason (sent, failed, client gone, server stop). */
+typedef ssize_t (*http_chunks_next_fn)(void *ctx, char *buf, size_t max);
+void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+                       void (*done)(void *ctx), void *ctx);
+
 /* Streaming replies (Server-Sent Events). The layer calls read(ctx, buf, max) whenever the client can
  * take more: it returns the number of bytes written (> 0), 0 when it has nothing now, or -1 to end the
  * reply. After a 0 the connection sleeps until someone calls http_stream_wake() on its stream. The

@@ -232,3 +232,37 @@ void http_reply_and_close(http_request *req, int status, const char *code, const
     http_reply_header(req, MHD_HTTP_HEADER_CONNECTION, "close");
     http_reply_error(req, status, code, NULL, "%s", message);
 }
+
+typedef struct {
+    http_chunks_next_fn next;
+    void (*done)(void *);
+    void *ctx;
+} chunks;
+
+static ssize_t chunks_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    chunks *c = cls;
+    ssize_t n = c->next(c->ctx, buf, max);
+    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void chunks_free(void *cls) {
+    chunks *c = cls;
+    c->done(c->ctx);
+    free(c);
+}
+
+void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+                       void (*done)(void *ctx), void *ctx) {
+    chunks *c = malloc(sizeof *c);
+    struct MHD_Response *resp =
+        c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, chunks_reader, c, chunks_free) : NULL;
+    if (!resp) {
+        free(c);
+        done(ctx);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    *c = (chunks){next, done, ctx};
+    http_reply_queue(req, status, resp, content_type);
+}
