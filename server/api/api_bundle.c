@@ -2,25 +2,35 @@
  * The service (svc_bundle.h) reads it a run at a time; this file presents it: JSON with the
  * experiment, every run's config, summary and series, or one long CSV of every point with the run,
  * its variant and the config keys that differ among the runs as columns. Both downsample each
- * series like GET /api/runs/{id}/metrics (max_points) and refuse (422 too_large) an answer of more
- * than BUNDLE_MAX_POINTS points. */
+ * series like GET /api/runs/{id}/metrics (max_points) and refuse (422 too_large) an answer that
+ * could hold more than BUNDLE_MAX_POINTS points, before reading any point.
+ *
+ * The answer is written while the client reads it (http_reply_chunks): one run is read and
+ * formatted when the client has taken the previous one, so a slow or stalled client holds one
+ * run's text, never the whole answer. The bytes are those of the whole answer built at once. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api_series.h"
 #include "api/app.h"
-#include "util/csv.h"
 #include "services/svc_bundle.h"
+#include "util/csv.h"
+#include "util/log.h"
 
 #define BUNDLE_MAX_POINTS 2000000
 
 typedef struct {
-    int max_points;
-    size_t emitted; /* points written so far, against BUNDLE_MAX_POINTS */
-    json_t *runs;   /* JSON: the runs so far */
-    csv_buf csv;    /* CSV: the text so far */
-    int header;     /* CSV: its header line is written */
-} bundle_ctx;
+    svc_bundle *b;
+    long long id;
+    int as_csv, max_points;
+    char *keys;     /* JSON: echoed at the end (NULL: absent) */
+    size_t emitted; /* points written so far */
+    int runs_out;   /* runs written (JSON: a comma before each but the first) */
+    int stage;      /* 0 the head, 1 the runs, 2 the tail, 3 done */
+    char *text;     /* what is ready to be sent: text[sent..len) */
+    size_t len, sent;
+} bundle_stream;
 
 /* The number of points in a series object of api_series_json. */
 static size_t series_points(const json_t *series) {
@@ -31,48 +41,21 @@ static size_t series_points(const json_t *series) {
     return n;
 }
 
-/* A run's series as the bundle gives them (downsampled to max_points), counted against
- * BUNDLE_MAX_POINTS: *out, and 0; -1 out of memory; -2 past the bound (nothing in *out). */
-static int take_series(bundle_ctx *b, const store_metric *points, size_t n, json_t **out) {
-    *out = api_series_json(points, n, b->max_points);
-    if (!*out) return -1;
-    b->emitted += series_points(*out);
-    if (b->emitted > BUNDLE_MAX_POINTS) {
-        json_decref(*out);
-        *out = NULL;
-        return -2;
-    }
-    return 0;
-}
-
-static int add_json_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
-    (void)differing;
-    bundle_ctx *b = ctx;
-    json_t *series;
-    int rc = take_series(b, points, n, &series);
-    if (rc) return rc;
-    if (json_object_set_new(run, "series", series) < 0 || json_array_append(b->runs, run) < 0) return -1;
-    return 0;
-}
+static char *dump(const json_t *v) { return json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY); }
 
 /* The CSV's header line: the run's columns, the differing config keys, the point's columns. */
-static void csv_header(bundle_ctx *b, const json_t *differing) {
-    csv_cells(&b->csv, "run_id,name,variant,replicate,seed,status");
+static void csv_header(csv_buf *c, const json_t *differing) {
+    csv_cells(c, "run_id,name,variant,replicate,seed,status");
     size_t i;
     const json_t *k;
-    json_array_foreach(differing, i, k) csv_text(&b->csv, json_string_value(k));
-    csv_cells(&b->csv, "key,step,value,wall_time");
-    csv_end_row(&b->csv);
-    b->header = 1;
+    json_array_foreach(differing, i, k) csv_text(c, json_string_value(k));
+    csv_cells(c, "key,step,value,wall_time");
+    csv_end_row(c);
 }
 
-static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n) {
-    bundle_ctx *b = ctx;
-    if (!b->header) csv_header(b, differing);
-    json_t *series;
-    int rc = take_series(b, points, n, &series);
-    if (rc) return rc;
-    /* The run's columns, the same on each of its rows; config values exactly (%.17g). */
+/* One run's rows: its columns (the same on each of its rows; config values exactly, %.17g), then
+ * the point's. */
+static int csv_run(csv_buf *c, const json_t *differing, const json_t *run, const json_t *series) {
     csv_buf lead = {0};
     const json_t *cfg = json_object_get(run, "config");
     csv_int(&lead, (long long)json_integer_value(json_object_get(run, "id")));
@@ -86,22 +69,142 @@ static int add_csv_run(void *ctx, const json_t *differing, json_t *run, const st
     json_array_foreach(differing, i, k) csv_json(&lead, json_object_get(cfg, json_string_value(k)), 17);
     const char *key;
     const json_t *s;
-    json_object_foreach(series, key, s) {
+    json_object_foreach((json_t *)series, key, s) {
         const json_t *steps = json_object_get(s, "steps"), *values = json_object_get(s, "values"),
                      *walls = json_object_get(s, "wall_times");
-        for (size_t j = 0; j < json_array_size(steps) && !b->csv.failed; j++) {
-            csv_row_cells(&b->csv, &lead);
-            csv_text(&b->csv, key);
-            csv_int(&b->csv, (long long)json_integer_value(json_array_get(steps, j)));
-            csv_real(&b->csv, json_number_value(json_array_get(values, j)), 17);
-            csv_real(&b->csv, json_number_value(json_array_get(walls, j)), 17);
-            csv_end_row(&b->csv);
+        for (size_t j = 0; j < json_array_size(steps) && !c->failed; j++) {
+            csv_row_cells(c, &lead);
+            csv_text(c, key);
+            csv_int(c, (long long)json_integer_value(json_array_get(steps, j)));
+            csv_real(c, json_number_value(json_array_get(values, j)), 17);
+            csv_real(c, json_number_value(json_array_get(walls, j)), 17);
+            csv_end_row(c);
         }
     }
-    int failed = b->csv.failed || lead.failed;
+    int failed = c->failed || lead.failed;
     csv_free(&lead);
-    json_decref(series);
     return failed ? -1 : 0;
+}
+
+/* Appends src (taken) to the ready text. */
+static int ready(bundle_stream *s, char *src, size_t n) {
+    if (!src) return -1;
+    if (s->sent == s->len) {
+        free(s->text);
+        s->text = src;
+        s->len = n;
+        s->sent = 0;
+        return 0;
+    }
+    char *grown = realloc(s->text, s->len + n);
+    if (!grown) {
+        free(src);
+        return -1;
+    }
+    memcpy(grown + s->len, src, n);
+    free(src);
+    s->text = grown;
+    s->len += n;
+    return 0;
+}
+
+static int ready_str(bundle_stream *s, const char *str) {
+    size_t n = strlen(str);
+    char *copy = malloc(n + 1);
+    if (copy) memcpy(copy, str, n + 1);
+    return ready(s, copy, n);
+}
+
+static int ready_json(bundle_stream *s, const char *before, const json_t *v) {
+    char *t = dump(v);
+    if (!t || ready_str(s, before) < 0) {
+        free(t);
+        return -1;
+    }
+    return ready(s, t, strlen(t));
+}
+
+/* Makes the next piece of the answer ready: the head, one run, or the tail. -1 on failure. */
+static int produce(bundle_stream *s) {
+    if (s->stage == 0) {
+        s->stage = 1;
+        if (s->as_csv) {
+            csv_buf c = {0};
+            csv_header(&c, svc_bundle_differing(s->b));
+            size_t n;
+            char *t = c.failed ? (csv_free(&c), NULL) : csv_take(&c, &n);
+            return t ? ready(s, t, n) : -1;
+        }
+        return ready_json(s, "{\"experiment\":", svc_bundle_experiment(s->b)) < 0 ||
+                       ready_json(s, ",\"differing_keys\":", svc_bundle_differing(s->b)) < 0 ||
+                       ready_str(s, ",\"runs\":[") < 0
+                   ? -1
+                   : 0;
+    }
+    if (s->stage == 1) {
+        json_t *run;
+        store_metric *points;
+        size_t n;
+        int got = svc_bundle_next(s->b, &run, &points, &n);
+        if (got < 0) {
+            log_error("the bundle of experiment %lld could not be read: %s", s->id, store_last_error());
+            return -1;
+        }
+        if (got == 0) {
+            s->stage = 2;
+            return 0;
+        }
+        json_t *series = api_series_json(points, n, s->max_points);
+        free(points);
+        if (!series) return -1;
+        s->emitted += series_points(series);
+        int rc;
+        if (s->as_csv) {
+            csv_buf c = {0};
+            rc = csv_run(&c, svc_bundle_differing(s->b), run, series);
+            size_t len = 0;
+            char *t = rc < 0 ? (csv_free(&c), NULL) : csv_take(&c, &len);
+            rc = t ? (len ? ready(s, t, len) : (free(t), 0)) : -1;
+            json_decref(series);
+        } else {
+            rc = json_object_set_new(run, "series", series) < 0 ? -1 : ready_json(s, s->runs_out ? "," : "", run);
+            json_object_del(run, "series"); /* the run's points go with it */
+        }
+        json_object_del(run, "summary");
+        s->runs_out++;
+        return rc;
+    }
+    s->stage = 3;
+    if (s->as_csv) return 0;
+    char tail[96];
+    snprintf(tail, sizeof tail, "],\"max_points\":%d", s->max_points);
+    if (ready_str(s, tail) < 0) return -1;
+    json_t *k = s->keys ? json_string(s->keys) : json_null(); /* null when absent, as ever */
+    int rc = k ? ready_json(s, ",\"keys\":", k) : -1;
+    json_decref(k);
+    if (rc < 0) return -1;
+    snprintf(tail, sizeof tail, ",\"points\":%zu}", s->emitted);
+    return ready_str(s, tail);
+}
+
+static ssize_t bundle_next(void *ctx, char *buf, size_t max) {
+    bundle_stream *s = ctx;
+    while (s->sent == s->len) {
+        if (s->stage == 3) return 0;
+        if (produce(s) < 0) return -1;
+    }
+    size_t n = s->len - s->sent < max ? s->len - s->sent : max;
+    memcpy(buf, s->text + s->sent, n);
+    s->sent += n;
+    return (ssize_t)n;
+}
+
+static void bundle_done(void *ctx) {
+    bundle_stream *s = ctx;
+    svc_bundle_close(s->b);
+    free(s->keys);
+    free(s->text);
+    free(s);
 }
 
 /* The query of both routes: max_points (0: every point, else 2..100000; default 1000 for JSON, 0
@@ -121,56 +224,32 @@ static int bundle_query(http_request *req, long long def_points, long long *id, 
     return 0;
 }
 
-void api_experiments_bundle(http_request *req, void *ctx) {
-    app *a = ctx;
+static void reply_bundle(http_request *req, app *a, int as_csv) {
     long long id, max_points;
     const char *keys;
-    if (bundle_query(req, 1000, &id, &max_points, &keys) < 0) return;
-    bundle_ctx b = {.max_points = (int)max_points, .runs = json_array()};
-    if (!b.runs) {
+    if (bundle_query(req, as_csv ? 0 : 1000, &id, &max_points, &keys) < 0) return;
+    bundle_stream *s = calloc(1, sizeof *s);
+    if (!s || (keys && !(s->keys = strdup(keys)))) {
+        free(s);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    json_t *exp, *differing;
+    s->id = id;
+    s->as_csv = as_csv;
+    s->max_points = (int)max_points;
+    size_t bound;
     svc_error err;
-    if (svc_bundle_each(a, id, keys, &exp, &differing, add_json_run, &b, &err) != SVC_OK) {
-        json_decref(b.runs);
+    if (svc_bundle_open(a, id, keys, (int)max_points, BUNDLE_MAX_POINTS, &s->b, &bound, &err) != SVC_OK) {
+        free(s->keys);
+        free(s);
         api_reply_svc_error(req, &err);
         return;
     }
     char disp[96];
-    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.json\"", id);
+    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.%s\"", id, as_csv ? "csv" : "json");
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_json(req, 200,
-                    json_pack("{s:o, s:o, s:o, s:i, s:s?, s:I}", "experiment", exp, "differing_keys", differing, "runs",
-                              b.runs, "max_points", (int)max_points, "keys", keys, "points", (json_int_t)b.emitted));
+    http_reply_chunks(req, 200, as_csv ? "text/csv; charset=utf-8" : "application/json", bundle_next, bundle_done, s);
 }
 
-void api_experiments_bundle_csv(http_request *req, void *ctx) {
-    app *a = ctx;
-    long long id, max_points;
-    const char *keys;
-    if (bundle_query(req, 0, &id, &max_points, &keys) < 0) return;
-    bundle_ctx b = {.max_points = (int)max_points};
-    json_t *exp, *differing = NULL;
-    svc_error err;
-    svc_status st = svc_bundle_each(a, id, keys, &exp, &differing, add_csv_run, &b, &err);
-    if (st != SVC_OK) {
-        csv_free(&b.csv);
-        api_reply_svc_error(req, &err);
-        return;
-    }
-    json_decref(exp);
-    if (!b.header) csv_header(&b, differing); /* an experiment without runs */
-    json_decref(differing);
-    size_t len;
-    char *text = csv_take(&b.csv, &len);
-    if (!text) {
-        http_reply_error(req, 500, "internal", NULL, "out of memory");
-        return;
-    }
-    char disp[96];
-    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.csv\"", id);
-    http_reply_header(req, "Content-Disposition", disp);
-    http_reply_take(req, 200, "text/csv; charset=utf-8", text, len);
-}
+void api_experiments_bundle(http_request *req, void *ctx) { reply_bundle(req, ctx, 0); }
+void api_experiments_bundle_csv(http_request *req, void *ctx) { reply_bundle(req, ctx, 1); }

@@ -134,34 +134,37 @@ static int stats_options(http_request *req, svc_stats_options *o) {
     return 0;
 }
 
-/* GET /api/experiments/{id}/stats (JSON) and /stats.csv. */
+/* GET /api/experiments/{id}/stats (JSON) and /stats.csv: on the compute pool (a heavy route), the
+ * work bounded before it starts (SVC_STATS_MAX_WORK), stopped when the client leaves, and the
+ * answer about an ended experiment kept. */
 static void reply_stats(http_request *req, app *a, int as_csv) {
     long long id;
     svc_stats_options o;
     svc_error err;
     json_t *stats;
     if (api_path_id(req, &id) < 0 || stats_options(req, &o) < 0) return;
+    o.cancel = http_request_cancel_flag(req);
+    char what[160], key[320], disp[96];
+    snprintf(what, sizeof what, "stats|%s|%d|%zu|%llu", as_csv ? "csv" : "json", o.k, o.resamples,
+             (unsigned long long)o.seed);
+    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld-stats.csv\"", id);
+    const char *type = as_csv ? "text/csv; charset=utf-8" : "application/json";
+    if (api_experiment_key(a, id, what, key, sizeof key) < 0) key[0] = 0;
+    if (as_csv) http_reply_header(req, "Content-Disposition", disp);
+    if (api_reply_cached(req, a, key, type)) return;
     if (svc_stats_experiment(a, id, &o, &stats, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }
     if (!as_csv) {
-        http_reply_json(req, 200, json_pack("{s:o}", "stats", stats));
+        api_reply_json_keeping(req, a, key, json_pack("{s:o}", "stats", stats));
         return;
     }
     char *csv;
     size_t len;
     int rc = api_stats_csv(stats, &csv, &len);
     json_decref(stats);
-    if (rc < 0) {
-        http_reply_error(req, 500, "internal", NULL, "out of memory");
-        return;
-    }
-    char disp[96];
-    snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld-stats.csv\"", id);
-    http_reply_header(req, "Content-Disposition", disp);
-    http_reply_bytes(req, 200, "text/csv; charset=utf-8", csv, len);
-    free(csv);
+    api_reply_keeping(req, a, key, type, rc < 0 ? NULL : csv, len);
 }
 
 void api_experiments_stats(http_request *req, void *ctx) { reply_stats(req, ctx, 0); }
@@ -173,6 +176,10 @@ void api_experiments_series(http_request *req, void *ctx) {
     long long id, max_points;
     if (api_path_id(req, &id) < 0 || api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0) return;
     const char *key = http_request_query(req, "key");
+    char what[160], ckey[320];
+    snprintf(what, sizeof what, "series|%lld|%.64s", max_points, key ? key : "");
+    if (!key || strlen(key) > 64 || api_experiment_key(a, id, what, ckey, sizeof ckey) < 0) ckey[0] = 0;
+    if (api_reply_cached(req, a, ckey, "application/json")) return;
     svc_stats_bands bands;
     svc_error err;
     if (svc_stats_bands_get(a, id, key, &bands, &err) != SVC_OK) {
@@ -192,6 +199,6 @@ void api_experiments_series(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    http_reply_json(req, 200,
-                    json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
+    api_reply_json_keeping(
+        req, a, ckey, json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
 }

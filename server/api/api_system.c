@@ -122,6 +122,20 @@ void api_prometheus(http_request *req, void *ctx) {
             "# HELP attnlab_reply_cache_bytes Bytes of answers held.\n# TYPE attnlab_reply_cache_bytes gauge\n"
             "attnlab_reply_cache_bytes %zu\n",
             hits, misses, cached_bytes);
+    unsigned heavy_running, heavy_queued;
+    unsigned long long heavy_admitted, heavy_refused, heavy_cancelled;
+    http_server_compute_counts(a->http, &heavy_running, &heavy_queued, &heavy_admitted, &heavy_refused,
+                               &heavy_cancelled);
+    fprintf(f,
+            "# HELP attnlab_heavy_requests Heavy requests (statistics, exports, probes) on the compute pool now.\n"
+            "# TYPE attnlab_heavy_requests gauge\n"
+            "attnlab_heavy_requests{state=\"running\"} %u\nattnlab_heavy_requests{state=\"waiting\"} %u\n"
+            "# HELP attnlab_heavy_requests_total Heavy requests admitted to the compute pool, refused (429, 503), "
+            "and cancelled because their client left.\n# TYPE attnlab_heavy_requests_total counter\n"
+            "attnlab_heavy_requests_total{result=\"admitted\"} %llu\n"
+            "attnlab_heavy_requests_total{result=\"refused\"} %llu\n"
+            "attnlab_heavy_requests_total{result=\"cancelled\"} %llu\n",
+            heavy_running, heavy_queued, heavy_admitted, heavy_refused, heavy_cancelled);
     fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",

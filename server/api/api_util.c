@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "api/app.h"
+#include "services/svc_experiments.h"
+#include "util/hash.h"
 #include "util/log.h"
 
 int api_path_id(http_request *req, long long *id) {
@@ -12,7 +14,8 @@ int api_path_id(http_request *req, long long *id) {
     char *end;
     errno = 0;
     long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || errno || *end || v <= 0 || s[0] == '+' || s[0] == ' ') {
+    /* One spelling per id: "01" is not run 1 (an alias would escape per-path caches and checks). */
+    if (!s || errno || *end || v <= 0 || s[0] == '+' || s[0] == ' ' || s[0] == '0') {
         http_reply_error(req, 404, "not_found", "id", "no such id: %s", s ? s : "");
         return -1;
     }
@@ -168,4 +171,58 @@ void api_reply_list(http_request *req, store_status s, const char *member, json_
         return;
     }
     http_reply_json(req, 200, json_pack("{s:o, s:I}", member, list, "total", (json_int_t)total));
+}
+
+int api_experiment_key(app *a, long long id, const char *what, char *key, size_t cap) {
+    key[0] = 0;
+    json_t *runs = NULL;
+    long long total = 0;
+    store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
+    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) return -1;
+    hash_sha256 h;
+    hash_sha256_init(&h);
+    int ended = total == (long long)json_array_size(runs);
+    size_t i;
+    const json_t *r;
+    json_array_foreach(runs, i, r) {
+        const char *status = json_string_value(json_object_get(r, "status"));
+        /* interrupted is not an end: a resume continues the run */
+        if (!status || (strcmp(status, "succeeded") && strcmp(status, "failed") && strcmp(status, "cancelled")))
+            ended = 0;
+        char line[256];
+        int n = snprintf(
+            line, sizeof line, "%lld|%s|%lld|%.17g|%.17g\n", (long long)json_integer_value(json_object_get(r, "id")),
+            status ? status : "", (long long)json_integer_value(json_object_get(r, "step")),
+            json_number_value(json_object_get(r, "created_at")), json_number_value(json_object_get(r, "finished_at")));
+        hash_sha256_update(&h, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+    }
+    json_decref(runs);
+    char hex[65];
+    hash_sha256_hex(&h, hex);
+    int n = snprintf(key, cap, "experiment|%lld|%s|%s", id, hex, what);
+    if (!ended || n < 0 || (size_t)n >= cap) key[0] = 0;
+    return 0;
+}
+
+int api_reply_cached(http_request *req, app *a, const char *key, const char *content_type) {
+    char *body;
+    size_t len;
+    if (!key[0] || !reply_cache_get(a->replies, key, &body, &len)) return 0;
+    http_reply_take(req, 200, content_type, body, len);
+    return 1;
+}
+
+void api_reply_keeping(http_request *req, app *a, const char *key, const char *content_type, char *body, size_t len) {
+    if (!body) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (key[0]) reply_cache_put(a->replies, key, body, len);
+    http_reply_take(req, 200, content_type, body, len);
+}
+
+void api_reply_json_keeping(http_request *req, app *a, const char *key, json_t *body) {
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(body);
+    api_reply_keeping(req, a, key, "application/json", text, text ? strlen(text) : 0);
 }

@@ -58,6 +58,19 @@ void api_store_failed(http_request *req);
  * Retry-After, 500), its code, field and message. */
 void api_reply_svc_error(http_request *req, const svc_error *err);
 
+/* Answers about an experiment that can no longer change are kept in the reply cache. key gets a
+ * cache key for `what` (the route and its query) about experiment id: "" unless every run of it has
+ * ended (succeeded, failed, cancelled); it names each run's id, status, step, creation and end times
+ * (through their SHA-256), so a resumed or deleted run changes it. 0, or -1 when the runs cannot be
+ * read (nothing answered; the caller goes on uncached). */
+int api_experiment_key(app *a, long long id, const char *what, char *key, size_t cap);
+/* Answers the body cached under key with 200 (1), or nothing (0: key "" or a miss). */
+int api_reply_cached(http_request *req, app *a, const char *key, const char *content_type);
+/* Answers 200 with body (malloc'd, taken; NULL: 500 out of memory), keeping a copy under key when
+ * key is not "". The JSON form takes the value and writes it as http_reply_json does. */
+void api_reply_keeping(http_request *req, app *a, const char *key, const char *content_type, char *body, size_t len);
+void api_reply_json_keeping(http_request *req, app *a, const char *key, json_t *body);
+
 /* The skeletons of the list and get handlers. */
 typedef store_status (*api_get_fn)(store *st, long long id, json_t **out);
 /* Loads the object the {id} path parameter names with get: 0 with *id and *out (owned) set, or

@@ -1,4 +1,6 @@
-/* The route table of attnlabd: one line per route. GET also answers HEAD. */
+/* The route table of attnlabd: one line per route. GET also answers HEAD. A heavy route (statistics
+ * over an experiment, exports, probes) runs on the HTTP layer's compute pool, after admission, never
+ * on an HTTP thread (http_route_heavy). */
 #include "api/app.h"
 
 #include <time.h>
@@ -28,7 +30,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/runs/{id}/metrics", api_runs_metrics);
     rc |= http_route(s, "POST", "/api/runs/{id}/metrics", api_runs_metrics_post);
     rc |= http_route(s, "GET", "/api/runs/{id}/summary", api_runs_summary);
-    rc |= http_route(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
+    rc |= http_route_heavy(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
     rc |= http_route(s, "GET", "/api/runs/{id}/weights", api_runs_weights);
     rc |= http_route_upload(s, "POST", "/api/runs/{id}/weights", api_runs_weights_upload, a->max_model_bytes);
     rc |= http_route(s, "GET", "/api/runs/{id}/events", api_events_run);
@@ -37,17 +39,17 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
     rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
     rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/plot.svg", api_experiments_plot_svg);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/series", api_experiments_series);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/plot.svg", api_experiments_plot_svg);
 
-    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle", api_experiments_bundle);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/bundle.csv", api_experiments_bundle_csv);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread", api_experiments_head_spread);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/head-spread.csv", api_experiments_head_spread_csv);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy", api_experiments_accuracy);
-    rc |= http_route(s, "GET", "/api/experiments/{id}/accuracy.csv", api_experiments_accuracy_csv);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/bundle", api_experiments_bundle);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/bundle.csv", api_experiments_bundle_csv);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/head-spread", api_experiments_head_spread);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/head-spread.csv", api_experiments_head_spread_csv);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/accuracy", api_experiments_accuracy);
+    rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/accuracy.csv", api_experiments_accuracy_csv);
 
     rc |= http_route(s, "GET", "/api/corpora", api_corpora_list);
     rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, a->max_upload_bytes);
@@ -59,8 +61,8 @@ int routes_register(http_server *s, const app *a) {
 
     rc |= http_route(s, "GET", "/api/probe-kinds", api_probe_kinds);
     rc |= http_route(s, "GET", "/api/probes", api_probes_list);
-    rc |= http_route(s, "POST", "/api/probes", api_probes_create);
+    rc |= http_route_heavy(s, "POST", "/api/probes", api_probes_create);
     rc |= http_route(s, "GET", "/api/probes/{id}", api_probes_get);
-    rc |= http_route(s, "GET", "/api/probes/{id}/csv", api_probes_csv);
+    rc |= http_route_heavy(s, "GET", "/api/probes/{id}/csv", api_probes_csv);
     return rc ? -1 : 0;
 }

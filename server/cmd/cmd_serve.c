@@ -30,6 +30,7 @@ typedef struct {
     const char *log_level;
     unsigned http_threads;
     unsigned max_connections, max_per_ip, max_streams, header_timeout_s; /* 0: the HTTP layer's default */
+    unsigned heavy_workers, max_heavy_queued, max_heavy_per_ip;          /* 0: the HTTP layer's default */
     const char *token;
     int private_reads, insecure;
     const char *allowed_hosts[33]; /* --allowed-host, NULL-terminated */
@@ -66,6 +67,10 @@ static void serve_usage(FILE *out) {
         "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
         "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
         "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
+        "  --heavy-workers N  threads of the compute pool that runs heavy requests (statistics,\n"
+        "                     exports, probes) apart from the HTTP threads (default 2)\n"
+        "  --max-heavy-queued N  heavy requests waiting for a worker (default 16; past it: 503)\n"
+        "  --max-heavy-per-ip N  heavy requests of one address waiting or running (default 4; past it: 429)\n"
         "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
         "  --private          with a token, require it for reads too (except /api/health)\n"
         "  --allowed-host NAME  also answer requests for this host name (the Host header; the loopback\n"
@@ -200,6 +205,17 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
                 return 2;
             }
             f->http_threads = (unsigned)n;
+        } else if (!strcmp(a, "--heavy-workers") || !strcmp(a, "--max-heavy-queued") ||
+                   !strcmp(a, "--max-heavy-per-ip")) {
+            NEED_VALUE();
+            long hi = !strcmp(a, "--heavy-workers") ? 64 : 4096;
+            if (args_long(val, 1, hi, &n) < 0) {
+                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
+                return 2;
+            }
+            *(!strcmp(a, "--heavy-workers")      ? &f->heavy_workers
+              : !strcmp(a, "--max-heavy-queued") ? &f->max_heavy_queued
+                                                 : &f->max_heavy_per_ip) = (unsigned)n;
         } else if (!strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
                    !strcmp(a, "--max-streams") || !strcmp(a, "--header-timeout")) {
             NEED_VALUE();
@@ -424,6 +440,9 @@ int cmd_serve(int argc, char **argv) {
                       .max_connections_per_ip = f.max_per_ip,
                       .max_streams = f.max_streams,
                       .header_timeout_ms = f.header_timeout_s * 1000,
+                      .compute_workers = f.heavy_workers,
+                      .compute_queue = f.max_heavy_queued,
+                      .compute_per_client = f.max_heavy_per_ip,
                       .upload_dir = upload_dir,
                       .token = f.token,
                       .private_reads = f.private_reads,

@@ -41,7 +41,9 @@ http_server *http_server_new(const http_config *cfg) {
     int origin_failed = http_origin_init(&s->origin, s->bind_addr, cfg->allowed_hosts) < 0;
     /* Fail closed: a token that could not be copied must not leave the server open. */
     if (!s->bind_addr || static_failed || origin_failed || (cfg->upload_dir && !s->upload_dir) ||
-        (cfg->token && cfg->token[0] && !s->token) || http_admission_init(s, cfg) < 0) {
+        (cfg->token && cfg->token[0] && !s->token) || http_compute_init(s, cfg) < 0 ||
+        http_admission_init(s, cfg) < 0) {
+        http_compute_destroy(s);
         http_origin_free(&s->origin);
         free(s->bind_addr);
         http_static_free(&s->statics);
@@ -161,6 +163,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 http_reply_error(req, 500, "internal", NULL, "cannot store the upload");
                 return MHD_YES;
             }
+        }
+        return MHD_YES;
+    }
+    if (req->deferred) {
+        /* A heavy request, back from the compute pool with its answer (see http_compute.h). */
+        if (req->pending) {
+            if (MHD_queue_response(connection, (unsigned)req->pending_status, req->pending) != MHD_YES)
+                log_warn("could not queue the reply to %s %s", req->method, req->path);
+            MHD_destroy_response(req->pending);
+            req->pending = NULL;
         }
         return MHD_YES;
     }
@@ -340,7 +352,9 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
         s->listen_fd = -1;
         return -1;
     }
-    if (http_admission_start(s) < 0) {
+    if (http_admission_start(s) < 0 || http_compute_start(s) < 0) {
+        http_admission_stop(s);
+        http_compute_stop(s);
         snprintf(err, errlen, "cannot start the connection acceptor: %s", strerror(errno));
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
@@ -362,6 +376,8 @@ void http_server_free(http_server *s) {
     atomic_store(&s->stopping, 1);
     /* Stop accepting first: the front door ends, and with it the connections it still holds. */
     http_admission_stop(s);
+    /* Then the compute pool, whose suspended connections libmicrohttpd must still take back. */
+    http_compute_stop(s);
     if (s->daemon) {
         /* Then end live streams so their sleeping connections can finish. */
         http_streams_wake_all(&s->streams);
@@ -371,6 +387,7 @@ void http_server_free(http_server *s) {
     http_router_free(&s->router);
     http_streams_destroy(&s->streams);
     http_admission_destroy(s);
+    http_compute_destroy(s);
     http_static_free(&s->statics);
     http_origin_free(&s->origin);
     free(s->upload_dir);

@@ -18,6 +18,7 @@
 #define ATTNLAB_HTTP_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,6 +46,10 @@ typedef struct {
      * of the end of its previous reply; otherwise the connection is closed (after a JSON 408 when
      * part of a request had arrived). [10000] */
     unsigned header_timeout_ms;
+    /* The compute pool of heavy routes (http_route_heavy, http_compute.h): workers [2], requests
+     * waiting beyond them [16] (past it: 503), requests of one address waiting or running [4] (past
+     * it: 429), each answered as JSON with Retry-After. */
+    unsigned compute_workers, compute_queue, compute_per_client;
     const char *upload_dir; /* where upload routes stream bodies (see http_route_upload) */
     const char *token;      /* non-NULL: changes need "Authorization: Bearer <token>" (401 otherwise) */
     int private_reads;      /* with a token: reads need it too (except /api/health) */
@@ -63,6 +68,10 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
  * beyond, with the partial file removed). The handler finds it with http_request_upload_path();
  * a file the handler has not moved away is deleted when the request ends. */
 int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes);
+/* Adds a heavy route: one whose handler may compute for long (statistics, exports, probes). It runs
+ * on the compute pool, never on an HTTP thread, after admission (see http_compute.h); it answers as
+ * any handler does, and should stop early once http_request_cancelled() says the client left. */
+int http_route_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn);
 /* Binds the listening socket without serving yet (connections wait in the backlog), so a caller
  * can make sure the port is its own before doing anything else. -1 with a reason in err. */
 int http_server_listen(http_server *s, char *err, size_t errlen);
@@ -73,6 +82,10 @@ int http_server_port(const http_server *s);
 /* Stops accepting, lets in-flight requests finish, joins the pool and frees the server. */
 void http_server_free(http_server *s);
 
+/* The compute pool's figures, for /metrics: requests running and waiting now; admitted, refused
+ * (429 and 503) and cancelled (the client left) since the start. */
+void http_server_compute_counts(http_server *s, unsigned *running, unsigned *queued, unsigned long long *admitted,
+                                unsigned long long *refused, unsigned long long *cancelled);
 /* Counts of answered requests by status code (index 100..599), for /metrics. */
 void http_server_status_counts(const http_server *s, uint64_t counts[600]);
 /* Visits each route: used by the OpenAPI consistency test and documentation. */
@@ -97,6 +110,11 @@ int http_request_has_token(const http_request *req);
 /* Answers 401 with WWW-Authenticate, as a route that needs the token does. */
 void http_reply_unauthorized(http_request *req);
 
+/* 1 once the client of a heavy request has gone (nobody will read the answer): its work can stop.
+ * Always 0 for other routes. The flag itself, for computations that poll it: */
+int http_request_cancelled(const http_request *req);
+const atomic_int *http_request_cancel_flag(const http_request *req);
+
 /* Adds a header to the coming reply (copied). */
 void http_reply_header(http_request *req, const char *name, const char *value);
 /* Sends body with its content type (copied). */
@@ -110,6 +128,16 @@ void http_reply_json(http_request *req, int status, json_t *body);
 /* Sends {"error":{"code":code,"message":...,"field":field}}; field may be NULL. */
 void http_reply_error(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* A long answer written as it is read (chunked), so that a slow or stalled client holds one chunk,
+ * never the whole answer: the layer calls next(ctx, buf, max) whenever the client can take more;
+ * it writes up to max bytes and returns their number (> 0), 0 at the end of the answer, or -1 when
+ * it fails (the connection is then closed without the answer's end, so the client sees it cut).
+ * next runs on an HTTP thread and must do a bounded amount of work per call. done(ctx) is called
+ * exactly once when the answer ends for any reason (sent, failed, client gone, server stop). */
+typedef ssize_t (*http_chunks_next_fn)(void *ctx, char *buf, size_t max);
+void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+                       void (*done)(void *ctx), void *ctx);
 
 /* Streaming replies (Server-Sent Events). The layer calls read(ctx, buf, max) whenever the client can
  * take more: it returns the number of bytes written (> 0), 0 when it has nothing now, or -1 to end the

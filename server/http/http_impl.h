@@ -4,6 +4,7 @@
  * The layer is cut by concern, each part with its header:
  *   http.c            the server's life cycle and libmicrohttpd's request callbacks (parse, admit, route)
  *   http_admission.c  admission and limits: the front door, the connection table, head deadlines
+ *   http_compute.c    the compute pool of heavy routes: admission, workers, cancellation
  *   http_head.c       the request-head check (pure)
  *   http_origin.c     browser-origin defences: Host allow-list, Origin of changes, JSON content type
  *   http_router.c     routing: the route table, canonical paths, bearer tokens, dispatch
@@ -21,6 +22,7 @@
 
 #include "http/http.h"
 #include "http/http_admission.h"
+#include "http/http_compute.h"
 #include "http/http_origin.h"
 #include "http/http_router.h"
 #include "http/http_static.h"
@@ -36,6 +38,7 @@ struct http_server {
     http_streams streams;
     http_admission adm;
     http_origin origin;
+    http_compute compute;
     struct MHD_Daemon *daemon;
     int listen_fd;
     int port;
@@ -69,6 +72,15 @@ struct http_request {
     int seen;          /* the access handler has been called for it */
     int refuse_status; /* set from the request line (on_uri): answer this and close */
     const char *refuse_code, *refuse_message;
+    /* A heavy request on the compute pool: its connection is suspended from admission until the
+     * worker's answer (pending) is handed back; the answer is queued by the HTTP thread that
+     * libmicrohttpd calls again once the connection is resumed. */
+    int deferred;
+    struct MHD_Response *pending;
+    int pending_status;
+    atomic_int cancelled; /* the client left */
+    int fd;               /* the connection's socket, watched while the request waits or runs */
+    http_request *job_next;
 };
 
 /* ---- the request (http_request.c) ---------------------------------------------------------- */

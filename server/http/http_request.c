@@ -17,6 +17,7 @@ http_request *http_request_new(http_server *s, struct MHD_Connection *connection
     if (!req) return NULL;
     /* Set before any early reply: http_request_free closes upload_fd when it is >= 0. */
     req->upload_fd = -1;
+    req->fd = -1;
     clock_gettime(CLOCK_MONOTONIC, &req->started);
     req->server = s;
     req->connection = connection;
@@ -24,7 +25,11 @@ http_request *http_request_new(http_server *s, struct MHD_Connection *connection
     return req;
 }
 
+int http_request_cancelled(const http_request *req) { return atomic_load(&req->cancelled); }
+const atomic_int *http_request_cancel_flag(const http_request *req) { return &req->cancelled; }
+
 void http_request_free(http_request *req) {
+    if (req->pending) MHD_destroy_response(req->pending);
     for (int i = 0; i < req->n_params; i++) {
         free(req->param_names[i]);
         free(req->param_values[i]);
@@ -168,6 +173,11 @@ void http_reply_queue(http_request *req, int status, struct MHD_Response *resp, 
     for (int i = 0; i < req->n_reply_headers; i++)
         MHD_add_response_header(resp, req->reply_headers[i][0], req->reply_headers[i][1]);
     req->status = status;
+    if (req->deferred) { /* a compute worker: handed to the HTTP thread that resumes the connection */
+        req->pending = resp;
+        req->pending_status = status;
+        return;
+    }
     if (MHD_queue_response(req->connection, (unsigned)status, resp) != MHD_YES)
         log_warn("could not queue the reply to %s %s", req->method, req->path);
     MHD_destroy_response(resp);
@@ -221,4 +231,38 @@ void http_reply_error(http_request *req, int status, const char *code, const cha
 void http_reply_and_close(http_request *req, int status, const char *code, const char *message) {
     http_reply_header(req, MHD_HTTP_HEADER_CONNECTION, "close");
     http_reply_error(req, status, code, NULL, "%s", message);
+}
+
+typedef struct {
+    http_chunks_next_fn next;
+    void (*done)(void *);
+    void *ctx;
+} chunks;
+
+static ssize_t chunks_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    chunks *c = cls;
+    ssize_t n = c->next(c->ctx, buf, max);
+    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void chunks_free(void *cls) {
+    chunks *c = cls;
+    c->done(c->ctx);
+    free(c);
+}
+
+void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+                       void (*done)(void *ctx), void *ctx) {
+    chunks *c = malloc(sizeof *c);
+    struct MHD_Response *resp =
+        c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, chunks_reader, c, chunks_free) : NULL;
+    if (!resp) {
+        free(c);
+        done(ctx);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    *c = (chunks){next, done, ctx};
+    http_reply_queue(req, status, resp, content_type);
 }

@@ -43,6 +43,12 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
     return 0;
 }
 
+int http_route_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn) {
+    if (http_route(s, method, pattern, fn) < 0) return -1;
+    s->router.routes[s->router.n_routes - 1].heavy = 1;
+    return 0;
+}
+
 int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes) {
     if (http_route(s, method, pattern, fn) < 0) return -1;
     s->router.routes[s->router.n_routes - 1].upload_max = max_bytes;
@@ -183,6 +189,10 @@ void http_router_dispatch(http_request *req) {
     const char *method = !strcmp(req->method, "HEAD") ? "GET" : req->method;
     if (!http_router_authorised(req)) {
         http_reply_unauthorized(req);
+        return;
+    }
+    if (req->route && req->route->heavy) {
+        http_compute_admit(s, req);
         return;
     }
     if (req->route) {

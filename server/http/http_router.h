@@ -22,6 +22,7 @@ typedef struct {
     char *segments[HTTP_MAX_SEGMENTS]; /* point into a copy of pattern; "{x}" marks a parameter */
     http_handler_fn fn;
     size_t upload_max; /* > 0: the body streams to a file */
+    int heavy;         /* runs on the compute pool (http_route_heavy) */
 } http_route_entry;
 
 typedef struct {
@@ -48,8 +49,8 @@ int http_router_find(http_server *s, http_request *req);
 int http_router_authorised(const http_request *req);
 
 /* Answers a complete request: 401 without the token it needs, else its route's handler (500 if
- * that gives no answer), else 405 with Allow when another method has the path, 404 under /api,
- * else a static file. */
+ * that gives no answer; a heavy route's is admitted to the compute pool instead of run here), else
+ * 405 with Allow when another method has the path, 404 under /api, else a static file. */
 void http_router_dispatch(http_request *req);
 
 #endif

@@ -50,53 +50,114 @@ fail:
     return NULL;
 }
 
-svc_status svc_bundle_each(app *a, long long id, const char *keys, json_t **experiment, json_t **differing,
-                           svc_bundle_run_fn fn, void *ctx, svc_error *err) {
-    *experiment = NULL;
-    *differing = NULL;
-    json_t *exp = NULL, *runs = NULL;
-    store_status s = store_experiment_get(a->store, id, &exp);
-    if (s == STORE_NOT_FOUND) return svc_fail(err, SVC_NOT_FOUND, "not_found", NULL, "no experiment %lld", id);
-    if (s != STORE_OK) return svc_store_failed(err);
+struct svc_bundle {
+    app *a;
+    json_t *exp, *runs, *differing;
+    char *keys;
+    size_t next;
+};
+
+/* keys as store_metrics_points reads them: comma-separated names, a trailing '*' a prefix. */
+static int key_matches(const char *key, const char *keys) {
+    if (!keys || !*keys) return 1;
+    for (const char *p = keys;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && p[len - 1] == '*' ? !strncmp(key, p, len - 1) : len == strlen(key) && !strncmp(key, p, len))
+            return 1;
+        if (!end) return 0;
+        p = end + 1;
+    }
+}
+
+void svc_bundle_close(svc_bundle *b) {
+    if (!b) return;
+    json_decref(b->exp);
+    json_decref(b->runs);
+    json_decref(b->differing);
+    free(b->keys);
+    free(b);
+}
+
+svc_status svc_bundle_open(app *a, long long id, const char *keys, int max_points, size_t max_total, svc_bundle **out,
+                           size_t *points, svc_error *err) {
+    *out = NULL;
+    *points = 0;
+    svc_bundle *b = calloc(1, sizeof *b);
+    if (!b || (keys && !(b->keys = strdup(keys)))) {
+        free(b);
+        return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    }
+    b->a = a;
+    store_status s = store_experiment_get(a->store, id, &b->exp);
+    if (s != STORE_OK) {
+        svc_bundle_close(b);
+        return s == STORE_NOT_FOUND ? svc_fail(err, SVC_NOT_FOUND, "not_found", NULL, "no experiment %lld", id)
+                                    : svc_store_failed(err);
+    }
     /* Every run: older experiments may hold 16 variants x 32 replicates. */
     long long total;
     store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
-    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
-        json_decref(exp);
+    if (store_run_list(a->store, &f, &b->runs, &total) != STORE_OK) {
+        svc_bundle_close(b);
         return svc_store_failed(err);
     }
-    json_t *diff = differing_keys(runs);
-    svc_status st = diff ? SVC_OK : svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
-    size_t i;
+    if (!(b->differing = differing_keys(b->runs))) {
+        svc_bundle_close(b);
+        return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+    }
+    /* The bound before any point is read: the summaries count each series' points. */
+    size_t i, bound = 0;
     json_t *r;
-    json_array_foreach(runs, i, r) {
-        if (st != SVC_OK) break;
-        long long run_id = json_integer_value(json_object_get(r, "id"));
+    json_array_foreach(b->runs, i, r) {
         json_t *summary = NULL;
-        store_metric *points = NULL;
-        size_t n = 0;
-        if (store_metrics_summary(a->store, run_id, &summary) != STORE_OK ||
-            store_metrics_points(a->store, run_id, keys, 0, &points, &n) != STORE_OK) {
-            json_decref(summary);
-            st = svc_store_failed(err);
-            break;
+        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK) {
+            svc_bundle_close(b);
+            return svc_store_failed(err);
         }
-        int rc = json_object_set_new(r, "summary", summary) < 0 ? -1 : fn(ctx, diff, r, points, n);
-        free(points);
-        if (rc == -1) st = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
-        if (rc == -2)
-            st = svc_fail(err, SVC_INVALID, "too_large", "max_points",
-                          "the bundle of experiment %lld would be too large: ask for fewer points (max_points) "
-                          "or keys (keys)",
-                          id);
+        const char *k;
+        json_t *v;
+        json_object_foreach(summary, k, v) {
+            if (!key_matches(k, keys)) continue;
+            size_t count = (size_t)json_integer_value(json_object_get(v, "count"));
+            bound += max_points > 0 && count > (size_t)max_points ? (size_t)max_points : count;
+        }
+        json_decref(summary);
     }
-    json_decref(runs);
-    if (st != SVC_OK) {
-        json_decref(exp);
-        json_decref(diff);
-        return st;
+    if (bound > max_total) {
+        svc_bundle_close(b);
+        return svc_fail(err, SVC_INVALID, "too_large", "max_points",
+                        "the bundle of experiment %lld would hold up to %zu points, over the bound of %zu: ask for "
+                        "fewer points per series (max_points) or fewer keys (keys)",
+                        id, bound, max_total);
     }
-    *experiment = exp;
-    *differing = diff;
+    *out = b;
+    *points = bound;
     return SVC_OK;
+}
+
+const json_t *svc_bundle_experiment(const svc_bundle *b) { return b->exp; }
+const json_t *svc_bundle_differing(const svc_bundle *b) { return b->differing; }
+
+int svc_bundle_next(svc_bundle *b, json_t **run, store_metric **points, size_t *n) {
+    *run = NULL;
+    *points = NULL;
+    *n = 0;
+    if (b->next >= json_array_size(b->runs)) return 0;
+    json_t *r = json_array_get(b->runs, b->next++);
+    long long run_id = json_integer_value(json_object_get(r, "id"));
+    json_t *summary = NULL;
+    if (store_metrics_summary(b->a->store, run_id, &summary) != STORE_OK) return -1;
+    if (store_metrics_points(b->a->store, run_id, b->keys, 0, points, n) != STORE_OK) {
+        json_decref(summary);
+        return -1;
+    }
+    if (json_object_set_new(r, "summary", summary) < 0) { /* it took summary either way */
+        free(*points);
+        *points = NULL;
+        *n = 0;
+        return -1;
+    }
+    *run = r;
+    return 1;
 }

@@ -1,7 +1,7 @@
 /* An experiment's whole result for export (GET /api/experiments/{id}/bundle and bundle.csv): the
  * experiment, every run with its config and summary, and the runs' metric points, read one run at
  * a time so that memory holds one run's points, whatever the experiment's size. The service reads;
- * the handlers (api_bundle.c) present it as JSON or CSV. */
+ * the handlers (api_bundle.c) present it as JSON or CSV, written while the client reads it. */
 #ifndef ATTNLAB_SVC_BUNDLE_H
 #define ATTNLAB_SVC_BUNDLE_H
 
@@ -13,20 +13,24 @@
 
 struct app;
 
-/* Called once per run, in id order: differing is the config keys whose values differ among the
- * experiment's runs (as *differing below), run is the run's object (config, status, … and "summary": the
- * store's per-key summary), points its points matching the keys (ordered by key, then step), n
- * their number. The callee borrows them (it may keep run with json_incref). Returns 0 to go on, -1 to stop with
- * SVC_FAILED
- * ("out of memory"), -2 to stop with SVC_INVALID code "too_large" (message from the callee's
- * ctx is not read: the service says the answer is too large and how to ask for less). */
-typedef int (*svc_bundle_run_fn)(void *ctx, const json_t *differing, json_t *run, const store_metric *points, size_t n);
+typedef struct svc_bundle svc_bundle;
 
-/* Loads experiment id ({"id","name","preset","base","variants","replicates",…}, a new reference in
- * *experiment) and the config keys whose values differ among its runs (a new array of strings in
- * *differing, sorted), then calls fn for every run. keys: as store_metrics_points (NULL: every
- * key). SVC_NOT_FOUND for no such experiment; on any failure *experiment and *differing are NULL. */
-svc_status svc_bundle_each(struct app *a, long long id, const char *keys, json_t **experiment, json_t **differing,
-                           svc_bundle_run_fn fn, void *ctx, svc_error *err);
+/* Loads experiment id ({"id","name","preset","base","variants","replicates",…}), its runs and the
+ * config keys whose values differ among them (sorted), and bounds the answer before reading any
+ * point: *points gets how many points it can hold at most, from each run's per-series counts (the
+ * store's summaries) for the series matching keys (as store_metrics_points: NULL every key), each
+ * cut to max_points when max_points > 0 (downsampled answers keep at most that many per series).
+ * Over max_total that is SVC_INVALID, code "too_large", field "max_points", naming the count and the
+ * bound, and nothing is returned. SVC_NOT_FOUND for no such experiment. */
+svc_status svc_bundle_open(struct app *a, long long id, const char *keys, int max_points, size_t max_total,
+                           svc_bundle **out, size_t *points, svc_error *err);
+/* The experiment and the differing keys (borrowed from b). */
+const json_t *svc_bundle_experiment(const svc_bundle *b);
+const json_t *svc_bundle_differing(const svc_bundle *b);
+/* The next run, in id order: 1 with *run (borrowed, with "summary": the store's per-key summary)
+ * and its points matching the keys (ordered by key, then step; *points to free), 0 after the last,
+ * -1 when the store fails. Memory holds one run's points at a time, whatever the experiment. */
+int svc_bundle_next(svc_bundle *b, json_t **run, store_metric **points, size_t *n);
+void svc_bundle_close(svc_bundle *b);
 
 #endif

@@ -42,6 +42,7 @@ typedef struct {
 } variant_group;
 
 void svc_stats_options_default(svc_stats_options *o) {
+    o->cancel = NULL;
     o->k = SVC_STATS_DEFAULT_K;
     o->conf = 0.95;
     o->resamples = STATS_BOOTSTRAP_DEFAULT;
@@ -371,6 +372,10 @@ static svc_status comparisons_json(const experiment_runs *e, const svc_stats_opt
             for (size_t j = i + 1; j < e->n_groups && st == SVC_OK; j++) {
                 const variant_group *a = &e->groups[i], *b = &e->groups[j];
                 if (!applies(a, m) || !applies(b, m) || !a->n_runs || !b->n_runs) continue;
+                if (o->cancel && atomic_load(o->cancel)) {
+                    st = svc_fail(err, SVC_FAILED, "cancelled", NULL, "the request was cancelled");
+                    break;
+                }
                 json_t *c = comparison(a, b, m, o, &p[k], err, &st);
                 if (!c) break;
                 if (json_array_append_new(out, c) < 0) {
@@ -389,6 +394,39 @@ static svc_status comparisons_json(const experiment_runs *e, const svc_stats_opt
     return st;
 }
 
+/* Succeeded runs of a group: an upper bound on the replicates any of its pairs can hold. */
+static size_t succeeded(const variant_group *g) {
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_runs; i++) {
+        const char *status = json_string_value(json_object_get(g->runs[i]->row, "status"));
+        n += status && !strcmp(status, "succeeded");
+    }
+    return n;
+}
+
+/* The bootstrap work the request would do, bounded above before any series is read: every pair of
+ * variants on every metric both have, when both have at least STATS_MIN_INTERVAL_N succeeded runs
+ * (fewer pairs draw nothing), times the resamples. */
+static svc_status check_work(const experiment_runs *e, long long exp_id, const svc_stats_options *o, svc_error *err) {
+    unsigned long long comparisons = 0, resamples = o->resamples ? o->resamples : STATS_BOOTSTRAP_DEFAULT;
+    for (int m = 0; m < N_METRICS; m++)
+        for (size_t i = 0; i < e->n_groups; i++)
+            for (size_t j = i + 1; j < e->n_groups; j++) {
+                const variant_group *x = &e->groups[i], *y = &e->groups[j];
+                size_t nx = succeeded(x), ny = succeeded(y);
+                comparisons +=
+                    applies(x, m) && applies(y, m) && nx >= STATS_MIN_INTERVAL_N && ny >= STATS_MIN_INTERVAL_N;
+            }
+    if (comparisons * resamples <= SVC_STATS_MAX_WORK) return SVC_OK;
+    unsigned long long fits = SVC_STATS_MAX_WORK / comparisons;
+    return svc_fail(err, SVC_INVALID, "too_much_work", "resamples",
+                    "the statistics of experiment %lld would bootstrap %llu comparisons x %llu resamples = %llu "
+                    "draws, over the bound of %llu per request; ask for resamples=%llu or fewer%s",
+                    exp_id, comparisons, resamples, comparisons * resamples, SVC_STATS_MAX_WORK,
+                    fits < 100 ? 100 : fits,
+                    fits < 100 ? " (this experiment has too many variants for any bootstrap)" : "");
+}
+
 svc_status svc_stats_experiment(app *a, long long exp_id, const svc_stats_options *o, json_t **out, svc_error *err) {
     *out = NULL;
     if (o->k < 1 || o->k > SVC_STATS_MAX_K)
@@ -401,8 +439,12 @@ svc_status svc_stats_experiment(app *a, long long exp_id, const svc_stats_option
     experiment_runs e;
     svc_status st = experiment_runs_load(a, exp_id, &e, err);
     if (st != SVC_OK) return st;
+    st = check_work(&e, exp_id, o, err);
     for (size_t g = 0; g < e.n_groups && st == SVC_OK; g++)
         for (size_t i = 0; i < e.groups[g].n_runs && st == SVC_OK; i++) {
+            if (o->cancel && atomic_load(o->cancel))
+                st = svc_fail(err, SVC_FAILED, "cancelled", NULL, "the request was cancelled");
+            if (st != SVC_OK) break;
             run_values *r = e.groups[g].runs[i];
             for (int m = 0; m < N_METRICS; m++) r->v[m] = NAN;
             const char *status = json_string_value(json_object_get(r->row, "status"));

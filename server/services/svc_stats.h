@@ -25,6 +25,7 @@
 #define ATTNLAB_SVC_STATS_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,11 +38,20 @@ struct app;
 #define SVC_STATS_MAX_K 100000
 #define SVC_STATS_DEFAULT_SEED 1 /* the bootstrap's seed when none is asked for */
 
+/* The most bootstrap work one request may ask for: comparisons that resample (a pair of variants on
+ * a metric, with at least 3 paired replicates) times resamples. Checked before any series is read
+ * (an upper bound from the experiment's runs); above it the answer is a 422 on "resamples" naming
+ * the bound and the largest resamples that fits. About 4 s of one core. */
+#define SVC_STATS_MAX_WORK 50000000ULL
+
 typedef struct {
     int k;            /* final_train_loss over the last k steps, 1..SVC_STATS_MAX_K */
     double conf;      /* interval level in (0, 1), e.g. 0.95 */
     size_t resamples; /* bootstrap resamples, 1..STATS_BOOTSTRAP_MAX (0: STATS_BOOTSTRAP_DEFAULT) */
     uint64_t seed;    /* bootstrap seed; every comparison draws from this seed */
+    /* Non-NULL: polled between comparisons; once set the work stops (SVC_FAILED, code "cancelled"),
+     * for a client that has gone (http_request_cancel_flag). */
+    const atomic_int *cancel;
 } svc_stats_options;
 
 /* k = SVC_STATS_DEFAULT_K, conf 0.95, STATS_BOOTSTRAP_DEFAULT resamples, SVC_STATS_DEFAULT_SEED. */
@@ -59,8 +69,9 @@ void svc_stats_options_default(svc_stats_options *o);
  *                  "t","p","p_holm","bootstrap_ci":[lo,hi],"reason"}]}
  * Numbers that cannot be computed are null, with "reason" saying why. Only succeeded runs are
  * included (the others are listed with "included": false). SVC_NOT_FOUND (field "id") when there
- * is no such experiment, SVC_INVALID for options out of range, SVC_FAILED when the store or an
- * allocation fails; *out is NULL on any failure. */
+ * is no such experiment, SVC_INVALID for options out of range or work over SVC_STATS_MAX_WORK
+ * (code "too_much_work", field "resamples"), SVC_FAILED when the store or an allocation fails or
+ * the work was cancelled; *out is NULL on any failure. */
 svc_status svc_stats_experiment(struct app *a, long long exp_id, const svc_stats_options *o, json_t **out,
                                 svc_error *err);
 

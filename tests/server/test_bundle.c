@@ -3,6 +3,7 @@
  * run's own /summary and /metrics answers); the CSV has one row per point with the differing keys
  * as columns and the same values; bad queries are 422 naming the field, an unknown experiment 404. */
 #include <curl/curl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,50 @@ TEST(bad_queries_are_422_and_unknown_experiments_404) {
     json_decref(j);
 }
 
+/* Runs SQL on the server's SQLite file beside it (the server keeps running). */
+static int raw_exec(const char *sql) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/attnlab.db", srv.data_dir);
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
+    sqlite3_busy_timeout(db, 5000);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* The bound is checked from the series' stored counts before any point is read (issue 23 item 3:
+ * a 422 that once peaked at 554 MB): here a count says 3,000,000 points that are not even there. */
+TEST(a_bundle_over_the_bound_is_refused_before_any_point_is_read) {
+    SKIP_IF(!harness_sqlite(), "it changes the SQLite file itself");
+    char sql[256], path[160];
+    snprintf(sql, sizeof sql,
+             "UPDATE metric_summaries SET count = count + 3000000 WHERE run_id = %lld AND key = 'loss'", run_ids[0]);
+    CHECK(raw_exec(sql) == 0);
+    const char *queries[] = {"bundle?max_points=0", "bundle.csv", "bundle.csv?keys=loss"};
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+        snprintf(path, sizeof path, "/api/experiments/%lld/%s", exp_id, queries[i]);
+        long status;
+        json_t *j = api_call(&srv, "GET", path, NULL, &status);
+        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        CHECK_MSG(status == 422 && !strcmp(api_error_field(j), "max_points") && msg && strstr(msg, "2000000"),
+                  "%s: %ld %s", queries[i], status, msg ? msg : "");
+        json_decref(j);
+    }
+    /* downsampled, or without that series, it fits */
+    const char *fit[] = {"bundle", "bundle.csv?keys=val_loss", "bundle.csv?max_points=100"};
+    for (size_t i = 0; i < sizeof fit / sizeof fit[0]; i++) {
+        snprintf(path, sizeof path, "/api/experiments/%lld/%s", exp_id, fit[i]);
+        harness_response r;
+        CHECK(harness_get(&srv, path, &r) == 0);
+        CHECK_MSG(r.status == 200, "%s: %ld", fit[i], r.status);
+        harness_response_free(&r);
+    }
+    snprintf(sql, sizeof sql,
+             "UPDATE metric_summaries SET count = count - 3000000 WHERE run_id = %lld AND key = 'loss'", run_ids[0]);
+    CHECK(raw_exec(sql) == 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (harness_start(&srv, NULL, NULL) < 0) {
@@ -189,6 +234,7 @@ int main(void) {
     RUN(the_json_bundle_is_every_runs_config_summary_and_series);
     RUN(the_csv_bundle_has_a_row_per_point_with_the_differing_keys);
     RUN(bad_queries_are_422_and_unknown_experiments_404);
+    RUN(a_bundle_over_the_bound_is_refused_before_any_point_is_read);
     harness_stop(&srv);
     curl_global_cleanup();
     return test_summary();

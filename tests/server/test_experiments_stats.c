@@ -599,6 +599,85 @@ TEST(presets_ask_the_questions) {
     json_decref(j);
 }
 
+/* The cache's hit count from /metrics. */
+static long long cache_hits(void) {
+    harness_response r;
+    if (harness_get(&srv, "/metrics", &r) != 0) return -1;
+    const char *p = r.body ? strstr(r.body, "attnlab_reply_cache_requests_total{result=\"hit\"} ") : NULL;
+    long long v = p ? atoll(strchr(p, '}') + 2) : -1;
+    harness_response_free(&r);
+    return v;
+}
+
+static char *body_of(const char *path, long *code) {
+    harness_response r;
+    if (harness_get(&srv, path, &r) != 0) return NULL;
+    *code = r.status;
+    char *b = r.body;
+    r.body = NULL;
+    harness_response_free(&r);
+    return b;
+}
+
+/* An ended experiment's answers are pure functions of its stored runs: asked again, they come from
+ * the cache, byte for byte (issue 23 item 1). */
+TEST(an_ended_experiments_answers_are_cached) {
+    const char *paths[] = {"/stats", "/stats.csv?resamples=500", "/series?key=loss", "/head-spread", "/accuracy.csv"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        char path[160];
+        snprintf(path, sizeof path, "/api/experiments/%lld%s", exp_id, paths[i]);
+        long c1 = 0, c2 = 0;
+        char *first = body_of(path, &c1);
+        long long h0 = cache_hits();
+        char *again = body_of(path, &c2);
+        long long h1 = cache_hits();
+        CHECK_MSG(first && again && c1 == 200 && c2 == 200, "%s: %ld then %ld", path, c1, c2);
+        CHECK_MSG(!strcmp(first, again), "%s: the cached answer differs from the computed one", path);
+        CHECK_MSG(h1 == h0 + 1, "%s: asked again, it was not answered from the cache (%lld hits, then %lld)", path, h0,
+                  h1);
+        free(first);
+        free(again);
+    }
+}
+
+/* Bootstrap work over the bound is refused before any of it is done, naming the bound and what
+ * fits (issue 23 item 1: 24,990 comparisons x 10,000 resamples froze the API for two minutes). */
+TEST(stats_work_over_the_bound_is_a_422_before_the_work) {
+    /* 13 variants (a grid over lr) x 3 replicates: 78 pairs x 7 metrics = 546 comparisons that resample. */
+    long code;
+    json_t *j = api_call(&srv, "POST", "/api/experiments",
+                         "{\"name\":\"wide\",\"replicates\":3,\"base\":{" TINY_CONFIG
+                         ",\"steps\":1,\"attention\":\"cosine_rope\"},\"grid\":{\"lr\":[1e-3,2e-3,3e-3,4e-3,5e-3,"
+                         "6e-3,7e-3,8e-3,9e-3,1e-2,2e-2,3e-2,4e-2]}}",
+                         &code);
+    CHECK_EQ_INT(code, 201);
+    long long id = json_integer_value(json_object_get(json_object_get(j, "experiment"), "id"));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(j, "runs"), i, r) {
+        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 300000);
+        CHECK_MSG(st && !strcmp(st, "succeeded"), "a run of the grid ended %s", st ? st : "(timeout)");
+        free(st);
+    }
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/api/experiments/%lld/stats?resamples=100000", id);
+    j = api_call(&srv, "GET", path, NULL, &code);
+    CHECK_EQ_INT(code, 422);
+    json_t *e = json_object_get(j, "error");
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    CHECK(!strcmp(json_string_value(json_object_get(e, "code")), "too_much_work"));
+    CHECK(!strcmp(api_error_field(j), "resamples"));
+    CHECK_MSG(msg && strstr(msg, "546 comparisons x 100000 resamples") && strstr(msg, "50000000") &&
+                  strstr(msg, "resamples=91575"),
+              "message: %s", msg ? msg : "(none)");
+    json_decref(j);
+    /* within the bound it is answered */
+    snprintf(path, sizeof path, "/api/experiments/%lld/stats?resamples=1000", id);
+    json_decref(api_call(&srv, "GET", path, NULL, &code));
+    CHECK_EQ_INT(code, 200);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--max-model-mb", "256", "--train-workers", "2", "--compute-threads", "2", NULL};
@@ -614,6 +693,8 @@ int main(void) {
     RUN(fewer_than_three_replicates_say_why_there_is_no_interval);
     RUN(bad_input_is_422_naming_the_field);
     RUN(presets_ask_the_questions);
+    RUN(an_ended_experiments_answers_are_cached);
+    RUN(stats_work_over_the_bound_is_a_422_before_the_work);
     int rc = harness_stop(&srv);
     if (rc != 0) {
         printf("FAIL shutdown: attnlabd exited with %d\n", rc);
