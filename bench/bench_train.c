@@ -8,7 +8,8 @@
  *   bench_train [--attention dot|rope|cosine_rope] [--steps N] [--batch B] [--threads N] [--lmhead-blas]
  *               [--precision fp32|bf16]   (default: precision_default(), printed by --default-precision)
  *               [--kernel-path amx|avx512_bf16|fp32|bf16_portable]   (forces the path, and the precision to its
- *                own unless a later --precision says otherwise; --default-kernel-path prints the chosen one)
+ *                own unless a later --precision says otherwise; --default-kernel-path prints the chosen one,
+ *                --kernel-paths the table: name, unit, "runs" or why not, GFLOP/s of one thread)
  *               [--tokens FILE | --write-tokens FILE] [--no-peaks] [--json] [--blas]
  * --blas sends the products the engine's own kernels take (gemm.h) to OpenBLAS instead, to compare.
  * --lmhead-blas runs the output layer through BLAS instead of the engine's own kernels, to compare.
@@ -233,6 +234,16 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--default-kernel-path")) {
             printf("%s\n", kernel_path_name());
             return 0;
+        } else if (!strcmp(argv[i], "--kernel-paths")) {
+            /* the table as this CPU sees it: name, unit, runs or why not, one thread's measured rate */
+            for (int k = 0; k < KERNEL_PATH_COUNT; k++) {
+                char why[160];
+                int ok = kernel_path_supported((kernel_path_id)k, why, sizeof why);
+                printf("%s\t%s\t%s\t%.1f\n", kernel_path_row((kernel_path_id)k)->name,
+                       kernel_path_row((kernel_path_id)k)->unit, ok ? "runs" : why,
+                       kernel_path_rate((kernel_path_id)k) / 1e9);
+            }
+            return 0;
         } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             if (precision_parse(argv[++i], &c.precision)) return 2;
         } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
@@ -257,7 +268,7 @@ int main(int argc, char **argv) {
                     "                   [--precision fp32|bf16] [--tokens FILE | --write-tokens FILE] [--no-peaks] "
                     "[--json]\n"
                     "                   [--blas] [--default-precision] [--blas-core] [--kernel-path NAME]\n"
-                    "                   [--default-kernel-path]\n");
+                    "                   [--default-kernel-path] [--kernel-paths]\n");
             return 2;
         }
     }

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The engine against its peers on one config and one token stream, interleaved (A B C D A B C D):
-# attnlab fp32 and bf16 (bench_train) and the same model in PyTorch (bench/torch_train.py, Debian's
-# python3-torch) in fp32 and under torch.autocast("cpu", dtype=torch.bfloat16). Prints tokens/s,
-# the ratio against the faster PyTorch mode, MFU against the fp32 FMA peak and the bf16
-# dot-product peak (both measured by bench_train around its steps), and each program's peak RSS.
+# attnlab on every kernel path this CPU runs (bench_train --kernel-path: fp32, avx512_bf16, amx) and
+# the same model in PyTorch (bench/torch_train.py, Debian's python3-torch) in fp32 and under
+# torch.autocast("cpu", dtype=torch.bfloat16). Prints the kernel-path table and the chosen path,
+# the measured peaks (fp32 FMA, vdpbf16ps, AMX where present), tokens/s, the ratio against the
+# faster PyTorch mode, MFU against the peak of each path's own unit (measured by bench_train
+# around its steps), each program's peak RSS, and where a step's time goes.
 # Then the A/B of how an experiment's two variants share the machine (both at once, threads split,
 # against one after the other with every thread), the seed-blog experiment's wall time estimated
-# from it, and (with the default corpus built, BENCH_QUALITY=1) the training-quality guard:
-# 300 steps fp32 vs bf16 on the default corpus, mean loss of steps 251-300 within 0.02 nats and
-# every tau within 0.01.
+# from it, and (with the default corpus built, BENCH_QUALITY=1) the training-quality guard for
+# every bf16 path this CPU runs: 300 steps fp32 vs bf16 on the default corpus, mean loss of steps
+# 251-300 within 0.02 nats and every tau within 0.01.
 # $1: the release build directory. BENCH_STEPS (5), BENCH_ROUNDS (2), BENCH_THREADS (nproc),
 # BENCH_ATTENTION (rope), BENCH_QUALITY (1 when var/corpora/default exists), DATA_DIR (var).
 set -euo pipefail
@@ -37,10 +39,19 @@ have_torch=1
 "$PY" -c 'import torch' 2>/dev/null || { have_torch=0; echo "(python3-torch is not installed: scripts/deps.sh --bench)"; }
 
 echo "load before: $(uptime)"
+# The kernel-path table as this CPU sees it; every path that runs (bf16_portable aside) is timed.
+"$BIN" --kernel-paths >"$work/paths"
+chosen=$("$BIN" --default-kernel-path)
+echo "kernel paths on this CPU ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')):"
+awk -F'\t' -v c="$chosen" '{printf "  %-14s %-10s %-28s %7.1f GFLOP/s per thread%s\n", $1, $2, $3, $4, ($1 == c ? "   <- chosen" : "")}' "$work/paths"
+echo "chosen kernel path: $chosen (default precision $("$BIN" --default-precision))"
+PATHS=$(awk -F'\t' '$3 == "runs" && $1 != "bf16_portable" {print $1}' "$work/paths")
 echo "seed configuration L3 H4 C128 T128 V50257 B32, attention $ATT, $STEPS steps per run (the first is warm-up), $THREADS threads, $ROUNDS interleaved rounds"
 for r in $(seq "$ROUNDS"); do
-  for p in fp32 bf16; do
-    "$BIN" --attention "$ATT" --steps "$STEPS" --threads "$THREADS" --precision "$p" --tokens "$work/tokens" --json >>"$work/results"
+  for p in $PATHS; do
+    prec=$([ "$p" = fp32 ] && echo fp32 || echo bf16)
+    "$BIN" --attention "$ATT" --steps "$STEPS" --threads "$THREADS" --kernel-path "$p" --precision "$prec" \
+      --tokens "$work/tokens" --json >>"$work/results"
     tail -n1 "$work/results"
   done
   if [ "$have_torch" = 1 ]; then
@@ -54,29 +65,46 @@ echo "load after: $(uptime)"
 "$PY" - "$work/results" <<'PYEOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-def med(impl, mode, key):
-    v = [r[key] for r in rows if r["impl"] == impl and r["mode"] == mode]
+def sel(impl, key, val):
+    return [r for r in rows if r["impl"] == impl and r.get(key) == val]
+def med(rs, key):
+    v = [r[key] for r in rs]
     return statistics.median(v) if v else None
 att = [r for r in rows if r["impl"] == "attnlab"]
 fma = statistics.mean(r["fma_peak_gflops"] for r in att)
 bf = statistics.mean(r["bf16_peak_gflops"] for r in att)
-step_gflop = 173.0  # model_config_train_flops_per_token x B x T at the seed config (test_model checks 170-176)
+amx = statistics.mean(r.get("amx_peak_gflops", 0) for r in att)
 step_gflop = att[0]["gflops"] * att[0]["ms_per_step"] / 1000
-torch_best = max([med("pytorch", m, "tokens_per_s") or 0 for m in ("fp32", "bf16")])
-print(f"measured peaks (mean over the attnlab runs): fp32 FMA {fma:.1f} GFLOP/s, bf16 dot product {bf:.1f} GFLOP/s"
-      f" ({att[0]['bf16_kernels']}); one step = {step_gflop:.1f} GFLOP")
-print(f"{'program':<28}{'tokens/s':>10}{'ms/step':>10}{'x faster PyTorch':>18}{'MFU fp32 peak':>15}{'MFU bf16 peak':>15}{'peak RSS MB':>13}")
-for impl, mode, label in (("attnlab", "fp32", "attnlab fp32"), ("attnlab", "bf16", "attnlab bf16"),
-                          ("pytorch", "fp32", "PyTorch fp32"), ("pytorch", "bf16", "PyTorch bf16 autocast")):
-    tps = med(impl, mode, "tokens_per_s")
-    if tps is None:
-        continue
-    ms = med(impl, mode, "ms_per_step")
+unit = {"fp32": ("fp32 FMA", fma), "avx512_bf16": ("vdpbf16ps", bf), "amx": ("TDPBF16PS", amx)}
+print(f"measured peaks, all threads (mean over the attnlab runs): fp32 FMA {fma:.1f} GFLOP/s, vdpbf16ps {bf:.1f} GFLOP/s"
+      + (f", AMX TDPBF16PS {amx:.1f} GFLOP/s" if amx else ", AMX: none on this CPU") + f"; one step = {step_gflop:.1f} GFLOP")
+torch_best = max([med(sel("pytorch", "mode", m), "tokens_per_s") or 0 for m in ("fp32", "bf16")])
+print(f"{'program':<24}{'tokens/s':>9}{'ms/step':>9}{'x PyTorch':>10}{'MFU (own unit)':>24}{'RSS MB':>8}"
+      "   ms/step: output layer / products / attention / optimizer / other")
+paths = []
+for r in att:
+    if r["kernel_path"] not in paths:
+        paths.append(r["kernel_path"])
+for p in paths:
+    rs = [r for r in att if r["kernel_path"] == p]
+    tps, ms = med(rs, "tokens_per_s"), med(rs, "ms_per_step")
+    name, pk = unit.get(p, ("fp32 FMA", fma))
     gf = step_gflop / (ms / 1000)
+    mfu = f"{100 * gf / pk:.1f}% of {name}" if pk else "-"
+    split = " / ".join(f"{statistics.median(r['time_ms'][k] for r in rs):.0f}"
+                       for k in ("output_layer", "products", "attention", "optimizer", "other"))
     ratio = f"{tps / torch_best:.2f}" if torch_best else "-"
-    mb = f"{100 * gf / bf:.1f}%" if bf else "-"
-    print(f"{label:<28}{tps:>10.0f}{ms:>10.0f}{ratio:>18}{100 * gf / fma:>14.1f}%{mb:>15}{med(impl, mode, 'peak_rss_mb'):>13.0f}")
-print("targets: attnlab bf16 >= 4x the faster PyTorch mode (stretch 5x), peak RSS <= 400 MB")
+    print(f"{'attnlab ' + p:<24}{tps:>9.0f}{ms:>9.0f}{ratio:>10}{mfu:>24}{med(rs, 'peak_rss_mb'):>8.0f}   {split}")
+for mode, label in (("fp32", "PyTorch fp32"), ("bf16", "PyTorch bf16 autocast")):
+    rs = sel("pytorch", "mode", mode)
+    if not rs:
+        continue
+    tps, ms = med(rs, "tokens_per_s"), med(rs, "ms_per_step")
+    gf = step_gflop / (ms / 1000)
+    print(f"{label:<24}{tps:>9.0f}{ms:>9.0f}{tps / torch_best:>10.2f}{f'{100 * gf / fma:.1f}% of fp32 FMA':>24}"
+          f"{med(rs, 'peak_rss_mb'):>8.0f}")
+print("targets: the fastest bf16 path >= 4x the faster PyTorch mode (stretch 5x), fp32 no slower than before, "
+      "peak RSS <= 400 MB")
 PYEOF
 
 # ---- A/B: both variants at once (threads split) against one after the other (all threads) ----
@@ -110,32 +138,45 @@ print(f"faster: {which}, by {max(serial, parallel) / best:.2f}x")
 print(f"seed-blog experiment (2 x 2000 steps, B32) estimated wall time: {est / 60:.0f} min (target <= 45 min)")
 PYEOF
 
-# ---- training-quality guard at full size ----
+# ---- training-quality guard at full size, for every bf16 path this CPU runs ----
 ATTNLABD=$OUT/attnlabd
-if [ "${BENCH_QUALITY:-1}" = 1 ] && [ -f "$DATA_DIR/corpora/default/tokens.u16" ] && [ -x "$ATTNLABD" ] && grep -qw avx512_bf16 /proc/cpuinfo; then
-  echo "quality guard: cosine_rope, 300 steps of the seed configuration on the default corpus, fp32 vs bf16"
-  # both at once, threads split: a run's numbers do not depend on its thread count
-  for p in fp32 bf16; do
-    "$ATTNLABD" train --data-dir "$DATA_DIR" --corpus default --attention cosine_rope --steps 300 --threads "$half" \
-      --precision "$p" >"$work/q_$p" 2>"$work/q_$p.err" &
+BF_PATHS=$(echo "$PATHS" | grep -v '^fp32$' || true)
+if [ "${BENCH_QUALITY:-1}" = 1 ] && [ -f "$DATA_DIR/corpora/default/tokens.u16" ] && [ -x "$ATTNLABD" ] && [ -n "$BF_PATHS" ]; then
+  runs="fp32 $BF_PATHS"
+  n=$(echo $runs | wc -w)
+  th=$(( THREADS / n > 0 ? THREADS / n : 1 ))
+  echo "quality guard: cosine_rope, 300 steps of the seed configuration on the default corpus, fp32 vs bf16 on $(echo $BF_PATHS) ($n runs at once, $th threads each; load $(uptime | sed 's/.*load/load/'))"
+  # all at once, threads split: a run's numbers do not depend on its thread count
+  for p in $runs; do
+    prec=$([ "$p" = fp32 ] && echo fp32 || echo bf16)
+    ATTNLAB_KERNEL_PATH=$p "$ATTNLABD" train --data-dir "$DATA_DIR" --corpus default --attention cosine_rope --steps 300 \
+      --threads "$th" --precision "$prec" >"$work/q_$p" 2>"$work/q_$p.err" &
   done
   wait || true
-  for p in fp32 bf16; do
+  for p in $runs; do
     grep -q '"step":300' "$work/q_$p" || { echo "attnlabd train ($p) failed:"; tail -3 "$work/q_$p.err"; exit 1; }
   done
-  "$PY" - "$work/q_fp32" "$work/q_bf16" <<'PYEOF'
+  # shellcheck disable=SC2086
+  "$PY" - "$work" $runs <<'PYEOF'
 import json, sys
+w, runs = sys.argv[1], sys.argv[2:]
 def load(p):
-    return {r["step"]: r for r in map(json.loads, (l for l in open(p) if l.startswith("{"))) if r.get("type") == "step"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
+    rows = [json.loads(l) for l in open(f"{w}/q_{p}") if l.startswith("{")]
+    start = next((r for r in rows if r.get("type") == "start"), {})
+    return start.get("kernel_path", "?"), {r["step"]: r for r in rows if r.get("type") == "step"}
+_, a = load("fp32")
 ma = sum(a[s]["loss"] for s in range(251, 301)) / 50
-mb = sum(b[s]["loss"] for s in range(251, 301)) / 50
-dt = max(abs(x - y) for s in a for ra, rb in [(a[s]["tau"], b[s]["tau"])] for la, lb in zip(ra, rb) for x, y in zip(la, lb))
-ok = abs(ma - mb) <= 0.02 and dt <= 0.01
-print(f"mean train loss of steps 251-300: fp32 {ma:.4f}, bf16 {mb:.4f} (|diff| {abs(ma - mb):.4f} <= 0.02); "
-      f"max |tau difference| {dt:.4f} (<= 0.01): {'PASS' if ok else 'FAIL'}")
-sys.exit(0 if ok else 1)
+bad = 0
+for p in runs[1:]:
+    path, b = load(p)
+    mb = sum(b[s]["loss"] for s in range(251, 301)) / 50
+    dt = max(abs(x - y) for s in a for ra, rb in [(a[s]["tau"], b[s]["tau"])] for la, lb in zip(ra, rb) for x, y in zip(la, lb))
+    ok = abs(ma - mb) <= 0.02 and dt <= 0.01 and path == p
+    bad += not ok
+    print(f"  {p} (ran on {path}): mean train loss of steps 251-300 fp32 {ma:.4f}, bf16 {mb:.4f} "
+          f"(|diff| {abs(ma - mb):.4f} <= 0.02); max |tau difference| {dt:.4f} (<= 0.01): {'PASS' if ok else 'FAIL'}")
+sys.exit(1 if bad else 0)
 PYEOF
 else
-  echo "quality guard at full size skipped (needs $DATA_DIR/corpora/default: make corpus; BENCH_QUALITY=1; AVX-512 BF16)"
+  echo "quality guard at full size skipped (needs $DATA_DIR/corpora/default: make corpus; BENCH_QUALITY=1; a bf16 path this CPU runs)"
 fi

@@ -105,14 +105,27 @@ static double lmhead_row_xent(real *x, int V, int target, real scale, int want_g
 
 #define AI static inline __attribute__((always_inline))
 
+/* Cache lines to fetch ahead while a tile computes: n_w lines from w (to be written, or for the
+ * kernels that only read, the first stream), n_r from r. At V 50257 the weights, the logits and dW
+ * come from memory, and a tile's first touch of them would stall without it. */
+typedef struct {
+    const char *w;
+    int n_w;
+    const char *r;
+    int n_r;
+} lm_prefetch;
+
 /* LT[v..v+NJ)[r..r+16NK) = W[v..v+NJ) . XT[:, r..], with the running max per row in vmax. */
-AI void lg_tile(int NJ, int NK, const float *W, int C, const float *XT, int RP, float *LT, float *vmax) {
+AI void lg_tile(int NJ, int NK, const float *W, int C, const float *XT, int RP, float *LT, float *vmax,
+                const lm_prefetch *pf) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 2
         for (int k = 0; k < NK; k++) acc[j][k] = _mm512_setzero_ps();
     for (int c = 0; c < C; c++) {
+        if (c < pf->n_r) _mm_prefetch(pf->r + 64 * c, _MM_HINT_T0);
+        if (c < pf->n_w) _mm_prefetch(pf->w + (size_t)(c >> 1) * RP * 4 + 64 * (c & 1), _MM_HINT_ET0); /* 2 per row */
         __m512 x0 = _mm512_loadu_ps(XT + (long)c * RP), x1 = NK > 1 ? _mm512_loadu_ps(XT + (long)c * RP + 16) : x0;
 #pragma GCC unroll 12
         for (int j = 0; j < NJ; j++) {
@@ -136,19 +149,29 @@ AI void lg_tile(int NJ, int NK, const float *W, int C, const float *XT, int RP, 
 __attribute__((noinline)) static void lg_all(const float *W, int V, int C, const float *XT, int RP, float *LT,
                                              float *vmax) {
     for (int r = 0; r < RP; r++) vmax[r] = -INFINITY;
+    /* the next vocabulary tile's weights (12 C floats), a share per row block, and the lines of LT
+     * the same row block of the next tile will write (12 rows of two lines) */
+    const int nrb = (RP + 31) / 32, lines = (12 * C * 4 / 64 + nrb - 1) / nrb;
+    const lm_prefetch none = {NULL, 0, NULL, 0};
     int v = 0;
     for (; v + 12 <= V; v += 12) {
         int r = 0;
-        for (; r + 32 <= RP; r += 32) lg_tile(12, 2, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r);
-        for (; r < RP; r += 16) lg_tile(12, 1, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r);
+        for (; r + 32 <= RP; r += 32) {
+            lm_prefetch pf = {(const char *)(LT + (long)(v + 12) * RP + r), 24,
+                              (const char *)(W + (long)(v + 12) * C) + 64 * lines * (r / 32), lines};
+            lg_tile(12, 2, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r, &pf);
+        }
+        for (; r < RP; r += 16) lg_tile(12, 1, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r, &none);
     }
     for (; v < V; v++)
-        for (int r = 0; r < RP; r += 16) lg_tile(1, 1, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r);
+        for (int r = 0; r < RP; r += 16)
+            lg_tile(1, 1, W + (long)v * C, C, XT + r, RP, LT + (long)v * RP + r, vmax + r, &none);
 }
 
 /* DXT[c..c+8)[r..r+16NK) (+)= sum over v in [v0, v1) of W[v][c..] LT[v][r..]. NK = 4 (64 rows)
  * measured ~10% faster than 2 here, though its 32 accumulators exceed the registers a little. */
-AI void dx_tile(int NK, const float *W, int C, const float *LT, int RP, int v0, int v1, float *DXT, int first) {
+AI void dx_tile(int NK, const float *W, int C, const float *LT, int RP, int v0, int v1, float *DXT, int first,
+                const lm_prefetch *pf) {
     __m512 acc[8][4];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -156,6 +179,8 @@ AI void dx_tile(int NK, const float *W, int C, const float *LT, int RP, int v0, 
         for (int k = 0; k < NK; k++)
             acc[j][k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(DXT + (long)j * RP + 16 * k);
     for (int v = v0; v < v1; v++) {
+        if (v - v0 < pf->n_w) _mm_prefetch(pf->w + 64 * (v - v0), _MM_HINT_T0);
+        if (v - v0 < pf->n_r) _mm_prefetch(pf->r + 64 * (v - v0), _MM_HINT_T0);
         __m512 e[4];
 #pragma GCC unroll 4
         for (int k = 0; k < NK; k++) e[k] = _mm512_loadu_ps(LT + (long)v * RP + 16 * k);
@@ -192,29 +217,43 @@ static inline void exp_block(float *LT, int RP, int v0, int v1, int r, int NK, c
  * used, while it sits in L1, instead of in a pass of their own over the whole [V][RP] buffer. */
 __attribute__((noinline)) static void dx_all(const float *W, int V, int C, float *LT, int RP, const float *vmax,
                                              float *sums, float *DXT) {
+    /* the next block's logits and weights (256 rows of each) are prefetched, a share per tile */
+    const int tiles = (RP / 64 + RP % 64 / 16) * (C / 8);
+    const int lt_lines = (256 * RP * 4 / 64 + tiles - 1) / tiles, w_lines = (256 * C * 4 / 64 + tiles - 1) / tiles;
     for (int v0 = 0; v0 < V; v0 += 256) {
-        int v1 = v0 + 256 < V ? v0 + 256 : V;
+        int v1 = v0 + 256 < V ? v0 + 256 : V, t = 0;
         int r = 0;
         for (; r + 64 <= RP; r += 64) {
             exp_block(LT, RP, v0, v1, r, 4, vmax, sums, 1);
-            for (int c = 0; c < C; c += 8) dx_tile(4, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0);
+            for (int c = 0; c < C; c += 8, t++) {
+                lm_prefetch pf = {(const char *)(LT + (long)v1 * RP) + 64 * lt_lines * t, v1 < V ? lt_lines : 0,
+                                  (const char *)(W + (long)v1 * C) + 64 * w_lines * t, v1 < V ? w_lines : 0};
+                dx_tile(4, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0, &pf);
+            }
         }
         for (; r < RP; r += 16) {
             exp_block(LT, RP, v0, v1, r, 1, vmax, sums, 1);
-            for (int c = 0; c < C; c += 8) dx_tile(1, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0);
+            for (int c = 0; c < C; c += 8, t++) {
+                lm_prefetch pf = {(const char *)(LT + (long)v1 * RP) + 64 * lt_lines * t, v1 < V ? lt_lines : 0,
+                                  (const char *)(W + (long)v1 * C) + 64 * w_lines * t, v1 < V ? w_lines : 0};
+                dx_tile(1, W + c, C, LT + r, RP, v0, v1, DXT + (long)c * RP + r, v0 == 0, &pf);
+            }
         }
     }
 }
 
 /* dW[v..v+NJ)[16z0..16(z0+NZ)) += sum over r < rows of LT[v][r] XS[r][..]. Tiles of at most 64
  * columns keep the XS columns they read (rows x 256 bytes) in L1 across the vocabulary. */
-AI void dw_tile(int NJ, int NZ, const float *LT, int RP, const float *XS, int C, int rows, float *dW) {
+AI void dw_tile(int NJ, int NZ, const float *LT, int RP, const float *XS, int C, int rows, float *dW,
+                const lm_prefetch *pf) {
     __m512 acc[6][4];
 #pragma GCC unroll 6
     for (int j = 0; j < NJ; j++)
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) acc[j][z] = _mm512_loadu_ps(dW + (long)j * C + 16 * z);
     for (int r = 0; r < rows; r++) {
+        if (r < pf->n_w) _mm_prefetch(pf->w + 64 * r, _MM_HINT_ET0);
+        if (r < pf->n_r) _mm_prefetch(pf->r + 64 * r, _MM_HINT_T0);
         __m512 x[4];
 #pragma GCC unroll 4
         for (int z = 0; z < NZ; z++) x[z] = _mm512_loadu_ps(XS + (long)r * C + 16 * z);
@@ -235,7 +274,10 @@ AI void dw_tile(int NJ, int NZ, const float *LT, int RP, const float *XS, int C,
  * and written once per chunk (dW does not fit in cache; XS does, in L2). */
 __attribute__((noinline)) static void dw_slice(const float *LT, int RP, const float *XS, int C, int rows, long vlo,
                                                long vhi, float *dW) {
-    const int NZ = C / 16;
+    const int NZ = C / 16, nzt = (NZ + 3) / 4;
+    /* the next block's 6 dW rows (to be written) and 6 logit rows, a share per column tile */
+    const int dw_lines = (6 * C * 4 / 64 + nzt - 1) / nzt, lt_lines = (6 * RP * 4 / 64 + nzt - 1) / nzt;
+    const lm_prefetch none = {NULL, 0, NULL, 0};
     long v = vlo;
     for (; v < vhi; v += 6) {
         int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
@@ -243,19 +285,22 @@ __attribute__((noinline)) static void dw_slice(const float *LT, int RP, const fl
             int nz = NZ - z0 < 4 ? NZ - z0 : 4;
             const float *lt = LT + v * RP, *xs = XS + 16 * z0;
             float *dw = dW + v * C + 16 * z0;
+            lm_prefetch pf = {(const char *)(dW + (v + 6) * C) + 64 * dw_lines * (z0 / 4), dw_lines,
+                              (const char *)(LT + (v + 6) * RP) + 64 * lt_lines * (z0 / 4), lt_lines};
+            if (v + 6 >= vhi) pf = none;
             if (nj == 6) {
                 switch (nz) {
-                case 1: dw_tile(6, 1, lt, RP, xs, C, rows, dw); break;
-                case 2: dw_tile(6, 2, lt, RP, xs, C, rows, dw); break;
-                case 3: dw_tile(6, 3, lt, RP, xs, C, rows, dw); break;
-                default: dw_tile(6, 4, lt, RP, xs, C, rows, dw); break;
+                case 1: dw_tile(6, 1, lt, RP, xs, C, rows, dw, &pf); break;
+                case 2: dw_tile(6, 2, lt, RP, xs, C, rows, dw, &pf); break;
+                case 3: dw_tile(6, 3, lt, RP, xs, C, rows, dw, &pf); break;
+                default: dw_tile(6, 4, lt, RP, xs, C, rows, dw, &pf); break;
                 }
             } else {
                 for (int j = 0; j < nj; j++) switch (nz) {
-                    case 1: dw_tile(1, 1, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
-                    case 2: dw_tile(1, 2, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
-                    case 3: dw_tile(1, 3, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
-                    default: dw_tile(1, 4, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C); break;
+                    case 1: dw_tile(1, 1, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C, &none); break;
+                    case 2: dw_tile(1, 2, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C, &none); break;
+                    case 3: dw_tile(1, 3, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C, &none); break;
+                    default: dw_tile(1, 4, lt + (long)j * RP, RP, xs, C, rows, dw + (long)j * C, &none); break;
                     }
             }
         }
@@ -602,14 +647,6 @@ BFAI __m512i bcast32(const bf16 *p) {
 
 #define DP(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
 
-/* Cache lines to fetch ahead while a tile computes: n_w lines from w (to be written), n_r from r. */
-typedef struct {
-    const char *w;
-    int n_w;
-    const char *r;
-    int n_r;
-} bf_prefetch;
-
 /* Logits of vocabulary rows [v, v+NJ) for rows [r0, r0+16NK), exponentiated on the way out:
  * E = bf16(exp(l - U)), running max and sum per row. W, XP, E, U, mx, sm point at (v, r0). */
 BFAI void bl_tile(int NJ, int NK, const bf16 *W, int C, const bf16 *XP, int RP, bf16 *E, const float *U, float *mx,
@@ -675,7 +712,7 @@ __attribute__((noinline)) BFT static float bl_logit(const bf16 *w, int C, const 
 /* DXT[c0..c0+8)[32-row block at r0] (+)= sum over pairs p in [p0, p1) of E[2p][r] w[2p][c] +
  * E[2p+1][r] w[2p+1][c]. E at (0, r0), WP at (0, c0), DXT at (c0, r0). */
 BFAI void bdx_tile(const bf16 *E, int RP, const bf16 *WP, int C, long p0, long p1, float *DXT, int first,
-                   const bf_prefetch *pf) {
+                   const lm_prefetch *pf) {
     __m512 acc[8][2];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
@@ -714,7 +751,7 @@ __attribute__((noinline)) BFT static void bdx_all(const lmhead_bf16 *b, const bf
         int t = 0;
         for (int r = 0; r < RP; r += 32)
             for (int c = 0; c < C; c += 8, t++) {
-                bf_prefetch pf = {(const char *)(s->E + (size_t)2 * p1 * RP) + 64 * e_lines * t, e_lines,
+                lm_prefetch pf = {(const char *)(s->E + (size_t)2 * p1 * RP) + 64 * e_lines * t, e_lines,
                                   (const char *)(b->wp + (size_t)p1 * C * 2) + 64 * w_lines * t, w_lines};
                 if (p1 >= P) pf.n_w = pf.n_r = 0;
                 bdx_tile(s->E + r, RP, b->wp + (size_t)c * 2, C, p0, p1, s->DXT + (size_t)c * RP + r, p0 == 0, &pf);
@@ -725,7 +762,7 @@ __attribute__((noinline)) BFT static void bdx_all(const lmhead_bf16 *b, const bf
 /* dW[v..v+NJ)[c0..c0+16NZ) += sum over row pairs of E[v][2i] XS[2i][c] + E[v][2i+1] XS[2i+1][c].
  * E at row v, XSp at column c0, dW at (v, c0). */
 BFAI void bdw_tile(int NJ, int NZ, const bf16 *E, int RP, const bf16 *XSp, int C, int R2, float *dW,
-                   const bf_prefetch *pf) {
+                   const lm_prefetch *pf) {
     __m512 acc[6][4];
 #pragma GCC unroll 6
     for (int j = 0; j < NJ; j++)
@@ -769,7 +806,7 @@ __attribute__((noinline)) BFT static void bdw_slice(const bf_scratch *s, int RP,
         int nj = vhi - v < 6 ? (int)(vhi - v) : 6;
         for (int z0 = 0; z0 < NZ; z0 += 4) {
             int nz = NZ - z0 < 4 ? NZ - z0 : 4;
-            bf_prefetch pf = {(const char *)(dW + (v + 6) * C) + 64 * dw_lines * (z0 / 4), dw_lines,
+            lm_prefetch pf = {(const char *)(dW + (v + 6) * C) + 64 * dw_lines * (z0 / 4), dw_lines,
                               (const char *)(s->E + (v + 6) * RP) + 64 * e_lines * (z0 / 4), e_lines};
             if (v + 6 >= vhi) pf.n_w = pf.n_r = 0;
             const bf16 *e = s->E + v * RP, *xs = s->XSp + 32 * z0;

@@ -31,14 +31,14 @@ typedef struct {
     threadpool *pool;
 } run_ctx;
 
-static void run_fn(void *ctx, int tid, int nth) {
+static inline void run_fn(void *ctx, int tid, int nth) {
     run_ctx *r = ctx;
     lmhead_thread(&r->a, r->pool, tid, nth);
 }
 
 /* Runs the bf16 output layer on lc with nth threads and chunks of `chunk` rows, on kernel path
  * `path`; 0 on success. */
-static int run_bf16(lm_case *lc, int nth, int chunk, kernel_path_id path) {
+static inline int run_bf16(lm_case *lc, int nth, int chunk, kernel_path_id path) {
     engine_error err;
     threadpool *pool;
     lmhead_bf16 *b;
@@ -77,7 +77,7 @@ static int run_bf16(lm_case *lc, int nth, int chunk, kernel_path_id path) {
     return 0;
 }
 
-static lm_case make_case(long N, int C, int V, uint64_t seed, double wscale) {
+static inline lm_case make_case(long N, int C, int V, uint64_t seed, double wscale) {
     lm_case lc = {.N = N, .C = C, .V = V};
     lc.x = malloc(sizeof(float) * N * C);
     lc.w = malloc(sizeof(float) * (size_t)V * C);
@@ -93,7 +93,7 @@ static lm_case make_case(long N, int C, int V, uint64_t seed, double wscale) {
     return lc;
 }
 
-static void free_case(lm_case *lc) {
+static inline void free_case(lm_case *lc) {
     free(lc->x);
     free(lc->w);
     free(lc->tg);
@@ -102,11 +102,14 @@ static void free_case(lm_case *lc) {
     free(lc->dw);
 }
 
-/* Double reference from the bf16-rounded inputs; every result within its bound:
- *   loss: 1e-5 + 4 C 2^-24 A_r            (A_r = max_v sum_c |x_rc w_vc|: the logits' fp32 sums)
- *   dx:   g (2^-8 + V 2^-24 + 4 C 2^-24 A_r) sum_v p_v |w_vc|   (E rounded to bf16, sums over V)
- *   dW:   g (2^-7 + N 2^-24 + 4 C 2^-24 A) sum_r p_rv |x_rc| + g 2^-20 sum_{r: t_r = v} |x_rc| */
-static int check_case(const lm_case *lc, char *why, size_t whylen) {
+/* Double reference from the inputs as the path reads them (bf16: rounded to bf16; fp32: as they
+ * are); every result within its bound (u = 2^-24; e = 2^-8 and f = 2^-7 in bf16, where E and s_r x_r
+ * are rounded to bf16, 2^-20 in fp32):
+ *   loss: 1e-5 + 4 C u A_r + V u        (A_r = max_v sum_c |x_rc w_vc|: the logits' fp32 sums; V u: the sum of exps)
+ *   dx:   g (e + V u + 4 C u A_r) sum_v p_v |w_vc|   (sums over V)
+ *   dW:   g (f + N u + 4 C u A) sum_r p_rv |x_rc| + g 2^-20 sum_{r: t_r = v} |x_rc|   (sums over the rows) */
+static inline int check_case_as(const lm_case *lc, int bf, char *why, size_t whylen) {
+#define IN(x) (bf ? (double)bf16_round(x) : (double)(x))
     const long N = lc->N;
     const int C = lc->C, V = lc->V;
     const double g = 1.0 / N, u = 1.0 / (1 << 24);
@@ -120,7 +123,7 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
         for (int v = 0; v < V; v++) {
             double l = 0, a = 0;
             for (int c = 0; c < C; c++) {
-                double t = (double)bf16_round(x[c]) * bf16_round(lc->w[(long)v * C + c]);
+                double t = IN(x[c]) * IN(lc->w[(long)v * C + c]);
                 l += t;
                 a += fabs(t);
             }
@@ -134,7 +137,7 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
         double loss = log(s) + mx - p[lc->tg[r]];
         for (int v = 0; v < V; v++) p[v] = exp(p[v] - mx) / s;
         double dl = 4 * C * u * A;
-        if (!(fabs(loss - lc->loss[r]) <= 1e-5 + dl)) {
+        if (!(fabs(loss - lc->loss[r]) <= 1e-5 + dl + V * u)) {
             snprintf(why, whylen, "row %ld: loss %.9g, reference %.9g", r, lc->loss[r], loss);
             ok = 0;
             break;
@@ -142,12 +145,12 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
         for (int c = 0; c < C; c++) {
             double d = 0, b = 0;
             for (int v = 0; v < V; v++) {
-                double wv = bf16_round(lc->w[(long)v * C + c]);
+                double wv = IN(lc->w[(long)v * C + c]);
                 d += p[v] * wv;
                 b += p[v] * fabs(wv);
             }
-            d = g * (d - bf16_round(lc->w[(long)lc->tg[r] * C + c]));
-            double tol = g * (1.0 / 256 + V * u + dl) * b + 1e-12;
+            d = g * (d - IN(lc->w[(long)lc->tg[r] * C + c]));
+            double tol = g * ((bf ? 1.0 / 256 : 1.0 / (1 << 20)) + V * u + dl) * b + 1e-12;
             if (!(fabs(d - lc->dx[r * C + c]) <= tol)) {
                 snprintf(why, whylen, "dx[%ld][%d] %.9g, reference %.9g (bound %.3g)", r, c, lc->dx[r * C + c], d, tol);
                 ok = 0;
@@ -156,13 +159,13 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
         }
         for (int v = 0; v < V; v++)
             for (int c = 0; c < C; c++) {
-                double xv = bf16_round(x[c]);
+                double xv = IN(x[c]);
                 dw[(long)v * C + c] += g * (p[v] - (v == lc->tg[r])) * xv;
                 dwb[(long)v * C + c] += g * p[v] * fabs(xv) + (v == lc->tg[r] ? g * fabs(xv) / (1 << 20) : 0);
             }
     }
     for (long i = 0; ok && i < (long)V * C; i++) {
-        double tol = (1.0 / 128 + N * u + 4 * C * u * Amax) * dwb[i] + 1e-12;
+        double tol = ((bf ? 1.0 / 128 : 1.0 / (1 << 20)) + N * u + 4 * C * u * Amax) * dwb[i] + 1e-12;
         if (!(fabs(dw[i] - lc->dw[i]) <= tol)) {
             snprintf(why, whylen, "dW[%ld][%ld] %.9g, reference %.9g (bound %.3g)", i / C, i % C, lc->dw[i], dw[i],
                      tol);
@@ -173,8 +176,44 @@ static int check_case(const lm_case *lc, char *why, size_t whylen) {
     free(dw);
     free(dwb);
     return ok;
+#undef IN
 }
 
-static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+/* The bf16 paths' check. */
+static inline int check_case(const lm_case *lc, char *why, size_t whylen) { return check_case_as(lc, 1, why, whylen); }
+
+/* Runs the fp32 output layer (the float build's own kernels, or BLAS when use_blas) on lc. */
+static inline int run_fp32(lm_case *lc, int nth, int chunk, int use_blas) {
+    engine_error err;
+    threadpool *pool;
+    if (threads_create(&pool, nth, &err)) return -1;
+    size_t per = lmhead_scratch_per_thread(lc->C, lc->V);
+    float *buf = calloc(per * (size_t)nth, sizeof(float));
+    atomic_long tickets[LMHEAD_SLICES];
+    for (int i = 0; i < LMHEAD_SLICES; i++) atomic_init(&tickets[i], 0);
+    memset(lc->dw, 0, sizeof(float) * (size_t)lc->V * lc->C);
+    run_ctx r = {.pool = pool,
+                 .a = {.x = lc->x,
+                       .w = lc->w,
+                       .targets = lc->tg,
+                       .N = lc->N,
+                       .C = lc->C,
+                       .V = lc->V,
+                       .losses = lc->loss,
+                       .dx = lc->dx,
+                       .dw = lc->dw,
+                       .grad_scale = (float)(1.0 / lc->N),
+                       .buf = buf,
+                       .buf_stride = per,
+                       .use_blas = use_blas,
+                       .chunk_rows = chunk,
+                       .tickets = tickets}};
+    threads_run(pool, run_fn, &r);
+    free(buf);
+    threads_free(pool);
+    return 0;
+}
+
+static inline int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
 
 #endif

@@ -154,12 +154,14 @@ TEST(crossover_is_where_sparse_stays_below_dense) {
     CHECK_EQ_INT(sparse_timing_crossover(dense, dense, 0), -1);
 }
 
-/* The probe's own table gives its crossovers: recomputed here from us_per_query by the rule. */
+/* The probe's own table gives its crossovers: recomputed here from us_per_query by the rule. The
+ * budget is the probe's largest (20 s): every cell must be measured, and this takes ~1 s in the
+ * release build but over 5 s under the sanitizers on a loaded machine. */
 TEST(probe_crossovers_follow_its_own_table) {
     probe_error err;
     json_t *res = tp_run("sparse_cost",
                          "{\"ns\": [16, 64, 256, 1024], \"ks\": [8, 32], \"min_ms\": 0.2, \"rounds\": 2, "
-                         "\"budget_ms\": 5000}",
+                         "\"budget_ms\": 20000}",
                          &err);
     CHECK_MSG(res != NULL, "sparse_cost failed: %s", err.message);
     if (!res) return;
