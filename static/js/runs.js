@@ -345,13 +345,12 @@ export function mount(root) {
     try {
       const q = new URLSearchParams({ limit: '500', sort: sort.api || '-id' });
       if (configFilter.key && configFilter.value) q.set(`config.${configFilter.key}`, configFilter.value);
-      let r;
+      let r, refusal = '';
       try {
         r = await api(`/api/runs?${q}`);
-        cfgError.textContent = '';
       } catch (err) {
         if (err.status !== 422) throw err;
-        cfgError.textContent = err.message; // a value the key does not take: the server says why
+        refusal = err.message; // a value the key does not take: the server says why
         r = { runs: [] };
       }
       const e = await api('/api/experiments');
@@ -361,6 +360,7 @@ export function mount(root) {
       setEstimateInputs({ runs });
       experiments = e.experiments;
       render();
+      cfgError.textContent = refusal; // after the rows, so a refusal never stands next to rows it refused
     } catch (err) {
       clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 2 }, `Could not load runs: ${err.message}`)));
     }
