@@ -96,7 +96,7 @@ async function main() {
     assert(texts.length === 2 && texts.every((t) => t === ''), `estimates shown with nothing measured: ${JSON.stringify(texts)}`);
   });
 
-  let soloId, expId, stats;
+  let soloId, expId, stats, expRuns;
   const variedIds = [];
   const setup = await step(`set-up: a run with a checkpoint, rope vs cosine_rope ${REPS} replicates each, four runs differing in six keys`, async () => {
     const text = Array.from({ length: 300 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n');
@@ -106,6 +106,7 @@ async function main() {
     const exp = await api(base, '/api/experiments', { method: 'POST', body: { name: 'rope vs cosine', replicates: REPS, base: { ...TINY, seed: 11 },
       variants: [{ name: 'rope', config: { attention: 'rope' } }, { name: 'cosine_rope', config: { attention: 'cosine_rope' } }] } });
     expId = exp.experiment.id;
+    expRuns = exp.runs;
     for (const [name, cfg] of VARIED) {
       variedIds.push((await api(base, '/api/runs', { method: 'POST', body: { name, config: { ...TINY, n_layer: 1, steps: 20, attention: 'cosine_rope', ...cfg } } })).run.id);
     }
@@ -200,6 +201,20 @@ async function main() {
     // every chart box offers SVG besides PNG and CSV
     const missing = await page.$$eval('figure.chart-box', (fs) => fs.filter((f) => !f.hidden && f.querySelector('a[download$=".png"]') && !f.querySelector('a[download$=".svg"]')).map((f) => f.id));
     assert(!missing.length, `charts without SVG: ${missing}`);
+  });
+
+  await step('compare view of replicates: each variant keeps its colour, its replicates told apart by their dash', async () => {
+    await page.goto(`${base}/#/compare?runs=${expRuns.map((r) => r.id).join(',')}&charts=val_loss`);
+    const ds = await waitFor(() => page.evaluate(() => {
+      const c = Object.values(window.Chart.instances).find((x) => x.canvas.id.startsWith('cmp-chart-'));
+      return c && c.data.datasets.length >= 6 ? c.data.datasets.map((d) => ({ runId: d.runId, color: String(d.borderColor).toLowerCase(), dash: JSON.stringify(d.borderDash || []) })) : null;
+    }), 'the compare chart');
+    for (const v of ['rope', 'cosine_rope']) {
+      const mine = ds.filter((d) => expRuns.find((r) => r.id === d.runId).variant === v);
+      assert(mine.length === REPS && new Set(mine.map((d) => d.color)).size === 1, `${v}: colours ${mine.map((d) => d.color)}`);
+      assert(new Set(mine.map((d) => d.dash)).size === REPS, `${v}: dashes ${mine.map((d) => d.dash)}`);
+    }
+    assert(new Set(ds.map((d) => d.color)).size === 2, 'the two variants share a colour');
   });
 
   await step('runs table: name, variant, status, loss, val loss and τ on screen at 1400 px; names break between words only; differing keys after them', async () => {
