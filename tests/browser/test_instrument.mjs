@@ -96,13 +96,15 @@ async function main() {
     assert(texts.length === 2 && texts.every((t) => t === ''), `estimates shown with nothing measured: ${JSON.stringify(texts)}`);
   });
 
-  let soloId, expId, stats, expRuns;
+  let soloId, expId, stats, expRuns, freshId;
   const variedIds = [];
   const setup = await step(`set-up: a run with a checkpoint, rope vs cosine_rope ${REPS} replicates each, four runs differing in six keys`, async () => {
     const text = Array.from({ length: 300 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n');
     await api(base, '/api/corpora?name=tinybytes&encoding=bytes', { method: 'POST', raw: text });
     await waitFor(async () => (await api(base, '/api/corpora/tinybytes')).corpus.status === 'ready', 'the corpus to be tokenized', 20000);
     soloId = (await api(base, '/api/runs', { method: 'POST', body: { name: SOLO_NAME, config: { ...SOLO, attention: 'cosine_rope' } } })).run.id;
+    // one step from its initialisation: attention all but uniform
+    freshId = (await api(base, '/api/runs', { method: 'POST', body: { name: 'one step', config: { ...TINY, steps: 1, eval_every: 0 } } })).run.id;
     const exp = await api(base, '/api/experiments', { method: 'POST', body: { name: 'rope vs cosine', replicates: REPS, base: { ...TINY, seed: 11 },
       variants: [{ name: 'rope', config: { attention: 'rope' } }, { name: 'cosine_rope', config: { attention: 'cosine_rope' } }] } });
     expId = exp.experiment.id;
@@ -110,7 +112,7 @@ async function main() {
     for (const [name, cfg] of VARIED) {
       variedIds.push((await api(base, '/api/runs', { method: 'POST', body: { name, config: { ...TINY, n_layer: 1, steps: 20, attention: 'cosine_rope', ...cfg } } })).run.id);
     }
-    for (const id of [soloId, ...exp.runs.map((r) => r.id), ...variedIds]) {
+    for (const id of [soloId, freshId, ...exp.runs.map((r) => r.id), ...variedIds]) {
       const r = await waitForRun(base, id);
       assert(r.status === 'succeeded', `run ${id} ended ${r.status}: ${r.error || ''}`);
     }
@@ -180,6 +182,16 @@ async function main() {
     // per-head detail is still there, for the tooltip
     const heads = await page.evaluate(() => window.Chart.getChart(document.querySelector('#chart-entropy')).data.datasets.filter((d) => d.tooltip).length);
     assert(heads >= 2 * REPS * 8 - 2, `${heads} per-head lines kept for the tooltip`);
+  });
+
+  await step('classroom mode: the experiment says what to look for, with its own entropy figures', async () => {
+    assert(await page.$eval('#look-for', (e) => e.hidden), 'a note shown outside classroom mode for an experiment without a preset');
+    await page.click('#classroom');
+    await page.waitForSelector('#look-for:not([hidden]) #look-for-entropy');
+    const text = await page.textContent('#look-for-entropy');
+    assert(/Now: rope [\d.]+ %, cosine_rope [\d.]+ %/.test(text), `entropy note: ${text}`);
+    await page.click('#classroom');
+    await page.waitForSelector('#look-for[hidden]', { state: 'attached' });
   });
 
   await step('SVG export: a Chart.js chart, the forest plot and the canvas still drawn after', async () => {
@@ -327,6 +339,18 @@ async function main() {
     const [n, m] = await page.$eval('#att-out canvas.heatmap', (c) => [Number(c.dataset.rows), Number(c.dataset.cols)]);
     assert(svg.ok && svg.paths >= n * m, `heat map SVG: ${svg.paths} cells for ${n}×${m}`);
     await page.locator('#att-run').screenshot({ path: join(ARTIFACTS, 'instrument-attention-menu.png') });
+    // a note on uniform attention exactly when every head is near uniform: the one-step run's are
+    const uniformNote = async () => {
+      const fr = await page.$$eval('#att-out figure.att-head figcaption', (f) => f.map((x) => Number(/entropy ([\d.]+)% of uniform/.exec(x.textContent)[1])));
+      return { all: fr.every((x) => x >= 95), note: !!(await page.$('#att-uniform')) };
+    };
+    const solo = await uniformNote();
+    assert(solo.all === solo.note, `solo run: uniform ${solo.all}, note ${solo.note}`);
+    await page.goto(`${base}/#/attention?run=${freshId}`);
+    await page.waitForFunction((id) => document.querySelector('#att-run').value === String(id) && document.querySelector('#att-out figure.att-head'), freshId);
+    await page.waitForSelector('#att-uniform');
+    const fresh = await uniformNote();
+    assert(fresh.all && fresh.note, `one-step run: ${JSON.stringify(fresh)}`);
   });
 
   await step('probe summary: booleans as true/false, prose outside the bold figures, a stored answer timed as read', async () => {
