@@ -195,6 +195,11 @@ async function main() {
   });
 
   await step('SVG export: a Chart.js chart, the forest plot and the canvas still drawn after', async () => {
+    // the view was mounted again by the classroom toggle: wait for the loss chart to be laid out and drawn
+    await page.waitForFunction(() => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      return c && c.width > 0 && c.chartArea && c.chartArea.bottom > c.chartArea.top && c.data.datasets.some((d) => !d.hideInLegend && d.data.length);
+    });
     const svg = await exportText(page, '#box-loss a[download$=".svg"]');
     assert(svg && svg.startsWith('<?xml'), `no SVG: ${String(svg).slice(0, 80)}`);
     const f = await svgFacts(page, svg);
@@ -388,28 +393,38 @@ async function main() {
     assert(info.type === 'logarithmic' && info.note, `y axis ${info.type}, note ${info.note}`);
   });
 
-  await step('a time estimate before starting, from this machine\'s measured speed: the same config about as long as it took, ten times the steps ten times as long', async () => {
+  await step('a time estimate before starting, from this machine\'s measured speed: what estimate.js makes of the runs the API lists, for the form\'s and the preset\'s configs', async () => {
     await page.goto(`${base}/#/runs`);
     await page.waitForSelector('#start-form #cfg-steps');
+    // The page's figures are estimate.js's over the runs as the API lists them: computed here the
+    // same way, whatever this machine's speed.
+    const { measuredSpeed, estimateText, VOCAB } = await import('../../static/js/estimate.js');
+    const [{ runs: listed }, { corpora }, doc, { presets }] = await Promise.all(['/api/runs?limit=500&sort=-id', '/api/corpora', '/api/openapi.json', '/api/presets'].map((p) => api(base, p)));
+    const vocabOf = (name) => { const c = corpora.find((x) => x.name === name); return (c && (c.vocab || VOCAB[c.tokenizer])) || VOCAB.gpt2; };
+    const speed = measuredSpeed(listed, vocabOf);
+    assert(speed && speed.samples.some((x) => x.id === soloId), `the ${SOLO.steps}-step run is not a measurement: ${JSON.stringify(speed)}`);
+    const defaults = Object.fromEntries(Object.entries(doc.components.schemas.RunConfig.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]));
     const run = (await api(base, `/api/runs/${soloId}`)).run;
     const took = run.finished_at - run.started_at;
-    const fill = async (values) => { for (const [k, v] of Object.entries(values)) await page.fill(`#cfg-${k}`, String(v)); };
-    // precision and the rest stay at their defaults; the solo run used them too
-    await fill({ corpus: 'tinybytes', n_layer: SOLO.n_layer, n_head: SOLO.n_head, d_model: SOLO.d_model, seq_len: SOLO.seq_len, batch: SOLO.batch,
-      eval_every: SOLO.eval_every, steps: Math.round(SOLO.steps * 6000 / took) });
-    // about 100 minutes: the runs here set the speed
-    const text = await waitFor(async () => { const t = await page.textContent('#start-estimate'); return /min|h/.test(t) ? t : null; }, 'an estimate', 10000);
-    assert(/at this machine's recent speed$/.test(text), `estimate "${text}"`);
-    const minutes = /about (\d+) h(?: (\d+) min)?/.exec(text) ? Number(/about (\d+) h/.exec(text)[1]) * 60 + Number(/h (\d+) min/.exec(text)?.[1] || 0)
-      : Number(/about (\d+) min/.exec(text)?.[1]);
-    assert(minutes >= 40 && minutes <= 250, `"${text}" for about 100 min of this machine's work`);
+    // the solo run's config with steps for about 100 minutes of this machine's work
+    const planned = { corpus: 'tinybytes', n_layer: SOLO.n_layer, n_head: SOLO.n_head, d_model: SOLO.d_model, seq_len: SOLO.seq_len, batch: SOLO.batch,
+      eval_every: SOLO.eval_every, steps: Math.round(SOLO.steps * 6000 / took) };
+    for (const [k, v] of Object.entries(planned)) await page.fill(`#cfg-${k}`, String(v));
+    const want = estimateText([{ ...defaults, ...planned }], vocabOf, speed);
+    assert(/^about .* at this machine's recent speed$/.test(want), `estimate.js says "${want}"`);
+    let shown = '';
+    const shows = (t) => async () => (shown = await page.textContent('#start-estimate')) === t;
+    await waitFor(shows(want), () => `"${want}" (shown "${shown}")`, 10000);
     await page.check('#start-form input[value="experiment"]');
     await page.fill('#exp-replicates', '2');
-    const exp = await waitFor(async () => { const t = await page.textContent('#start-estimate'); return /runs\)/.test(t) ? t : null; }, 'an experiment estimate', 10000);
-    assert(/\(\d+ runs\)$/.test(exp), `experiment estimate "${exp}"`);
-    const preset = await page.textContent('#preset-estimate');
-    // measured on a model far smaller than the preset's: said to be rough
-    assert(/at this machine's recent speed \(2 runs\); rough: measured on models .* different in size$/.test(preset), `preset estimate "${preset}"`);
+    const variants = await page.$$eval('.variants input[type="checkbox"]:checked', (b) => b.map((x) => x.value));
+    const wantExp = estimateText(variants.flatMap((v) => [0, 1].map(() => ({ ...defaults, ...planned, attention: v }))), vocabOf, speed);
+    assert(wantExp.endsWith(`(${2 * variants.length} runs)`), `estimate.js says "${wantExp}"`);
+    await waitFor(shows(wantExp), () => `"${wantExp}" (shown "${shown}")`, 10000);
+    // the preset: its base with its classroom overrides, one run per variant
+    const p = presets.find((x) => x.name === 'seed-blog');
+    const wantPreset = estimateText(p.variants.map((v) => ({ ...p.base, ...p.tiny, ...(v.config || {}) })), vocabOf, speed);
+    assert(await page.textContent('#preset-estimate') === wantPreset, `preset: "${await page.textContent('#preset-estimate')}" vs "${wantPreset}"`);
   });
 
   await step('corpus upload from the page: a text file, its progress, then ready and offered to the form', async () => {
