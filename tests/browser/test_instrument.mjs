@@ -425,6 +425,9 @@ async function main() {
     const p = presets.find((x) => x.name === 'seed-blog');
     const wantPreset = estimateText(p.variants.map((v) => ({ ...p.base, ...p.tiny, ...(v.config || {}) })), vocabOf, speed);
     assert(await page.textContent('#preset-estimate') === wantPreset, `preset: "${await page.textContent('#preset-estimate')}" vs "${wantPreset}"`);
+    // the tiny box says what the preset's own classroom overrides are, not a fixed text
+    const what = await page.textContent('#preset-tiny-what');
+    assert(what.includes(`${p.tiny.steps} steps`) && what.includes(`corpus “${p.tiny.corpus}”`), `tiny: "${what}" for ${JSON.stringify(p.tiny)}`);
   });
 
   await step('corpus upload from the page: a text file, its progress, then ready and offered to the form', async () => {
