@@ -62,7 +62,9 @@ function svgEl(tag, attrs = {}, text) {
 }
 
 // The forest plot of the paired differences of `METRIC`: returns an <svg> (or null without rows).
-export function forestPlot(stats, { classroom = false } = {}) {
+// width: the drawing's width in its own units, about the pixels it will take (so its type stays
+// readable on a phone).
+export function forestPlot(stats, { classroom = false, width = 720 } = {}) {
   const cmp = (stats.comparisons || []).filter((c) => c.metric === METRIC && num(c.mean_diff) !== null);
   if (!cmp.length) return null;
   const vals = [0];
@@ -72,10 +74,14 @@ export function forestPlot(stats, { classroom = false } = {}) {
     for (const r of c.replicates_diff || []) vals.push(r);
   }
   const fs = classroom ? 18 : 13;
-  const rowH = classroom ? 44 : 32, top = 8, axisH = fs * 3.2;
   const labels = cmp.map((c) => `${c.a} − ${c.b}`);
-  const left = Math.min(320, Math.max(...labels.map((l) => l.length)) * fs * 0.58 + 16);
-  const W = 720, plotW = W - left - 20, H = top + rowH * cmp.length + axisH;
+  const W = Math.max(300, width);
+  // the pair's name left of its row, or above it when that would leave the plot too narrow (a phone)
+  const need = Math.max(...labels.map((l) => l.length)) * fs * 0.58 + 16;
+  const stacked = need > W * 0.4;
+  const left = stacked ? 16 : need;
+  const rowH = (classroom ? 44 : 32) + (stacked ? fs + 4 : 0), top = 8, axisH = fs * 3.2;
+  const plotW = W - left - 20, H = top + rowH * cmp.length + axisH;
   let lo = Math.min(...vals), hi = Math.max(...vals);
   const pad = (hi - lo || Math.abs(hi) || 1) * 0.08;
   lo -= pad; hi += pad;
@@ -94,12 +100,13 @@ export function forestPlot(stats, { classroom = false } = {}) {
     svg.append(svgEl('text', { x: x(t), y: axisY + 6 + fs, 'text-anchor': 'middle', fill: fg, class: 'tick' }, fmt(t, 3)));
   }
   svg.append(svgEl('text', { x: left + plotW / 2, y: axisY + 8 + 2.1 * fs, 'text-anchor': 'middle', fill: fg },
-    'difference in final validation loss, a − b (nats; left of 0: a lower)'));
+    W < 560 ? 'a − b, final val loss (nats)' : 'difference in final validation loss, a − b (nats; left of 0: a lower)'));
   svg.append(svgEl('line', { x1: x(0), x2: x(0), y1: top - 4, y2: axisY, stroke: fg, 'stroke-dasharray': '5 4', 'stroke-width': 1.5, class: 'zero-line' }));
   cmp.forEach((c, i) => {
-    const y = top + rowH * i + rowH / 2;
+    const y = top + rowH * i + rowH / 2 + (stacked ? (fs + 4) / 2 : 0);
     const g = svgEl('g', { class: 'forest-row', 'data-a': c.a, 'data-b': c.b });
-    g.append(svgEl('text', { x: left - 10, y, 'text-anchor': 'end', 'dominant-baseline': 'central', fill: fg }, labels[i]));
+    g.append(stacked ? svgEl('text', { x: 4, y: top + rowH * i + fs, fill: fg }, labels[i])
+      : svgEl('text', { x: left - 10, y, 'text-anchor': 'end', 'dominant-baseline': 'central', fill: fg }, labels[i]));
     if (hasCi(c.ci)) {
       g.append(svgEl('line', { x1: x(c.ci[0]), x2: x(c.ci[1]), y1: y, y2: y, stroke: fg, 'stroke-width': 2.5, class: 'ci' }));
       for (const e of c.ci) g.append(svgEl('line', { x1: x(e), x2: x(e), y1: y - 6, y2: y + 6, stroke: fg, 'stroke-width': 2 }));
@@ -145,7 +152,8 @@ export function answerCard(expId) {
         h('td.num.answer-ci', {}, m && hasCi(m.ci) ? `${fmt(m.ci[0], 4)} – ${fmt(m.ci[1], 4)}` : m?.reason ? h('span.muted', {}, m.reason) : '–'),
         h('td.num', {}, `${v.n_included} of ${v.n_runs}`));
     });
-    const plot = forestPlot(stats, { classroom: document.body.classList.contains('classroom') });
+    const plot = forestPlot(stats, { classroom: document.body.classList.contains('classroom'),
+      width: window.innerWidth < 700 ? window.innerWidth - 60 : 720 });
     const sentence = h('p.answer-sentence#answer-sentence', {}, answerSentence(stats));
     if (!stats.variants.some((v) => v.n_included > 0)) {
       clear(body, sentence, h('p.small.muted', {}, 'Meanwhile the curves below fill in live.'));

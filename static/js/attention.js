@@ -93,8 +93,14 @@ export function mount(root, params) {
         heatmap(matrix, { rowLabels: pieces, colLabels: pieces, title: `layer ${L} head ${H}`, max: 1, rowScale: rowScale.checked,
           exportName: `run-${runSel.value}-attention-l${L}-h${H}` })));
     }
+    // What uniform attention means, when every head shows it (an untrained or tiny model).
+    const fracs = heads.rows.map((row) => Number(row[col('entropy_fraction')])).filter(Number.isFinite);
+    const uniform = fracs.length && fracs.every((f) => f >= 0.95);
     clear(out,
       run ? h('p', {}, variantTag(run.variant), ` run #${run.id} ${run.name}, checkpoint at step ${run.checkpoint_step}`) : null,
+      uniform ? h('p.card.look-for#att-uniform', {}, h('strong', {}, 'Uniform attention. '),
+        `Every head spreads its weight almost evenly (${fmt(Math.min(...fracs) * 100, 3)} % of uniform entropy or more): each query looks at all the keys before it alike, `,
+        'so each row of a map fades as it gets longer. The model has not learned where to look yet: train longer, or on a byte-level corpus, to see heads specialise.') : null,
       h('p.tokens', { 'aria-label': 'tokens' }, pieces.map((p, i) => h('span.token', { title: `token ${i}` }, p))),
       grid);
   }

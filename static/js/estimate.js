@@ -29,11 +29,11 @@ export function runFlops(cfg, vocab, steps = cfg.steps) {
 }
 
 // This machine's measured speeds: one sample per recent run that succeeded with a measurable wall
-// time (started_at to finished_at, at least 0.5 s and 10 steps): its work, its interval and its work
+// time (started_at to finished_at, at least 0.1 s and 10 steps): its work, its interval and its work
 // per token; runs still training give their live tokens_per_s instead when no run has finished.
 // vocabOf(corpusName) gives a corpus's vocabulary size. Returns null when nothing has been measured.
 export function measuredSpeed(runs, vocabOf, { take = 20 } = {}) {
-  const usable = (r) => r.status === 'succeeded' && r.started_at > 0 && r.finished_at - r.started_at >= 0.5 && r.step >= 10;
+  const usable = (r) => r.status === 'succeeded' && r.started_at > 0 && r.finished_at - r.started_at >= 0.1 && r.step >= 10;
   const pool = runs.filter(usable).sort((a, b) => b.finished_at - a.finished_at).slice(0, take);
   const samples = [];
   for (const r of pool) {

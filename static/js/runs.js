@@ -345,13 +345,12 @@ export function mount(root) {
     try {
       const q = new URLSearchParams({ limit: '500', sort: sort.api || '-id' });
       if (configFilter.key && configFilter.value) q.set(`config.${configFilter.key}`, configFilter.value);
-      let r;
+      let r, refusal = '';
       try {
         r = await api(`/api/runs?${q}`);
-        cfgError.textContent = '';
       } catch (err) {
         if (err.status !== 422) throw err;
-        cfgError.textContent = err.message; // a value the key does not take: the server says why
+        refusal = err.message; // a value the key does not take: the server says why
         r = { runs: [] };
       }
       const e = await api('/api/experiments');
@@ -361,6 +360,7 @@ export function mount(root) {
       setEstimateInputs({ runs });
       experiments = e.experiments;
       render();
+      cfgError.textContent = refusal; // after the rows, so a refusal never stands next to rows it refused
     } catch (err) {
       clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 2 }, `Could not load runs: ${err.message}`)));
     }
@@ -450,6 +450,7 @@ function presetCard() {
   const desc = h('p.muted', {}, 'Loading the presets…');
   const detail = h('div.small.muted#preset-detail');
   const estimate = h('span.small.estimate#preset-estimate', { 'aria-live': 'polite' });
+  const tinyWhat = h('span#preset-tiny-what', {}, '(classroom speed)');
   const err = h('div.field-error', { role: 'alert' });
   const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
   let presets = [], presetObj = null;
@@ -463,6 +464,10 @@ function presetCard() {
       `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
       (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * presetObj.variants.length} runs` : `seed ${cfg.seed}`);
     btn.textContent = presetObj.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${presetObj.name}”`;
+    // what the classroom version changes, from the preset's own overrides
+    const o = overridesOf(presetObj);
+    tinyWhat.textContent = `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
+      o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`;
     const configs = presetObj.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
     estimate.textContent = estimateFor(configs);
   };
@@ -513,7 +518,7 @@ function presetCard() {
       h('label', { for: 'preset-replicates' }, 'replicates'), reps,
       h('span.small.muted#preset-replicates-help', {}, 'runs per variant, seeds seed, seed+1, …; 3 or more give error bars')),
     desc, detail,
-    h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny (classroom speed: built-in corpus, small model, 200 steps)'), estimate), err);
+    h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny ', tinyWhat), estimate), err);
 }
 
 function startForm(onCreated) {

@@ -52,6 +52,7 @@ export function mount(root, params) {
   let runs = [];
   let title = '';
   let replicates = 1;               // runs per variant (an experiment's)
+  let preset = null;                // the preset an experiment was started from
   const series = new Map();        // run id -> {key: {steps, values, wall_times}}
   const state = { smooth: Number(localStorage.getItem('attnlab.smooth') ?? 0.6), logY: false, xAxis: 'step' };
   let alive = true;
@@ -110,6 +111,34 @@ export function mount(root, params) {
   const replSlot = h('div#replicates-slot'); // holds the panel once the experiment is known to have replicates
   // An experiment of three or more runs: its config keys against the final validation loss.
   const parBox = isExp ? parcoordsBox(`experiment-${id}`) : null;
+  // What to look for, for a class: shown for an experiment started from a preset (the classroom
+  // demos) and in classroom mode; the figures in it are this experiment's own.
+  const lookFor = isExp ? h('section.card.look-for#look-for', { hidden: true, 'aria-labelledby': 'look-for-title' }) : null;
+  function renderLookFor() {
+    if (!lookFor) return;
+    const show = !!preset || document.body.classList.contains('classroom');
+    lookFor.hidden = !show;
+    if (!show) return;
+    const variants = [...new Set(runs.map((r) => r.variant))];
+    // per variant: the mean over its runs and heads of the last entropy ÷ uniform
+    const frac = variants.map((v) => {
+      const vals = runs.filter((r) => r.variant === v).flatMap((r) => {
+        const s = series.get(r.id) || {};
+        return Object.keys(s).filter((k) => /^entropy_frac\.\d+\.\d+$/.test(k)).map((k) => s[k].values[s[k].values.length - 1]).filter(Number.isFinite);
+      });
+      return [v, vals.length ? vals.reduce((a, b) => a + b, 0) / vals.length : null];
+    }).filter(([, f]) => f !== null);
+    const uniform = frac.length && frac.every(([, f]) => f >= 0.95);
+    clear(lookFor, h('h3#look-for-title', {}, 'What to look for'),
+      h('ul', {},
+        h('li', {}, 'The loss curves: solid is training, dashed validation. Where the variants’ curves lie on top of each other the change ',
+          'made no difference at this size and length; the answer above says whether a gap is larger than the replicates’ spread.'),
+        h('li', {}, 'τ (cosine variants only): the learned temperature starts at √d; the dashed AdamW reach shows how far it could have moved, ',
+          'so a τ that barely moves was not held back by its optimizer.'),
+        h('li#look-for-entropy', { dataset: { uniform: String(!!uniform) } }, 'Attention entropy as a fraction of uniform: 100 % means every query spreads its weight evenly over the keys before it ',
+          '— the heads have not learned where to look. ',
+          frac.length ? `Now: ${frac.map(([v, f]) => `${v} ${fmt(f * 100, 3)} %`).join(', ')}${uniform ? ' — uniform: the attention maps will look flat; a longer run or a byte-level corpus gives them structure.' : '.'}` : '')));
+  }
   // An experiment's run cards come after its answer and charts, folded when there are many
   // (replicates): the page opens with what the experiment says, not with one card per run.
   const runsCount = h('span.muted#exp-runs-count');
@@ -123,6 +152,7 @@ export function mount(root, params) {
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
     titleEl, bundleBar, note, isExp ? null : headerBox,
     answer ? answer.el : null,
+    lookFor,
     controls,
     replSlot,
     parBox ? parBox.el : null,
@@ -273,6 +303,7 @@ export function mount(root, params) {
     tauHint.textContent = anyTau ? tauNotes.join(' · ') : tauNotes.join(' · ') || 'No τ recorded yet.';
     canvases.tau.parentElement.hidden = !anyTau;
     if (repl && replicates > 1) repl.redraw();
+    renderLookFor();
   }
   const redraw = frameThrottle(() => { if (alive) build(); });
   // Live steps can arrive dozens of times a second; rebuilding every chart four times a second
@@ -429,6 +460,7 @@ export function mount(root, params) {
     if (isExp) {
       const d = await api(`/api/experiments/${id}`);
       title = d.experiment.name;
+      preset = d.experiment.preset || null;
       replicates = d.experiment.replicates || 1;
       runs = d.runs;
     } else {

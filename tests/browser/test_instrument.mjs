@@ -96,20 +96,23 @@ async function main() {
     assert(texts.length === 2 && texts.every((t) => t === ''), `estimates shown with nothing measured: ${JSON.stringify(texts)}`);
   });
 
-  let soloId, expId, stats;
+  let soloId, expId, stats, expRuns, freshId;
   const variedIds = [];
   const setup = await step(`set-up: a run with a checkpoint, rope vs cosine_rope ${REPS} replicates each, four runs differing in six keys`, async () => {
     const text = Array.from({ length: 300 }, (_, i) => `line ${i}: the quick brown fox jumps over the lazy dog.`).join('\n');
     await api(base, '/api/corpora?name=tinybytes&encoding=bytes', { method: 'POST', raw: text });
     await waitFor(async () => (await api(base, '/api/corpora/tinybytes')).corpus.status === 'ready', 'the corpus to be tokenized', 20000);
     soloId = (await api(base, '/api/runs', { method: 'POST', body: { name: SOLO_NAME, config: { ...SOLO, attention: 'cosine_rope' } } })).run.id;
+    // one step from its initialisation: attention all but uniform
+    freshId = (await api(base, '/api/runs', { method: 'POST', body: { name: 'one step', config: { ...TINY, steps: 1, eval_every: 0 } } })).run.id;
     const exp = await api(base, '/api/experiments', { method: 'POST', body: { name: 'rope vs cosine', replicates: REPS, base: { ...TINY, seed: 11 },
       variants: [{ name: 'rope', config: { attention: 'rope' } }, { name: 'cosine_rope', config: { attention: 'cosine_rope' } }] } });
     expId = exp.experiment.id;
+    expRuns = exp.runs;
     for (const [name, cfg] of VARIED) {
       variedIds.push((await api(base, '/api/runs', { method: 'POST', body: { name, config: { ...TINY, n_layer: 1, steps: 20, attention: 'cosine_rope', ...cfg } } })).run.id);
     }
-    for (const id of [soloId, ...exp.runs.map((r) => r.id), ...variedIds]) {
+    for (const id of [soloId, freshId, ...exp.runs.map((r) => r.id), ...variedIds]) {
       const r = await waitForRun(base, id);
       assert(r.status === 'succeeded', `run ${id} ended ${r.status}: ${r.error || ''}`);
     }
@@ -181,7 +184,22 @@ async function main() {
     assert(heads >= 2 * REPS * 8 - 2, `${heads} per-head lines kept for the tooltip`);
   });
 
+  await step('classroom mode: the experiment says what to look for, with its own entropy figures', async () => {
+    assert(await page.$eval('#look-for', (e) => e.hidden), 'a note shown outside classroom mode for an experiment without a preset');
+    await page.click('#classroom');
+    await page.waitForSelector('#look-for:not([hidden]) #look-for-entropy');
+    const text = await page.textContent('#look-for-entropy');
+    assert(/Now: rope [\d.]+ %, cosine_rope [\d.]+ %/.test(text), `entropy note: ${text}`);
+    await page.click('#classroom');
+    await page.waitForSelector('#look-for[hidden]', { state: 'attached' });
+  });
+
   await step('SVG export: a Chart.js chart, the forest plot and the canvas still drawn after', async () => {
+    // the view was mounted again by the classroom toggle: wait for the loss chart to be laid out and drawn
+    await page.waitForFunction(() => {
+      const c = window.Chart.getChart(document.querySelector('#chart-loss'));
+      return c && c.width > 0 && c.chartArea && c.chartArea.bottom > c.chartArea.top && c.data.datasets.some((d) => !d.hideInLegend && d.data.length);
+    });
     const svg = await exportText(page, '#box-loss a[download$=".svg"]');
     assert(svg && svg.startsWith('<?xml'), `no SVG: ${String(svg).slice(0, 80)}`);
     const f = await svgFacts(page, svg);
@@ -200,6 +218,20 @@ async function main() {
     // every chart box offers SVG besides PNG and CSV
     const missing = await page.$$eval('figure.chart-box', (fs) => fs.filter((f) => !f.hidden && f.querySelector('a[download$=".png"]') && !f.querySelector('a[download$=".svg"]')).map((f) => f.id));
     assert(!missing.length, `charts without SVG: ${missing}`);
+  });
+
+  await step('compare view of replicates: each variant keeps its colour, its replicates told apart by their dash', async () => {
+    await page.goto(`${base}/#/compare?runs=${expRuns.map((r) => r.id).join(',')}&charts=val_loss`);
+    const ds = await waitFor(() => page.evaluate(() => {
+      const c = Object.values(window.Chart.instances).find((x) => x.canvas.id.startsWith('cmp-chart-'));
+      return c && c.data.datasets.length >= 6 ? c.data.datasets.map((d) => ({ runId: d.runId, color: String(d.borderColor).toLowerCase(), dash: JSON.stringify(d.borderDash || []) })) : null;
+    }), 'the compare chart');
+    for (const v of ['rope', 'cosine_rope']) {
+      const mine = ds.filter((d) => expRuns.find((r) => r.id === d.runId).variant === v);
+      assert(mine.length === REPS && new Set(mine.map((d) => d.color)).size === 1, `${v}: colours ${mine.map((d) => d.color)}`);
+      assert(new Set(mine.map((d) => d.dash)).size === REPS, `${v}: dashes ${mine.map((d) => d.dash)}`);
+    }
+    assert(new Set(ds.map((d) => d.color)).size === 2, 'the two variants share a colour');
   });
 
   await step('runs table: name, variant, status, loss, val loss and τ on screen at 1400 px; names break between words only; differing keys after them', async () => {
@@ -312,6 +344,18 @@ async function main() {
     const [n, m] = await page.$eval('#att-out canvas.heatmap', (c) => [Number(c.dataset.rows), Number(c.dataset.cols)]);
     assert(svg.ok && svg.paths >= n * m, `heat map SVG: ${svg.paths} cells for ${n}×${m}`);
     await page.locator('#att-run').screenshot({ path: join(ARTIFACTS, 'instrument-attention-menu.png') });
+    // a note on uniform attention exactly when every head is near uniform: the one-step run's are
+    const uniformNote = async () => {
+      const fr = await page.$$eval('#att-out figure.att-head figcaption', (f) => f.map((x) => Number(/entropy ([\d.]+)% of uniform/.exec(x.textContent)[1])));
+      return { all: fr.every((x) => x >= 95), note: !!(await page.$('#att-uniform')) };
+    };
+    const solo = await uniformNote();
+    assert(solo.all === solo.note, `solo run: uniform ${solo.all}, note ${solo.note}`);
+    await page.goto(`${base}/#/attention?run=${freshId}`);
+    await page.waitForFunction((id) => document.querySelector('#att-run').value === String(id) && document.querySelector('#att-out figure.att-head'), freshId);
+    await page.waitForSelector('#att-uniform');
+    const fresh = await uniformNote();
+    assert(fresh.all && fresh.note, `one-step run: ${JSON.stringify(fresh)}`);
   });
 
   await step('probe summary: booleans as true/false, prose outside the bold figures, a stored answer timed as read', async () => {
@@ -349,28 +393,41 @@ async function main() {
     assert(info.type === 'logarithmic' && info.note, `y axis ${info.type}, note ${info.note}`);
   });
 
-  await step('a time estimate before starting, from this machine\'s measured speed: the same config about as long as it took, ten times the steps ten times as long', async () => {
+  await step('a time estimate before starting, from this machine\'s measured speed: what estimate.js makes of the runs the API lists, for the form\'s and the preset\'s configs', async () => {
     await page.goto(`${base}/#/runs`);
     await page.waitForSelector('#start-form #cfg-steps');
+    // The page's figures are estimate.js's over the runs as the API lists them: computed here the
+    // same way, whatever this machine's speed.
+    const { measuredSpeed, estimateText, VOCAB } = await import('../../static/js/estimate.js');
+    const [{ runs: listed }, { corpora }, doc, { presets }] = await Promise.all(['/api/runs?limit=500&sort=-id', '/api/corpora', '/api/openapi.json', '/api/presets'].map((p) => api(base, p)));
+    const vocabOf = (name) => { const c = corpora.find((x) => x.name === name); return (c && (c.vocab || VOCAB[c.tokenizer])) || VOCAB.gpt2; };
+    const speed = measuredSpeed(listed, vocabOf);
+    assert(speed && speed.samples.some((x) => x.id === soloId), `the ${SOLO.steps}-step run is not a measurement: ${JSON.stringify(speed)}`);
+    const defaults = Object.fromEntries(Object.entries(doc.components.schemas.RunConfig.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]));
     const run = (await api(base, `/api/runs/${soloId}`)).run;
     const took = run.finished_at - run.started_at;
-    const fill = async (values) => { for (const [k, v] of Object.entries(values)) await page.fill(`#cfg-${k}`, String(v)); };
-    // precision and the rest stay at their defaults; the solo run used them too
-    await fill({ corpus: 'tinybytes', n_layer: SOLO.n_layer, n_head: SOLO.n_head, d_model: SOLO.d_model, seq_len: SOLO.seq_len, batch: SOLO.batch,
-      eval_every: SOLO.eval_every, steps: Math.round(SOLO.steps * 6000 / took) });
-    // about 100 minutes: the runs here set the speed
-    const text = await waitFor(async () => { const t = await page.textContent('#start-estimate'); return /min|h/.test(t) ? t : null; }, 'an estimate', 10000);
-    assert(/at this machine's recent speed$/.test(text), `estimate "${text}"`);
-    const minutes = /about (\d+) h(?: (\d+) min)?/.exec(text) ? Number(/about (\d+) h/.exec(text)[1]) * 60 + Number(/h (\d+) min/.exec(text)?.[1] || 0)
-      : Number(/about (\d+) min/.exec(text)?.[1]);
-    assert(minutes >= 40 && minutes <= 250, `"${text}" for about 100 min of this machine's work`);
+    // the solo run's config with steps for about 100 minutes of this machine's work
+    const planned = { corpus: 'tinybytes', n_layer: SOLO.n_layer, n_head: SOLO.n_head, d_model: SOLO.d_model, seq_len: SOLO.seq_len, batch: SOLO.batch,
+      eval_every: SOLO.eval_every, steps: Math.round(SOLO.steps * 6000 / took) };
+    for (const [k, v] of Object.entries(planned)) await page.fill(`#cfg-${k}`, String(v));
+    const want = estimateText([{ ...defaults, ...planned }], vocabOf, speed);
+    assert(/^about .* at this machine's recent speed$/.test(want), `estimate.js says "${want}"`);
+    let shown = '';
+    const shows = (t) => async () => (shown = await page.textContent('#start-estimate')) === t;
+    await waitFor(shows(want), () => `"${want}" (shown "${shown}")`, 10000);
     await page.check('#start-form input[value="experiment"]');
     await page.fill('#exp-replicates', '2');
-    const exp = await waitFor(async () => { const t = await page.textContent('#start-estimate'); return /runs\)/.test(t) ? t : null; }, 'an experiment estimate', 10000);
-    assert(/\(\d+ runs\)$/.test(exp), `experiment estimate "${exp}"`);
-    const preset = await page.textContent('#preset-estimate');
-    // measured on a model far smaller than the preset's: said to be rough
-    assert(/at this machine's recent speed \(2 runs\); rough: measured on models .* different in size$/.test(preset), `preset estimate "${preset}"`);
+    const variants = await page.$$eval('.variants input[type="checkbox"]:checked', (b) => b.map((x) => x.value));
+    const wantExp = estimateText(variants.flatMap((v) => [0, 1].map(() => ({ ...defaults, ...planned, attention: v }))), vocabOf, speed);
+    assert(wantExp.endsWith(`(${2 * variants.length} runs)`), `estimate.js says "${wantExp}"`);
+    await waitFor(shows(wantExp), () => `"${wantExp}" (shown "${shown}")`, 10000);
+    // the preset: its base with its classroom overrides, one run per variant
+    const p = presets.find((x) => x.name === 'seed-blog');
+    const wantPreset = estimateText(p.variants.map((v) => ({ ...p.base, ...p.tiny, ...(v.config || {}) })), vocabOf, speed);
+    assert(await page.textContent('#preset-estimate') === wantPreset, `preset: "${await page.textContent('#preset-estimate')}" vs "${wantPreset}"`);
+    // the tiny box says what the preset's own classroom overrides are, not a fixed text
+    const what = await page.textContent('#preset-tiny-what');
+    assert(what.includes(`${p.tiny.steps} steps`) && what.includes(`corpus “${p.tiny.corpus}”`), `tiny: "${what}" for ${JSON.stringify(p.tiny)}`);
   });
 
   await step('corpus upload from the page: a text file, its progress, then ready and offered to the form', async () => {

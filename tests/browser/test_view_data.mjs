@@ -55,7 +55,7 @@ test('the machine\'s speed: work over the time it was busy, runs side by side co
   const side = { ...two, started_at: 100, finished_at: 110 };
   assert(close(speed([one, side]).flops, (2 * w) / 10), 'side by side: twice the speed');
   eq(measuredSpeed([{ ...one, status: 'failed' }], vocabOf), null, 'nothing measured');
-  eq(measuredSpeed([{ ...one, finished_at: 100.1 }], vocabOf), null, 'too short to measure');
+  eq(measuredSpeed([{ ...one, finished_at: 100.05 }], vocabOf), null, 'too short to measure');
   const live = speed([{ id: 9, status: 'running', tokens_per_s: 1000, config: cfg }]);
   assert(live && close(live.flops, 3 * forwardFlopsPerToken(cfg, 50257) * 1000) && live.runs[0] === 9, 'a running run\'s tokens/s');
 });
