@@ -40,7 +40,7 @@ static void publish_status(app *a, long long id) {
     json_t *run = NULL;
     if (store_run_get(a->store, id, &run) != STORE_OK) return;
     char *text = jobs_status_event(run);
-    if (text && jobs_status_final(json_string_value(json_object_get(run, "status"))))
+    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
         events_publish_last(a->events, id, "status", text);
     else if (text)
         events_publish(a->events, id, "status", text);
@@ -171,9 +171,9 @@ static void publish_points(app *a, long long id, int total, const store_metric *
         json_t *values = json_object();
         for (; j < n && pts[j].step == pts[i].step; j++)
             json_object_set_new(values, pts[j].key, json_real(pts[j].value));
-        json_t *ev =
-            json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step", (json_int_t)pts[i].step,
-                      "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time, "eta_s", "tokens_per_s", "values", values);
+        json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step",
+                               (json_int_t)pts[i].step, "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time,
+                               "eta_s", "tokens_per_s", "values", values);
         char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
         if (text) events_publish(a->events, id, "metrics", text);
         free(text);
