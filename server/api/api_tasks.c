@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/app.h"
+#include "services/svc_corpora.h"
 
 /* The common fields' bounds, as tasks.h states them (tasks_config_set checks them). */
 static const struct {
@@ -58,47 +59,20 @@ void api_task_kinds(http_request *req, void *ctx) {
     http_reply_json(req, 200, json_pack("{s:o, s:o}", "kinds", kinds, "fields", fields));
 }
 
-static int valid_name(const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    if (n < 1 || n > 40) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-')) return 0;
-    return 1;
-}
-
 void api_task_corpora_create(http_request *req, void *ctx) {
-    app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
     const char *name = json_string_value(json_object_get(body, "name"));
-    json_t *spec = json_deep_copy(body);
-    if (!spec) {
+    json_t *spec = json_deep_copy(body), *row;
+    int created;
+    svc_error err;
+    if (spec) json_object_del(spec, "name");
+    if (!spec)
         http_reply_error(req, 500, "internal", NULL, "out of memory");
-        goto done;
-    }
-    json_object_del(spec, "name");
-    tasks_config cfg;
-    char field[64], msg[512];
-    if (!valid_name(name)) {
-        http_reply_error(req, 422, "invalid_field", "name", "name must be 1-40 characters of a-z, 0-9, _ and -");
-    } else if (corpora_name_reserved(name)) {
-        http_reply_error(req, 409, "conflict", "name", "'%s' is the name of a built-in corpus", name);
-    } else if (corpora_task_config_parse(spec, &cfg, field, sizeof field, msg, sizeof msg) < 0) {
-        http_reply_error(req, 422, "invalid_field", field[0] ? field : NULL, "%s", msg);
-    } else {
-        corpora_task_result r = corpora_create_task(a->corpora, name, &cfg, msg, sizeof msg);
-        json_t *row = NULL;
-        if (r == CORPORA_TASK_CONFLICT) {
-            http_reply_error(req, 409, "conflict", "name", "%s", msg);
-        } else if (r == CORPORA_TASK_FAILED) {
-            http_reply_error(req, 500, "internal", NULL, "%s", msg);
-        } else if (store_corpus_get(a->store, name, &row) != STORE_OK) {
-            api_store_failed(req);
-        } else {
-            http_reply_json(req, r == CORPORA_TASK_CREATED ? 201 : 200, json_pack("{s:o}", "corpus", row));
-        }
-    }
-done:
+    else if (svc_corpora_create_task(ctx, name, spec, &row, &created, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        http_reply_json(req, created ? 201 : 200, json_pack("{s:o}", "corpus", row));
     json_decref(spec);
     json_decref(body);
 }
