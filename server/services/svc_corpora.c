@@ -144,3 +144,81 @@ svc_status svc_corpora_delete(struct app *a, const char *name, svc_error *err) {
     corpora_remove_files(a->corpora, name);
     return SVC_OK;
 }
+
+/* ---- task kinds -------------------------------------------------------------------------------- */
+
+/* The task corpus request's common fields, as the schema publishes them (POST /api/task-corpora's
+ * integer properties, whose bounds are the engine's: test_task_schema checks them against
+ * tasks_config_set); NULL when out of memory or when the schema lacks them. */
+static json_t *task_fields(void) {
+    const json_t *props = json_object_get(
+        json_object_get(
+            json_object_get(
+                json_object_get(
+                    json_object_get(
+                        json_object_get(json_object_get(run_config_openapi(), "paths"), "/api/task-corpora"), "post"),
+                    "requestBody"),
+                "content"),
+            "application/json"),
+        "schema");
+    props = json_object_get(props, "properties");
+    json_t *fields = json_array();
+    const char *name;
+    json_t *p;
+    int bad = !fields || !json_object_size(props);
+    json_object_foreach((json_t *)props, name, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        if (bad || !type || strcmp(type, "integer") != 0) continue;
+        bad |= json_array_append_new(fields, json_pack("{s:s, s:s, s:I, s:I, s:I}", "name", name, "help",
+                                                       json_string_value(json_object_get(p, "description")), "default",
+                                                       json_integer_value(json_object_get(p, "default")), "min",
+                                                       json_integer_value(json_object_get(p, "minimum")), "max",
+                                                       json_integer_value(json_object_get(p, "maximum")))) < 0;
+    }
+    if (!bad) return fields;
+    json_decref(fields);
+    return NULL;
+}
+
+/* One row of the engine's table of kinds, with its defaults; NULL when out of memory. */
+static json_t *task_kind(int i) {
+    const tasks_kind *k = tasks_kind_at(i);
+    tasks_config d;
+    tasks_config_defaults(&d, i);
+    json_t *params = json_array(), *buckets = json_array(), *offsets = k->has_offsets ? json_array() : NULL;
+    int bad = !params || !buckets || (k->has_offsets && !offsets);
+    for (int p = 0; !bad && p < k->n_params; p++)
+        bad |= json_array_append_new(params, json_pack("{s:s, s:s, s:i, s:i, s:i}", "name", k->params[p].name, "help",
+                                                       k->params[p].help, "default", k->params[p].def, "min",
+                                                       k->params[p].min, "max", k->params[p].max)) < 0;
+    for (int j = 0; !bad && offsets && j < d.n_offsets; j++)
+        bad |= json_array_append_new(offsets, json_integer(d.offsets[j])) < 0;
+    char names[TASKS_MAX_BUCKETS][12];
+    int nb = tasks_buckets(&d, names);
+    for (int b = 0; !bad && b < nb; b++) bad |= json_array_append_new(buckets, json_string(names[b])) < 0;
+    json_t *o = bad ? NULL
+                    : json_pack("{s:s, s:s, s:O, s:b}", "name", k->name, "summary", k->summary, "params", params,
+                                "has_offsets", k->has_offsets);
+    bad |= !o || (offsets && json_object_set(o, "default_offsets", offsets) < 0) ||
+           json_object_set(o, "default_buckets", buckets) < 0;
+    json_decref(params);
+    json_decref(offsets);
+    json_decref(buckets);
+    if (!bad) return o;
+    json_decref(o);
+    return NULL;
+}
+
+svc_status svc_corpora_task_kinds(json_t **out, svc_error *err) {
+    *out = NULL;
+    json_t *kinds = json_array(), *fields = task_fields();
+    int bad = !kinds || !fields;
+    for (int i = 0; !bad && i < tasks_kind_count(); i++) bad |= json_array_append_new(kinds, task_kind(i)) < 0;
+    *out = bad ? NULL : json_pack("{s:o, s:o}", "kinds", kinds, "fields", fields);
+    if (*out) return SVC_OK;
+    if (bad) {
+        json_decref(kinds);
+        json_decref(fields);
+    }
+    return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
+}

@@ -33,6 +33,11 @@ svc_status svc_corpora_upload(struct app *a, const char *name, const char *encod
 svc_status svc_corpora_create_task(struct app *a, const char *name, const json_t *spec, json_t **out, int *created,
                                    svc_error *err);
 
+/* The kinds of task corpora (the engine's table, tasks.h: each with its parameters, default
+ * offsets and answer buckets) and the fields every kind shares (the schema's bounds):
+ * {"kinds": […], "fields": […]}. */
+svc_status svc_corpora_task_kinds(json_t **out, svc_error *err);
+
 /* Deletes a corpus and its files: SVC_NOT_FOUND, SVC_CONFLICT (built in, or used by a run). */
 svc_status svc_corpora_delete(struct app *a, const char *name, svc_error *err);
 
