@@ -32,7 +32,7 @@ static void sse_close(void *ctx) {
 static void end_if_finished(app *a, events_sub *sub, long long run_id) {
     json_t *run = NULL;
     if (store_run_get(a->store, run_id, &run) != STORE_OK) return;
-    if (jobs_status_final(json_string_value(json_object_get(run, "status")))) {
+    if (store_run_status_ended(json_string_value(json_object_get(run, "status")))) {
         char *text = jobs_status_event(run);
         if (text) events_sub_end(sub, "status", text);
         free(text);

@@ -6,6 +6,7 @@
 
 #include "api/api_series.h"
 #include "api/app.h"
+#include "services/svc_run_view.h"
 #include "services/svc_experiments.h"
 #include "services/svc_stats.h"
 
@@ -51,7 +52,7 @@ void api_experiments_create(http_request *req, void *ctx) {
     } else {
         for (size_t i = 0; i < n; i++) {
             json_t *row = NULL;
-            if (store_run_get(a->store, ids[i], &row) == STORE_OK) json_array_append_new(runs, api_run_view(a, row));
+            if (store_run_get(a->store, ids[i], &row) == STORE_OK) json_array_append_new(runs, svc_run_view(a, row));
         }
         char loc[64];
         snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
@@ -105,7 +106,7 @@ void api_experiments_get(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    api_runs_view(a, runs);
+    svc_run_views(a, runs);
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {

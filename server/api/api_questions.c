@@ -1,11 +1,72 @@
 /* The seed blog's open questions over an experiment: head spread (Q1) and task accuracy (Q2), as
- * JSON or CSV. The figures come from svc_questions.h. */
+ * JSON or CSV. The figures come from svc_questions.h; their CSV tables are written here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/app.h"
 #include "services/svc_questions.h"
+#include "util/csv.h"
+
+/* ---- the answers as CSV tables (new strings, NULL when out of memory) ------------------------- */
+
+/* Figures in %.10g, empty where they do not exist. */
+static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
+    csv_number(b, json_object_get(s, "n"), 10);
+    csv_number(b, json_object_get(s, "mean"), 10);
+    csv_number(b, json_object_get(s, "std"), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 0), 10);
+    csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
+    if (with_p) csv_number(b, json_object_get(s, "p"), 10);
+    csv_end_row(b);
+}
+
+/* variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p (point: at, end, change) */
+static char *head_spread_csv(const json_t *answer) {
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p");
+    csv_end_row(&b);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(answer, "variants"), i, v) {
+        const char *mk;
+        json_t *m;
+        json_object_foreach(json_object_get(v, "metrics"), mk, m) {
+            static const char *const points[] = {"at", "end", "change"};
+            for (int p = 0; p < 3; p++) {
+                csv_text(&b, json_string_value(json_object_get(v, "name")));
+                csv_text(&b, json_string_value(json_object_get(v, "attention")));
+                csv_text(&b, mk);
+                csv_text(&b, points[p]);
+                csv_summary(&b, json_object_get(m, points[p]), 1);
+            }
+        }
+    }
+    return csv_take(&b, NULL);
+}
+
+/* variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi */
+static char *accuracy_csv(const json_t *answer) {
+    csv_buf b = {0};
+    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi");
+    csv_end_row(&b);
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(answer, "variants"), i, v) {
+        size_t k;
+        json_t *key;
+        json_array_foreach(json_object_get(v, "keys"), k, key) {
+            const char *ks = json_string_value(key);
+            csv_text(&b, json_string_value(json_object_get(v, "name")));
+            csv_text(&b, json_string_value(json_object_get(v, "attention")));
+            csv_text(&b, json_string_value(json_object_get(v, "corpus")));
+            csv_text(&b, json_string_value(json_object_get(json_object_get(v, "task"), "kind")));
+            csv_text(&b, ks);
+            csv_summary(&b, json_object_get(json_object_get(v, "acc"), ks), 0);
+        }
+    }
+    return csv_take(&b, NULL);
+}
 
 static void reply(http_request *req, app *a, int which, int as_csv) {
     long long id, at = 0;
@@ -33,7 +94,7 @@ static void reply(http_request *req, app *a, int which, int as_csv) {
         api_reply_json_keeping(req, a, key, json_pack("{s:o}", member, ans));
         return;
     }
-    char *csv = which == 0 ? svc_questions_head_spread_csv(ans) : svc_questions_accuracy_csv(ans);
+    char *csv = which == 0 ? head_spread_csv(ans) : accuracy_csv(ans);
     json_decref(ans);
     api_reply_keeping(req, a, key, type, csv, csv ? strlen(csv) : 0);
 }

@@ -15,47 +15,8 @@
 #include "api/reply_cache.h"
 #include "services/run_config.h"
 #include "services/svc_external.h"
+#include "services/svc_run_view.h"
 #include "services/svc_runs.h"
-
-/* api_run_view with the run's brief given: `brief` (stolen) becomes its "last"; NULL: it is read. */
-static json_t *run_view_with(app *a, json_t *row, json_t *brief) {
-    long long id = json_integer_value(json_object_get(row, "id"));
-    json_t *live = jobs_run_live(a->jobs, id);
-    if (live) {
-        /* The live counters are fresher than the row, which the writer updates once a second; a run
-         * resuming has step 0 until its checkpoint is loaded: it shows the checkpoint's step meanwhile. */
-        json_int_t step = json_integer_value(json_object_get(live, "step")),
-                   ckpt = json_integer_value(json_object_get(row, "checkpoint_step"));
-        json_object_set_new(row, "step", json_integer(step > ckpt ? step : ckpt));
-        json_object_set(row, "eta_s", json_object_get(live, "eta_s"));
-        json_object_set(row, "tokens_per_s", json_object_get(live, "tokens_per_s"));
-        json_object_set(row, "cancel_requested", json_object_get(live, "cancel_requested"));
-        json_decref(live);
-    } else {
-        json_object_set_new(row, "eta_s", json_null());
-        json_object_set_new(row, "tokens_per_s", json_null());
-    }
-    if (brief || store_run_brief(a->store, id, &brief) == STORE_OK) json_object_set_new(row, "last", brief);
-    return row;
-}
-
-json_t *api_run_view(app *a, json_t *row) { return run_view_with(a, row, NULL); }
-
-void api_runs_view(app *a, json_t *runs) {
-    size_t n = json_array_size(runs), i;
-    long long *ids = malloc((n ? n : 1) * sizeof *ids);
-    json_t *briefs = NULL, *r;
-    if (ids) {
-        json_array_foreach(runs, i, r) ids[i] = json_integer_value(json_object_get(r, "id"));
-        if (store_run_briefs(a->store, ids, n, &briefs) != STORE_OK || json_array_size(briefs) != n) {
-            json_decref(briefs);
-            briefs = NULL;
-        }
-    }
-    free(ids);
-    json_array_foreach(runs, i, r) run_view_with(a, r, json_incref(json_array_get(briefs, i)));
-    json_decref(briefs);
-}
 
 void api_runs_reply(http_request *req, app *a, long long id, int status) {
     json_t *row = NULL;
@@ -63,7 +24,7 @@ void api_runs_reply(http_request *req, app *a, long long id, int status) {
         api_store_failed(req);
         return;
     }
-    http_reply_json(req, status, json_pack("{s:o}", "run", api_run_view(a, row)));
+    http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(a, row)));
 }
 
 void api_runs_create(http_request *req, void *ctx) {
@@ -146,11 +107,9 @@ static int read_config_filter(const char *key, const char *value, void *ctx) {
 
 void api_runs_list(http_request *req, void *ctx) {
     app *a = ctx;
-    static const char *const statuses[] = {"queued",    "running",     "succeeded", "failed",
-                                           "cancelled", "interrupted", NULL};
     store_run_filter f = {0};
     long long limit, offset, experiment;
-    if (api_query_enum(req, "status", statuses, &f.status) < 0 ||
+    if (api_query_enum(req, "status", store_run_statuses, &f.status) < 0 ||
         api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
         api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
         return;
@@ -178,7 +137,7 @@ void api_runs_list(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    api_runs_view(a, runs);
+    svc_run_views(a, runs);
     http_reply_json(req, 200,
                     json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
                               (json_int_t)limit, "offset", (json_int_t)offset));
@@ -189,7 +148,7 @@ void api_runs_get(http_request *req, void *ctx) {
     long long id;
     json_t *row;
     if (api_load_by_id(req, a, "run", store_run_get, &id, &row) < 0) return;
-    http_reply_json(req, 200, json_pack("{s:o}", "run", api_run_view(a, row)));
+    http_reply_json(req, 200, json_pack("{s:o}", "run", svc_run_view(a, row)));
 }
 
 void api_runs_patch(http_request *req, void *ctx) {
@@ -263,20 +222,13 @@ static int run_exists(http_request *req, app *a, long long *id) {
     return 1;
 }
 
-/* Loads the run of the {id} path (404 otherwise) and writes into key, when the run has ended, a
- * cache key naming everything its metric answers depend on: the run's id, status, step, creation
- * and end times (a resumed run changes them) and what (the route and its query). key is "" while
- * the run can still write metrics. Returns 0, or -1 once an answer has been sent. */
+/* Loads the run of the {id} path (404 otherwise) and writes into key the cache key of the answer
+ * `what` about it (svc_run_cache_key: "" while the run can still write metrics). Returns 0, or -1
+ * once an answer has been sent. */
 static int run_series_key(http_request *req, app *a, const char *what, long long *id, char *key, size_t cap) {
     json_t *row;
     if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return -1;
-    const char *status = json_string_value(json_object_get(row, "status"));
-    int ended = status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
-    int n = snprintf(key, cap, "%lld|%s|%lld|%.17g|%.17g|%s", *id, status ? status : "",
-                     (long long)json_integer_value(json_object_get(row, "step")),
-                     json_number_value(json_object_get(row, "created_at")),
-                     json_number_value(json_object_get(row, "finished_at")), what);
-    if (!ended || n < 0 || (size_t)n >= cap) key[0] = 0;
+    svc_run_cache_key(row, what, key, cap);
     json_decref(row);
     return 0;
 }

@@ -144,11 +144,4 @@ void api_probes_list(http_request *req, void *app);
 void api_probes_get(http_request *req, void *app);
 void api_probes_csv(http_request *req, void *app);
 
-/* A run as the API shows it: the stored row (taken) plus live progress and a brief summary;
- * returns row. */
-json_t *api_run_view(app *a, json_t *row);
-/* api_run_view of every run of a list (in place), their briefs read together (one statement on
- * PostgreSQL rather than one per run); should that read fail, each run's is read alone. */
-void api_runs_view(app *a, json_t *runs);
-
 #endif

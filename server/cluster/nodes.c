@@ -131,7 +131,7 @@ static void relay_status(nodes *n, long long run_id) {
     json_t *run = NULL;
     if (store_run_get(n->cfg.store, run_id, &run) != STORE_OK) return;
     char *text = jobs_status_event(run);
-    if (text && jobs_status_final(json_string_value(json_object_get(run, "status"))))
+    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
         events_publish_last(n->cfg.events, run_id, "status", text);
     else if (text)
         events_publish(n->cfg.events, run_id, "status", text);

@@ -284,11 +284,6 @@ static int should_stop(void *ctx) {
     return stop;
 }
 
-int jobs_status_final(const char *status) {
-    return status && (!strcmp(status, "succeeded") || !strcmp(status, "failed") || !strcmp(status, "cancelled") ||
-                      !strcmp(status, "interrupted"));
-}
-
 char *jobs_status_event(const json_t *run) {
     json_t *ev = json_pack("{s:O, s:O, s:O, s:O, s:O}", "run_id", json_object_get(run, "id"), "status",
                            json_object_get(run, "status"), "step", json_object_get(run, "step"), "total_steps",
@@ -303,7 +298,7 @@ static void publish_status(jobs *j, long long run_id) {
     json_t *run = NULL;
     if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
     char *text = jobs_status_event(run);
-    if (text && jobs_status_final(json_string_value(json_object_get(run, "status"))))
+    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
         events_publish_last(j->cfg.events, run_id, "status", text);
     else if (text)
         events_publish(j->cfg.events, run_id, "status", text);

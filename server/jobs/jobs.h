@@ -58,8 +58,6 @@ int jobs_cancel_run(jobs *j, long long run_id);
 json_t *jobs_run_live(jobs *j, long long run_id);
 /* Queued and running trainings; the sum of tokens/s of running ones. */
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s);
-/* 1 for a status a run ends in (succeeded, failed, cancelled, interrupted). */
-int jobs_status_final(const char *status);
 /* The data of a run's "status" event, {"run_id","status","step","total_steps","error"}, from its
  * stored row: JSON text to free, NULL when out of memory. */
 char *jobs_status_event(const json_t *run);

@@ -23,6 +23,14 @@ struct corpora {
 
 int corpora_name_reserved(const char *name) { return name && (!strcmp(name, "small") || !strcmp(name, "default")); }
 
+int corpora_name_ok(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n > 40) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-')) return 0;
+    return 1;
+}
+
 void corpora_dir(corpora *c, const char *name, char *buf, size_t len) {
     snprintf(buf, len, "%s/corpora/%s", c->data_dir, name);
 }

@@ -24,6 +24,9 @@ void corpora_free(corpora *c);
 
 /* 1 for the names of the built-in corpora ("small", "default"), which no upload may take. */
 int corpora_name_reserved(const char *name);
+/* 1 for a name a corpus may have: CORPORA_NAME_RULE (the RunConfig schema's corpus pattern). */
+#define CORPORA_NAME_RULE "1-40 characters of a-z, 0-9, _ and -"
+int corpora_name_ok(const char *name);
 /* The shared tokenizers (NULL when its files are missing; gpt2 then reports why in the log). */
 const tokenizer *corpora_tokenizer(corpora *c, const char *encoding);
 /* Vocabulary size of a corpus's tokenizer (a task corpus: its config's vocab), or -1 if the corpus

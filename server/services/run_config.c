@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "services/corpora.h"
+
 extern const char openapi_json[];
 static json_t *openapi;
 static const json_t *schema_props; /* components.schemas.RunConfig.properties */
@@ -31,6 +33,8 @@ void run_config_cleanup(void) {
 
 const json_t *run_config_openapi(void) { return openapi; }
 
+const json_t *run_config_property(const char *key) { return json_object_get(schema_props, key); }
+
 static int fail(run_config_error *err, const char *prefix, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(run_config_error *err, const char *prefix, const char *field, const char *fmt, ...) {
@@ -42,14 +46,6 @@ static int fail(run_config_error *err, const char *prefix, const char *field, co
     va_end(ap);
     snprintf(err->message, sizeof err->message, "%s%s %s", prefix, field, msg);
     return -1;
-}
-
-static int matches_name_pattern(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 40) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-')) return 0;
-    return 1;
 }
 
 /* Checks one value against its property schema. */
@@ -89,8 +85,9 @@ static int check_value(const char *prefix, const char *key, const json_t *v, con
         }
         return fail(err, prefix, key, "must be one of: %s", list);
     }
-    if (json_object_get(prop, "pattern") && !matches_name_pattern(json_string_value(v)))
-        return fail(err, prefix, key, "must be 1-40 characters of a-z, 0-9, _ and -");
+    /* The schema's one pattern is a corpus name's (^[a-z0-9_-]{1,40}$). */
+    if (json_object_get(prop, "pattern") && !corpora_name_ok(json_string_value(v)))
+        return fail(err, prefix, key, "must be " CORPORA_NAME_RULE);
     return 0;
 }
 

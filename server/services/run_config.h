@@ -15,6 +15,8 @@ int run_config_init(void);
 void run_config_cleanup(void);
 /* The parsed OpenAPI document (borrowed). */
 const json_t *run_config_openapi(void);
+/* The RunConfig schema's property `key` (borrowed), or NULL. */
+const json_t *run_config_property(const char *key);
 
 typedef struct {
     char field[64];

@@ -47,7 +47,7 @@ static void publish_status(app *a, long long id) {
     json_t *run = NULL;
     if (store_run_get(a->store, id, &run) != STORE_OK) return;
     char *text = jobs_status_event(run);
-    if (text && jobs_status_final(json_string_value(json_object_get(run, "status"))))
+    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
         events_publish_last(a->events, id, "status", text);
     else if (text)
         events_publish(a->events, id, "status", text);

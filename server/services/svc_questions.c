@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "api/app.h"
-#include "util/csv.h"
 #include "engine/attention.h"
 #include "services/stats.h"
 #include "services/svc_experiments.h"
@@ -384,62 +383,4 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
     free(x);
     exp_runs_free(&e);
     return st;
-}
-
-/* ---- CSV ---------------------------------------------------------------------------------- */
-
-/* Figures in %.10g, empty where they do not exist. */
-static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
-    csv_number(b, json_object_get(s, "n"), 10);
-    csv_number(b, json_object_get(s, "mean"), 10);
-    csv_number(b, json_object_get(s, "std"), 10);
-    csv_number(b, json_array_get(json_object_get(s, "ci"), 0), 10);
-    csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
-    if (with_p) csv_number(b, json_object_get(s, "p"), 10);
-    csv_end_row(b);
-}
-
-char *svc_questions_head_spread_csv(const json_t *answer) {
-    csv_buf b = {0};
-    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p");
-    csv_end_row(&b);
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(answer, "variants"), i, v) {
-        const char *mk;
-        json_t *m;
-        json_object_foreach(json_object_get(v, "metrics"), mk, m) {
-            static const char *const points[] = {"at", "end", "change"};
-            for (int p = 0; p < 3; p++) {
-                csv_text(&b, json_string_value(json_object_get(v, "name")));
-                csv_text(&b, json_string_value(json_object_get(v, "attention")));
-                csv_text(&b, mk);
-                csv_text(&b, points[p]);
-                csv_summary(&b, json_object_get(m, points[p]), 1);
-            }
-        }
-    }
-    return csv_take(&b, NULL);
-}
-
-char *svc_questions_accuracy_csv(const json_t *answer) {
-    csv_buf b = {0};
-    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi");
-    csv_end_row(&b);
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(answer, "variants"), i, v) {
-        size_t k;
-        json_t *key;
-        json_array_foreach(json_object_get(v, "keys"), k, key) {
-            const char *ks = json_string_value(key);
-            csv_text(&b, json_string_value(json_object_get(v, "name")));
-            csv_text(&b, json_string_value(json_object_get(v, "attention")));
-            csv_text(&b, json_string_value(json_object_get(v, "corpus")));
-            csv_text(&b, json_string_value(json_object_get(json_object_get(v, "task"), "kind")));
-            csv_text(&b, ks);
-            csv_summary(&b, json_object_get(json_object_get(v, "acc"), ks), 0);
-        }
-    }
-    return csv_take(&b, NULL);
 }

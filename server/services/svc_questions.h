@@ -47,10 +47,4 @@ svc_status svc_questions_head_spread(struct app *a, long long exp_id, long at, d
  *      "acc":{"acc":{summary},"acc.k4":{summary},…}}]}. Errors as above. */
 svc_status svc_questions_accuracy(struct app *a, long long exp_id, double conf, json_t **out, svc_error *err);
 
-/* The answers as CSV tables (new strings, NULL when out of memory):
- * head spread: variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p (point: at, end, change);
- * accuracy: variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi. */
-char *svc_questions_head_spread_csv(const json_t *answer);
-char *svc_questions_accuracy_csv(const json_t *answer);
-
 #endif

@@ -1,7 +1,7 @@
 /* The cache of answers about ended runs' metrics: its bounds and recency order as a unit, and
  * through a real attnlabd that a cached answer is the answer (the same bytes as computed), that
- * only ended runs are cached, and that a run resumed after a cancel is answered afresh with the
- * points it gained (its key changes with its status and step). */
+ * only ended runs are cached (an interrupted one too), and that a run resumed after a cancel is
+ * answered afresh with the points it gained (its key changes with its status and step). */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -193,6 +193,37 @@ TEST(an_ended_runs_answer_is_cached_and_a_resumed_run_answered_afresh) {
     free(csv3);
 }
 
+TEST(an_interrupted_runs_answer_is_cached) {
+    /* A run the service stopped under (killed mid-training) is interrupted at the next start: it has
+     * ended (only a resume moves it again, and that changes its key), so its answers are kept. */
+    harness_server own;
+    CHECK(harness_start(&own, NULL, NULL) == 0);
+    harness_server keep = srv;
+    srv = own;
+    long long id = api_start_tiny_run(&srv, "\"steps\":1000000,\"seed\":5", "interrupted");
+    int reached = id > 0 && api_wait_step(&srv, id, 10, 60000) == 0;
+    harness_kill(&srv);
+    char dir[sizeof own.data_dir];
+    snprintf(dir, sizeof dir, "%s", own.data_dir);
+    int restarted = harness_start(&own, dir, NULL) == 0;
+    srv = own;
+    char *st = restarted ? api_wait_status(&srv, id, "interrupted", 30000) : NULL;
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=loss", id);
+    long long h0 = cache_hits();
+    char *first = body_of(path), *again = body_of(path);
+    long long h1 = cache_hits();
+    harness_stop(&srv);
+    srv = keep;
+    CHECK(reached && restarted);
+    CHECK_MSG(st && !strcmp(st, "interrupted"), "status %s", st ? st : "(timeout)");
+    free(st);
+    CHECK(first && again && !strcmp(first, again));
+    free(first);
+    free(again);
+    CHECK_MSG(h1 == h0 + 1, "an interrupted run's answer was not kept (%lld hits, then %lld)", h0, h1);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     RUN(least_recently_used_answers_go_first);
@@ -204,6 +235,7 @@ int main(void) {
         return 1;
     }
     RUN(an_ended_runs_answer_is_cached_and_a_resumed_run_answered_afresh);
+    RUN(an_interrupted_runs_answer_is_cached);
     harness_stop(&srv);
     curl_global_cleanup();
     return test_summary();

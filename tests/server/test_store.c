@@ -1,33 +1,64 @@
-/* The store's contract, against a real SQLite file: what each function gives back, and the one
- * rule for errors (on any status other than STORE_OK every output is NULL/0 and the caller owns
- * nothing). Failures are made the way they happen in the field: a table that is gone, pages that
- * are corrupt. */
-#include <fcntl.h>
-#include <math.h>
-#include <sqlite3.h>
+/* The store's contract (store.h), one source run against both backends: each case below runs on a
+ * fresh SQLite file and again on a fresh PostgreSQL database ("sqlite/…", "postgresql/…"), and
+ * checks what each function gives back and the one rule for errors (on any status other than
+ * STORE_OK every output is NULL/0 and the caller owns nothing). What only one backend has is
+ * tested beside it: test_store_sqlite.c (the file's own failures), test_store_pg.c (the shared
+ * queue, leases, listening, a lost database).
+ *
+ * A backend here is how to make a fresh store, how to run SQL on a connection of its own (the way
+ * another process would), and its own aggregates over the rows, against which the summaries the
+ * store keeps are checked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "../support/harness.h"
 #include "../support/metric_batches.h"
+#include "../support/pg.h"
 #include "../support/test.h"
+#include "store/postgres/pg.h"
 #include "store/store.h"
 
-static int fresh_store(store **st, char *path, size_t len) {
-    char dir[256], err[256];
-    if (harness_tempdir(dir, sizeof dir) < 0) return -1;
-    snprintf(path, len, "%s/store.db", dir);
-    if (store_open(st, path, err, sizeof err) != STORE_OK) {
-        printf("# store_open: %s\n", err);
-        return -1;
-    }
-    return 0;
+typedef struct {
+    const char *name;
+    /* A fresh, empty store; where (a path or a URL) names it for store_open and raw. NULL on failure. */
+    store *(*open_fresh)(char *where, size_t len);
+    /* Runs SQL on a connection of its own; 0 or -1. */
+    int (*raw)(const char *where, const char *sql);
+    /* The first column of the first row of a query on a connection of its own, or -1. */
+    long long (*raw_count)(const char *where, const char *sql);
+    /* {"summary": what store_metrics_summary gave before the summaries, "brief": store_run_brief's},
+     * by the backend's own aggregates over the rows. */
+    json_t *(*from_rows)(const char *where, long long run_id);
+    /* The database taken back to schema version 7 (before the summaries and the later versions'
+     * columns), with points no summary saw. */
+    const char *to_version_7;
+    int signed_zero; /* metric_batch_random's: 0 and -0 among the values */
+    int batches;     /* random metric batches in the summaries' case */
+} backend;
+
+static const backend *B; /* the backend under test */
+
+static store *reopen(const char *where) {
+    store *st = NULL;
+    char err[512];
+    if (store_open(&st, where, err, sizeof err) != STORE_OK) printf("# store_open: %s\n", err);
+    return st;
 }
 
-/* Runs SQL on a second connection to the same file (the way another process would). */
-static int raw_exec(const char *path, const char *sql) {
+/* ---- SQLite ----------------------------------------------------------------------------------------- */
+
+static store *sqlite_fresh(char *where, size_t len) {
+    char dir[256];
+    if (harness_tempdir(dir, sizeof dir) < 0) return NULL;
+    snprintf(where, len, "%s/store.db", dir);
+    return reopen(where);
+}
+
+static int sqlite_raw(const char *path, const char *sql) {
     sqlite3 *db;
     if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
     char *msg = NULL;
@@ -38,147 +69,447 @@ static int raw_exec(const char *path, const char *sql) {
     return rc == SQLITE_OK ? 0 : -1;
 }
 
-static long long new_run(store *st, const char *name) {
-    store_new_run nr = {.name = name, .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"};
-    long long id = 0;
-    return store_run_create(st, &nr, &id) == STORE_OK ? id : -1;
+static long long sqlite_count(const char *path, const char *sql) {
+    sqlite3 *db;
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
 }
 
-TEST(summary_names_the_step_of_the_minimum) {
-    store *st;
-    char path[320];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
-    long long id = new_run(st, "summary");
-    CHECK(id > 0);
-    /* min 1 at step 2, max 9 at step 4, last 2 at step 5 */
+/* One row of a statement as a JSON value built by make; NULL on failure. */
+static json_t *sqlite_row(sqlite3 *db, const char *sql, long long run_id, const char *key,
+                          json_t *(*make)(sqlite3_stmt *q)) {
+    sqlite3_stmt *q = NULL;
+    json_t *v = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) return NULL;
+    sqlite3_bind_int64(q, 1, run_id);
+    if (key) sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) v = make(q);
+    sqlite3_finalize(q);
+    return v;
+}
+
+static json_t *sqlite_series_brief(sqlite3_stmt *q) {
+    return sqlite3_column_int64(q, 1) > 0
+               ? json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 2), "min", sqlite3_column_double(q, 0))
+               : json_null();
+}
+
+static json_t *sqlite_tau_brief(sqlite3_stmt *q) {
+    return sqlite3_column_int64(q, 2) > 0
+               ? json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max", sqlite3_column_double(q, 1))
+               : json_null();
+}
+
+static json_t *sqlite_from_rows(const char *path, long long run_id) {
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return NULL;
+    sqlite3_stmt *q = NULL;
+    json_t *sum = json_object(), *brief = json_object();
+    if (sqlite3_prepare_v2(db,
+                           "SELECT m.key, min(m.value), max(m.value), avg(m.value), count(*), max(m.step), "
+                           "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
+                           "   ORDER BY l.step DESC LIMIT 1), "
+                           "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
+                           "   AND s.value = min(m.value)) "
+                           "FROM metrics m WHERE m.run_id = ? GROUP BY m.key ORDER BY m.key",
+                           -1, &q, NULL) != SQLITE_OK) {
+        json_decref(sum);
+        sum = NULL;
+    }
+    int rc = SQLITE_DONE;
+    if (sum) sqlite3_bind_int64(q, 1, run_id);
+    while (sum && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0),
+                            json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", sqlite3_column_double(q, 6), "min",
+                                      sqlite3_column_double(q, 1), "max", sqlite3_column_double(q, 2), "mean",
+                                      sqlite3_column_double(q, 3), "step_of_min", sqlite3_column_int(q, 7), "count",
+                                      (json_int_t)sqlite3_column_int64(q, 4), "last_step", sqlite3_column_int(q, 5)));
+    sqlite3_finalize(q);
+    static const char *const keys[] = {"loss", "val_loss"};
+    for (int k = 0; k < 2; k++) {
+        json_t *b = sqlite_row(db,
+                               "SELECT min(value), count(*), (SELECT value FROM metrics WHERE run_id = ?1 AND "
+                               "key = ?2 ORDER BY step DESC LIMIT 1) FROM metrics WHERE run_id = ?1 AND key = ?2",
+                               run_id, keys[k], sqlite_series_brief);
+        if (!json_is_null(b)) json_object_set(brief, keys[k], b);
+        json_decref(b);
+    }
+    json_t *tau = sqlite_row(db,
+                             "SELECT min(value), max(value), count(*) FROM metrics WHERE run_id = ?1 AND key >= "
+                             "'tau.' AND key < 'tau/' AND step = (SELECT max(step) FROM metrics WHERE run_id = "
+                             "?1 AND key = 'tau.0.0')",
+                             run_id, NULL, sqlite_tau_brief);
+    if (!json_is_null(tau)) json_object_set(brief, "tau", tau);
+    json_decref(tau);
+    sqlite3_close(db);
+    if (!sum || rc != SQLITE_DONE) {
+        json_decref(sum);
+        json_decref(brief);
+        return NULL;
+    }
+    return json_pack("{s:o, s:o}", "summary", sum, "brief", brief);
+}
+
+static const backend sqlite_backend = {
+    .name = "sqlite",
+    .open_fresh = sqlite_fresh,
+    .raw = sqlite_raw,
+    .raw_count = sqlite_count,
+    .from_rows = sqlite_from_rows,
+    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN "
+                    "provenance; PRAGMA user_version = 7; "
+                    "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
+                    "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
+    .signed_zero = 1,
+    .batches = 150,
+};
+
+/* ---- PostgreSQL --------------------------------------------------------------------------------------- */
+
+static store *pg_fresh(char *where, size_t len) { return pgtest_new_db(where, len) < 0 ? NULL : reopen(where); }
+
+static int pg_raw(const char *url, const char *sql) {
+    char err[512];
+    pg_conn *c = pg_connect(url, 5, "test", err, sizeof err);
+    if (!c) {
+        printf("# %s\n", err);
+        return -1;
+    }
+    store_status s = pg_exec_script(c, "raw", sql);
+    if (s != STORE_OK) printf("# %s: %s\n", sql, pg_error(c));
+    pg_close(c);
+    return s == STORE_OK ? 0 : -1;
+}
+
+static long long pg_count(const char *url, const char *sql) {
+    char err[512];
+    pg_conn *c = pg_connect(url, 5, "test", err, sizeof err);
+    pg_res *r = NULL;
+    long long n = c && pg_exec(c, "count", sql, NULL, &r) == STORE_OK && pg_nrows(r) == 1 ? pg_get_i64(r, 0, 0) : -1;
+    pg_clear(r);
+    pg_close(c);
+    return n;
+}
+
+/* avg over the rows in step order: without an order of its own the sum's order is the plan's. */
+static json_t *pg_from_rows(const char *url, long long run_id) {
+    char err[512];
+    pg_conn *c = pg_connect(url, 5, "test", err, sizeof err);
+    if (!c) return NULL;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_res *r = NULL;
+    json_t *sum = NULL;
+    if (pg_exec(c, "summary",
+                "SELECT m.key, min(m.value), max(m.value), avg(m.value ORDER BY m.step), count(*), max(m.step), "
+                "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
+                "   ORDER BY l.step DESC LIMIT 1), "
+                "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
+                "   AND s.value = min(m.value)) "
+                "FROM metrics m WHERE m.run_id = $1 GROUP BY m.run_id, m.key ORDER BY m.key COLLATE \"C\"",
+                &p, &r) == STORE_OK) {
+        sum = json_object();
+        for (int i = 0; sum && i < pg_nrows(r); i++)
+            json_object_set_new(sum, pg_get_text(r, i, 0),
+                                json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", pg_get_double(r, i, 6), "min",
+                                          pg_get_double(r, i, 1), "max", pg_get_double(r, i, 2), "mean",
+                                          pg_get_double(r, i, 3), "step_of_min", pg_get_int(r, i, 7), "count",
+                                          (json_int_t)pg_get_i64(r, i, 4), "last_step", pg_get_int(r, i, 5)));
+        pg_clear(r);
+    }
+    r = NULL;
+    json_t *brief = NULL;
+    if (sum &&
+        pg_exec(c, "brief",
+                "SELECT (SELECT count(*) FROM metrics WHERE run_id = $1 AND key = 'loss'), "
+                "(SELECT min(value) FROM metrics WHERE run_id = $1 AND key = 'loss'), "
+                "(SELECT value FROM metrics WHERE run_id = $1 AND key = 'loss' ORDER BY step DESC LIMIT 1), "
+                "(SELECT count(*) FROM metrics WHERE run_id = $1 AND key = 'val_loss'), "
+                "(SELECT min(value) FROM metrics WHERE run_id = $1 AND key = 'val_loss'), "
+                "(SELECT value FROM metrics WHERE run_id = $1 AND key = 'val_loss' ORDER BY step DESC "
+                "LIMIT 1), t.n, t.lo, t.hi FROM (SELECT count(*) AS n, min(value) AS lo, max(value) AS hi "
+                "FROM metrics WHERE run_id = $1 AND starts_with(key, 'tau.') AND step = (SELECT max(step) "
+                "FROM metrics WHERE run_id = $1 AND key = 'tau.0.0')) t",
+                &p, &r) == STORE_OK &&
+        pg_nrows(r) == 1) {
+        brief = json_object();
+        static const char *const keys[] = {"loss", "val_loss"};
+        for (int k = 0; k < 2; k++)
+            if (pg_get_i64(r, 0, 3 * k) > 0)
+                json_object_set_new(brief, keys[k],
+                                    json_pack("{s:f, s:f}", "last", pg_get_double(r, 0, 3 * k + 2), "min",
+                                              pg_get_double(r, 0, 3 * k + 1)));
+        if (pg_get_i64(r, 0, 6) > 0)
+            json_object_set_new(brief, "tau",
+                                json_pack("{s:f, s:f}", "min", pg_get_double(r, 0, 7), "max", pg_get_double(r, 0, 8)));
+    }
+    pg_clear(r);
+    pg_close(c);
+    json_t *both = sum && brief ? json_pack("{s:o, s:o}", "summary", sum, "brief", brief) : NULL;
+    if (!both) {
+        json_decref(sum);
+        json_decref(brief);
+    }
+    return both;
+}
+
+static const backend pg_backend = {
+    .name = "postgresql",
+    .open_fresh = pg_fresh,
+    .raw = pg_raw,
+    .raw_count = pg_count,
+    .from_rows = pg_from_rows,
+    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
+                    "DELETE FROM attnlab_schema WHERE version >= 8; "
+                    "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                    "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
+    .signed_zero = 0,
+    .batches = 60,
+};
+
+/* ---- the contract ----------------------------------------------------------------------------------- */
+
+static long long new_run(store *st, const char *name) {
+    json_t *tags = json_pack("[s,s]", "b", "a");
+    store_new_run nr = {.name = name,
+                        .config_json = "{\"steps\":5}",
+                        .seed = 7,
+                        .total_steps = 5,
+                        .corpus = "small",
+                        .variant = "rope",
+                        .tags = tags};
+    long long id = 0;
+    store_status s = store_run_create(st, &nr, &id);
+    json_decref(tags);
+    return s == STORE_OK ? id : -1;
+}
+
+TEST(runs_round_trip) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    CHECK(store_ping(st) == STORE_OK);
+    long long a = new_run(st, "alpha"), b = new_run(st, "beta");
+    CHECK(a == 1 && b == 2);
+    json_t *run = NULL;
+    CHECK(store_run_get(st, a, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "queued"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "name")), "alpha"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(run, "config"), "steps")), 5);
+    CHECK_EQ_INT(json_array_size(json_object_get(run, "tags")), 2);
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(run, "tags"), 0)), "a")); /* sorted */
+    CHECK(json_is_null(json_object_get(run, "started_at")));
+    json_decref(run);
+    run = (json_t *)1;
+    CHECK(store_run_get(st, 99, &run) == STORE_NOT_FOUND);
+    CHECK(run == NULL);
+
+    static const char *const from_queued[] = {"queued", NULL}, *const from_running[] = {"running", NULL};
+    CHECK(store_run_transition(st, a, from_queued, "running", NULL) == STORE_OK);
+    CHECK(store_run_transition(st, a, from_queued, "running", NULL) == STORE_CONFLICT);
+    CHECK(store_run_transition(st, 99, from_queued, "running", NULL) == STORE_NOT_FOUND);
+    CHECK(store_run_progress(st, a, 3, 2) == STORE_OK);
+    CHECK(store_run_progress(st, a, 4, 1) == STORE_OK); /* the checkpoint step never goes back */
+    CHECK(store_run_delete(st, a) == STORE_CONFLICT);
+    CHECK(store_run_transition(st, a, from_running, "failed", "boom") == STORE_OK);
+    CHECK(store_run_get(st, a, &run) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(run, "status")), "failed"));
+    CHECK(!strcmp(json_string_value(json_object_get(run, "error")), "boom"));
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "step")), 4);
+    CHECK_EQ_INT(json_integer_value(json_object_get(run, "checkpoint_step")), 2);
+    CHECK(json_is_number(json_object_get(run, "finished_at")));
+    json_decref(run);
+
+    json_t *tags = json_pack("[s]", "z");
+    CHECK(store_run_update(st, b, "renamed", NULL, tags) == STORE_OK);
+    CHECK(store_run_update(st, 99, "x", NULL, NULL) == STORE_NOT_FOUND);
+    json_decref(tags);
+    store_run_filter f = {.sort = "name", .limit = 10};
+    json_t *list = NULL;
+    long long total = 0;
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 2);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(list, 0), "name")), "alpha"));
+    json_decref(list);
+    f = (store_run_filter){.tag = "z", .limit = 10};
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 1);
+    CHECK_EQ_INT(json_array_size(list), 1);
+    json_decref(list);
+    f = (store_run_filter){.status = "queued", .limit = 10, .offset = 5}; /* a page past the end keeps the count */
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    CHECK_EQ_INT(total, 1);
+    CHECK_EQ_INT(json_array_size(list), 0);
+    json_decref(list);
+    json_t *counts = NULL;
+    CHECK(store_run_counts(st, &counts) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "failed")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "queued")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(counts, "interrupted")), 0);
+    json_decref(counts);
+    long long *ids = NULL;
+    int n = 0;
+    CHECK(store_runs_queued(st, &ids, &n) == STORE_OK);
+    CHECK(n == 1 && ids[0] == b);
+    free(ids);
+    CHECK(store_run_delete(st, a) == STORE_OK);
+    CHECK(store_run_delete(st, a) == STORE_NOT_FOUND);
+    CHECK(new_run(st, "gamma") == 3); /* ids are never reused */
+    store_close(st);
+}
+
+TEST(metrics_are_stored_exactly_and_summarised) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    long long id = new_run(st, "m");
+    /* min at step 2, max at step 4, last at step 5 */
     static const double values[] = {5, 1, 3, 9, 2};
-    store_metric pts[5];
+    store_metric pts[8];
     for (int i = 0; i < 5; i++) {
-        pts[i] = (store_metric){.run_id = id, .step = i + 1, .value = values[i], .wall_time = 100 + i};
+        pts[i] = (store_metric){.run_id = id, .step = i + 1, .value = values[i] + 0.1, .wall_time = 100.25 + i};
         snprintf(pts[i].key, sizeof pts[i].key, "loss");
     }
-    CHECK(store_metrics_insert(st, pts, 5) == STORE_OK);
+    pts[5] = (store_metric){.run_id = id, .step = 5, .value = 0.5, .wall_time = 1};
+    snprintf(pts[5].key, sizeof pts[5].key, "tau.0.0");
+    pts[6] = (store_metric){.run_id = id, .step = 5, .value = 0.75, .wall_time = 1};
+    snprintf(pts[6].key, sizeof pts[6].key, "tau.0.1");
+    pts[7] = (store_metric){.run_id = 999, .step = 1, .value = 1, .wall_time = 1}; /* no such run: skipped */
+    snprintf(pts[7].key, sizeof pts[7].key, "loss");
+    CHECK(store_metrics_insert(st, pts, 8) == STORE_OK);
+    /* A resumed run writes the same steps again: replaced, also twice in one batch (the last wins). */
+    store_metric again[2] = {pts[4], pts[4]};
+    again[0].value = 7;
+    again[1].value = 2.1;
+    CHECK(store_metrics_insert(st, again, 2) == STORE_OK);
+    store_metric *got = NULL;
+    size_t n = 0;
+    CHECK(store_metrics_points(st, id, "loss", 0, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 5);
+    for (size_t i = 0; i < n; i++) CHECK(got[i].value == values[i] + 0.1 && got[i].wall_time == 100.25 + (double)i);
+    free(got);
+    CHECK(store_metrics_points(st, id, "tau.*", 0, &got, &n) == STORE_OK);
+    CHECK(n == 2 && !strcmp(got[0].key, "tau.0.0") && !strcmp(got[1].key, "tau.0.1"));
+    free(got);
+    got = (store_metric *)1;
+    CHECK(store_metrics_points(st, id, "nothing", 0, &got, &n) == STORE_OK);
+    CHECK(got == NULL && n == 0);
     json_t *sum = NULL;
     CHECK(store_metrics_summary(st, id, &sum) == STORE_OK);
     json_t *loss = json_object_get(sum, "loss");
-    CHECK(loss);
     CHECK_EQ_INT(json_integer_value(json_object_get(loss, "step_of_min")), 2);
-    CHECK_NEAR(json_number_value(json_object_get(loss, "min")), 1, 0);
-    CHECK_NEAR(json_number_value(json_object_get(loss, "max")), 9, 0);
-    CHECK_NEAR(json_number_value(json_object_get(loss, "last")), 2, 0);
-    CHECK_NEAR(json_number_value(json_object_get(loss, "mean")), 4, 1e-12);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "min")), 1.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "max")), 9.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "last")), 2.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(loss, "mean")), 4.1, 1e-12);
     CHECK_EQ_INT(json_integer_value(json_object_get(loss, "count")), 5);
     CHECK_EQ_INT(json_integer_value(json_object_get(loss, "last_step")), 5);
     json_decref(sum);
+    json_t *brief = NULL;
+    CHECK(store_run_brief(st, id, &brief) == STORE_OK);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(brief, "loss"), "last")), 2.1, 0);
+    CHECK_NEAR(json_number_value(json_object_get(json_object_get(brief, "tau"), "max")), 0.75, 0);
+    CHECK(json_object_get(brief, "val_loss") == NULL);
+    json_decref(brief);
+    store_close(st);
+}
+
+TEST(metric_points_come_back_by_key_then_step) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    long long id = new_run(st, "points");
+    CHECK(id > 0);
+    static const char *const keys[] = {"tau.0.1", "loss", "tau.0.0", "lr"};
+    store_metric pts[12];
+    int k = 0;
+    for (int step = 3; step >= 1; step--)
+        for (int i = 0; i < 4; i++) {
+            pts[k] = (store_metric){.run_id = id, .step = step, .value = step * 10 + i, .wall_time = step};
+            snprintf(pts[k].key, sizeof pts[k].key, "%s", keys[i]);
+            k++;
+        }
+    CHECK(store_metrics_insert(st, pts, 12) == STORE_OK);
+    store_metric *got;
+    size_t n;
+    CHECK(store_metrics_points(st, id, "tau.*,loss", 2, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 6);
+    static const char *const want_keys[] = {"loss", "loss", "tau.0.0", "tau.0.0", "tau.0.1", "tau.0.1"};
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(!strcmp(got[i].key, want_keys[i]), "point %zu has key %s", i, got[i].key);
+        CHECK_EQ_INT(got[i].step, 2 + (int)(i % 2));
+    }
+    free(got);
     store_close(st);
 }
 
 TEST(brief_leaves_no_output_on_error) {
-    store *st;
-    char path[320];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
     long long id = new_run(st, "brief");
     CHECK(id > 0);
     json_t *brief = NULL;
     CHECK(store_run_brief(st, id, &brief) == STORE_OK);
     CHECK(json_is_object(brief));
     json_decref(brief);
-    CHECK(raw_exec(path, "DROP TABLE metric_summaries") == 0);
+    CHECK(B->raw(where, "DROP TABLE metric_summaries") == 0);
     brief = (json_t *)0x1; /* whatever the caller had there */
     store_status s = store_run_brief(st, id, &brief);
-    CHECK_MSG(s != STORE_OK, "the brief of a run without a metrics table came back OK");
+    CHECK_MSG(s != STORE_OK, "the brief of a run without a summaries table came back OK");
     CHECK_MSG(brief == NULL, "an output was left (and owned by nobody) after an error");
-    store_close(st);
-}
-
-/* Makes every b-tree leaf page of the named tables/indexes after the first unreadable. */
-static int corrupt_later_leaves(const char *path, const char *const *names) {
-    sqlite3 *db;
-    if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
-    int pages[4096], n = 0;
-    for (int k = 0; names[k]; k++) {
-        sqlite3_stmt *q;
-        if (sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", -1,
-                               &q, NULL) != SQLITE_OK)
-            break;
-        sqlite3_bind_text(q, 1, names[k], -1, SQLITE_STATIC);
-        int first = 1;
-        while (sqlite3_step(q) == SQLITE_ROW && n < 4096) {
-            if (!first) pages[n++] = sqlite3_column_int(q, 0);
-            first = 0;
-        }
-        sqlite3_finalize(q);
-    }
-    sqlite3_close(db);
-    if (n == 0) return -1;
-    int fd = open(path, O_WRONLY);
-    if (fd < 0) return -1;
-    unsigned char junk[16];
-    memset(junk, 0xEE, sizeof junk);
-    for (int i = 0; i < n; i++)
-        if (pwrite(fd, junk, sizeof junk, (off_t)(pages[i] - 1) * 4096) != (ssize_t)sizeof junk) {
-            close(fd);
-            return -1;
-        }
-    close(fd);
-    return n;
-}
-
-TEST(a_read_error_is_an_error_not_the_end_of_the_rows) {
-    store *st;
-    char path[320], err[256];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
-    /* Enough queued runs to fill several leaf pages. */
-    for (int i = 0; i < 1500; i++) CHECK(new_run(st, "queued-run-with-a-longish-name-to-fill-pages") > 0);
-    long long *ids = NULL;
-    int n = 0;
-    CHECK(store_runs_queued(st, &ids, &n) == STORE_OK);
-    CHECK_EQ_INT(n, 1500);
-    free(ids);
-    store_close(st); /* the last connection folds the WAL into the file */
-    static const char *const names[] = {"runs", "runs_status", NULL};
-    int bad = corrupt_later_leaves(path, names);
-    CHECK_MSG(bad > 0, "no pages to corrupt");
-    CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);
-    ids = (long long *)0x1;
-    n = 7;
-    store_status s = store_runs_queued(st, &ids, &n);
-    CHECK_MSG(s != STORE_OK, "a corrupt runs table gave %d queued runs and OK", n);
-    CHECK(ids == NULL);
-    CHECK_EQ_INT(n, 0);
-    json_t *counts = (json_t *)0x1;
-    s = store_run_counts(st, &counts);
-    CHECK_MSG(s != STORE_OK, "a corrupt runs table gave counts and OK");
-    CHECK(counts == NULL);
-    json_t *list = (json_t *)0x1;
-    long long total = 7;
-    store_run_filter f = {.limit = 500};
-    s = store_run_list(st, &f, &list, &total);
-    CHECK(s != STORE_OK);
-    CHECK(list == NULL);
-    CHECK_EQ_INT(total, 0);
+    json_t *sum = (json_t *)0x1;
+    CHECK(store_metrics_summary(st, id, &sum) == STORE_ERROR);
+    CHECK(sum == NULL);
+    CHECK(store_last_error()[0] != 0);
+    CHECK(!store_unavailable()); /* the database answered: it is not out of reach */
     store_close(st);
 }
 
 TEST(an_experiment_is_created_whole_or_not_at_all) {
-    store *st;
-    char path[320];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
-    store_new_experiment e = {.name = "ab", .base_json = "{}", .variants_json = "[]"};
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    store_new_experiment e = {.name = "ab", .base_json = "{\"a\":1}", .variants_json = "[]", .replicates = 3};
     store_new_run runs[3] = {
         {.name = "ab/a", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
-        {.name = "ab/b", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
-        {.name = "ab/c", .config_json = "{\"steps\":5}", .seed = 1, .total_steps = 5, .corpus = "small"},
+        {.name = "ab/b",
+         .config_json = "{\"steps\":5}",
+         .seed = 1,
+         .total_steps = 5,
+         .corpus = "small",
+         .replicate = 1},
+        {.name = "ab/c",
+         .config_json = "{\"steps\":5}",
+         .seed = 1,
+         .total_steps = 5,
+         .corpus = "small",
+         .replicate = 2},
     };
     long long exp_id = -1, ids[3] = {-1, -1, -1};
     CHECK(store_experiment_create(st, &e, runs, 3, &exp_id, ids) == STORE_OK);
-    CHECK(exp_id > 0);
+    CHECK(exp_id == 1 && ids[0] == 1 && ids[2] == 3);
     for (int i = 0; i < 3; i++) {
         json_t *r = NULL;
         CHECK(store_run_get(st, ids[i], &r) == STORE_OK);
         CHECK_EQ_INT(json_integer_value(json_object_get(r, "experiment_id")), exp_id);
+        CHECK_EQ_INT(json_integer_value(json_object_get(r, "replicate")), i);
         json_decref(r);
     }
+    json_t *o = NULL;
+    CHECK(store_experiment_get(st, exp_id, &o) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "run_count")), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "replicates")), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(o, "base"), "a")), 1);
+    json_decref(o);
     /* The third run cannot be stored (its config is not JSON): no experiment, no run. */
     runs[2].config_json = "{not json";
     long long before_runs, before_exps;
@@ -211,119 +542,99 @@ TEST(an_experiment_is_created_whole_or_not_at_all) {
     store_close(st);
 }
 
-TEST(metric_points_come_back_by_key_then_step) {
-    store *st;
-    char path[320];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
-    long long id = new_run(st, "points");
-    CHECK(id > 0);
-    static const char *const keys[] = {"tau.0.1", "loss", "tau.0.0", "lr"};
-    store_metric pts[12];
-    int k = 0;
-    for (int step = 3; step >= 1; step--)
-        for (int i = 0; i < 4; i++) {
-            pts[k] = (store_metric){.run_id = id, .step = step, .value = step * 10 + i, .wall_time = step};
-            snprintf(pts[k].key, sizeof pts[k].key, "%s", keys[i]);
-            k++;
-        }
-    CHECK(store_metrics_insert(st, pts, 12) == STORE_OK);
-    store_metric *got;
-    size_t n;
-    CHECK(store_metrics_points(st, id, "tau.*,loss", 2, &got, &n) == STORE_OK);
-    CHECK_EQ_INT(n, 6);
-    static const char *const want_keys[] = {"loss", "loss", "tau.0.0", "tau.0.0", "tau.0.1", "tau.0.1"};
-    for (size_t i = 0; i < n; i++) {
-        CHECK_MSG(!strcmp(got[i].key, want_keys[i]), "point %zu has key %s", i, got[i].key);
-        CHECK_EQ_INT(got[i].step, 2 + (int)(i % 2));
-    }
-    free(got);
-    got = (store_metric *)0x1;
-    CHECK(store_metrics_points(st, id, "nothing", 0, &got, &n) == STORE_OK);
-    CHECK(got == NULL);
-    CHECK_EQ_INT(n, 0);
+TEST(corpora_probes_and_artefacts) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    json_t *o = NULL;
+    long long total = 0;
+    store_corpus c = {.name = "mine", .tokenizer = "bytes", .status = "tokenizing", .bytes = 10};
+    CHECK(store_corpus_create(st, &c) == STORE_OK);
+    CHECK(store_corpus_create(st, &c) == STORE_CONFLICT);
+    c.status = "ready";
+    c.tokens = 10;
+    CHECK(store_corpus_put(st, &c) == STORE_OK);
+    CHECK(store_corpus_get(st, "mine", &o) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(o, "status")), "ready"));
+    CHECK(json_is_false(json_object_get(o, "builtin")));
+    json_decref(o);
+    CHECK(store_corpus_list(st, &o) == STORE_OK);
+    CHECK_EQ_INT(json_array_size(o), 1);
+    json_decref(o);
+    CHECK(store_corpus_delete(st, "mine") == STORE_OK);
+    CHECK(store_corpus_delete(st, "mine") == STORE_NOT_FOUND);
+    store_corpus task = {
+        .name = "copy", .tokenizer = "task", .status = "ready", .task_json = "{\"kind\":\"copy_offset\"}"};
+    CHECK(store_corpus_create(st, &task) == STORE_OK);
+    CHECK(store_corpus_get(st, "copy", &o) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(o, "task"), "kind")), "copy_offset"));
+    json_decref(o);
+    store_corpus builtin = {.name = "small", .tokenizer = "gpt2", .status = "ready", .builtin = 1};
+    CHECK(store_corpus_put(st, &builtin) == STORE_OK);
+    CHECK(store_corpus_delete(st, "small") == STORE_CONFLICT);
+    c.status = "tokenizing";
+    CHECK(store_corpus_put(st, &c) == STORE_OK);
+    int changed = -1;
+    CHECK(store_corpora_fail_tokenizing(st, "stopped", &changed) == STORE_OK);
+    CHECK_EQ_INT(changed, 1);
+
+    json_t *result = json_pack("{s:s, s:[{s:s, s:[s,s], s:[[i,i],[i,i]]}]}", "summary", "ok", "tables", "name", "t",
+                               "columns", "a", "b", "rows", 1, 2, 3, 4);
+    store_new_probe p = {.kind = "k",
+                         .params_json = "{}",
+                         .cache_key = "ck",
+                         .status = "succeeded",
+                         .seed = 1,
+                         .duration_ms = 1.5,
+                         .result = result};
+    long long pid = 0, found = 0;
+    CHECK(store_probe_insert(st, &p, &pid) == STORE_OK);
+    json_decref(result);
+    CHECK(store_probe_find(st, "k", "ck", &found) == STORE_OK && found == pid);
+    CHECK(store_probe_find(st, "k", "other", &found) == STORE_NOT_FOUND);
+    CHECK(store_probe_get(st, pid, &o) == STORE_OK);
+    json_t *rows = json_object_get(json_array_get(json_object_get(json_object_get(o, "result"), "tables"), 0), "rows");
+    CHECK_EQ_INT(json_array_size(rows), 2);
+    json_decref(o);
+    CHECK(store_probe_list(st, NULL, 10, 0, &o, &total) == STORE_OK);
+    CHECK(total == 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(
+                     json_array_get(json_object_get(json_object_get(json_array_get(o, 0), "result"), "tables"), 0),
+                     "row_count")),
+                 2);
+    json_decref(o);
+    CHECK(store_probe_table(st, pid, "t", &o) == STORE_OK);
+    json_decref(o);
+    CHECK(store_probe_table(st, pid, "nope", &o) == STORE_NOT_FOUND);
+
+    long long rid = new_run(st, "with checkpoint");
+    store_artifact a = {.path = "runs/x/checkpoint.safetensors",
+                        .kind = "checkpoint",
+                        .run_id = rid,
+                        .step = 4,
+                        .bytes = 10,
+                        .sha256 = "ab"};
+    CHECK(store_artifact_put(st, &a) == STORE_OK);
+    a.step = 8;
+    CHECK(store_artifact_put(st, &a) == STORE_OK);
+    CHECK(store_artifact_get(st, a.path, &o) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, "step")), 8);
+    json_decref(o);
+    CHECK(store_artifact_get(st, "elsewhere", &o) == STORE_NOT_FOUND);
     store_close(st);
 }
 
-/* ---- series summaries (migration 0008) against a recomputation from the rows ------------------ */
-
-/* What GET /api/runs/{id}/summary gave before the summaries: SQLite's aggregates over the rows,
- * on a connection of its own. */
-static json_t *summary_from_rows(const char *path, long long run_id) {
-    sqlite3 *db;
-    if (sqlite3_open(path, &db) != SQLITE_OK) return NULL;
-    sqlite3_stmt *q = NULL;
-    json_t *sum = json_object();
-    if (sqlite3_prepare_v2(db,
-                           "SELECT m.key, min(m.value), max(m.value), avg(m.value), count(*), max(m.step), "
-                           "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.key = m.key "
-                           "   ORDER BY l.step DESC LIMIT 1), "
-                           "  (SELECT min(s.step) FROM metrics s WHERE s.run_id = m.run_id AND s.key = m.key "
-                           "   AND s.value = min(m.value)) "
-                           "FROM metrics m WHERE m.run_id = ? GROUP BY m.key ORDER BY m.key",
-                           -1, &q, NULL) != SQLITE_OK) {
+/* 1 when the store's summary and brief are the backend's own aggregates over the rows, byte for byte. */
+static int store_matches_rows(store *st, const char *where, long long run_id) {
+    json_t *sum = NULL, *brief = NULL;
+    if (store_metrics_summary(st, run_id, &sum) != STORE_OK || store_run_brief(st, run_id, &brief) != STORE_OK) {
         json_decref(sum);
-        sum = NULL;
+        return 0;
     }
-    int rc = SQLITE_DONE;
-    if (sum) sqlite3_bind_int64(q, 1, run_id);
-    while (sum && (rc = sqlite3_step(q)) == SQLITE_ROW)
-        json_object_set_new(sum, (const char *)sqlite3_column_text(q, 0),
-                            json_pack("{s:f, s:f, s:f, s:f, s:i, s:I, s:i}", "last", sqlite3_column_double(q, 6), "min",
-                                      sqlite3_column_double(q, 1), "max", sqlite3_column_double(q, 2), "mean",
-                                      sqlite3_column_double(q, 3), "step_of_min", sqlite3_column_int(q, 7), "count",
-                                      (json_int_t)sqlite3_column_int64(q, 4), "last_step", sqlite3_column_int(q, 5)));
-    if (sum && rc != SQLITE_DONE) {
-        json_decref(sum);
-        sum = NULL;
-    }
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return sum;
-}
-
-/* The runs list's brief as it was computed from the rows. */
-static json_t *brief_from_rows(const char *path, long long run_id) {
-    sqlite3 *db;
-    if (sqlite3_open(path, &db) != SQLITE_OK) return NULL;
-    json_t *brief = json_object();
-    static const char *const keys[] = {"loss", "val_loss"};
-    for (int k = 0; k < 3 && brief; k++) {
-        sqlite3_stmt *q = NULL;
-        const char *sql = k < 2 ? "SELECT min(value), count(*), (SELECT value FROM metrics WHERE run_id = ?1 AND "
-                                  "key = ?2 ORDER BY step DESC LIMIT 1) FROM metrics WHERE run_id = ?1 AND key = ?2"
-                                : "SELECT min(value), max(value), count(*) FROM metrics WHERE run_id = ?1 AND key >= "
-                                  "'tau.' AND key < 'tau/' AND step = (SELECT max(step) FROM metrics WHERE run_id = "
-                                  "?1 AND key = 'tau.0.0')";
-        if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
-            json_decref(brief);
-            brief = NULL;
-            break;
-        }
-        sqlite3_bind_int64(q, 1, run_id);
-        if (k < 2) sqlite3_bind_text(q, 2, keys[k], -1, SQLITE_STATIC);
-        if (sqlite3_step(q) != SQLITE_ROW) {
-            json_decref(brief);
-            brief = NULL;
-        } else if (k < 2 && sqlite3_column_int64(q, 1) > 0) {
-            json_object_set_new(
-                brief, keys[k],
-                json_pack("{s:f, s:f}", "last", sqlite3_column_double(q, 2), "min", sqlite3_column_double(q, 0)));
-        } else if (k == 2 && sqlite3_column_int64(q, 2) > 0) {
-            json_object_set_new(
-                brief, "tau",
-                json_pack("{s:f, s:f}", "min", sqlite3_column_double(q, 0), "max", sqlite3_column_double(q, 1)));
-        }
-        sqlite3_finalize(q);
-    }
-    sqlite3_close(db);
-    return brief;
-}
-
-/* 1 when the store's answer is the recomputation's, byte for byte; prints both otherwise. */
-static int same_json(const char *what, long long run_id, json_t *got, json_t *want) {
+    json_t *got = json_pack("{s:o, s:o}", "summary", sum, "brief", brief), *want = B->from_rows(where, run_id);
     char *a = got ? json_dumps(got, JSON_COMPACT) : NULL, *b = want ? json_dumps(want, JSON_COMPACT) : NULL;
     int same = a && b && !strcmp(a, b);
-    if (!same) printf("# run %lld %s:\n#   store: %s\n#   rows:  %s\n", run_id, what, a ? a : "-", b ? b : "-");
+    if (!same) printf("# run %lld:\n#   store: %s\n#   rows:  %s\n", run_id, a ? a : "-", b ? b : "-");
     free(a);
     free(b);
     json_decref(got);
@@ -331,46 +642,35 @@ static int same_json(const char *what, long long run_id, json_t *got, json_t *wa
     return same;
 }
 
-static int store_matches_rows(store *st, const char *path, long long run_id) {
-    json_t *sum = NULL, *brief = NULL;
-    if (store_metrics_summary(st, run_id, &sum) != STORE_OK || store_run_brief(st, run_id, &brief) != STORE_OK) {
-        json_decref(sum);
-        return 0;
-    }
-    return same_json("summary", run_id, sum, summary_from_rows(path, run_id)) &
-           same_json("brief", run_id, brief, brief_from_rows(path, run_id));
-}
-
 TEST(summaries_equal_a_recomputation_from_the_rows) {
-    store *st;
-    char path[320];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
     static series_model m;
     memset(&m, 0, sizeof m);
     m.run[0] = new_run(st, "sum-a");
     m.run[1] = new_run(st, "sum-b");
     CHECK(m.run[0] > 0 && m.run[1] > 0);
     store_metric pts[96];
-    for (int b = 0; b < 150; b++) {
-        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
+    for (int b = 0; b < B->batches; b++) {
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], B->signed_zero);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
-        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, where, m.run[r]), "after batch %d", b);
     }
     /* The loss orders of the runs list read the summaries: the same order as the rows give. */
     static const char *const sorts[] = {"loss", "-loss", "min_val_loss", "-min_val_loss"};
     for (int i = 0; i < 4; i++) {
-        json_t *list = NULL;
+        json_t *list = NULL, *sum0 = NULL, *sum1 = NULL;
         long long total = 0;
         store_run_filter f = {.limit = 10, .sort = sorts[i]};
         CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
-        json_t *sum0 = NULL, *sum1 = NULL;
         CHECK(store_metrics_summary(st, m.run[0], &sum0) == STORE_OK);
         CHECK(store_metrics_summary(st, m.run[1], &sum1) == STORE_OK);
         const char *key = i < 2 ? "loss" : "val_loss", *field = i < 2 ? "last" : "min";
         double a = json_real_value(json_object_get(json_object_get(sum0, key), field));
         double b = json_real_value(json_object_get(json_object_get(sum1, key), field));
         int a_first =
-            (i % 2 == 0) ? (a < b || (a == b && m.run[0] < m.run[1])) : (a > b || (a == b && m.run[0] > m.run[1]));
+            i % 2 == 0 ? (a < b || (a == b && m.run[0] < m.run[1])) : (a > b || (a == b && m.run[0] > m.run[1]));
         CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(list, 0), "id")), a_first ? m.run[0] : m.run[1]);
         json_decref(sum0);
         json_decref(sum1);
@@ -380,21 +680,15 @@ TEST(summaries_equal_a_recomputation_from_the_rows) {
     CHECK(store_run_transition(st, m.run[0], (const char *const[]){"queued", NULL}, "cancelled", NULL) == STORE_OK);
     CHECK(store_run_delete(st, m.run[0]) == STORE_OK);
     store_close(st);
-    sqlite3 *db;
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-    sqlite3_stmt *q;
-    CHECK(sqlite3_prepare_v2(db, "SELECT count(*) FROM metric_summaries WHERE run_id = ?", -1, &q, NULL) == SQLITE_OK);
-    sqlite3_bind_int64(q, 1, m.run[0]);
-    CHECK(sqlite3_step(q) == SQLITE_ROW);
-    CHECK_EQ_INT(sqlite3_column_int(q, 0), 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM metric_summaries WHERE run_id = %lld", m.run[0]);
+    CHECK_EQ_INT(B->raw_count(where, sql), 0);
 }
 
 TEST(an_old_database_gets_its_summaries_from_the_migration) {
-    store *st;
-    char path[320], err[256];
-    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
     static series_model m;
     memset(&m, 0, sizeof m);
     m.run[0] = new_run(st, "old-a");
@@ -402,35 +696,150 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     CHECK(m.run[0] > 0 && m.run[1] > 0);
     store_metric pts[96];
     for (int b = 0; b < 40; b++) {
-        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], B->signed_zero);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
     }
     store_close(st);
     /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
      * nor the later versions' columns. */
-    CHECK(raw_exec(path, "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP "
-                         "COLUMN provenance; PRAGMA user_version = 7; "
-                         "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
-                         "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics") == 0);
-    CHECK(store_open(&st, path, err, sizeof err) == STORE_OK);
+    CHECK(B->raw(where, B->to_version_7) == 0);
+    st = reopen(where);
+    CHECK(st);
     CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
-    for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, path, m.run[r]));
+    for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, where, m.run[r]));
     /* and they are kept from there on */
     for (int b = 0; b < 20; b++) {
-        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 1);
+        size_t n = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], B->signed_zero);
         CHECK(store_metrics_insert(st, pts, n) == STORE_OK);
-        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, path, m.run[r]), "after batch %d", b);
+        for (int r = 0; r < 2; r++) CHECK_MSG(store_matches_rows(st, where, m.run[r]), "after batch %d", b);
     }
     store_close(st);
 }
 
+/* The briefs of a page of runs as JSON text: one store_run_briefs (each == 0) or one store_run_brief
+ * per id; NULL on failure or when they are not one per id. */
+static char *briefs_text(store *st, const long long *ids, size_t n, int each) {
+    json_t *all = NULL;
+    if (!each && store_run_briefs(st, ids, n, &all) != STORE_OK) return NULL;
+    if (each) all = json_array();
+    for (size_t i = 0; each && all && i < n; i++) {
+        json_t *b = NULL;
+        if (store_run_brief(st, ids[i], &b) != STORE_OK || json_array_append_new(all, b) < 0) {
+            json_decref(all);
+            all = NULL;
+        }
+    }
+    char *text = json_array_size(all) == n ? json_dumps(all, JSON_COMPACT) : NULL;
+    json_decref(all);
+    return text;
+}
+
+/* 1 when both texts exist and are equal; says which differ otherwise. */
+static int same_text(const char *what, const char *a, const char *b) {
+    int same = a && b && !strcmp(a, b);
+    if (!same) printf("# %s differ:\n#   %s\n#   %s\n", what, a ? a : "-", b ? b : "-");
+    return same;
+}
+
+TEST(a_page_of_briefs_is_each_runs_brief) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    m.run[0] = new_run(st, "brief-a");
+    m.run[1] = new_run(st, "brief-b");
+    long long quiet = new_run(st, "brief-quiet"); /* never gets a point */
+    CHECK(m.run[0] > 0 && m.run[1] > 0 && quiet > 0);
+    /* A page in any order, a run twice, one without series, one that does not exist. */
+    const long long page[] = {m.run[1], quiet, m.run[0], 999999, m.run[1]};
+    const size_t n = sizeof page / sizeof page[0];
+    store_metric pts[96];
+    for (int b = 0; b < 24; b++) {
+        size_t np = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], B->signed_zero);
+        CHECK(store_metrics_insert(st, pts, np) == STORE_OK);
+        if (b % 4 != 3) continue;
+        char *a = briefs_text(st, page, n, 0), *e = briefs_text(st, page, n, 1);
+        int same = same_text("a page and each brief", a, e);
+        free(a);
+        free(e);
+        CHECK_MSG(same, "after batch %d", b);
+    }
+    json_t *none = NULL;
+    CHECK(store_run_briefs(st, NULL, 0, &none) == STORE_OK);
+    CHECK(json_is_array(none) && json_array_size(none) == 0);
+    json_decref(none);
+    json_t *one = NULL;
+    CHECK(store_run_briefs(st, &quiet, 1, &one) == STORE_OK);
+    CHECK(json_object_size(json_array_get(one, 0)) == 0); /* a run without a point has an empty brief */
+    json_decref(one);
+    store_close(st);
+}
+
+/* ---- both backends at once ------------------------------------------------------------------------ */
+
+TEST(both_backends_give_the_same_briefs) {
+    char url[1024], path[1024];
+    store *pg = pg_backend.open_fresh(url, sizeof url), *lite = sqlite_backend.open_fresh(path, sizeof path);
+    CHECK(pg && lite);
+    static series_model m;
+    memset(&m, 0, sizeof m);
+    long long quiet = 0;
+    for (int b = 0; b < 2; b++) { /* the same runs on both (fresh stores: the same ids) */
+        store *st = b ? lite : pg;
+        m.run[0] = new_run(st, "brief-a");
+        m.run[1] = new_run(st, "brief-b");
+        quiet = new_run(st, "brief-quiet");
+    }
+    const long long page[] = {m.run[1], quiet, m.run[0], 999999, m.run[1]};
+    const size_t n = sizeof page / sizeof page[0];
+    store_metric pts[96];
+    for (int b = 0; b < 40; b++) {
+        size_t np = metric_batch_random(&m, pts, sizeof pts / sizeof pts[0], 0);
+        CHECK(store_metrics_insert(pg, pts, np) == STORE_OK);
+        CHECK(store_metrics_insert(lite, pts, np) == STORE_OK);
+        if (b % 4 != 3) continue;
+        char *a = briefs_text(pg, page, n, 0), *l = briefs_text(lite, page, n, 0);
+        int same = same_text("PostgreSQL's and SQLite's page", a, l);
+        free(a);
+        free(l);
+        CHECK_MSG(same, "after batch %d", b);
+    }
+    store_close(pg);
+    store_close(lite);
+}
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} contract_case;
+
+static const contract_case contract[] = {
+    {"runs_round_trip", runs_round_trip},
+    {"metrics_are_stored_exactly_and_summarised", metrics_are_stored_exactly_and_summarised},
+    {"metric_points_come_back_by_key_then_step", metric_points_come_back_by_key_then_step},
+    {"brief_leaves_no_output_on_error", brief_leaves_no_output_on_error},
+    {"an_experiment_is_created_whole_or_not_at_all", an_experiment_is_created_whole_or_not_at_all},
+    {"corpora_probes_and_artefacts", corpora_probes_and_artefacts},
+    {"summaries_equal_a_recomputation_from_the_rows", summaries_equal_a_recomputation_from_the_rows},
+    {"an_old_database_gets_its_summaries_from_the_migration", an_old_database_gets_its_summaries_from_the_migration},
+    {"a_page_of_briefs_is_each_runs_brief", a_page_of_briefs_is_each_runs_brief},
+};
+
 int main(void) {
-    RUN(summary_names_the_step_of_the_minimum);
-    RUN(brief_leaves_no_output_on_error);
-    RUN(a_read_error_is_an_error_not_the_end_of_the_rows);
-    RUN(an_experiment_is_created_whole_or_not_at_all);
-    RUN(metric_points_come_back_by_key_then_step);
-    RUN(summaries_equal_a_recomputation_from_the_rows);
-    RUN(an_old_database_gets_its_summaries_from_the_migration);
+    const backend *backends[] = {&sqlite_backend, &pg_backend};
+    for (size_t b = 0; b < 2; b++) {
+        if (backends[b] == &pg_backend && !pgtest_server_url()) {
+            printf("FAIL postgresql: no PostgreSQL server for the tests\n");
+            return 1;
+        }
+        for (size_t i = 0; i < sizeof contract / sizeof contract[0]; i++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s/%s", backends[b]->name, contract[i].name);
+            B = backends[b];
+            test_run(name, contract[i].fn);
+        }
+    }
+    RUN(both_backends_give_the_same_briefs);
     return test_summary();
 }

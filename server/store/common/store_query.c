@@ -105,15 +105,53 @@ int store_probe_split(const json_t *result, char **rest_text, json_t **tables) {
     return 0;
 }
 
-int store_probe_table_parts(const json_t *table, const char **name, char **columns, char **rows) {
-    *columns = json_dumps(json_object_get(table, "columns"), JSON_COMPACT);
-    *rows = json_dumps(json_object_get(table, "rows"), JSON_COMPACT);
-    *name = json_string_value(json_object_get(table, "name"));
-    if (*columns && *rows && *name) return 0;
-    free(*columns);
-    free(*rows);
-    *columns = *rows = NULL;
-    return -1;
+store_status store_probe_tables_insert(long long probe_id, const json_t *tables, store_table_insert_fn insert,
+                                       void *ctx) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tables, i, t) {
+        char *cols = json_dumps(json_object_get(t, "columns"), JSON_COMPACT);
+        char *rows = json_dumps(json_object_get(t, "rows"), JSON_COMPACT);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        store_status s = cols && rows && name ? insert(ctx, probe_id, (long long)i, name, cols, rows)
+                                              : store_fail("insert probe table: a table without name, columns or rows");
+        free(cols);
+        free(rows);
+        if (s != STORE_OK) return s;
+    }
+    return STORE_OK;
+}
+
+store_status store_probe_attach_tables(json_t *result, json_t *tables, store_status s) {
+    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
+        return store_fail("probe tables: out of memory");
+    if (s != STORE_OK) json_decref(tables);
+    return s;
+}
+
+int store_ids_push(store_ids *ids, long long id, const char *what) {
+    if (ids->n == ids->cap) {
+        int cap = ids->cap ? ids->cap * 2 : 16;
+        long long *grown = realloc(ids->v, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            store_fail("%s: out of memory", what);
+            return -1;
+        }
+        ids->v = grown;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
+
+store_status store_ids_done(store_status s, store_ids *ids, long long **out, int *n) {
+    if (s != STORE_OK) {
+        free(ids->v);
+        return s;
+    }
+    *out = ids->v;
+    *n = ids->n;
+    return STORE_OK;
 }
 
 json_t *store_run_counts_zero(void) {

@@ -29,9 +29,27 @@ int store_key_matches(const char *key, const char *keys);
  * is NULL), *tables its "tables" array (a new reference, NULL when it has none). -1 when out of
  * memory (nothing to free then). */
 int store_probe_split(const json_t *result, char **rest_text, json_t **tables);
-/* Table i of a probe's tables as stored: its name, and its columns and rows as JSON text (free
- * both). -1 when the table lacks one of them. */
-int store_probe_table_parts(const json_t *table, const char **name, char **columns, char **rows);
+
+/* Inserts the tables of probe probe_id (an array of {"name","columns","rows"}; NULL: none) one by
+ * one: insert(ctx, probe_id, i, name, columns, rows) with columns and rows as JSON text; the first
+ * status that is not STORE_OK ends it. A table without a name, columns or rows is STORE_ERROR. */
+typedef store_status (*store_table_insert_fn)(void *ctx, long long probe_id, long long i, const char *name,
+                                              const char *columns, const char *rows);
+store_status store_probe_tables_insert(long long probe_id, const json_t *tables, store_table_insert_fn insert,
+                                       void *ctx);
+
+/* Puts tables (stolen; a new array of a probe's tables, NULL when it could not be made) into the
+ * probe's result as "tables" when s is STORE_OK, and frees them otherwise. Returns the outcome. */
+store_status store_probe_attach_tables(json_t *result, json_t *tables, store_status s);
+
+/* A growing list of run ids: push, then done hands it out (store.h's rule for outputs). */
+typedef struct {
+    long long *v;
+    int n, cap;
+} store_ids;
+/* -1 when out of memory (recorded as "`what`: out of memory"). */
+int store_ids_push(store_ids *ids, long long id, const char *what);
+store_status store_ids_done(store_status s, store_ids *ids, long long **out, int *n);
 
 /* {"queued":0, "running":0, …} with every status of store_run_statuses; NULL when out of memory. */
 json_t *store_run_counts_zero(void);

@@ -2,7 +2,12 @@
 #include "store/common/store_rows.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "store/common/store_error.h"
+#include "store/common/store_query.h"
 
 json_t *store_col_text(const store_row *r, int col) {
     const char *t = r->ops->text(r, col);
@@ -190,4 +195,36 @@ int store_brief_series(json_t *brief, const char *key, double last, double min) 
 
 int store_brief_tau(json_t *brief, double min, double max) {
     return json_object_set_new(brief, "tau", json_pack("{s:f, s:f}", "min", min, "max", max));
+}
+
+int store_points_add_row(store_points *p, const store_row *r, long long run_id, const char *keys) {
+    const char *key = r->ops->text(r, 0);
+    if (!key || !store_key_matches(key, keys)) return 0;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        store_metric *grown = realloc(p->v, cap * sizeof *grown);
+        if (!grown) {
+            store_fail("read metrics: out of memory");
+            return -1;
+        }
+        p->v = grown;
+        p->cap = cap;
+    }
+    store_metric *m = &p->v[p->n++];
+    m->run_id = run_id;
+    snprintf(m->key, sizeof m->key, "%s", key);
+    m->step = (int)r->ops->i64(r, 1);
+    m->value = r->ops->real(r, 2);
+    m->wall_time = r->ops->real(r, 3);
+    return 0;
+}
+
+store_status store_points_done(store_status s, store_points *p, store_metric **out, size_t *n) {
+    if (s != STORE_OK || p->n == 0) {
+        free(p->v);
+        return s;
+    }
+    *out = p->v;
+    *n = p->n;
+    return STORE_OK;
 }

@@ -68,6 +68,17 @@ json_t *store_artifact_from_row(const store_row *r);
  * heartbeat age, alive, stopped_at, running (a JSON array of run ids as text). */
 json_t *store_node_from_row(const store_row *r);
 
+/* A growing list of metric points: add_row appends the row's point (columns key, step, value,
+ * wall_time) when its key matches keys (store_key_matches); done hands the list out (NULL and 0
+ * when it is empty, or on any status but STORE_OK). */
+typedef struct {
+    store_metric *v;
+    size_t n, cap;
+} store_points;
+/* -1 when out of memory (recorded). */
+int store_points_add_row(store_points *p, const store_row *r, long long run_id, const char *keys);
+store_status store_points_done(store_status s, store_points *p, store_metric **out, size_t *n);
+
 /* A series' summary: the columns of STORE_SUMMARY_COLUMNS from col on. */
 #define STORE_SUMMARY_COLUMNS "count, last_step, last_value, min_value, min_step, max_value, sum, sum_err"
 void store_summary_from_row(const store_row *r, int col, store_summary *sum);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/common/store_error.h"
+
 void store_summary_init(store_summary *s) { *s = (store_summary){0}; }
 
 void store_summary_add(store_summary *s, int step, double value, int flags) {
@@ -64,4 +66,15 @@ size_t store_metric_distinct(const store_metric *points, size_t n, size_t *idx) 
         idx[u++] = idx[i];
     }
     return u;
+}
+
+size_t *store_metric_distinct_new(const store_metric *points, size_t n, size_t *u) {
+    *u = 0;
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    if (!idx) {
+        store_fail("insert metrics: out of memory");
+        return NULL;
+    }
+    *u = store_metric_distinct(points, n, idx);
+    return idx;
 }

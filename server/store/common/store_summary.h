@@ -42,5 +42,8 @@ double store_summary_mean(const store_summary *s, int flags);
  * one per (run, key, step), the last given of equal ones, NaN left out (SQL has no NaN: such a
  * step has no point), in (run, key, step) order. Returns their count. */
 size_t store_metric_distinct(const store_metric *points, size_t n, size_t *idx);
+/* The same into a new array (free it) with its count in *u; NULL when out of memory (recorded as
+ * "insert metrics: out of memory"). */
+size_t *store_metric_distinct_new(const store_metric *points, size_t n, size_t *u);
 
 #endif

@@ -458,7 +458,7 @@ static void pg_store_close(store *st) {
     free(p);
 }
 
-static int pg_schema_version(store *st) {
+int store_pg_schema_version(store *st) {
     pg_conn *c = spg_get(st);
     if (!c) return -1;
     char err[256];
@@ -467,7 +467,7 @@ static int pg_schema_version(store *st) {
     return v;
 }
 
-static store_status pg_ping(store *st) {
+store_status store_pg_ping(store *st) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;
     pg_res *r = NULL;
@@ -554,53 +554,13 @@ store_status store_pg_listen(store *st, store_notify_fn fn, void *ctx) {
 
 static const store_ops pg_ops = {
     .name = "postgresql",
-    .shared = 1,
-    .close = pg_store_close,
-    .schema_version = pg_schema_version,
-    .ping = pg_ping,
-    .run_create = store_pg_run_create,
-    .run_get = store_pg_run_get,
-    .run_list = store_pg_run_list,
-    .run_transition = store_pg_run_transition,
-    .run_progress = store_pg_run_progress,
-    .run_set_provenance = store_pg_run_set_provenance,
-    .run_update = store_pg_run_update,
-    .run_delete = store_pg_run_delete,
-    .runs_interrupt_running = store_pg_runs_interrupt_running,
-    .runs_queued = store_pg_runs_queued,
-    .run_counts = store_pg_run_counts,
-    .metrics_insert = store_pg_metrics_insert,
-    .metrics_points = store_pg_metrics_points,
-    .metrics_summary = store_pg_metrics_summary,
-    .run_brief = store_pg_run_brief,
-    .run_briefs = store_pg_run_briefs,
-    .experiment_create = store_pg_experiment_create,
-    .experiment_discard = store_pg_experiment_discard,
-    .experiment_get = store_pg_experiment_get,
-    .experiment_list = store_pg_experiment_list,
-    .corpus_put = store_pg_corpus_put,
-    .corpus_create = store_pg_corpus_create,
-    .corpus_get = store_pg_corpus_get,
-    .corpus_list = store_pg_corpus_list,
-    .corpus_delete = store_pg_corpus_delete,
-    .corpora_fail_tokenizing = store_pg_corpora_fail_tokenizing,
-    .artifact_put = store_pg_artifact_put,
-    .artifact_get = store_pg_artifact_get,
-    .probe_insert = store_pg_probe_insert,
-    .probe_find = store_pg_probe_find,
-    .probe_get = store_pg_probe_get,
-    .probe_list = store_pg_probe_list,
-    .probe_table = store_pg_probe_table,
-    .node_register = store_pg_node_register,
-    .node_heartbeat = store_pg_node_heartbeat,
-    .node_stopped = store_pg_node_stopped,
-    .node_list = store_pg_node_list,
     .set_node = store_pg_set_node,
-    .run_claim = store_pg_run_claim,
-    .run_renew = store_pg_run_renew,
-    .run_release = store_pg_run_release,
     .lease_hold = store_pg_lease_hold,
     .lease_drop = store_pg_lease_drop,
-    .run_request_cancel = store_pg_run_request_cancel,
-    .listen = store_pg_listen,
+    .close = pg_store_close,
+    .shared = 1,
+    /* clang-format off */
+    STORE_CONTRACT(STORE_FILL, store_pg_)
+    STORE_SHARED_CONTRACT(STORE_FILL, store_pg_)
+    /* clang-format on */
 };

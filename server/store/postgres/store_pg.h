@@ -63,62 +63,17 @@ char *spg_array_json(const json_t *strings);
 /* Wall-clock Unix seconds of this machine (the database's clock is used for leases). */
 double spg_now(void);
 
-/* ---- the store.h contract, PostgreSQL side ---------------------------------------------- */
-store_status store_pg_run_create(store *st, const store_new_run *run, long long *id_out);
-store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run, long long experiment_id,
-                                 long long *id_out);
-store_status store_pg_run_get(store *st, long long id, json_t **out);
-store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **runs, long long *total);
-store_status store_pg_run_transition(store *st, long long id, const char *const *from, const char *to,
-                                     const char *error);
-store_status store_pg_run_progress(store *st, long long id, int step, int checkpoint_step);
-store_status store_pg_run_set_provenance(store *st, long long id, const char *provenance_json);
-store_status store_pg_run_update(store *st, long long id, const char *name, const char *note, const json_t *tags);
-store_status store_pg_run_delete(store *st, long long id);
-int store_pg_runs_interrupt_running(store *st);
-store_status store_pg_runs_queued(store *st, long long **ids, int *n);
-store_status store_pg_run_counts(store *st, json_t **out);
-
-store_status store_pg_metrics_insert(store *st, const store_metric *points, size_t n);
-store_status store_pg_metrics_points(store *st, long long run_id, const char *keys, int since_step,
-                                     store_metric **points, size_t *n);
-store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out);
-store_status store_pg_run_brief(store *st, long long run_id, json_t **out);
-store_status store_pg_run_briefs(store *st, const long long *ids, size_t n, json_t **out);
-
-store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
-                                        long long *exp_id, long long *run_ids);
-store_status store_pg_experiment_discard(store *st, long long id);
-store_status store_pg_experiment_get(store *st, long long id, json_t **out);
-store_status store_pg_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
-
-store_status store_pg_corpus_put(store *st, const store_corpus *c);
-store_status store_pg_corpus_create(store *st, const store_corpus *c);
-store_status store_pg_corpus_get(store *st, const char *name, json_t **out);
-store_status store_pg_corpus_list(store *st, json_t **out);
-store_status store_pg_corpus_delete(store *st, const char *name);
-store_status store_pg_corpora_fail_tokenizing(store *st, const char *error, int *n);
-
-store_status store_pg_probe_insert(store *st, const store_new_probe *p, long long *id_out);
-store_status store_pg_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out);
-store_status store_pg_probe_get(store *st, long long id, json_t **out);
-store_status store_pg_probe_list(store *st, const char *kind, int limit, int offset, json_t **out, long long *total);
-store_status store_pg_probe_table(store *st, long long id, const char *name, json_t **out);
-
+/* ---- the backend's table (store_backend.h) -------------------------------------------------------
+ * store_pg_<name> for each function of STORE_CONTRACT and STORE_SHARED_CONTRACT, in the resource
+ * file of its resource (store_pg.c: ping, schema_version, listen and the leases held here). */
+STORE_CONTRACT(STORE_DECLARE, store_pg_)
+STORE_SHARED_CONTRACT(STORE_DECLARE, store_pg_)
 void store_pg_set_node(store *st, const char *node_id);
 void store_pg_lease_hold(store *st, long long run_id, long long token);
 void store_pg_lease_drop(store *st, long long run_id);
-store_status store_pg_listen(store *st, store_notify_fn fn, void *ctx);
-store_status store_pg_node_register(store *st, const store_node *n);
-store_status store_pg_node_heartbeat(store *st, const char *node_id);
-store_status store_pg_node_stopped(store *st, const char *node_id);
-store_status store_pg_node_list(store *st, double stale_s, json_t **out);
-store_status store_pg_run_claim(store *st, const char *node_id, double lease_s, store_lease *out);
-store_status store_pg_run_renew(store *st, long long run_id, long long token, double lease_s, int *cancel);
-store_status store_pg_run_release(store *st, long long run_id, long long token, const char *to, const char *error);
-store_status store_pg_run_request_cancel(store *st, long long run_id);
-
-store_status store_pg_artifact_put(store *st, const store_artifact *a);
-store_status store_pg_artifact_get(store *st, const char *path, json_t **out);
+/* Inserts one queued run (experiment_id 0: none) and its tags on c, inside its transaction
+ * (store_experiment_create uses it for an experiment's runs). */
+store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run, long long experiment_id,
+                                 long long *id_out);
 
 #endif

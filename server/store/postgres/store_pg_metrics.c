@@ -63,6 +63,46 @@ static void sb_quoted(strbuf *b, const char *s, size_t max) {
     sb_add(b, "\"", 1);
 }
 
+/* Columns of PostgreSQL array literals built side by side, a row at a time, to be sent as the
+ * statement's parameters and read back with unnest: cols_open, then for each row cols_row and one
+ * sb_* per column (col[j]), then cols_close; cols_free in every case. */
+#define MAX_COLS 10
+typedef struct {
+    strbuf col[MAX_COLS];
+    int n;
+    size_t rows;
+} pg_cols;
+
+static void cols_open(pg_cols *x, int n) {
+    memset(x, 0, sizeof *x);
+    x->n = n;
+    for (int j = 0; j < n; j++) sb_str(&x->col[j], "{");
+}
+
+static void cols_row(pg_cols *x) {
+    if (x->rows++)
+        for (int j = 0; j < x->n; j++) sb_str(&x->col[j], ",");
+}
+
+/* STORE_OK, or STORE_ERROR (recorded) when a column ran out of memory. */
+static store_status cols_close(pg_cols *x) {
+    int failed = 0;
+    for (int j = 0; j < x->n; j++) {
+        sb_str(&x->col[j], "}");
+        failed |= x->col[j].failed;
+    }
+    return failed ? spg_fail_msg("insert metrics: out of memory") : STORE_OK;
+}
+
+/* The columns as parameters $first.. of p (p keeps pointers into them: free after the statement). */
+static void cols_params(const pg_cols *x, pg_params *p) {
+    for (int j = 0; j < x->n; j++) pg_p_text(p, x->col[j].buf);
+}
+
+static void cols_free(pg_cols *x) {
+    for (int j = 0; j < x->n; j++) free(x->col[j].buf);
+}
+
 /* ---- series summaries (metric_summaries, migration 0008; the rule: store_summary.h) ---------- */
 
 /* PostgreSQL's min()/max() keep the later of equal values; its avg() adds plainly. */
@@ -102,35 +142,20 @@ static void summary_from_row(const pg_res *r, int row, int col, store_summary *s
     store_summary_from_row(&x, col, sum);
 }
 
-/* PostgreSQL array literals of the series' runs and keys (only those with want[i] set; all when want is
- * NULL); the count in *n_out. */
-static void series_arrays(const pg_series *ser, size_t n, const int *want, strbuf *runs, strbuf *keys, size_t *n_out) {
-    sb_str(runs, "{");
-    sb_str(keys, "{");
-    size_t any = 0;
+/* The series' runs and keys as two columns (only those with want[i] set; all when want is NULL). */
+static void series_cols(const pg_series *ser, size_t n, const int *want, pg_cols *x) {
+    cols_open(x, 2);
     for (size_t i = 0; i < n; i++) {
         if (want && !want[i]) continue;
-        if (any++) {
-            sb_str(runs, ",");
-            sb_str(keys, ",");
-        }
-        sb_int(runs, ser[i].run);
-        sb_quoted(keys, ser[i].key, KEY_MAX);
+        cols_row(x);
+        sb_int(&x->col[0], ser[i].run);
+        sb_quoted(&x->col[1], ser[i].key, KEY_MAX);
     }
-    sb_str(runs, "}");
-    sb_str(keys, "}");
-    *n_out = any;
 }
 
-/* Before the batch's points are written, in its transaction (idx: the points let in, sorted and one
- * per step): *ser_out, the batch's series; their runs' summaries locked for this transaction (an
- * advisory lock per run, taken in run order); their summary rows read; and their points folded
- * in: those after the series' last step. A point at or before it that stores the value already
- * there (bit for bit: a bit-identical resume) changes nothing; any other (a rewritten step with
- * another value, a step arriving late) marks the series for a recomputation from its rows
- * (summaries_write, once the points are in). */
-static store_status summaries_read(pg_conn *c, const store_metric *points, const size_t *idx, size_t u,
-                                   pg_series **ser_out, size_t *n_out) {
+/* The batch's series (idx: the points let in, sorted and one per step), in *ser_out. */
+static store_status series_of_batch(const store_metric *points, const size_t *idx, size_t u, pg_series **ser_out,
+                                    size_t *n_out) {
     *ser_out = NULL;
     *n_out = 0;
     size_t n_ser = 0;
@@ -150,23 +175,26 @@ static store_status summaries_read(pg_conn *c, const store_metric *points, const
     }
     *ser_out = ser;
     *n_out = n_ser;
+    return STORE_OK;
+}
 
-    strbuf runs = {0}, all_runs = {0}, all_keys = {0};
-    sb_str(&runs, "{");
+/* The series' runs' summaries locked for this transaction (an advisory lock per run, taken in run
+ * order), and their summary rows read into ser. */
+static store_status summaries_lock_and_read(pg_conn *c, pg_series *ser, size_t n_ser) {
+    pg_cols runs, all;
+    cols_open(&runs, 1);
     for (size_t i = 0; i < n_ser; i++)
         if (i == 0 || ser[i].run != ser[i - 1].run) {
-            if (i) sb_str(&runs, ",");
-            sb_int(&runs, ser[i].run);
+            cols_row(&runs);
+            sb_int(&runs.col[0], ser[i].run);
         }
-    sb_str(&runs, "}");
-    size_t n_all;
-    series_arrays(ser, n_ser, NULL, &all_runs, &all_keys, &n_all);
-    store_status s =
-        runs.failed || all_runs.failed || all_keys.failed ? spg_fail_msg("insert metrics: out of memory") : STORE_OK;
+    series_cols(ser, n_ser, NULL, &all);
+    store_status s = cols_close(&runs);
+    if (s == STORE_OK) s = cols_close(&all);
     if (s == STORE_OK) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, runs.buf);
+        cols_params(&runs, &p);
         pg_p_int(&p, SUMMARY_LOCK_CLASS);
         s = spg_fail(c, pg_cmd(c, "lock metric summaries",
                                "SELECT pg_advisory_xact_lock($2::int, (t.x & 2147483647)::int) FROM "
@@ -177,8 +205,7 @@ static store_status summaries_read(pg_conn *c, const store_metric *points, const
     if (s == STORE_OK) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, all_runs.buf);
-        pg_p_text(&p, all_keys.buf);
+        cols_params(&all, &p);
         s = spg_fail(c, pg_exec(c, "read metric summaries",
                                 "SELECT s.run_id, s.key, s.count, s.last_step, s.last_value, s.min_value, s.min_step, "
                                 "s.max_value, s.sum, s.sum_err FROM metric_summaries s JOIN unnest($1::bigint[], "
@@ -190,62 +217,73 @@ static store_status summaries_read(pg_conn *c, const store_metric *points, const
         if (x) summary_from_row(r, i, 2, &x->sum);
     }
     pg_clear(r);
-    r = NULL;
-    free(runs.buf);
-    free(all_runs.buf);
-    free(all_keys.buf);
+    cols_free(&runs);
+    cols_free(&all);
+    return s;
+}
 
-    /* The points at or before their series' last step: is each stored with this value already? */
-    strbuf c_run = {0}, c_key = {0}, c_step = {0};
-    sb_str(&c_run, "{");
-    sb_str(&c_key, "{");
-    sb_str(&c_step, "{");
-    size_t n_cand = 0;
+/* How many of a series' points (sorted by step) lie at or before the last step its summary has
+ * seen: those a rewrite may change. */
+static size_t rewrites_of(const pg_series *x, const store_metric *points, const size_t *idx) {
+    size_t j = 0;
+    while (x->sum.count > 0 && j < x->n && points[idx[x->from + j]].step <= x->sum.last_step) j++;
+    return j;
+}
+
+/* The points at or before their series' last step: is each stored with this value already? A
+ * series with one that is not (a rewritten step with another value, a step arriving late) is
+ * marked for a recomputation from its rows (summaries_write, once the points are in). */
+static store_status mark_rewrites(pg_conn *c, const store_metric *points, const size_t *idx, pg_series *ser,
+                                  size_t n_ser) {
+    pg_cols cand;
+    cols_open(&cand, 3);
     for (size_t i = 0; i < n_ser; i++)
-        for (size_t j = 0; ser[i].sum.count > 0 && j < ser[i].n; j++) {
+        for (size_t j = 0, k = rewrites_of(&ser[i], points, idx); j < k; j++) {
             const store_metric *p = &points[idx[ser[i].from + j]];
-            if (p->step > ser[i].sum.last_step) break;
-            if (n_cand++) {
-                sb_str(&c_run, ",");
-                sb_str(&c_key, ",");
-                sb_str(&c_step, ",");
-            }
-            sb_int(&c_run, p->run_id);
-            sb_quoted(&c_key, p->key, KEY_MAX);
-            sb_int(&c_step, p->step);
+            cols_row(&cand);
+            sb_int(&cand.col[0], p->run_id);
+            sb_quoted(&cand.col[1], p->key, KEY_MAX);
+            sb_int(&cand.col[2], p->step);
         }
-    sb_str(&c_run, "}");
-    sb_str(&c_key, "}");
-    sb_str(&c_step, "}");
-    if (s == STORE_OK && (c_run.failed || c_key.failed || c_step.failed))
-        s = spg_fail_msg("insert metrics: out of memory");
-    if (s == STORE_OK && n_cand) {
+    store_status s = cols_close(&cand);
+    pg_res *r = NULL;
+    if (s == STORE_OK && cand.rows) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, c_run.buf);
-        pg_p_text(&p, c_key.buf);
-        pg_p_text(&p, c_step.buf);
+        cols_params(&cand, &p);
         s = spg_fail(c, pg_exec(c, "read rewritten metrics",
                                 "SELECT m.value FROM unnest($1::bigint[], $2::text[], $3::int[]) WITH ORDINALITY "
                                 "AS u(run_id, key, step, i) LEFT JOIN metrics m ON m.run_id = u.run_id AND "
                                 "m.key = u.key AND m.step = u.step ORDER BY u.i",
                                 &p, &r));
-        if (s == STORE_OK && (size_t)pg_nrows(r) != n_cand)
+        if (s == STORE_OK && (size_t)pg_nrows(r) != cand.rows)
             s = spg_fail_msg("read rewritten metrics: a row is missing");
         int row = 0;
         for (size_t i = 0; s == STORE_OK && i < n_ser; i++)
-            for (size_t j = 0; ser[i].sum.count > 0 && j < ser[i].n; j++) {
+            for (size_t j = 0, k = rewrites_of(&ser[i], points, idx); j < k; j++, row++) {
                 const store_metric *pt = &points[idx[ser[i].from + j]];
-                if (pt->step > ser[i].sum.last_step) break;
                 double old = pg_get_double(r, row, 0);
                 if (pg_get_isnull(r, row, 0) || memcmp(&old, &pt->value, sizeof old)) ser[i].recompute = 1;
-                row++;
             }
-        pg_clear(r);
     }
-    free(c_run.buf);
-    free(c_key.buf);
-    free(c_step.buf);
+    pg_clear(r);
+    cols_free(&cand);
+    return s;
+}
+
+/* Before the batch's points are written, in its transaction (idx: the points let in, sorted and one
+ * per step): *ser_out, the batch's series, with their summaries read (locked) and their points
+ * folded in: those after the series' last step. A point at or before it that stores the value
+ * already there (bit for bit: a bit-identical resume) changes nothing; any other marks the series
+ * for a recomputation (mark_rewrites). */
+static store_status summaries_read(pg_conn *c, const store_metric *points, const size_t *idx, size_t u,
+                                   pg_series **ser_out, size_t *n_out) {
+    store_status s = series_of_batch(points, idx, u, ser_out, n_out);
+    pg_series *ser = *ser_out;
+    size_t n_ser = *n_out;
+    if (s != STORE_OK || n_ser == 0) return s;
+    s = summaries_lock_and_read(c, ser, n_ser);
+    if (s == STORE_OK) s = mark_rewrites(c, points, idx, ser, n_ser);
     for (size_t i = 0; s == STORE_OK && i < n_ser; i++) {
         if (ser[i].recompute) continue;
         for (size_t j = 0; j < ser[i].n; j++) {
@@ -258,27 +296,23 @@ static store_status summaries_read(pg_conn *c, const store_metric *points, const
     return s;
 }
 
-/* After the batch's points are written: the series marked are recomputed from their rows (in
- * step order), and every changed summary is written (the run's, when it still exists). */
-static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
-    if (n_ser == 0) return STORE_OK;
+/* The series marked for it, their summaries recomputed from their rows (in step order). */
+static store_status summaries_recompute(pg_conn *c, pg_series *ser, size_t n_ser) {
     int *want = calloc(n_ser, sizeof *want);
     if (!want) return spg_fail_msg("insert metrics: out of memory");
-    store_status s = STORE_OK;
     for (size_t i = 0; i < n_ser; i++)
         if (ser[i].recompute) {
             want[i] = 1;
             store_summary_init(&ser[i].sum);
         }
-    strbuf runs = {0}, keys = {0};
-    size_t n_want;
-    series_arrays(ser, n_ser, want, &runs, &keys, &n_want);
-    if (runs.failed || keys.failed) s = spg_fail_msg("insert metrics: out of memory");
-    if (s == STORE_OK && n_want) {
+    pg_cols x;
+    series_cols(ser, n_ser, want, &x);
+    free(want);
+    store_status s = cols_close(&x);
+    if (s == STORE_OK && x.rows) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, runs.buf);
-        pg_p_text(&p, keys.buf);
+        cols_params(&x, &p);
         pg_res *r = NULL;
         s = spg_fail(c, pg_exec(c, "recompute metric summaries",
                                 "SELECT m.run_id, m.key, m.step, m.value FROM metrics m JOIN unnest($1::bigint[], "
@@ -286,44 +320,44 @@ static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
                                 "ORDER BY m.run_id, m.key COLLATE \"C\", m.step",
                                 &p, &r));
         for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
-            pg_series *x = series_find(ser, n_ser, pg_get_i64(r, i, 0), pg_get_text(r, i, 1));
-            if (x && x->recompute)
-                store_summary_add(&x->sum, pg_get_int(r, i, 2), pg_get_double(r, i, 3), PG_SUMMARY_FLAGS);
+            pg_series *y = series_find(ser, n_ser, pg_get_i64(r, i, 0), pg_get_text(r, i, 1));
+            if (y && y->recompute)
+                store_summary_add(&y->sum, pg_get_int(r, i, 2), pg_get_double(r, i, 3), PG_SUMMARY_FLAGS);
         }
         pg_clear(r);
     }
-    free(runs.buf);
-    free(keys.buf);
+    cols_free(&x);
+    return s;
+}
 
-    strbuf a[10] = {{0}};
-    for (int j = 0; j < 10; j++) sb_str(&a[j], "{");
-    size_t n_put = 0;
+/* After the batch's points are written: the series marked are recomputed, and every changed
+ * summary is written (the run's, when it still exists). */
+static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
+    if (n_ser == 0) return STORE_OK;
+    store_status s = summaries_recompute(c, ser, n_ser);
+    if (s != STORE_OK) return s;
+    pg_cols a;
+    cols_open(&a, 10);
     for (size_t i = 0; i < n_ser; i++) {
         const store_summary *m = &ser[i].sum;
         if (!(ser[i].changed || ser[i].recompute) || m->count == 0) continue;
-        if (n_put++)
-            for (int j = 0; j < 10; j++) sb_str(&a[j], ",");
-        sb_int(&a[0], ser[i].run);
-        sb_quoted(&a[1], ser[i].key, KEY_MAX);
-        sb_int(&a[2], m->count);
-        sb_int(&a[3], m->last_step);
-        sb_num(&a[4], m->last_value);
-        sb_num(&a[5], m->min_value);
-        sb_int(&a[6], m->min_step);
-        sb_num(&a[7], m->max_value);
-        sb_num(&a[8], m->sum);
-        sb_num(&a[9], m->sum_err);
+        cols_row(&a);
+        sb_int(&a.col[0], ser[i].run);
+        sb_quoted(&a.col[1], ser[i].key, KEY_MAX);
+        sb_int(&a.col[2], m->count);
+        sb_int(&a.col[3], m->last_step);
+        sb_num(&a.col[4], m->last_value);
+        sb_num(&a.col[5], m->min_value);
+        sb_int(&a.col[6], m->min_step);
+        sb_num(&a.col[7], m->max_value);
+        sb_num(&a.col[8], m->sum);
+        sb_num(&a.col[9], m->sum_err);
     }
-    int failed = 0;
-    for (int j = 0; j < 10; j++) {
-        sb_str(&a[j], "}");
-        failed |= a[j].failed;
-    }
-    if (s == STORE_OK && failed) s = spg_fail_msg("insert metrics: out of memory");
-    if (s == STORE_OK && n_put) {
+    s = cols_close(&a);
+    if (s == STORE_OK && a.rows) {
         pg_params p;
         pg_params_init(&p);
-        for (int j = 0; j < 10; j++) pg_p_text(&p, a[j].buf);
+        cols_params(&a, &p);
         s = spg_fail(c, pg_cmd(c, "write metric summaries",
                                "INSERT INTO metric_summaries (run_id, key, " SUMMARY_COLUMNS ") "
                                "SELECT u.* FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], "
@@ -336,31 +370,29 @@ static store_status summaries_write(pg_conn *c, pg_series *ser, size_t n_ser) {
                                "max_value = EXCLUDED.max_value, sum = EXCLUDED.sum, sum_err = EXCLUDED.sum_err",
                                &p, NULL));
     }
-    for (int j = 0; j < 10; j++) free(a[j].buf);
-    free(want);
+    cols_free(&a);
     return s;
 }
 
-store_status store_pg_metrics_insert(store *st, const store_metric *points, size_t n) {
-    if (n == 0) return STORE_OK;
-    /* One point per (run, key, step) (ON CONFLICT may not touch a row twice), in series and step
-     * order, NaN left out, as with SQLite (store_metric_distinct). */
-    size_t *idx = malloc(n * sizeof *idx);
-    if (!idx) return spg_fail_msg("insert metrics: out of memory");
-    size_t u = store_metric_distinct(points, n, idx);
-    /* The runs in the batch (idx is sorted by run), with the steps they cover. */
-    typedef struct {
-        long long run, token;
-        int from, to, allowed;
-        double w0, w1; /* the points' wall times: a batch's window (the next batch's are later) */
-    } run_span;
-    size_t n_runs = 0;
+/* ---- the batch ------------------------------------------------------------------------------- */
+
+/* A run of the batch, with the steps and wall times its points cover and whether they may land. */
+typedef struct {
+    long long run, token;
+    int from, to, allowed;
+    double w0, w1; /* the points' wall times: a batch's window (the next batch's are later) */
+} run_span;
+
+/* The runs of the points idx[0..u) (sorted by run) into *out (n_runs of them); NULL when out of
+ * memory (recorded). */
+static run_span *batch_runs(store *st, const store_metric *points, const size_t *idx, size_t u, size_t *n_runs) {
+    *n_runs = 0;
     for (size_t i = 0; i < u; i++)
-        if (i == 0 || points[idx[i]].run_id != points[idx[i - 1]].run_id) n_runs++;
-    run_span *runs = calloc(n_runs ? n_runs : 1, sizeof *runs);
+        if (i == 0 || points[idx[i]].run_id != points[idx[i - 1]].run_id) (*n_runs)++;
+    run_span *runs = calloc(*n_runs ? *n_runs : 1, sizeof *runs);
     if (!runs) {
-        free(idx);
-        return spg_fail_msg("insert metrics: out of memory");
+        spg_fail_msg("insert metrics: out of memory");
+        return NULL;
     }
     size_t k = 0;
     for (size_t i = 0; i < u; i++) {
@@ -379,39 +411,27 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
         if (p->wall_time < r->w0) r->w0 = p->wall_time;
         if (p->wall_time > r->w1) r->w1 = p->wall_time;
     }
+    return runs;
+}
 
-    pg_conn *c = spg_get(st);
-    if (!c) {
-        free(idx);
-        free(runs);
-        return STORE_ERROR;
-    }
-    store_status s = spg_fail(c, pg_begin(c));
-    /* Runs held here keep a share lock on their row until the commit: the lease cannot pass to
-     * another node between the check and the write. Points of a run whose lease is gone are left
-     * out, like those of a run deleted meanwhile. */
-    strbuf held_runs = {0}, held_tokens = {0};
-    int n_held = 0;
-    sb_str(&held_runs, "{");
-    sb_str(&held_tokens, "{");
+/* Runs held here keep a share lock on their row until the commit: the lease cannot pass to another
+ * node between the check and the write. A run whose lease is gone is not allowed: its points are
+ * left out, like those of a run deleted meanwhile. */
+static store_status fence_runs(pg_conn *c, run_span *runs, size_t n_runs) {
+    pg_cols held;
+    cols_open(&held, 2);
     for (size_t i = 0; i < n_runs; i++)
         if (runs[i].token) {
-            if (n_held++) {
-                sb_str(&held_runs, ",");
-                sb_str(&held_tokens, ",");
-            }
-            sb_int(&held_runs, runs[i].run);
-            sb_int(&held_tokens, runs[i].token);
+            cols_row(&held);
+            sb_int(&held.col[0], runs[i].run);
+            sb_int(&held.col[1], runs[i].token);
             runs[i].allowed = 0;
         }
-    sb_str(&held_runs, "}");
-    sb_str(&held_tokens, "}");
-    if (held_runs.failed || held_tokens.failed) s = spg_fail_msg("insert metrics: out of memory");
-    if (s == STORE_OK && n_held) {
+    store_status s = cols_close(&held);
+    if (s == STORE_OK && held.rows) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, held_runs.buf);
-        pg_p_text(&p, held_tokens.buf);
+        cols_params(&held, &p);
         pg_res *r = NULL;
         s = spg_fail(c, pg_exec(c, "fence metrics",
                                 "SELECT r.id FROM runs r JOIN unnest($1::bigint[], $2::bigint[]) AS f(run, tok) "
@@ -425,119 +445,111 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
             if (!runs[j].allowed)
                 log_warn("store: run %lld: metric points left out: this node no longer holds its lease", runs[j].run);
     }
-    free(held_runs.buf);
-    free(held_tokens.buf);
+    cols_free(&held);
+    return s;
+}
 
+/* The points idx[0..u), CHUNK to a statement (those of a run deleted meanwhile are skipped). */
+static store_status insert_points(pg_conn *c, const store_metric *points, const size_t *idx, size_t u) {
+    store_status s = STORE_OK;
+    for (size_t done = 0; s == STORE_OK && done < u;) {
+        pg_cols a;
+        cols_open(&a, 5);
+        for (size_t in_chunk = 0; done < u && in_chunk < CHUNK; done++, in_chunk++) {
+            const store_metric *p = &points[idx[done]];
+            cols_row(&a);
+            sb_int(&a.col[0], p->run_id);
+            sb_quoted(&a.col[1], p->key, sizeof p->key);
+            sb_int(&a.col[2], p->step);
+            sb_num(&a.col[3], p->value);
+            sb_num(&a.col[4], p->wall_time);
+        }
+        s = cols_close(&a);
+        if (s == STORE_OK) {
+            pg_params p;
+            pg_params_init(&p);
+            cols_params(&a, &p);
+            s = spg_fail(c, pg_cmd(c, "insert metrics",
+                                   "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                                   "SELECT u.run_id, u.key, u.step, u.value, u.wall_time FROM unnest($1::bigint[], "
+                                   "$2::text[], $3::int[], $4::float8[], $5::float8[]) AS u(run_id, key, step, value, "
+                                   "wall_time) WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id) "
+                                   "ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value, "
+                                   "wall_time = EXCLUDED.wall_time",
+                                   &p, NULL));
+        }
+        cols_free(&a);
+    }
+    return s;
+}
+
+/* Other nodes' viewers hear which steps of which runs are now stored (inside the transaction:
+ * delivered on commit). */
+static store_status notify_runs(store *st, pg_conn *c, const run_span *runs, size_t n_runs) {
+    json_t *node = json_string(spg_node(st));
+    char *node_text = node ? json_dumps(node, JSON_ENCODE_ANY) : NULL;
+    json_decref(node);
+    if (!node_text) return spg_fail_msg("insert metrics: out of memory");
+    pg_cols notes;
+    cols_open(&notes, 1);
+    for (size_t i = 0; i < n_runs; i++) {
+        if (!runs[i].allowed) continue;
+        char note[256];
+        snprintf(note, sizeof note,
+                 "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":", runs[i].run,
+                 runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
+        strbuf one = {0};
+        sb_str(&one, note);
+        sb_str(&one, node_text);
+        sb_str(&one, "}");
+        cols_row(&notes);
+        if (one.failed)
+            notes.col[0].failed = 1;
+        else
+            sb_quoted(&notes.col[0], one.buf, one.len);
+        free(one.buf);
+    }
+    free(node_text);
+    store_status s = cols_close(&notes);
+    if (s == STORE_OK && notes.rows) {
+        pg_params p;
+        pg_params_init(&p);
+        cols_params(&notes, &p);
+        s = spg_fail(c, pg_cmd(c, "notify metrics", "SELECT pg_notify('attnlab_events', x) FROM unnest($1::text[]) x",
+                               &p, NULL));
+    }
+    cols_free(&notes);
+    return s;
+}
+
+store_status store_pg_metrics_insert(store *st, const store_metric *points, size_t n) {
+    if (n == 0) return STORE_OK;
+    /* One point per (run, key, step) (ON CONFLICT may not touch a row twice), in series and step
+     * order, NaN left out, as with SQLite (store_metric_distinct). */
+    size_t u = 0, n_runs = 0;
+    size_t *idx = store_metric_distinct_new(points, n, &u);
+    run_span *runs = idx ? batch_runs(st, points, idx, u, &n_runs) : NULL;
+    pg_conn *c = runs ? spg_get(st) : NULL;
+    if (!c) {
+        free(idx);
+        free(runs);
+        return STORE_ERROR;
+    }
+    store_status s = spg_fail(c, pg_begin(c));
+    if (s == STORE_OK) s = fence_runs(c, runs, n_runs);
     /* Only the points let in from here on. */
     size_t allowed = 0;
     for (size_t i = 0, at = 0; i < u; i++) {
         while (runs[at].run != points[idx[i]].run_id) at++;
         if (runs[at].allowed) idx[allowed++] = idx[i];
     }
-    u = allowed;
     pg_series *ser = NULL;
     size_t n_ser = 0;
-    if (s == STORE_OK) s = summaries_read(c, points, idx, u, &ser, &n_ser);
-
-    size_t done = 0, r_at = 0;
-    while (s == STORE_OK && done < u) {
-        strbuf a_run = {0}, a_key = {0}, a_step = {0}, a_val = {0}, a_wall = {0};
-        sb_str(&a_run, "{");
-        sb_str(&a_key, "{");
-        sb_str(&a_step, "{");
-        sb_str(&a_val, "{");
-        sb_str(&a_wall, "{");
-        size_t in_chunk = 0;
-        for (; done < u && in_chunk < CHUNK; done++) {
-            const store_metric *p = &points[idx[done]];
-            while (runs[r_at].run != p->run_id) r_at++;
-            if (!runs[r_at].allowed) continue;
-            if (in_chunk++) {
-                sb_str(&a_run, ",");
-                sb_str(&a_key, ",");
-                sb_str(&a_step, ",");
-                sb_str(&a_val, ",");
-                sb_str(&a_wall, ",");
-            }
-            sb_int(&a_run, p->run_id);
-            sb_quoted(&a_key, p->key, sizeof p->key);
-            sb_int(&a_step, p->step);
-            sb_num(&a_val, p->value);
-            sb_num(&a_wall, p->wall_time);
-        }
-        sb_str(&a_run, "}");
-        sb_str(&a_key, "}");
-        sb_str(&a_step, "}");
-        sb_str(&a_val, "}");
-        sb_str(&a_wall, "}");
-        if (a_run.failed || a_key.failed || a_step.failed || a_val.failed || a_wall.failed)
-            s = spg_fail_msg("insert metrics: out of memory");
-        else if (in_chunk) {
-            pg_params p;
-            pg_params_init(&p);
-            pg_p_text(&p, a_run.buf);
-            pg_p_text(&p, a_key.buf);
-            pg_p_text(&p, a_step.buf);
-            pg_p_text(&p, a_val.buf);
-            pg_p_text(&p, a_wall.buf);
-            s = pg_cmd(c, "insert metrics",
-                       "INSERT INTO metrics (run_id, key, step, value, wall_time) "
-                       "SELECT u.run_id, u.key, u.step, u.value, u.wall_time FROM unnest($1::bigint[], $2::text[], "
-                       "$3::int[], $4::float8[], $5::float8[]) AS u(run_id, key, step, value, wall_time) "
-                       "WHERE EXISTS (SELECT 1 FROM runs r WHERE r.id = u.run_id) "
-                       "ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value, "
-                       "wall_time = EXCLUDED.wall_time",
-                       &p, NULL);
-            s = spg_fail(c, s);
-        }
-        free(a_run.buf);
-        free(a_key.buf);
-        free(a_step.buf);
-        free(a_val.buf);
-        free(a_wall.buf);
-    }
+    if (s == STORE_OK) s = summaries_read(c, points, idx, allowed, &ser, &n_ser);
+    if (s == STORE_OK) s = insert_points(c, points, idx, allowed);
     if (s == STORE_OK) s = summaries_write(c, ser, n_ser);
+    if (s == STORE_OK) s = notify_runs(st, c, runs, n_runs);
     free(ser);
-    /* Other nodes' viewers hear which steps of which runs are now stored. */
-    if (s == STORE_OK) {
-        strbuf notes = {0};
-        sb_str(&notes, "{");
-        int any = 0;
-        for (size_t i = 0; i < n_runs; i++) {
-            if (!runs[i].allowed) continue;
-            char note[256];
-            snprintf(note, sizeof note,
-                     "{\"t\":\"m\",\"run\":%lld,\"from\":%d,\"to\":%d,\"w0\":%.17g,\"w1\":%.17g,\"node\":", runs[i].run,
-                     runs[i].from, runs[i].to, runs[i].w0, runs[i].w1);
-            json_t *node = json_string(spg_node(st));
-            char *node_text = node ? json_dumps(node, JSON_ENCODE_ANY) : NULL;
-            json_decref(node);
-            if (!node_text) {
-                notes.failed = 1;
-                break;
-            }
-            strbuf one = {0};
-            sb_str(&one, note);
-            sb_str(&one, node_text);
-            sb_str(&one, "}");
-            free(node_text);
-            if (one.failed) notes.failed = 1;
-            if (any++) sb_str(&notes, ",");
-            if (!one.failed) sb_quoted(&notes, one.buf, one.len);
-            free(one.buf);
-        }
-        sb_str(&notes, "}");
-        if (notes.failed)
-            s = spg_fail_msg("insert metrics: out of memory");
-        else if (any) {
-            pg_params p;
-            pg_params_init(&p);
-            pg_p_text(&p, notes.buf);
-            s = spg_fail(c, pg_cmd(c, "notify metrics",
-                                   "SELECT pg_notify('attnlab_events', x) FROM unnest($1::text[]) x", &p, NULL));
-        }
-        free(notes.buf);
-    }
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
     free(idx);
@@ -562,28 +574,13 @@ store_status store_pg_metrics_points(store *st, long long run_id, const char *ke
                             "ORDER BY key COLLATE \"C\", step",
                             &p, &r));
     spg_put(st, c);
-    int rows = s == STORE_OK ? pg_nrows(r) : 0;
-    store_metric *got = rows ? malloc((size_t)rows * sizeof *got) : NULL;
-    if (rows && !got) s = spg_fail_msg("read metrics: out of memory");
-    size_t count = 0;
-    for (int i = 0; s == STORE_OK && i < rows; i++) {
-        const char *key = pg_get_text(r, i, 0);
-        if (!key || !store_key_matches(key, keys)) continue;
-        store_metric *m = &got[count++];
-        m->run_id = run_id;
-        snprintf(m->key, sizeof m->key, "%s", key);
-        m->step = pg_get_int(r, i, 1);
-        m->value = pg_get_double(r, i, 2);
-        m->wall_time = pg_get_double(r, i, 3);
+    store_points got = {0};
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
+        store_row row = spg_row(r, i);
+        if (store_points_add_row(&got, &row, run_id, keys) < 0) s = STORE_ERROR;
     }
     pg_clear(r);
-    if (s != STORE_OK || count == 0) {
-        free(got);
-        return s;
-    }
-    *points = got;
-    *n = count;
-    return STORE_OK;
+    return store_points_done(s, &got, points, n);
 }
 
 store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out) {

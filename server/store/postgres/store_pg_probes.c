@@ -5,34 +5,20 @@
 
 #include "store/postgres/store_pg.h"
 
-/* Inserts the rows of a probe's tables; inside a transaction. */
-static store_status insert_tables(pg_conn *c, long long id, const json_t *tables) {
-    size_t i;
-    json_t *t;
-    json_array_foreach(tables, i, t) {
-        const char *name;
-        char *cols, *rows;
-        store_status s = STORE_OK;
-        if (store_probe_table_parts(t, &name, &cols, &rows) < 0)
-            s = spg_fail_msg("insert probe table: a table without name, columns or rows");
-        if (s == STORE_OK) {
-            pg_params p;
-            pg_params_init(&p);
-            pg_p_int(&p, id);
-            pg_p_int(&p, (long long)i);
-            pg_p_text(&p, name);
-            pg_p_text(&p, cols);
-            pg_p_text(&p, rows);
-            s = spg_fail(c,
-                         pg_cmd(c, "insert probe table",
-                                "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES ($1,$2,$3,$4,$5)",
-                                &p, NULL));
-        }
-        free(cols);
-        free(rows);
-        if (s != STORE_OK) return s;
-    }
-    return STORE_OK;
+/* One table of a probe (store_probe_tables_insert; ctx: the connection), inside its transaction. */
+static store_status insert_table(void *ctx, long long id, long long i, const char *name, const char *columns,
+                                 const char *rows) {
+    pg_conn *c = ctx;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    pg_p_int(&p, i);
+    pg_p_text(&p, name);
+    pg_p_text(&p, columns);
+    pg_p_text(&p, rows);
+    return spg_fail(c, pg_cmd(c, "insert probe table",
+                              "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES ($1,$2,$3,$4,$5)",
+                              &p, NULL));
 }
 
 store_status store_pg_probe_insert(store *st, const store_new_probe *pr, long long *id_out) {
@@ -74,7 +60,7 @@ store_status store_pg_probe_insert(store *st, const store_new_probe *pr, long lo
         if (s == STORE_CONFLICT && !pr->run_id) s = STORE_ERROR;
         s = spg_fail(c, s);
     }
-    if (s == STORE_OK && tables) s = insert_tables(c, id, tables);
+    if (s == STORE_OK) s = store_probe_tables_insert(id, tables, insert_table, c);
     if (c) {
         s = spg_fail(c, pg_finish(c, s));
         spg_put(st, c);
@@ -128,10 +114,7 @@ static store_status attach_tables(pg_conn *c, json_t *probe, int with_rows) {
     if (s == STORE_OK && !tables) s = spg_fail_msg("probe tables: out of memory");
     if (s == STORE_OK) s = spg_rows(r, with_rows ? table_with_rows : table_shape, tables, "probe tables");
     pg_clear(r);
-    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
-        return spg_fail_msg("probe tables: out of memory");
-    if (s != STORE_OK) json_decref(tables);
-    return s;
+    return store_probe_attach_tables(result, tables, s);
 }
 
 store_status store_pg_probe_get(store *st, long long id, json_t **out) {

@@ -370,19 +370,12 @@ store_status store_pg_runs_queued(store *st, long long **ids, int *n) {
     pg_res *r = NULL;
     store_status s =
         spg_fail(c, pg_exec(c, "queued runs", "SELECT id FROM runs WHERE status = 'queued' ORDER BY id", NULL, &r));
-    int count = s == STORE_OK ? pg_nrows(r) : 0;
-    long long *got = count ? malloc((size_t)count * sizeof *got) : NULL;
-    if (count && !got) s = spg_fail_msg("queued runs: out of memory");
-    for (int i = 0; s == STORE_OK && i < count; i++) got[i] = pg_get_i64(r, i, 0);
+    store_ids got = {0};
+    for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++)
+        if (store_ids_push(&got, pg_get_i64(r, i, 0), "queued runs") < 0) s = STORE_ERROR;
     pg_clear(r);
     spg_put(st, c);
-    if (s != STORE_OK) {
-        free(got);
-        return s;
-    }
-    *ids = got;
-    *n = count;
-    return STORE_OK;
+    return store_ids_done(s, &got, ids, n);
 }
 
 store_status store_pg_run_counts(store *st, json_t **out) {

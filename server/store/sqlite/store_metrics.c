@@ -124,9 +124,9 @@ static store_status insert_series(store *st, const insert_stmts *x, const store_
 store_status store_sqlite_metrics_insert(store *st, const store_metric *points, size_t n) {
     if (n == 0) return STORE_OK;
     /* One point per (run, key, step), grouped by series in step order (store_metric_distinct). */
-    size_t *idx = malloc(n * sizeof *idx);
-    if (!idx) return db_fail("insert metrics: out of memory");
-    size_t u = store_metric_distinct(points, n, idx);
+    size_t u;
+    size_t *idx = store_metric_distinct_new(points, n, &u);
+    if (!idx) return STORE_ERROR;
     int flags = db_summary_flags();
     db_lock(st);
     store_status s = db_begin(st);
@@ -167,8 +167,7 @@ store_status store_sqlite_metrics_points(store *st, long long run_id, const char
                                          store_metric **points, size_t *n) {
     *points = NULL;
     *n = 0;
-    store_metric *got = NULL;
-    size_t count = 0, cap = 0;
+    store_points got = {0};
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT key, step, value, wall_time FROM metrics WHERE run_id = ? AND step >= ? "
                                      "ORDER BY key, step");
@@ -179,35 +178,13 @@ store_status store_sqlite_metrics_points(store *st, long long run_id, const char
         sqlite3_bind_int(q, 2, since_step);
     }
     while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(q, 0);
-        if (!key || !store_key_matches(key, keys)) continue;
-        if (count == cap) {
-            size_t grown_cap = cap ? cap * 2 : 1024;
-            store_metric *g = realloc(got, grown_cap * sizeof *g);
-            if (!g) {
-                s = db_fail("read metrics: out of memory");
-                break;
-            }
-            got = g;
-            cap = grown_cap;
-        }
-        store_metric *p = &got[count++];
-        p->run_id = run_id;
-        snprintf(p->key, sizeof p->key, "%s", key);
-        p->step = sqlite3_column_int(q, 1);
-        p->value = sqlite3_column_double(q, 2);
-        p->wall_time = sqlite3_column_double(q, 3);
+        store_row r = db_row(q);
+        if (store_points_add_row(&got, &r, run_id, keys) < 0) s = STORE_ERROR;
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "read metrics");
     sqlite3_finalize(q);
     db_unlock(st);
-    if (s != STORE_OK || count == 0) {
-        free(got);
-        return s;
-    }
-    *points = got;
-    *n = count;
-    return STORE_OK;
+    return store_points_done(s, &got, points, n);
 }
 
 store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **out) {

@@ -4,34 +4,18 @@
 
 #include "store/sqlite/store_sqlite.h"
 
-/* Inserts the rows of a probe's tables; call inside a transaction. */
-static store_status insert_tables(store *st, long long id, const json_t *tables) {
-    size_t i;
-    json_t *t;
-    json_array_foreach(tables, i, t) {
-        const char *name;
-        char *cols, *rows;
-        store_status s = STORE_OK;
-        if (store_probe_table_parts(t, &name, &cols, &rows) < 0)
-            s = db_fail("insert probe table: a table without name, columns or rows");
-        sqlite3_stmt *q =
-            s == STORE_OK
-                ? db_prepare(st, "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES (?,?,?,?,?)")
-                : NULL;
-        if (s == STORE_OK && !q) s = STORE_ERROR;
-        if (s == STORE_OK) {
-            sqlite3_bind_int64(q, 1, id);
-            sqlite3_bind_int(q, 2, (int)i);
-            db_bind_text(q, 3, name);
-            db_bind_text(q, 4, cols);
-            db_bind_text(q, 5, rows);
-            s = db_exec(st, q, "insert probe table");
-        }
-        free(cols);
-        free(rows);
-        if (s != STORE_OK) return s;
-    }
-    return STORE_OK;
+/* One table of a probe (store_probe_tables_insert; ctx: the store); call inside a transaction. */
+static store_status insert_table(void *ctx, long long id, long long i, const char *name, const char *columns,
+                                 const char *rows) {
+    sqlite3_stmt *q =
+        db_prepare(ctx, "INSERT INTO probe_tables (probe_id, idx, name, columns, rows) VALUES (?,?,?,?,?)");
+    if (!q) return STORE_ERROR;
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, i);
+    db_bind_text(q, 3, name);
+    db_bind_text(q, 4, columns);
+    db_bind_text(q, 5, rows);
+    return db_exec(ctx, q, "insert probe table");
 }
 
 store_status store_sqlite_probe_insert(store *st, const store_new_probe *p, long long *id_out) {
@@ -71,7 +55,7 @@ store_status store_sqlite_probe_insert(store *st, const store_new_probe *p, long
         }
         s = db_exec(st, q, "insert probe");
     }
-    if (s == STORE_OK && tables) s = insert_tables(st, id, tables);
+    if (s == STORE_OK) s = store_probe_tables_insert(id, tables, insert_table, st);
     s = db_finish(st, s);
     db_unlock(st);
     free(rest_text);
@@ -119,10 +103,7 @@ static store_status attach_tables(store *st, json_t *probe, int with_rows) {
     store_status s = tables ? STORE_OK : db_fail("probe tables: out of memory");
     if (s == STORE_OK) s = db_rows(st, q, with_rows ? table_with_rows : table_shape, tables, "probe tables");
     sqlite3_finalize(q);
-    if (s == STORE_OK && json_object_set_new(result, "tables", tables) < 0)
-        return db_fail("probe tables: out of memory");
-    if (s != STORE_OK) json_decref(tables);
-    return s;
+    return store_probe_attach_tables(result, tables, s);
 }
 
 store_status store_sqlite_probe_get(store *st, long long id, json_t **out) {

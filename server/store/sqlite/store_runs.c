@@ -270,34 +270,17 @@ int store_sqlite_runs_interrupt_running(store *st) {
 store_status store_sqlite_runs_queued(store *st, long long **ids, int *n) {
     *ids = NULL;
     *n = 0;
-    long long *got = NULL;
-    int count = 0, cap = 0;
+    store_ids got = {0};
     db_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT id FROM runs WHERE status = 'queued' ORDER BY id");
     store_status s = q ? STORE_OK : STORE_ERROR;
     int rc = SQLITE_DONE;
-    while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (count == cap) {
-            cap = cap ? cap * 2 : 16;
-            long long *grown = realloc(got, (size_t)cap * sizeof *got);
-            if (!grown) {
-                s = db_fail("queued runs: out of memory");
-                break;
-            }
-            got = grown;
-        }
-        got[count++] = sqlite3_column_int64(q, 0);
-    }
+    while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW)
+        if (store_ids_push(&got, sqlite3_column_int64(q, 0), "queued runs") < 0) s = STORE_ERROR;
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "queued runs");
     sqlite3_finalize(q);
     db_unlock(st);
-    if (s != STORE_OK) {
-        free(got);
-        return s;
-    }
-    *ids = got;
-    *n = count;
-    return STORE_OK;
+    return store_ids_done(s, &got, ids, n);
 }
 
 store_status store_sqlite_run_counts(store *st, json_t **out) {

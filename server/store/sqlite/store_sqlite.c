@@ -184,47 +184,55 @@ static store_status migrate(sqlite3 *db, char *err, size_t errlen) {
     return STORE_OK;
 }
 
+/* The database file opened (created if missing), writable, in WAL mode and migrated into *out. */
+static store_status open_file(const char *path, sqlite3 **out, char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+    store_status s = STORE_ERROR;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) !=
+        SQLITE_OK) {
+        s = open_fail(err, errlen, db, path);
+    } else if (sqlite3_db_readonly(db, "main") == 1) {
+        /* SQLite falls back to reading a file it may not write: every write would fail later. */
+        snprintf(err, errlen, "%s is read-only: attnlabd must be able to write its database", path);
+    } else if (sqlite3_exec(db,
+                            /* synchronous=NORMAL in WAL keeps the database consistent on a crash; at most
+                             * the last transactions before a power loss are lost, which the metrics
+                             * batching accepts. busy_timeout: sqlite3_busy_timeout's 5 s. */
+                            "PRAGMA busy_timeout=5000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                            "PRAGMA foreign_keys=ON;",
+                            NULL, NULL, &msg) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, msg ? msg : "?");
+    } else {
+        s = migrate(db, err, errlen);
+    }
+    sqlite3_free(msg);
+    if (s != STORE_OK) {
+        sqlite3_close(db);
+        return s;
+    }
+    *out = db;
+    return STORE_OK;
+}
+
 store_status store_sqlite_open(store **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
     if (strlen(path) >= sizeof((store_sqlite *)0)->path) {
         snprintf(err, errlen, "the database path is too long");
         return STORE_ERROR;
     }
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        store_status s = open_fail(err, errlen, db, path);
-        sqlite3_close(db);
-        return s;
-    }
-    if (sqlite3_db_readonly(db, "main") == 1) {
-        /* SQLite falls back to reading a file it may not write: every write would fail later. */
-        snprintf(err, errlen, "%s is read-only: attnlabd must be able to write its database", path);
-        sqlite3_close(db);
-        return STORE_ERROR;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    char *msg = NULL;
-    /* synchronous=NORMAL in WAL keeps the database consistent on a crash; at most the last
-     * transactions before a power loss are lost, which the metrics batching accepts. */
-    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", NULL, NULL,
-                     &msg) != SQLITE_OK) {
-        snprintf(err, errlen, "%s: %s", path, msg ? msg : "?");
-        sqlite3_free(msg);
-        sqlite3_close(db);
-        return STORE_ERROR;
-    }
-    store_status s = migrate(db, err, errlen);
-    if (s != STORE_OK) {
-        sqlite3_close(db);
-        return s;
-    }
     store_sqlite *st = calloc(1, sizeof *st);
     if (!st || pthread_mutex_init(&st->lock, NULL) != 0) {
         free(st);
-        sqlite3_close(db);
         snprintf(err, errlen, "out of memory");
         return STORE_ERROR;
+    }
+    sqlite3 *db = NULL;
+    store_status s = open_file(path, &db, err, errlen);
+    if (s != STORE_OK) {
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+        return s;
     }
     st->base.ops = &sqlite_ops;
     st->db = db;
@@ -262,7 +270,7 @@ static void sqlite_close(store *base) {
     free(st);
 }
 
-static int sqlite_schema_version(store *st) {
+int store_sqlite_schema_version(store *st) {
     db_lock(st);
     int v = read_user_version(lite(st)->db);
     db_unlock(st);
@@ -275,7 +283,7 @@ static const char *file_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-static store_status sqlite_ping(store *base) {
+store_status store_sqlite_ping(store *base) {
     store_sqlite *st = lite(base);
     db_lock(base);
     int v = read_user_version(st->db);
@@ -305,49 +313,10 @@ static store_status sqlite_ping(store *base) {
 }
 
 /* ---- the backend's table ----------------------------------------------------------------------
- * A SQLite file has one node, its queue in the process: no lease, nothing to hear (the entries of
- * a shared store stay NULL; store_open.c answers for them). */
+ * A SQLite file has one node, its queue in the process: not shared, no lease, nothing to hear (the
+ * entries of a shared store stay NULL; store_open.c answers for them). */
 static const store_ops sqlite_ops = {
-    .name = "sqlite",
-    .shared = 0,
-    .close = sqlite_close,
-    .schema_version = sqlite_schema_version,
-    .ping = sqlite_ping,
-    .run_create = store_sqlite_run_create,
-    .run_get = store_sqlite_run_get,
-    .run_list = store_sqlite_run_list,
-    .run_transition = store_sqlite_run_transition,
-    .run_progress = store_sqlite_run_progress,
-    .run_set_provenance = store_sqlite_run_set_provenance,
-    .run_update = store_sqlite_run_update,
-    .run_delete = store_sqlite_run_delete,
-    .runs_interrupt_running = store_sqlite_runs_interrupt_running,
-    .runs_queued = store_sqlite_runs_queued,
-    .run_counts = store_sqlite_run_counts,
-    .metrics_insert = store_sqlite_metrics_insert,
-    .metrics_points = store_sqlite_metrics_points,
-    .metrics_summary = store_sqlite_metrics_summary,
-    .run_brief = store_sqlite_run_brief,
-    .run_briefs = store_sqlite_run_briefs,
-    .experiment_create = store_sqlite_experiment_create,
-    .experiment_discard = store_sqlite_experiment_discard,
-    .experiment_get = store_sqlite_experiment_get,
-    .experiment_list = store_sqlite_experiment_list,
-    .corpus_put = store_sqlite_corpus_put,
-    .corpus_create = store_sqlite_corpus_create,
-    .corpus_get = store_sqlite_corpus_get,
-    .corpus_list = store_sqlite_corpus_list,
-    .corpus_delete = store_sqlite_corpus_delete,
-    .corpora_fail_tokenizing = store_sqlite_corpora_fail_tokenizing,
-    .artifact_put = store_sqlite_artifact_put,
-    .artifact_get = store_sqlite_artifact_get,
-    .probe_insert = store_sqlite_probe_insert,
-    .probe_find = store_sqlite_probe_find,
-    .probe_get = store_sqlite_probe_get,
-    .probe_list = store_sqlite_probe_list,
-    .probe_table = store_sqlite_probe_table,
-    .node_register = store_sqlite_node_register,
-    .node_heartbeat = store_sqlite_node_heartbeat,
-    .node_stopped = store_sqlite_node_stopped,
-    .node_list = store_sqlite_node_list,
+    /* clang-format off */
+    .name = "sqlite", .close = sqlite_close, STORE_CONTRACT(STORE_FILL, store_sqlite_)
+    /* clang-format on */
 };

@@ -1,0 +1,56 @@
+/* What a client is shown of a run (svc_run_view.h). */
+#include "services/svc_run_view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api/app.h"
+
+/* svc_run_view with the run's brief given: `brief` (stolen) becomes its "last"; NULL: it is read. */
+static json_t *view_with(struct app *a, json_t *row, json_t *brief) {
+    long long id = json_integer_value(json_object_get(row, "id"));
+    json_t *live = jobs_run_live(a->jobs, id);
+    if (live) {
+        /* A run resuming has step 0 until its checkpoint is loaded: it shows the checkpoint's step
+         * meanwhile. */
+        json_int_t step = json_integer_value(json_object_get(live, "step")),
+                   ckpt = json_integer_value(json_object_get(row, "checkpoint_step"));
+        json_object_set_new(row, "step", json_integer(step > ckpt ? step : ckpt));
+        json_object_set(row, "eta_s", json_object_get(live, "eta_s"));
+        json_object_set(row, "tokens_per_s", json_object_get(live, "tokens_per_s"));
+        json_object_set(row, "cancel_requested", json_object_get(live, "cancel_requested"));
+        json_decref(live);
+    } else {
+        json_object_set_new(row, "eta_s", json_null());
+        json_object_set_new(row, "tokens_per_s", json_null());
+    }
+    if (brief || store_run_brief(a->store, id, &brief) == STORE_OK) json_object_set_new(row, "last", brief);
+    return row;
+}
+
+json_t *svc_run_view(struct app *a, json_t *row) { return view_with(a, row, NULL); }
+
+void svc_run_views(struct app *a, json_t *runs) {
+    size_t n = json_array_size(runs), i;
+    long long *ids = malloc((n ? n : 1) * sizeof *ids);
+    json_t *briefs = NULL, *r;
+    if (ids) {
+        json_array_foreach(runs, i, r) ids[i] = json_integer_value(json_object_get(r, "id"));
+        if (store_run_briefs(a->store, ids, n, &briefs) != STORE_OK || json_array_size(briefs) != n) {
+            json_decref(briefs);
+            briefs = NULL;
+        }
+    }
+    free(ids);
+    json_array_foreach(runs, i, r) view_with(a, r, json_incref(json_array_get(briefs, i)));
+    json_decref(briefs);
+}
+
+void svc_run_cache_key(const json_t *row, const char *what, char *key, size_t cap) {
+    const char *status = json_string_value(json_object_get(row, "status"));
+    int n = snprintf(key, cap, "%lld|%s|%lld|%.17g|%.17g|%s", (long long)json_integer_value(json_object_get(row, "id")),
+                     status ? status : "", (long long)json_integer_value(json_object_get(row, "step")),
+                     json_number_value(json_object_get(row, "created_at")),
+                     json_number_value(json_object_get(row, "finished_at")), what);
+    if (!store_run_status_ended(status) || n < 0 || (size_t)n >= cap) key[0] = 0;
+}
