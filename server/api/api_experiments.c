@@ -203,3 +203,37 @@ void api_experiments_series(http_request *req, void *ctx) {
     api_reply_json_keeping(
         req, a, ckey, json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
 }
+
+void api_experiments_patch(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (api_path_id(req, &id) < 0) return;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"name", NULL};
+    const char *name = NULL;
+    svc_error err;
+    if (api_only_fields(req, body, fields) == 0 && api_opt_string(req, body, "name", 200, &name) == 0) {
+        if (!name || !*name)
+            http_reply_error(req, 422, "invalid_field", "name", "name must be 1 to 200 characters");
+        else if (svc_experiments_rename(a, id, name, &err) != SVC_OK)
+            api_reply_svc_error(req, &err);
+        else
+            api_experiments_get(req, ctx);
+    }
+    json_decref(body);
+}
+
+void api_experiments_delete(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (api_path_id(req, &id) < 0) return;
+    static const char *const modes[] = {"keep", "delete", NULL};
+    const char *runs = NULL;
+    if (api_query_enum(req, "runs", modes, &runs) < 0) return;
+    svc_error err;
+    if (svc_experiments_delete(a, id, runs && !strcmp(runs, "delete"), &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        http_reply_bytes(req, 204, NULL, "", 0);
+}

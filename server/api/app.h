@@ -108,6 +108,8 @@ void api_presets(http_request *req, void *app);
 void api_experiments_create(http_request *req, void *app);
 void api_experiments_list(http_request *req, void *app);
 void api_experiments_get(http_request *req, void *app);
+void api_experiments_patch(http_request *req, void *app);  /* rename */
+void api_experiments_delete(http_request *req, void *app); /* ?runs=keep|delete */
 void api_experiments_stats(http_request *req, void *app);
 void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);

@@ -39,6 +39,8 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
     rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
     rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
+    rc |= http_route(s, "PATCH", "/api/experiments/{id}", api_experiments_patch);
+    rc |= http_route(s, "DELETE", "/api/experiments/{id}", api_experiments_delete);
     rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/stats", api_experiments_stats);
     rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/stats.csv", api_experiments_stats_csv);
     rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/series", api_experiments_series);

@@ -72,4 +72,12 @@ svc_status svc_experiments_commit(struct app *a, const svc_experiment_plan *plan
                                   svc_error *err);
 void svc_experiments_plan_free(svc_experiment_plan *plan);
 
+/* Renames experiment id (svc_experiment_manage.c). SVC_NOT_FOUND (field "id"); the caller checks
+ * the name. */
+svc_status svc_experiments_rename(struct app *a, long long id, const char *name, svc_error *err);
+/* Deletes experiment id. with_runs: its runs go too, each with its metrics and files (as DELETE
+ * /api/runs/{id}), refused whole (SVC_CONFLICT, field "runs") while any of them is queued or
+ * running; else its runs stay, as runs of no experiment. SVC_NOT_FOUND (field "id"). */
+svc_status svc_experiments_delete(struct app *a, long long id, int with_runs, svc_error *err);
+
 #endif

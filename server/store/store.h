@@ -185,6 +185,11 @@ store_status store_experiment_create(store *st, const store_new_experiment *e, c
 store_status store_experiment_discard(store *st, long long id);
 /* {"id","name","preset","base":{…},"variants":[…],"replicates","created_at","run_count"} */
 store_status store_experiment_get(store *st, long long id, json_t **out);
+/* Renames an experiment; STORE_NOT_FOUND when there is none. */
+store_status store_experiment_rename(store *st, long long id, const char *name);
+/* Deletes an experiment's row, in one transaction with what still points at it: runs left in it
+ * are kept as runs of no experiment (experiment_id null). STORE_NOT_FOUND when there is none. */
+store_status store_experiment_delete(store *st, long long id);
 /* A page of experiments, newest first, and how many there are. */
 store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
 

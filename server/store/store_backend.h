@@ -53,6 +53,8 @@
     X(pfx, store_status, experiment_get, (store *st, long long id, json_t **out), (st, id, out))                           \
     X(pfx, store_status, experiment_list, (store *st, int limit, int offset, json_t **out, long long *total),              \
       (st, limit, offset, out, total))                                                                                 \
+    X(pfx, store_status, experiment_rename, (store *st, long long id, const char *name), (st, id, name))                 \
+    X(pfx, store_status, experiment_delete, (store *st, long long id), (st, id))                                          \
     X(pfx, store_status, corpus_put, (store *st, const store_corpus *c), (st, c))                                          \
     X(pfx, store_status, corpus_create, (store *st, const store_corpus *c), (st, c))                                       \
     X(pfx, store_status, corpus_get, (store *st, const char *name, json_t **out), (st, name, out))                         \

@@ -149,6 +149,11 @@ def main():
         csv = c.bundle(exp_id, csv=True, keys=["loss"])
         check(csv.encode() == raw_get(f"{srv.url}/api/experiments/{exp_id}/bundle.csv?keys=loss"), "bundle.csv bytes")
         check(any(x["id"] == exp_id for x in c.experiments()), "experiment not listed")
+        c.rename_experiment(exp_id, "py-exp-renamed")
+        check(c.experiment(exp_id)["experiment"]["name"] == "py-exp-renamed", "rename")
+        run_ids = [r["id"] for r in done["runs"]]
+        c.delete_experiment(exp_id, runs="keep")
+        check(all(c.run(i)["experiment_id"] is None for i in run_ids), "kept runs still point at the experiment")
 
     @case("client_model_probe_on_a_trained_run")
     def _():

@@ -238,6 +238,14 @@ class Client:
             body["preset"] = preset
         return self.request("POST", "/api/experiments", body)
 
+    def rename_experiment(self, exp_id, name):
+        return self.request("PATCH", f"/api/experiments/{int(exp_id)}", {"name": name})
+
+    def delete_experiment(self, exp_id, runs="keep"):
+        """DELETE /api/experiments/{id}: runs="keep" leaves its runs as runs of no experiment,
+        runs="delete" removes them too (refused while any of them is queued or running)."""
+        return self.request("DELETE", f"/api/experiments/{int(exp_id)}", query={"runs": runs})
+
     def wait_experiment(self, exp_id, progress=False, poll=2.0):
         """Waits until every run of the experiment has ended; returns the experiment."""
         say = progress if callable(progress) else (_print_experiment if progress else None)

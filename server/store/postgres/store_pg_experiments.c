@@ -50,6 +50,39 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
     return s;
 }
 
+store_status store_pg_experiment_rename(store *st, long long id, const char *name) {
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, name);
+    pg_p_int(&p, id);
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    long long n = 0;
+    store_status s = pg_cmd(c, "rename experiment", "UPDATE experiments SET name = $1 WHERE id = $2", &p, &n);
+    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
+    s = spg_fail(c, s);
+    spg_put(st, c);
+    return s;
+}
+
+store_status store_pg_experiment_delete(store *st, long long id) {
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, id);
+    long long n = 0;
+    store_status s = spg_fail(c, pg_begin(c));
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "detach experiment's runs",
+                               "UPDATE runs SET experiment_id = NULL WHERE experiment_id = $1", &p, NULL));
+    if (s == STORE_OK) s = spg_fail(c, pg_cmd(c, "delete experiment", "DELETE FROM experiments WHERE id = $1", &p, &n));
+    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
+    s = spg_fail(c, pg_finish(c, s));
+    spg_put(st, c);
+    return s;
+}
+
 store_status store_pg_experiment_discard(store *st, long long id) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;

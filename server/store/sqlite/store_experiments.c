@@ -43,6 +43,38 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
     return s;
 }
 
+store_status store_sqlite_experiment_rename(store *st, long long id, const char *name) {
+    db_lock(st);
+    sqlite3_stmt *q = db_prepare(st, "UPDATE experiments SET name = ? WHERE id = ?");
+    if (q) {
+        db_bind_text(q, 1, name);
+        sqlite3_bind_int64(q, 2, id);
+    }
+    store_status s = db_exec(st, q, "rename experiment");
+    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
+    db_unlock(st);
+    return s;
+}
+
+store_status store_sqlite_experiment_delete(store *st, long long id) {
+    db_lock(st);
+    store_status s = db_begin(st);
+    if (s == STORE_OK) {
+        sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET experiment_id = NULL WHERE experiment_id = ?");
+        if (q) sqlite3_bind_int64(q, 1, id);
+        s = db_exec(st, q, "detach experiment's runs");
+    }
+    if (s == STORE_OK) {
+        sqlite3_stmt *q = db_prepare(st, "DELETE FROM experiments WHERE id = ?");
+        if (q) sqlite3_bind_int64(q, 1, id);
+        s = db_exec(st, q, "delete experiment");
+        if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
+    }
+    s = db_finish(st, s);
+    db_unlock(st);
+    return s;
+}
+
 store_status store_sqlite_experiment_discard(store *st, long long id) {
     db_lock(st);
     store_status s = db_begin(st);
