@@ -205,6 +205,27 @@ def main():
         else:
             raise AssertionError("a NaN was accepted")
 
+    @case("client_example_pytorch_run_beside_attnlabs_own")
+    def _():
+        # client/python/examples/torch_seed_blog.py, small: a PyTorch run logged into an experiment
+        # beside attnlab's run of the same config, its weights uploaded and probed
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise AssertionError("python3-torch is not installed (scripts/deps.sh --test installs it)")
+        import subprocess
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "client/python/examples/torch_seed_blog.py"), "--url",
+                              srv.url, "--tiny", "--steps", "10", "--threads", "1"], capture_output=True, text=True,
+                             timeout=600)
+        check(out.returncode == 0, f"exit {out.returncode}: {out.stderr[-500:]}")
+        tail = out.stdout[out.stdout.index("{\n"):]
+        res = json.loads(tail)
+        e = c.experiment(res["experiment"])
+        variants = sorted(r["variant"] for r in e["runs"])
+        check(variants == ["attnlab", "pytorch"], f"variants {variants}")
+        check(res["comparison"] and res["comparison"]["n"] == 1, f"comparison {res['comparison']}")
+        check(set(res["attention_map"].values()) == {"succeeded"}, f"probes {res['attention_map']}")
+
     rc, errors = srv.stop()
     check_stop("client_server_stopped_cleanly", rc, errors)
 
