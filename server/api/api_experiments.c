@@ -19,8 +19,8 @@ void api_experiments_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
-    static const char *const fields[] = {"name", "preset",     "base", "overrides", "variants",
-                                         "grid", "replicates", "tags", NULL};
+    static const char *const fields[] = {"name", "preset",     "base", "overrides",   "variants",
+                                         "grid", "replicates", "tags", "from_bundle", NULL};
     svc_experiment_request r = {.base = json_object_get(body, "base"),
                                 .overrides = json_object_get(body, "overrides"),
                                 .variants = json_object_get(body, "variants"),
@@ -35,6 +35,21 @@ void api_experiments_create(http_request *req, void *ctx) {
         return;
     }
     r.tags = tags;
+    json_t *bundle = json_object_get(body, "from_bundle");
+    if (bundle) { /* run a bundle's experiment again: nothing else but a new name and tags */
+        static const char *const with_bundle[] = {"from_bundle", "name", "tags", NULL};
+        if (api_only_fields(req, body, with_bundle) < 0) {
+            json_decref(body);
+            return;
+        }
+        const char *name = r.name;
+        if (svc_experiments_from_bundle(a, bundle, name, &r, &err) != SVC_OK) {
+            api_reply_svc_error(req, &err);
+            json_decref(body);
+            return;
+        }
+        r.tags = tags;
+    }
     if (svc_experiments_plan(a, &r, &plan, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         json_decref(body);

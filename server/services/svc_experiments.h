@@ -72,6 +72,14 @@ svc_status svc_experiments_commit(struct app *a, const svc_experiment_plan *plan
                                   svc_error *err);
 void svc_experiments_plan_free(svc_experiment_plan *plan);
 
+/* What a bundle (GET /api/experiments/{id}/bundle) asks to run again, as a request: its
+ * experiment's base, variants and replicates (its preset already merged into the base), named
+ * `name` or the bundle's. Refused (SVC_INVALID, field "from_bundle") for a bundle without them, and
+ * (SVC_CONFLICT, field "from_bundle") when a corpus its runs recorded has other tokens here now (the
+ * SHA-256 of the token file in their provenance differs from this data directory's). The request
+ * borrows from bundle. */
+svc_status svc_experiments_from_bundle(struct app *a, const json_t *bundle, const char *name, svc_experiment_request *r,
+                                       svc_error *err);
 /* Renames experiment id (svc_experiment_manage.c). SVC_NOT_FOUND (field "id"); the caller checks
  * the name. */
 svc_status svc_experiments_rename(struct app *a, long long id, const char *name, svc_error *err);

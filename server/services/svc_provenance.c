@@ -39,7 +39,7 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The file's SHA-256 (hex), from the cache while the file is unchanged; 0, or -1 when unreadable. */
-static int corpus_hash(const char *path, char hex[65], long long *bytes) {
+int svc_provenance_corpus_sha256(const char *path, char hex[65], long long *bytes) {
     struct stat s;
     if (!path || stat(path, &s) != 0) return -1;
     *bytes = (long long)s.st_size;
@@ -67,7 +67,7 @@ json_t *svc_provenance_new(const char *corpus_name, const char *tokens_path, con
     if (uname(&u) == 0) snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
     json_t *corpus = json_pack("{s:s}", "name", corpus_name ? corpus_name : "");
     long long bytes = 0;
-    if (corpus && corpus_hash(tokens_path, hex, &bytes) == 0) {
+    if (corpus && svc_provenance_corpus_sha256(tokens_path, hex, &bytes) == 0) {
         json_object_set_new(corpus, "sha256", json_string(hex));
         json_object_set_new(corpus, "bytes", json_integer(bytes));
     }

@@ -14,6 +14,10 @@
  * "unknown"; generated at build time. */
 extern const char attnlab_commit[];
 
+/* The SHA-256 (hex) of a corpus token file, from the cache while the file is unchanged; 0, or -1
+ * when it cannot be read. *bytes gets its size. */
+int svc_provenance_corpus_sha256(const char *tokens_path, char hex[65], long long *bytes);
+
 /* The provenance object of a run starting now on corpus `corpus_name` whose token file is
  * `tokens_path` (NULL or unreadable: no sha256), computing on kernel_path in precision. The
  * corpus's hash is computed once per file (and again when its size or time changes). A new

@@ -3,7 +3,8 @@
  * the commit git names for this tree, the CPU model /proc/cpuinfo names, the kernel path the run's
  * precision computes on (fp32 for an fp32 run; health's path for a bf16 one where a bf16 unit
  * exists), and its corpus's SHA-256 as sha256sum computes it over the token file. The bundle of
- * the run's experiment carries it too. */
+ * the run's experiment carries it too, and runs again from it (POST /api/experiments
+ * {"from_bundle"}), but not when its corpus's tokens here are not the ones it recorded. */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,65 @@ TEST(the_experiment_bundle_carries_each_runs_provenance) {
     json_decref(b);
 }
 
+TEST(a_bundle_runs_again_only_on_the_same_tokens) {
+    long status;
+    json_t *l = api_call(&srv, "GET", "/api/experiments", NULL, &status);
+    long long exp = json_integer_value(json_object_get(json_array_get(json_object_get(l, "experiments"), 0), "id"));
+    json_decref(l);
+    CHECK(exp > 0);
+    char path[128];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?keys=loss&max_points=2", exp);
+    json_t *b = api_call(&srv, "GET", path, NULL, &status);
+    CHECK_EQ_INT(status, 200);
+    json_t *req = json_pack("{s:O, s:s}", "from_bundle", b, "name", "again");
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_t *e = api_call(&srv, "POST", "/api/experiments", body, &status);
+    free(body);
+    CHECK_EQ_INT(status, 201);
+    json_t *x = json_object_get(e, "experiment"), *was = json_object_get(b, "experiment");
+    CHECK(!strcmp(json_string_value(json_object_get(x, "name")), "again"));
+    CHECK(json_equal(json_object_get(x, "base"), json_object_get(was, "base")));
+    CHECK(json_equal(json_object_get(x, "variants"), json_object_get(was, "variants")));
+    CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), json_array_size(json_object_get(b, "runs")));
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(e, "runs"), i, r) {
+        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
+        CHECK(st && !strcmp(st, "succeeded"));
+        free(st);
+    }
+    json_decref(e);
+    /* the same bundle whose runs say their corpus had other tokens: refused, nothing created */
+    json_t *p =
+        json_object_get(
+            json_object_get(json_object_get(json_array_get(json_object_get(b, "runs"), 0), "provenance"), "corpus"),
+            "sha256")
+            ? json_object_get(json_object_get(json_array_get(json_object_get(b, "runs"), 0), "provenance"), "corpus")
+            : NULL;
+    CHECK(p);
+    json_object_set_new(p, "sha256", json_string("0000000000000000000000000000000000000000000000000000000000000000"));
+    body = json_dumps(req, JSON_COMPACT);
+    json_t *l2 = api_call(&srv, "GET", "/api/experiments", NULL, &status);
+    long long before = json_integer_value(json_object_get(l2, "total"));
+    json_decref(l2);
+    e = api_call(&srv, "POST", "/api/experiments", body, &status);
+    free(body);
+    CHECK_EQ_INT(status, 409);
+    CHECK(!strcmp(api_error_field(e), "from_bundle"));
+    json_decref(e);
+    l2 = api_call(&srv, "GET", "/api/experiments", NULL, &status);
+    CHECK_EQ_INT(json_integer_value(json_object_get(l2, "total")), before);
+    json_decref(l2);
+    e = api_call(&srv, "POST", "/api/experiments", "{\"from_bundle\":{\"runs\":[]}}", &status);
+    CHECK_EQ_INT(status, 422);
+    json_decref(e);
+    e = api_call(&srv, "POST", "/api/experiments", "{\"from_bundle\":{},\"preset\":\"seed-blog\"}", &status);
+    CHECK_EQ_INT(status, 422);
+    json_decref(e);
+    json_decref(req);
+    json_decref(b);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (harness_start(&srv, NULL, NULL) < 0) {
@@ -98,6 +158,7 @@ int main(void) {
     }
     RUN(a_trained_run_records_where_its_numbers_come_from);
     RUN(the_experiment_bundle_carries_each_runs_provenance);
+    RUN(a_bundle_runs_again_only_on_the_same_tokens);
     int rc = test_summary();
     if (rc) harness_dump_log(&srv);
     harness_stop(&srv);

@@ -238,6 +238,17 @@ class Client:
             body["preset"] = preset
         return self.request("POST", "/api/experiments", body)
 
+    def rerun_bundle(self, bundle, name=None):
+        """POST /api/experiments {"from_bundle"}: the bundle's experiment created and queued again
+        (refused, ApiError 409, when a corpus its runs trained on has other tokens here now). Only
+        the experiment and the runs' provenance are sent, not the points."""
+        slim = {"experiment": bundle["experiment"],
+                "runs": [{"id": r.get("id"), "provenance": r.get("provenance")} for r in bundle.get("runs", [])]}
+        body = {"from_bundle": slim}
+        if name:
+            body["name"] = name
+        return self.request("POST", "/api/experiments", body)
+
     def rename_experiment(self, exp_id, name):
         return self.request("PATCH", f"/api/experiments/{int(exp_id)}", {"name": name})
 
