@@ -211,11 +211,7 @@ static void bundle_done(void *ctx) {
  * for CSV) and keys (as GET /api/runs/{id}/metrics). Answers 422 and returns -1 when bad. */
 static int bundle_query(http_request *req, long long def_points, long long *id, long long *max_points,
                         const char **keys) {
-    if (api_path_id(req, id) < 0 || api_query_int(req, "max_points", 0, 100000, def_points, max_points) < 0) return -1;
-    if (*max_points == 1) {
-        http_reply_error(req, 422, "invalid_field", "max_points", "max_points must be 0 (every point) or 2 to 100000");
-        return -1;
-    }
+    if (api_path_id(req, id) < 0 || api_query_max_points(req, def_points, max_points) < 0) return -1;
     *keys = http_request_query(req, "keys");
     if (*keys && strlen(*keys) > 2000) {
         http_reply_error(req, 422, "invalid_field", "keys", "keys must be at most 2000 characters");

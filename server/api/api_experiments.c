@@ -190,7 +190,7 @@ void api_experiments_stats_csv(http_request *req, void *ctx) { reply_stats(req, 
 void api_experiments_series(http_request *req, void *ctx) {
     app *a = ctx;
     long long id, max_points;
-    if (api_path_id(req, &id) < 0 || api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0) return;
+    if (api_path_id(req, &id) < 0 || api_query_max_points(req, 0, &max_points) < 0) return;
     const char *key = http_request_query(req, "key");
     char what[160], ckey[320];
     snprintf(what, sizeof what, "series|%lld|%.64s", max_points, key ? key : "");

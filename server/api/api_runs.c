@@ -246,8 +246,7 @@ void api_runs_metrics(http_request *req, void *ctx) {
     app *a = ctx;
     long long id, since, max_points;
     char what[2100], key[2400];
-    if (api_query_int(req, "since_step", 0, 100000000, 0, &since) < 0 ||
-        api_query_int(req, "max_points", 2, 100000, 0, &max_points) < 0)
+    if (api_query_int(req, "since_step", 0, 100000000, 0, &since) < 0 || api_query_max_points(req, 0, &max_points) < 0)
         return;
     const char *keys = http_request_query(req, "keys");
     if (keys && strlen(keys) > 2000) {

@@ -40,6 +40,15 @@ int api_query_int(http_request *req, const char *name, long long lo, long long h
     return 0;
 }
 
+int api_query_max_points(http_request *req, long long def, long long *out) {
+    if (api_query_int(req, "max_points", 0, 100000, def, out) < 0) return -1;
+    if (*out == 1) {
+        http_reply_error(req, 422, "invalid_field", "max_points", "max_points must be 0 (every point) or 2 to 100000");
+        return -1;
+    }
+    return 0;
+}
+
 int api_query_enum(http_request *req, const char *name, const char *const *allowed, const char **out) {
     const char *s = http_request_query(req, name);
     *out = NULL;

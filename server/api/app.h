@@ -44,6 +44,9 @@ double app_now(void); /* wall-clock Unix seconds */
 int api_path_id(http_request *req, long long *id);
 /* An integer query argument in [lo, hi] (def when absent); answers 422 and returns -1 if bad. */
 int api_query_int(http_request *req, const char *name, long long lo, long long hi, long long def, long long *out);
+/* The max_points query argument of every series route: 0 (every point) or 2..100000, def when
+ * absent; answers 422 and returns -1 if bad. */
+int api_query_max_points(http_request *req, long long def, long long *out);
 /* A query argument that must be one of a NULL-terminated list (or absent); 422 on anything else. */
 int api_query_enum(http_request *req, const char *name, const char *const *allowed, const char **out);
 /* Refuses (422, field named) any member of obj not in the NULL-terminated list. */

@@ -223,6 +223,30 @@ TEST(a_bundle_over_the_bound_is_refused_before_any_point_is_read) {
     CHECK(raw_exec(sql) == 0);
 }
 
+/* max_points=0 is every point on every series route (as an absent max_points), and 1 is refused. */
+TEST(max_points_zero_means_every_point_everywhere) {
+    CHECK(exp_id > 0);
+    char a[160], b[160];
+    const char *pairs[][2] = {
+        {"/api/runs/%lld/metrics?keys=loss&max_points=0", "/api/runs/%lld/metrics?keys=loss"},
+        {"/api/experiments/%lld/series?key=loss&max_points=0", "/api/experiments/%lld/series?key=loss"}};
+    for (int i = 0; i < 2; i++) {
+        long long id = i == 0 ? run_ids[0] : exp_id;
+        snprintf(a, sizeof a, pairs[i][0], id);
+        snprintf(b, sizeof b, pairs[i][1], id);
+        json_t *x = get_ok(a), *y = get_ok(b);
+        CHECK_MSG(x && y && json_equal(x, y), "%s differs from %s", a, b);
+        json_decref(x);
+        json_decref(y);
+        snprintf(a, sizeof a, pairs[i][1], id);
+        strcat(a, "&max_points=1");
+        long status;
+        json_t *e = api_call(&srv, "GET", a, NULL, &status);
+        CHECK_MSG(status == 422 && !strcmp(api_error_field(e), "max_points"), "%s: %ld", a, status);
+        json_decref(e);
+    }
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (harness_start(&srv, NULL, NULL) < 0) {
@@ -234,6 +258,7 @@ int main(void) {
     RUN(the_json_bundle_is_every_runs_config_summary_and_series);
     RUN(the_csv_bundle_has_a_row_per_point_with_the_differing_keys);
     RUN(bad_queries_are_422_and_unknown_experiments_404);
+    RUN(max_points_zero_means_every_point_everywhere);
     RUN(a_bundle_over_the_bound_is_refused_before_any_point_is_read);
     harness_stop(&srv);
     curl_global_cleanup();
