@@ -24,7 +24,8 @@ int http_compute_init(http_server *s, const http_config *cfg) {
     memset(c, 0, sizeof *c);
     c->workers = cfg->compute_workers ? cfg->compute_workers : 2;
     c->max_queued = cfg->compute_queue ? cfg->compute_queue : 64;
-    c->per_client = cfg->compute_per_client ? cfg->compute_per_client : 24; /* a dashboard page asks for a dozen at once */
+    c->per_client =
+        cfg->compute_per_client ? cfg->compute_per_client : 24; /* a dashboard page asks for a dozen at once */
     c->threads = calloc(c->workers, sizeof *c->threads);
     c->running = calloc(c->workers, sizeof *c->running);
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
