@@ -154,6 +154,14 @@ __attribute__((noinline)) GT static void own_gemm_nt(int M, int N, int K, const 
  * the same bits as one pass. */
 #define TN_KB 128
 #define TN_MB 64
+
+/* dst[0..n) = src[0..n), n <= 64, in 16-lane pieces (a call to memcpy per row cost more than the copy). */
+GAI void copy_row(float *dst, const float *src, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+    }
+}
 __attribute__((noinline)) GT static void own_gemm_tn(int M, int N, int K, const float *A, int lda, const float *B,
                                                      int ldb, float *C, int ldc, int accumulate) {
     float ap[TN_KB * TN_MB] __attribute__((aligned(64)));
@@ -165,14 +173,14 @@ __attribute__((noinline)) GT static void own_gemm_tn(int M, int N, int K, const 
             for (int k = 0; k < kb; k++) {
                 const float *a = A + (long)(k0 + k) * lda + mc;
                 _mm_prefetch((const char *)(a + 8L * lda), _MM_HINT_T0);
-                memcpy(ap + k * TN_MB, a, sizeof(float) * (size_t)mw);
+                copy_row(ap + k * TN_MB, a, mw);
             }
             for (int n0 = 0; n0 < N; n0 += 32) {
                 int w = N - n0 < 32 ? N - n0 : 32;
                 for (int k = 0; k < kb; k++) {
                     const float *b = B + (long)(k0 + k) * ldb + n0;
                     _mm_prefetch((const char *)(b + 8L * ldb), _MM_HINT_T0);
-                    memcpy(bp + k * 32, b, sizeof(float) * (size_t)w);
+                    copy_row(bp + k * 32, b, w);
                 }
                 for (int m0 = 0; m0 < mw; m0 += 12) {
                     int R = mw - m0 < 12 ? mw - m0 : 12;
