@@ -220,7 +220,12 @@ void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
     if (M <= 0 || N <= 0) return;
 #ifdef OWN_KERNELS
     if (gemm_own) {
-        own_gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+        /* panels pay where K is long (weight gradients over the batch's rows); a short K (attention's
+         * T x T) is in cache already. Both give the same bits. */
+        if (K > 2 * TN_KB)
+            own_gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+        else
+            own_gemm(M, N, K, A, 1, lda, B, ldb, C, ldc, accumulate);
         return;
     }
 #endif
