@@ -149,8 +149,9 @@ if [ "${BENCH_QUALITY:-1}" = 1 ] && [ -f "$DATA_DIR/corpora/default/tokens.u16" 
   # all at once, threads split: a run's numbers do not depend on its thread count
   for p in $runs; do
     prec=$([ "$p" = fp32 ] && echo fp32 || echo bf16)
-    ATTNLAB_KERNEL_PATH=$p "$ATTNLABD" train --data-dir "$DATA_DIR" --corpus default --attention cosine_rope --steps 300 \
-      --threads "$th" --precision "$prec" >"$work/q_$p" 2>"$work/q_$p.err" &
+    # the corpus's token file itself (--corpus needs the data directory's catalogue, made by a server's start)
+    ATTNLAB_KERNEL_PATH=$p "$ATTNLABD" train --data "$DATA_DIR/corpora/default/tokens.u16" --vocab 50257 \
+      --attention cosine_rope --steps 300 --threads "$th" --precision "$prec" >"$work/q_$p" 2>"$work/q_$p.err" &
   done
   wait || true
   for p in $runs; do

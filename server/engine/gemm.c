@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -144,6 +145,53 @@ __attribute__((noinline)) GT static void own_gemm_nt(int M, int N, int K, const 
         }
     }
 }
+
+/* A^T B (the weight gradients: K is the batch's rows, A and B are wide activations of which a
+ * product reads a narrow column block): K in blocks of TN_KB; per block A's 64 columns and then each
+ * 32 of B's columns are copied into contiguous panels, read row by row in memory order, so that the
+ * tiles stream from L1 instead of striding through memory a column block at a time. Each entry still
+ * sums over k in order (the accumulators go through C between blocks, exactly), so the results are
+ * the same bits as one pass. */
+#define TN_KB 128
+#define TN_MB 64
+
+/* dst[0..n) = src[0..n), n <= 64, in 16-lane pieces (a call to memcpy per row cost more than the copy). */
+GAI void copy_row(float *dst, const float *src, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+    }
+}
+__attribute__((noinline)) GT static void own_gemm_tn(int M, int N, int K, const float *A, int lda, const float *B,
+                                                     int ldb, float *C, int ldc, int accumulate) {
+    float ap[TN_KB * TN_MB] __attribute__((aligned(64)));
+    float bp[TN_KB * 32] __attribute__((aligned(64)));
+    for (int mc = 0; mc < M; mc += TN_MB) {
+        int mw = M - mc < TN_MB ? M - mc : TN_MB;
+        for (int k0 = 0; k0 < K || k0 == 0; k0 += TN_KB) {
+            int kb = K - k0 < TN_KB ? K - k0 : TN_KB;
+            for (int k = 0; k < kb; k++) {
+                const float *a = A + (long)(k0 + k) * lda + mc;
+                _mm_prefetch((const char *)(a + 8L * lda), _MM_HINT_T0);
+                copy_row(ap + k * TN_MB, a, mw);
+            }
+            for (int n0 = 0; n0 < N; n0 += 32) {
+                int w = N - n0 < 32 ? N - n0 : 32;
+                for (int k = 0; k < kb; k++) {
+                    const float *b = B + (long)(k0 + k) * ldb + n0;
+                    _mm_prefetch((const char *)(b + 8L * ldb), _MM_HINT_T0);
+                    copy_row(bp + k * 32, b, w);
+                }
+                for (int m0 = 0; m0 < mw; m0 += 12) {
+                    int R = mw - m0 < 12 ? mw - m0 : 12;
+                    tile_any(R, w, kb, ap + m0, 1, TN_MB, bp, 32, C + (long)(mc + m0) * ldc + n0, ldc,
+                             accumulate || k0 > 0);
+                }
+            }
+            if (K == 0) break;
+        }
+    }
+}
 #endif
 
 void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate) {
@@ -172,7 +220,12 @@ void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
     if (M <= 0 || N <= 0) return;
 #ifdef OWN_KERNELS
     if (gemm_own) {
-        own_gemm(M, N, K, A, 1, lda, B, ldb, C, ldc, accumulate);
+        /* panels pay where K is long (weight gradients over the batch's rows); a short K (attention's
+         * T x T) is in cache already. Both give the same bits. */
+        if (K > 2 * TN_KB)
+            own_gemm_tn(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+        else
+            own_gemm(M, N, K, A, 1, lda, B, ldb, C, ldc, accumulate);
         return;
     }
 #endif

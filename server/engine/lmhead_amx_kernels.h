@@ -20,15 +20,15 @@
 
 typedef unsigned amx_u16 __attribute__((vector_size(64)));
 typedef uint16_t amx_h16 __attribute__((vector_size(32)));
+typedef uint16_t amx_h32 __attribute__((vector_size(64)));
 
 /* 16 floats rounded to bf16 as bf16_from_float does (nearest, ties to even; NaN kept NaN). */
-static inline void amx_round16(bf16 *out, fm_v16 x) {
+static inline amx_h16 amx_round16(fm_v16 x) {
     amx_u16 u = (amx_u16)x;
     amx_u16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     amx_u16 nan = (amx_u16)((u & 0x7fffffffu) > 0x7f800000u);
     r = (nan & ((u >> 16) | 0x40u)) | (~nan & r);
-    amx_h16 h = __builtin_convertvector(r, amx_h16);
-    memcpy(out, &h, sizeof h);
+    return __builtin_convertvector(r, amx_h16);
 }
 
 /* One logits tile T[j][i] = logit of vocabulary row v0 + j for row r0 + i (the chunk's 16 rows at
@@ -37,28 +37,26 @@ static inline void amx_round16(bf16 *out, fm_v16 x) {
 static void amx_epilogue(const lmhead_amx_chunk *k, const float *T, long v0, int r0) {
     const int RP = k->RP;
     fm_v16 u = fm_load(k->U + r0), m = fm_load(k->mx + r0), s = fm_load(k->sm + r0);
+    amx_h16 h[16];
     for (int j = 0; j < 16; j++) {
-        bf16 *row = k->E + (size_t)(v0 + j) * RP + r0;
         if (v0 + j >= k->V) {
-            memset(row, 0, sizeof(bf16) * 16);
-            continue;
+            h[j] = (amx_h16){0};
+        } else {
+            fm_v16 l = fm_load(T + 16 * j);
+            m = fm_select(l > m, l, m);
+            fm_v16 x = fm_exp16(l - u);
+            s += x;
+            h[j] = amx_round16(x);
         }
-        fm_v16 l = fm_load(T + 16 * j);
-        m = fm_select(l > m, l, m);
-        fm_v16 x = fm_exp16(l - u);
-        s += x;
-        amx_round16(row, x);
+        memcpy(k->E + (size_t)(v0 + j) * RP + r0, &h[j], sizeof h[j]);
     }
     fm_store(k->mx + r0, m);
     fm_store(k->sm + r0, s);
     /* E2: rows v0 + 2p and v0 + 2p + 1 interleaved, per row r */
     for (int p = 0; p < 8; p++) {
-        bf16 *o = k->E2 + ((size_t)(v0 / 2 + p) * RP + r0) * 2;
-        const bf16 *a = k->E + (size_t)(v0 + 2 * p) * RP + r0, *b = a + RP;
-        for (int i = 0; i < 16; i++) {
-            o[2 * i] = a[i];
-            o[2 * i + 1] = b[i];
-        }
+        amx_h32 o = __builtin_shufflevector(h[2 * p], h[2 * p + 1], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        memcpy(k->E2 + ((size_t)(v0 / 2 + p) * RP + r0) * 2, &o, sizeof o);
     }
     for (int i = 0; i < 16 && r0 + i < k->rows; i++) {
         long t = k->tg[r0 + i];

@@ -628,7 +628,7 @@ engine_status sparse_eval_new(sparse_eval **out, model *m, int max_B, engine_err
     if (v->flags & ATTENTION_ROTATES) rope_tables(ev->rope_cos, ev->rope_sin, ev->Tmax, ev->d, c->rope_base);
 #if !REAL_IS_DOUBLE
     if (model_precision(m) == PRECISION_BF16 && lmhead_bf16_applies(ev->C)) {
-        engine_status rc = lmhead_bf16_new(&ev->lm_bf, ev->V, ev->C, err);
+        engine_status rc = lmhead_bf16_new_on(&ev->lm_bf, ev->V, ev->C, model_kernel_path(m), err);
         if (rc) {
             sparse_eval_free(ev);
             return rc;
