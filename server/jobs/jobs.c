@@ -627,6 +627,8 @@ static int shared_queued(jobs *j) {
     return n;
 }
 
+int jobs_max_queued(const jobs *j) { return j->cfg.max_queued; }
+
 int jobs_queue_room(jobs *j) {
     if (store_shared(j->cfg.store)) {
         int queued = shared_queued(j);

@@ -397,6 +397,16 @@ TEST(full_queue_answers_429) {
     CHECK_EQ_INT(code, 429);
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "queue_full"));
     json_decref(j);
+    /* An experiment that can never fit the queue is a 422 naming the bound, not a 429 to retry for
+     * ever (issue 23 item 8: the documented 256-run experiment against the old default of 64). */
+    j = api_call(&q, "POST", "/api/experiments",
+                 "{\"replicates\":2,\"base\":{" TINY_CONFIG ",\"steps\":5},\"variants\":[{\"name\":\"a\","
+                 "\"config\":{}}]}",
+                 &code);
+    CHECK_EQ_INT(code, 422);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "too_many_runs"));
+    CHECK(strstr(json_string_value(json_object_get(json_object_get(j, "error"), "message")), "--max-queued"));
+    json_decref(j);
     j = api_call(&q, "GET", "/api/runs", NULL, &code);
     CHECK_EQ_INT(json_integer_value(json_object_get(j, "total")), 2); /* the refused run left nothing behind */
     json_decref(j);
