@@ -86,6 +86,9 @@ void http_server_free(http_server *s);
  * (429 and 503) and cancelled (the client left) since the start. */
 void http_server_compute_counts(http_server *s, unsigned *running, unsigned *queued, unsigned long long *admitted,
                                 unsigned long long *refused, unsigned long long *cancelled);
+/* Requests that may have changed something (any method but GET and HEAD) answered so far: an answer
+ * built from the state may be kept until this moves (with what else changes the state). */
+uint64_t http_server_changes(const http_server *s);
 /* Counts of answered requests by status code (index 100..599), for /metrics. */
 void http_server_status_counts(const http_server *s, uint64_t counts[600]);
 /* Visits each route: used by the OpenAPI consistency test and documentation. */
