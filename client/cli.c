@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "table.h"
 
 #include "httpc.h"
 
@@ -13,10 +14,11 @@ int cli_fail(const cli_ctx *ctx, int code, const char *fmt, ...) {
     FILE *err = ctx && ctx->err ? ctx->err : stderr;
     va_list ap;
     va_start(ap, fmt);
-    fputs("attnlab: ", err);
-    vfprintf(err, fmt, ap);
-    fputc('\n', err);
+    /* Messages carry the server's words (its errors echo names): shown safe for a terminal. */
+    char raw[4096], shown[16384];
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    fprintf(err, "attnlab: %s\n", table_safe(raw, shown, sizeof shown));
     return code;
 }
 
@@ -168,7 +170,7 @@ const char *cli_cell(const json_t *v, char *buf, size_t len) {
     buf[0] = 0;
     if (!v) return buf;
     switch (json_typeof(v)) {
-    case JSON_STRING: snprintf(buf, len, "%s", json_string_value(v)); break;
+    case JSON_STRING: table_safe(json_string_value(v), buf, len); break; /* server text: terminal-safe */
     case JSON_INTEGER: snprintf(buf, len, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: {
         /* Bounds like 2147483647.0 read better whole than as 2.14748e+09. */

@@ -261,13 +261,15 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
         json_t *exp = cli_unwrap(e, "experiment");
         fprintf(ctx->out, "experiment %s created", cli_cell(json_object_get(exp, "id"), id, sizeof id));
         const char *en = json_string_value(json_object_get(exp, "name"));
-        if (en) fprintf(ctx->out, " (%s)", en);
+        char safe[512];
+        if (en) fprintf(ctx->out, " (%s)", table_safe(en, safe, sizeof safe));
         fputs(":", ctx->out);
         json_array_foreach(runs, i, r) {
             char rid[32];
             const char *var = json_is_object(r) ? json_string_value(json_object_get(r, "variant")) : NULL;
             cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
-            fprintf(ctx->out, "%s run %s%s%s%s", i ? "," : "", rid, var ? " (" : "", var ? var : "", var ? ")" : "");
+            fprintf(ctx->out, "%s run %s%s%s%s", i ? "," : "", rid, var ? " (" : "",
+                    var ? table_safe(var, safe, sizeof safe) : "", var ? ")" : "");
         }
         fputc('\n', ctx->out);
     }
@@ -523,8 +525,10 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
         char b[64];
         const char *name = json_string_value(json_object_get(exp, "name"));
         const char *preset = json_string_value(json_object_get(exp, "preset"));
-        fprintf(ctx->out, "experiment %lld%s%s%s%s\n", id, name ? "  " : "", name ? name : "",
-                preset ? "  preset " : "", preset ? preset : "");
+        char sn[512], sp[128];
+        fprintf(ctx->out, "experiment %lld%s%s%s%s\n", id, name ? "  " : "",
+                name ? table_safe(name, sn, sizeof sn) : "", preset ? "  preset " : "",
+                preset ? table_safe(preset, sp, sizeof sp) : "");
         const char *created = cli_time(json_object_get(exp, "created_at"), b, sizeof b);
         if (*created) fprintf(ctx->out, "created %s\n", created);
         if (reps > 1) fprintf(ctx->out, "%lld replicates per variant (seeds seed, seed+1, ...)\n", reps);

@@ -103,7 +103,10 @@ int cmd_probes_print_result(const cli_ctx *ctx, const json_t *result, const char
         const char *kind = json_string_value(json_object_get(res, "kind"));
         char id[32];
         cli_cell(json_object_get(cli_unwrap((json_t *)result, "probe"), "id"), id, sizeof id);
-        if (kind) fprintf(ctx->out, "probe %s%s%s%s\n", kind, *id ? " (result " : "", id, *id ? ")" : "");
+        char sk[128];
+        if (kind)
+            fprintf(ctx->out, "probe %s%s%s%s\n", table_safe(kind, sk, sizeof sk), *id ? " (result " : "", id,
+                    *id ? ")" : "");
         const json_t *summary = json_object_get(res, "summary");
         if (json_is_object(summary) && json_object_size(summary)) {
             static const char *const head[] = {"summary", ""};
@@ -126,8 +129,10 @@ int cmd_probes_print_result(const cli_ctx *ctx, const json_t *result, const char
     size_t i, shown = 0;
     json_t *tj;
     json_array_foreach(tables, i, tj) {
-        const char *name = json_string_value(json_object_get(tj, "name"));
-        if (only && (!name || strcmp(name, only))) continue;
+        const char *raw_name = json_string_value(json_object_get(tj, "name"));
+        if (only && (!raw_name || strcmp(raw_name, only))) continue;
+        char safe_name[256];
+        const char *name = raw_name ? table_safe(raw_name, safe_name, sizeof safe_name) : NULL;
         table *t = build_table(tj);
         if (!t) continue;
         if (csv) {
@@ -411,7 +416,9 @@ static int probes_kinds(const cli_ctx *ctx, int argc, char **argv) {
             code = cli_fail(ctx, CLI_EXIT_REFUSED, "no probe kind '%s' ('attnlab probes kinds' lists them)", argv[0]);
         } else {
             const char *d = json_string_value(json_object_get(k, "description"));
-            fprintf(ctx->out, "%s%s%s\n\n", argv[0], d ? ": " : "", d ? d : "");
+            char *sd = table_safe_dup(d);
+            fprintf(ctx->out, "%s%s%s\n\n", argv[0], d ? ": " : "", d && sd ? sd : "");
+            free(sd);
             static const char *const head[] = {"PARAM", "TYPE", "DEFAULT", "MIN", "MAX/CHOICES", "HELP"};
             table *t = table_new(6, head);
             json_t *params = json_object_get(k, "params");

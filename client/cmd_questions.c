@@ -93,7 +93,11 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
     if (t) table_print(t, ctx->out);
     table_free(t);
     fputc('\n', ctx->out);
-    json_array_foreach(json_object_get(hs, "answer"), i, v) fprintf(ctx->out, "%s\n", json_string_value(v));
+    json_array_foreach(json_object_get(hs, "answer"), i, v) {
+        char *line = table_safe_dup(json_string_value(v));
+        fprintf(ctx->out, "%s\n", line ? line : "");
+        free(line);
+    }
     json_decref(ans);
     return CLI_EXIT_OK;
 }
@@ -261,8 +265,10 @@ static int create_task(const cli_ctx *ctx, int argc, char **argv) {
         cli_print_json(ctx, ans);
     } else {
         json_t *c = cli_unwrap(ans, "corpus");
-        fprintf(ctx->out, "corpus %s: %s (%lld tokens)\n", json_string_value(json_object_get(c, "name")),
-                json_string_value(json_object_get(c, "source")),
+        char sn[256], ss[512];
+        fprintf(ctx->out, "corpus %s: %s (%lld tokens)\n",
+                table_safe(json_string_value(json_object_get(c, "name")), sn, sizeof sn),
+                table_safe(json_string_value(json_object_get(c, "source")), ss, sizeof ss),
                 (long long)json_integer_value(json_object_get(c, "tokens")));
     }
     json_decref(ans);

@@ -344,8 +344,9 @@ static int runs_start(const cli_ctx *ctx, int argc, char **argv) {
     else if (!ctx->json) {
         char a[32];
         cli_cell(json_object_get(json_object_get(run, "config"), "attention"), a, sizeof a);
-        const char *st = json_string_value(json_object_get(run, "status"));
-        fprintf(ctx->out, "run %lld %s (attention %s)\n", id, st ? st : "created", *a ? a : "?");
+        char st[64];
+        cli_cell(json_object_get(run, "status"), st, sizeof st);
+        fprintf(ctx->out, "run %lld %s (attention %s)\n", id, *st ? st : "created", *a ? a : "?");
     }
     json_decref(answer);
     if (do_watch) {
@@ -386,7 +387,10 @@ static int runs_action(const cli_ctx *ctx, const char *sub, int argc, char **arg
         }
         cli_print_json(ctx, resp);
     } else {
-        const char *st = json_string_value(json_object_get(cli_unwrap(resp, "run"), "status"));
+        char sb[64];
+        const char *st = json_object_get(cli_unwrap(resp, "run"), "status")
+                             ? cli_cell(json_object_get(cli_unwrap(resp, "run"), "status"), sb, sizeof sb)
+                             : NULL;
         if (!strcmp(sub, "delete"))
             fprintf(ctx->out, "run %lld deleted\n", id);
         else if (!strcmp(sub, "cancel"))
@@ -411,7 +415,11 @@ static int runs_patch(const cli_ctx *ctx, long long id, json_t *patch) {
         char tags[1024];
         const char *note = json_string_value(json_object_get(run, "note"));
         fprintf(ctx->out, "run %lld tags: %s\n", id, cli_cell(json_object_get(run, "tags"), tags, sizeof tags));
-        if (json_object_get(patch, "note")) fprintf(ctx->out, "run %lld note: %s\n", id, note ? note : "");
+        if (json_object_get(patch, "note")) {
+            char *shown = table_safe_dup(note);
+            fprintf(ctx->out, "run %lld note: %s\n", id, shown ? shown : "");
+            free(shown);
+        }
     }
     json_decref(answer);
     return CLI_EXIT_OK;

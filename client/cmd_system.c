@@ -68,8 +68,10 @@ int cmd_health(const cli_ctx *ctx, int argc, char **argv) {
             /* what is wrong, in the server's words */
             const char *why[] = {"db_error", "writes_error"};
             for (int i = 0; i < 2; i++)
-                if (json_is_string(json_object_get(h, why[i])))
-                    fprintf(ctx->out, "  %s: %s\n", why[i], json_string_value(json_object_get(h, why[i])));
+                if (json_is_string(json_object_get(h, why[i]))) {
+                    char text[2048];
+                    fprintf(ctx->out, "  %s: %s\n", why[i], cli_cell(json_object_get(h, why[i]), text, sizeof text));
+                }
         }
         code = strcmp(status, "ok") ? CLI_EXIT_SERVER : CLI_EXIT_OK;
         if (code) cli_fail(ctx, code, "the server reports '%s'", status);

@@ -1,6 +1,7 @@
 #include "table.h"
 
 #include <ctype.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,51 @@ size_t table_display_width(const char *s) {
     return w;
 }
 
+/* Code points that may not reach a terminal as they are (see table_safe). */
+static int is_unsafe(uint32_t c) {
+    return c < 0x20 || (c >= 0x7F && c < 0xA0) || c == 0x061C || c == 0x200E || c == 0x200F ||
+           (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069) || c == 0x2028 || c == 0x2029;
+}
+
+const char *table_safe(const char *s, char *buf, size_t cap) {
+    if (!cap) return buf;
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    while (*p) {
+        uint32_t c = *p;
+        int n = 1;
+        if (*p >= 0x80) {
+            n = (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+            c = n == 2 ? *p & 0x1F : n == 3 ? *p & 0x0F : *p & 0x07;
+            for (int k = 1; k < n; k++) {
+                if ((p[k] & 0xC0) != 0x80) {
+                    n = 0;
+                    break;
+                }
+                c = (c << 6) | (p[k] & 0x3F);
+            }
+        }
+        char esc[12];
+        const char *piece = (const char *)p;
+        size_t len = (size_t)n;
+        if (n == 0 || (c != '\t' && is_unsafe(c))) {
+            if (n == 0 || c < 0x80)
+                snprintf(esc, sizeof esc, "\\x%02X", *p);
+            else
+                snprintf(esc, sizeof esc, "\\u%04X", (unsigned)c);
+            piece = esc;
+            len = strlen(esc);
+            if (n == 0) n = 1;
+        }
+        if (o + len >= cap) break;
+        memcpy(buf + o, piece, len);
+        o += len;
+        p += n;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
 int table_is_numeric(const char *s) {
     if (!strcmp(s, "nan") || !strcmp(s, "inf") || !strcmp(s, "-inf") || !strcmp(s, "NaN")) return 1;
     const char *p = s;
@@ -146,7 +192,55 @@ static void pad(FILE *out, size_t n) {
     while (n--) fputc(' ', out);
 }
 
+char *table_safe_dup(const char *s) {
+    if (!s) s = "";
+    size_t cap = 4 * strlen(s) + 1; /* each byte becomes at most 4 */
+    char *d = malloc(cap);
+    if (d) table_safe(s, d, cap);
+    return d;
+}
+
+/* A copy of s fit for a terminal (table_safe), or NULL when out of memory. */
+static char *safe_copy(const char *s) {
+    size_t cap = 4 * strlen(s) + 1; /* each byte becomes at most 4 */
+    char *d = malloc(cap);
+    if (d) table_safe(s, d, cap);
+    return d;
+}
+
+/* Every cell made safe for a terminal: t's cells are its own, the copy freed with free_shown. */
+static table *shown_copy(const table *t) {
+    table *v = calloc(1, sizeof *v);
+    size_t n = (size_t)(t->nrows + 1) * (size_t)t->ncols;
+    if (!v || !(v->cells = calloc(n, sizeof *v->cells))) {
+        free(v);
+        return NULL;
+    }
+    v->ncols = t->ncols;
+    v->nrows = t->nrows;
+    for (size_t i = 0; i < n; i++)
+        if (!(v->cells[i] = safe_copy(t->cells[i]))) {
+            v->nrows = (int)(i / (size_t)t->ncols) - 1; /* table_free frees whole rows only */
+            for (size_t k = (size_t)(v->nrows + 1) * (size_t)t->ncols; k < i; k++) free(v->cells[k]);
+            table_free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void print_aligned(const table *t, FILE *out);
+
 void table_print(const table *t, FILE *out) {
+    table *v = shown_copy(t);
+    if (!v) {
+        fputs("(out of memory)\n", out);
+        return;
+    }
+    print_aligned(v, out);
+    table_free(v);
+}
+
+static void print_aligned(const table *t, FILE *out) {
     size_t *width = calloc((size_t)t->ncols, sizeof *width);
     int *right = calloc((size_t)t->ncols, sizeof *right);
     if (!width || !right) {
@@ -206,6 +300,9 @@ static void table_csv_field(const char *s, FILE *out) {
 }
 
 void table_print_csv(const table *t, FILE *out) {
+    /* CSV keeps the data as it is, except on a terminal, which gets it as table_print would. */
+    table *v = isatty(fileno(out)) ? shown_copy(t) : NULL;
+    if (v) t = v;
     for (int r = 0; r <= t->nrows; r++) {
         for (int c = 0; c < t->ncols; c++) {
             if (c) fputc(',', out);
@@ -213,4 +310,5 @@ void table_print_csv(const table *t, FILE *out) {
         }
         fputc('\n', out);
     }
+    table_free(v);
 }

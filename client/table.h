@@ -24,6 +24,16 @@ void table_print(const table *t, FILE *out);
 void table_print_csv(const table *t, FILE *out);
 void table_free(table *t);
 
+/* s made safe to show on a terminal, into buf (cap bytes, always terminated, cut on a character
+ * boundary): every control character (C0 but tab, DEL, C1: ESC sequences, CR, BEL...) becomes
+ * \xHH or \uHHHH, and so does every bidirectional control (U+061C, U+200E, U+200F, U+202A..U+202E,
+ * U+2066..U+2069) and line or paragraph separator, so that text from the server (names, notes,
+ * messages) can neither drive the terminal nor reorder what is shown; invalid UTF-8 bytes become
+ * \xHH. Returns buf. */
+const char *table_safe(const char *s, char *buf, size_t cap);
+/* The same as a malloc'd copy of any length (NULL when out of memory; s NULL is ""). */
+char *table_safe_dup(const char *s);
+
 /* Columns that s takes on a terminal. Invalid UTF-8 bytes count one column each. */
 size_t table_display_width(const char *s);
 /* 1 when s reads as a number (optional sign, digits, '.', exponent; also nan, inf). */

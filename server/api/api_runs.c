@@ -2,6 +2,7 @@
  * are the runs service's (svc_runs.h); these parse, call and reply. */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,14 +106,96 @@ static int read_config_filter(const char *key, const char *value, void *ctx) {
     return 0;
 }
 
+/* The runs list's last answers, one per query: an answer is kept with the state it was built from
+ * (the event bus's last id, which moves with every step, status and end the jobs publish, and the
+ * count of changes the API answered) and given again while neither has moved, so that a page asked
+ * many times between two steps costs a copy. Not on a shared store, which other nodes change. */
+#define RUNS_LIST_SLOTS 16
+
+typedef struct {
+    char *query;
+    uint64_t events_id, changes;
+    char *body;
+    size_t len;
+    unsigned long long used;
+} runs_list_slot;
+
+static pthread_mutex_t runs_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static runs_list_slot runs_list_slots[RUNS_LIST_SLOTS];
+static unsigned long long runs_list_clock;
+
+static int query_text(const char *key, const char *value, void *ctx) {
+    char **q = ctx;
+    size_t old = *q ? strlen(*q) : 0, add = strlen(key) + strlen(value) + 3;
+    char *grown = realloc(*q, old + add);
+    if (!grown) return 1;
+    snprintf(grown + old, add, "%s=%s&", key, value);
+    *q = grown;
+    return 0;
+}
+
+static int runs_list_cached(const char *query, uint64_t events_id, uint64_t changes, char **body, size_t *len) {
+    int hit = 0;
+    pthread_mutex_lock(&runs_list_lock);
+    for (int i = 0; i < RUNS_LIST_SLOTS && !hit; i++) {
+        runs_list_slot *s = &runs_list_slots[i];
+        if (!s->query || strcmp(s->query, query) || s->events_id != events_id || s->changes != changes) continue;
+        if ((*body = malloc(s->len + 1))) {
+            memcpy(*body, s->body, s->len + 1);
+            *len = s->len;
+            s->used = ++runs_list_clock;
+            hit = 1;
+        }
+    }
+    pthread_mutex_unlock(&runs_list_lock);
+    return hit;
+}
+
+static void runs_list_keep(const char *query, uint64_t events_id, uint64_t changes, const char *body, size_t len) {
+    char *q = strdup(query), *b = malloc(len + 1);
+    if (!q || !b) {
+        free(q);
+        free(b);
+        return;
+    }
+    memcpy(b, body, len + 1);
+    pthread_mutex_lock(&runs_list_lock);
+    runs_list_slot *slot = &runs_list_slots[0];
+    for (int i = 0; i < RUNS_LIST_SLOTS; i++) {
+        runs_list_slot *s = &runs_list_slots[i];
+        if (s->query && !strcmp(s->query, query)) {
+            slot = s;
+            break;
+        }
+        if (s->used < slot->used) slot = s;
+    }
+    free(slot->query);
+    free(slot->body);
+    *slot = (runs_list_slot){q, events_id, changes, b, len, ++runs_list_clock};
+    pthread_mutex_unlock(&runs_list_lock);
+}
+
 void api_runs_list(http_request *req, void *ctx) {
     app *a = ctx;
+    /* What the answer is built from, read before it is built: a change meanwhile moves it. */
+    uint64_t events_id = events_last_id(a->events), changes = http_server_changes(a->http);
+    char *query = NULL;
+    int cacheable = !store_shared(a->store) && !http_request_each_query(req, query_text, &query);
+    char *cached;
+    size_t cached_len;
+    if (cacheable && runs_list_cached(query ? query : "", events_id, changes, &cached, &cached_len)) {
+        free(query);
+        http_reply_take(req, 200, "application/json", cached, cached_len);
+        return;
+    }
     store_run_filter f = {0};
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", store_run_statuses, &f.status) < 0 ||
         api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
-        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0)
+        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0) {
+        free(query);
         return;
+    }
     config_filters cf = {.f = &f};
     http_request_each_query(req, read_config_filter, &cf);
     if (cf.too_many || cf.err.field[0]) {
@@ -122,6 +205,7 @@ void api_runs_list(http_request *req, void *ctx) {
         else
             http_reply_error(req, 422, "invalid_field", cf.err.field, "%s", cf.err.message);
         for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
+        free(query);
         return;
     }
     f.tag = http_request_query(req, "tag");
@@ -134,13 +218,22 @@ void api_runs_list(http_request *req, void *ctx) {
     store_status s = store_run_list(a->store, &f, &runs, &total);
     for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
     if (s != STORE_OK) {
+        free(query);
         api_store_failed(req);
         return;
     }
     svc_run_views(a, runs);
-    http_reply_json(req, 200,
-                    json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
-                              (json_int_t)limit, "offset", (json_int_t)offset));
+    json_t *body = json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
+                             (json_int_t)limit, "offset", (json_int_t)offset);
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(body);
+    if (text && cacheable) runs_list_keep(query ? query : "", events_id, changes, text, strlen(text));
+    free(query);
+    if (!text) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    http_reply_take(req, 200, "application/json", text, strlen(text));
 }
 
 void api_runs_get(http_request *req, void *ctx) {

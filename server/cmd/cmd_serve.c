@@ -80,7 +80,7 @@ static void serve_usage(FILE *out) {
         "  --train-workers N  trainings that run at once (default 1)\n"
         "  --probe-workers N  probe workers (default 1)\n"
         "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
-        "  --max-queued N     queued trainings before 429 (default 64)\n"
+        "  --max-queued N     queued trainings before 429 (default 512)\n"
         "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
         "  --max-upload-mb N  corpus upload size cap (default 64)\n"
         "  --help             this text\n");
@@ -328,7 +328,7 @@ int cmd_serve(int argc, char **argv) {
                      .train_workers = 1,
                      .probe_workers = 1,
                      .compute_threads = cores > 0 ? (int)cores : 1,
-                     .max_queued = 64,
+                     .max_queued = 512, /* twice the largest experiment (SVC_EXPERIMENTS_MAX_RUNS) */
                      .max_model_mb = 4096,
                      .max_upload_mb = 64,
                      .db = getenv("ATTNLAB_DB"),
@@ -524,7 +524,12 @@ int cmd_serve(int argc, char **argv) {
         rc = 2;
         goto stop_http;
     }
+    /* How this machine reaches the server (the node's URL), and where it listens (the start line). */
+    int every = !strcmp(f.bind, "0.0.0.0") || !strcmp(f.bind, "::");
     const char *shown = strchr(f.bind, ':') ? "[::1]" : (!strcmp(f.bind, "0.0.0.0") ? "127.0.0.1" : f.bind);
+    char listen_url[128];
+    snprintf(listen_url, sizeof listen_url, strchr(f.bind, ':') ? "http://[%s]:%d/" : "http://%s:%d/", f.bind,
+             http_server_port(a.http));
     char host[256] = "", node_url[512];
     if (gethostname(host, sizeof host) != 0) host[0] = 0;
     host[sizeof host - 1] = 0;
@@ -550,8 +555,14 @@ int cmd_serve(int argc, char **argv) {
         rc = 2;
         goto stop_http;
     }
-    printf("attnlabd %s listening on http://%s:%d/ (data in %s)\n", ATTNLAB_VERSION, shown, http_server_port(a.http),
-           f.data_dir);
+    char here[200] = "";
+    if (every) {
+        snprintf(here, sizeof here, " (every address of this machine; from it: http://%s:%d/)", shown,
+                 http_server_port(a.http));
+        log_warn("listening on every address (--bind %s): other machines can reach the API%s", f.bind,
+                 f.token ? "; changes need the token" : " and, without a token, change anything");
+    }
+    printf("attnlabd %s listening on %s%s (data in %s)\n", ATTNLAB_VERSION, listen_url, here, f.data_dir);
     fflush(stdout);
     log_info("serving static files from %s", static_dir ? static_dir : "(none)");
     log_info("kernel path %s (new runs default to %s)", kernel_path_name(), precision_name(precision_default()));

@@ -252,6 +252,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     if (!req) return;
     /* Back to waiting: the next request's head has header_timeout from now. */
     http_admission_request_ends(s, req->conn);
+    if (req->method && strcmp(req->method, "GET") && strcmp(req->method, "HEAD")) atomic_fetch_add(&s->changes, 1);
     int status = req->replied ? req->status : 0;
     if (status >= 100 && status < 600) atomic_fetch_add(&s->status_counts[status], 1);
     char shown[600];
@@ -366,6 +367,8 @@ int http_server_start(http_server *s, char *err, size_t errlen) {
 }
 
 int http_server_port(const http_server *s) { return s->port; }
+
+uint64_t http_server_changes(const http_server *s) { return atomic_load(&s->changes); }
 
 void http_server_status_counts(const http_server *s, uint64_t counts[600]) {
     for (int i = 0; i < 600; i++) counts[i] = atomic_load(&s->status_counts[i]);

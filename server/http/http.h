@@ -86,6 +86,9 @@ void http_server_free(http_server *s);
  * (429 and 503) and cancelled (the client left) since the start. */
 void http_server_compute_counts(http_server *s, unsigned *running, unsigned *queued, unsigned long long *admitted,
                                 unsigned long long *refused, unsigned long long *cancelled);
+/* Requests that may have changed something (any method but GET and HEAD) answered so far: an answer
+ * built from the state may be kept until this moves (with what else changes the state). */
+uint64_t http_server_changes(const http_server *s);
 /* Counts of answered requests by status code (index 100..599), for /metrics. */
 void http_server_status_counts(const http_server *s, uint64_t counts[600]);
 /* Visits each route: used by the OpenAPI consistency test and documentation. */
@@ -94,9 +97,11 @@ void http_server_each_route(const http_server *s, void (*fn)(const char *method,
 
 const char *http_request_path(const http_request *req);
 const char *http_request_param(const http_request *req, const char *name);
-/* A query-string argument, percent- and '+'-decoded; NULL when absent. */
+/* A query-string argument, its key and value percent- and '+'-decoded; NULL when absent (or when its
+ * value does not decode). The first of repeated keys. */
 const char *http_request_query(http_request *req, const char *name);
-/* Calls fn for every query argument (raw key, decoded value); stops early when fn returns non-zero. */
+/* Calls fn for every query argument (decoded key and value; an argument whose key does not decode
+ * is skipped, a value that does not decode is ""); stops early when fn returns non-zero. */
 int http_request_each_query(http_request *req, int (*fn)(const char *key, const char *value, void *ctx), void *ctx);
 const char *http_request_header(const http_request *req, const char *name);
 /* Parses the body as a JSON object; on failure answers 400 and returns NULL. Caller owns the result. */

@@ -138,6 +138,7 @@ static void *worker_main(void *arg) {
     http_server *s = wa.s;
     http_compute *c = &s->compute;
     /* Below the HTTP threads: answering requests (health, lists, streams) comes before computing. */
+    pthread_setname_np(pthread_self(), "attnlab-heavy");
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COMPUTE_NICE) < 0)
         log_debug("compute worker: setpriority: %s", strerror(errno));
     pthread_mutex_lock(&c->lock);

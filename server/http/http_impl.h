@@ -44,6 +44,7 @@ struct http_server {
     int port;
     atomic_uint_fast64_t status_counts[600];
     atomic_int stopping;
+    atomic_uint_fast64_t changes; /* requests other than GET and HEAD answered */
 };
 
 struct http_request {

@@ -73,19 +73,17 @@ static const char *keep_scratch(http_request *req, char *s) {
     return s;
 }
 
-/* The server installs an identity unescaper, so query values arrive raw and are decoded here,
- * where a malformed escape or NUL byte can be refused instead of silently truncated. */
-const char *http_request_query(http_request *req, const char *name) {
-    const char *raw = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
-    if (!raw) return NULL;
+/* The server installs an identity unescaper, so query keys and values arrive raw and are decoded
+ * here, where a malformed escape or NUL byte can be refused instead of silently truncated. Keys are
+ * decoded too: "max%5Fpoints" is max_points. */
+static char *decoded(const char *raw) {
     size_t len = strlen(raw);
     char *out = malloc(len + 1);
-    if (!out) return NULL;
-    if (http_url_decode(raw, len, out, 1) < 0) {
+    if (out && http_url_decode(raw, len, out, 1) < 0) {
         free(out);
         return NULL;
     }
-    return keep_scratch(req, out);
+    return out;
 }
 
 typedef struct {
@@ -93,28 +91,37 @@ typedef struct {
     int (*fn)(const char *, const char *, void *);
     void *ctx;
     int stop;
+    const char *want; /* http_request_query: the key looked for */
+    const char *found;
 } query_walk;
 
 static enum MHD_Result query_visit(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind;
     query_walk *w = cls;
-    const char *raw = value ? value : "";
-    size_t len = strlen(raw);
-    char *out = malloc(len + 1);
-    if (!out) return MHD_NO;
-    if (http_url_decode(raw, len, out, 1) < 0) {
-        free(out);
-        out = http_strdup("");
-        if (!out) return MHD_NO;
+    char *k = decoded(key ? key : "");
+    if (!k) return MHD_YES; /* a key that does not decode names nothing */
+    if (!keep_scratch(w->req, k)) return MHD_NO;
+    if (w->want && strcmp(k, w->want) != 0) return MHD_YES;
+    char *v = decoded(value ? value : "");
+    if (w->want) { /* a value that does not decode is absent */
+        w->found = v ? keep_scratch(w->req, v) : NULL;
+        w->stop = 1;
+        return MHD_NO;
     }
-    const char *v = keep_scratch(w->req, out);
-    if (!v) return MHD_NO;
-    w->stop = w->fn(key, v, w->ctx);
+    if (!v && !(v = http_strdup(""))) return MHD_NO;
+    if (!keep_scratch(w->req, v)) return MHD_NO;
+    w->stop = w->fn(k, v, w->ctx);
     return w->stop ? MHD_NO : MHD_YES;
 }
 
+const char *http_request_query(http_request *req, const char *name) {
+    query_walk w = {.req = req, .want = name};
+    MHD_get_connection_values(req->connection, MHD_GET_ARGUMENT_KIND, query_visit, &w);
+    return w.found;
+}
+
 int http_request_each_query(http_request *req, int (*fn)(const char *, const char *, void *), void *ctx) {
-    query_walk w = {req, fn, ctx, 0};
+    query_walk w = {.req = req, .fn = fn, .ctx = ctx};
     MHD_get_connection_values(req->connection, MHD_GET_ARGUMENT_KIND, query_visit, &w);
     return w.stop;
 }

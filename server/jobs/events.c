@@ -295,3 +295,10 @@ out:
     pthread_mutex_unlock(&ev->lock);
     return (ssize_t)used;
 }
+
+uint64_t events_last_id(events *ev) {
+    pthread_mutex_lock(&ev->lock);
+    uint64_t id = ev->next_id - 1;
+    pthread_mutex_unlock(&ev->lock);
+    return id;
+}

@@ -42,5 +42,8 @@ void events_unsubscribe(events_sub *sub);
 /* Tells every reader to finish (used at shutdown). */
 void events_close_all(events *ev);
 size_t events_subscriber_count(events *ev);
+/* The id of the last event published (any run), or of none yet: it changes whenever anything is
+ * published, so answers built from what events describe can be kept until it moves. */
+uint64_t events_last_id(events *ev);
 
 #endif

@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "services/checkpoints.h"
@@ -502,7 +506,24 @@ static int jobs_stopping(void *ctx) {
     return stop;
 }
 
+/* Training and probes yield to the API: a worker lowers its own thread's priority (nice steps;
+ * training also SCHED_BATCH, which never preempts a waking thread), and the compute threads a run or a
+ * probe starts from it inherit both. The HTTP threads keep nice 0 and SCHED_OTHER; the compute pool
+ * of heavy requests sits between (http_compute.c, nice 5). Raising nice needs no privilege. */
+#define TRAIN_NICE 10
+#define PROBE_NICE 5
+
+static void lower_priority(const char *name, int batch, int nice_value) {
+    pthread_setname_np(pthread_self(), name);
+    struct sched_param sp = {0};
+    if (batch && pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp) != 0)
+        log_debug("%s worker: SCHED_BATCH refused", name);
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value) < 0)
+        log_debug("%s worker: setpriority refused", name);
+}
+
 static void *train_loop(void *arg) {
+    lower_priority("attnlab-train", 1, TRAIN_NICE);
     worker_arg *wa = arg;
     jobs *j = wa->j;
     live_run *live = &j->live[wa->slot];
@@ -542,6 +563,7 @@ static void *train_loop(void *arg) {
 }
 
 static void *probe_loop(void *arg) {
+    lower_priority("attnlab-probe", 0, PROBE_NICE);
     jobs *j = arg;
     pthread_mutex_lock(&j->lock);
     for (;;) {
@@ -634,6 +656,8 @@ static int shared_queued(jobs *j) {
     json_decref(counts);
     return n;
 }
+
+int jobs_max_queued(const jobs *j) { return j->cfg.max_queued; }
 
 int jobs_queue_room(jobs *j) {
     if (store_shared(j->cfg.store)) {

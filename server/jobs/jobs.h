@@ -45,6 +45,8 @@ void jobs_stop(jobs *j);
 int jobs_threads_per_run(const jobs *j);
 /* The compute threads all trainings share (--compute-threads): no run gets more. */
 int jobs_compute_threads(const jobs *j);
+/* The most trainings the queue holds (--max-queued). */
+int jobs_max_queued(const jobs *j);
 /* How many more trainings the queue takes now. */
 int jobs_queue_room(jobs *j);
 /* Queues a run whose row is already `queued`. -1 when the queue is full. */

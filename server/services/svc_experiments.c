@@ -460,6 +460,12 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     /* Refuse now rather than leave half an experiment queued. */
     size_t n = json_array_size(plan->configs) * (size_t)plan->replicates;
     plan->n_runs = n;
+    /* More runs than the queue can ever hold is no reason to try again later (it was a 429 forever). */
+    if (v == SVC_OK && n > (size_t)jobs_max_queued(a->jobs))
+        v = svc_fail(err, SVC_INVALID, "too_many_runs", NULL,
+                     "an experiment of %zu runs can never fit the training queue, which holds %d (attnlabd "
+                     "--max-queued); ask for fewer variants or replicates, or start the server with a larger queue",
+                     n, jobs_max_queued(a->jobs));
     if (v == SVC_OK && jobs_queue_room(a->jobs) < (int)n) {
         v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the training queue has no room for %zu runs; try again later",
                      n);

@@ -151,9 +151,14 @@ static engine_status load_run_model(app *a, long long run_id, model **m, const t
     }
     char path[PATH_MAX];
     jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return run_refused(perr, "run %lld has no checkpoint yet", run_id);
     engine_error err = {0};
-    if (model_load(m, path, 1, 1, 0, &err) != ENGINE_OK)
-        return run_refused(perr, "run %lld has no usable weights yet: %s", run_id, err.message);
+    if (model_load(m, path, 1, 1, 0, &err) != ENGINE_OK) {
+        /* The engine names the file; an answer names no server path (the log keeps it). */
+        log_warn("run %lld: its checkpoint cannot be loaded for a probe: %s", run_id, err.message);
+        return run_refused(perr, "run %lld has no usable weights yet: its checkpoint cannot be loaded", run_id);
+    }
     if (external) { /* the tokenizer its vocabulary names; windows as long as the model's */
         const model_config *mc = model_get_config(*m);
         snprintf(encoding, sizeof encoding, "%s", mc->vocab == 256 ? "bytes" : "gpt2");

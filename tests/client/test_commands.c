@@ -414,6 +414,32 @@ TEST(token_is_sent_as_bearer) {
     CHECK(r2.code == 0 || r2.code == 4); /* reads may be open; a wrong token must not crash anything */
 }
 
+/* Names and notes from the server cannot drive the terminal or reorder what it shows (issue 23 item
+ * 7): the client shows their control and bidi characters escaped, in lists, details and messages. */
+TEST(escape_sequences_in_names_and_notes_stay_inert) {
+    client_result r;
+    CL(&r, "runs", "start", TINY, "--name", "\x1b]0;owned\x07\x1b[2Jevil\xe2\x80\xaetxt.exe", "--note",
+       "line\rover\x1b[31m", "-q");
+    CHECK_MSG(r.code == 0, "%s", r.out);
+    char ids[32];
+    snprintf(ids, sizeof ids, "%lld", first_id(r.out));
+    const char *const views[][4] = {{"runs", "list", NULL}, {"runs", "show", ids, NULL}, {"runs", "note", ids, NULL}};
+    for (int v = 0; v < 3; v++) {
+        if (v == 2) {
+            CL(&r, "runs", "note", ids, "\x1b[5mblink\xe2\x80\xae");
+        } else if (v == 1) {
+            CL(&r, "runs", "show", ids);
+        } else {
+            CL(&r, "runs", "list");
+        }
+        CHECK_MSG(r.code == 0, "%s %s: exit %d", views[v][0], views[v][1], r.code);
+        CHECK_MSG(!strchr(r.out, '\x1b') && !strchr(r.out, '\a') && !strchr(r.out, '\r') &&
+                      !strstr(r.out, "\xe2\x80\xae"),
+                  "%s %s let a control or bidi character through: %s", views[v][0], views[v][1], r.out);
+    }
+    CHECK_MSG(strstr(r.out, "\\x1B[5mblink\\u202E"), "the note was not shown escaped: %s", r.out);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const char *extra[] = {"--compute-threads", "2", NULL};
@@ -436,6 +462,7 @@ int main(void) {
     RUN(probes_tables_csv_json);
     RUN(watch_on_a_terminal);
     RUN(token_is_sent_as_bearer);
+    RUN(escape_sequences_in_names_and_notes_stay_inert);
     if (test_fail_count) harness_dump_log(&srv);
     harness_stop(&srv);
     return test_summary();

@@ -129,7 +129,44 @@ TEST(many_rows_grow_the_table) {
     CHECK(table_new(0, NULL) == NULL);
 }
 
+/* Text from the server reaches the terminal harmless (issue 23 item 7): escape sequences, bare CRs,
+ * bells, C1 controls and bidirectional overrides are written out as \xHH / \uHHHH. */
+TEST(control_and_bidi_characters_never_reach_the_terminal) {
+    char buf[256];
+    CHECK(!strcmp(table_safe("plain τ √d 位置", buf, sizeof buf), "plain τ √d 位置"));
+    CHECK(!strcmp(table_safe("\x1b[2J\x1b]0;pwned\x07", buf, sizeof buf), "\\x1B[2J\\x1B]0;pwned\\x07"));
+    CHECK(!strcmp(table_safe("a\rb\nc\td", buf, sizeof buf), "a\\x0Db\\x0Ac\td"));
+    CHECK(!strcmp(table_safe("abc\xe2\x80\xaegnp.exe", buf, sizeof buf), "abc\\u202Egnp.exe")); /* U+202E */
+    CHECK(!strcmp(table_safe("\xc2\x9b"
+                             "31m",
+                             buf, sizeof buf),
+                  "\\u009B31m")); /* C1 CSI */
+    CHECK(!strcmp(table_safe("\xe2\x81\xa6x\xe2\x81\xa9", buf, sizeof buf), "\\u2066x\\u2069"));
+    CHECK(!strcmp(table_safe("bad\xff\xc3", buf, sizeof buf), "bad\\xFF\\xC3"));
+    CHECK(!strcmp(table_safe("\x7f", buf, sizeof buf), "\\x7F"));
+    /* cut to the buffer on a whole piece, never half an escape */
+    char small[6];
+    CHECK(!strcmp(table_safe("ab\x1b", small, sizeof small), "ab"));
+    /* a table with such cells prints none of those bytes */
+    static const char *const head[] = {"NAME", "NOTE"};
+    table *t = table_new(2, head);
+    CHECK(t);
+    const char *row[] = {"\x1b[31mred\x1b[0m", "x\xe2\x80\xaey\rz"};
+    CHECK(table_add_row(t, row) == 0);
+    for (int csv = 0; csv < 2; csv++) {
+        char *out = render(t, csv);
+        CHECK(out);
+        int bad = 0;
+        for (const unsigned char *p = (const unsigned char *)out; *p; p++) bad |= *p < 0x20 && *p != '\n';
+        if (csv) bad = 0; /* CSV keeps the data unless it goes to a terminal (render writes to memory) */
+        CHECK_MSG(!bad && (csv || (!strstr(out, "\xe2\x80\xae") && strstr(out, "\\x1B[31mred"))), "%s", out);
+        free(out);
+    }
+    table_free(t);
+}
+
 int main(void) {
+    RUN(control_and_bidi_characters_never_reach_the_terminal);
     RUN(display_width_counts_columns_not_bytes);
     RUN(numbers_are_recognised);
     RUN(columns_align_by_display_width);

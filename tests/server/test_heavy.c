@@ -5,6 +5,7 @@
  * is refused with a 422 naming the bound before any of it is done. Every wait is for an observed
  * state (the pool's gauges in /metrics), never for a time. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -178,6 +179,84 @@ TEST(the_api_answers_while_heavy_requests_compute_and_bounds_hold) {
     CHECK_EQ_INT(code, 201);
 }
 
+/* One thread of the server: its name, nice value and scheduling policy (/proc/PID/task/TID). */
+typedef struct {
+    char comm[32];
+    int nice, policy;
+} thread_info;
+
+static int read_threads(pid_t pid, thread_info *out, int cap) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap) {
+        if (e->d_name[0] == '.') continue;
+        char path[128], buf[1024];
+        snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(out[n].comm, sizeof out[n].comm, f)) out[n].comm[0] = 0;
+        fclose(f);
+        out[n].comm[strcspn(out[n].comm, "\n")] = 0;
+        snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+        f = fopen(path, "r");
+        if (!f) continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = 0;
+        /* after "(comm)" come fields 3, 4, ...: nice is field 19, policy field 41 */
+        char *p = strrchr(buf, ')');
+        int field = 2;
+        for (char *tok = p ? strtok(p + 1, " ") : NULL; tok; tok = strtok(NULL, " ")) {
+            field++;
+            if (field == 19) out[n].nice = atoi(tok);
+            if (field == 41) out[n].policy = atoi(tok);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Training yields to the API (issue 23 item 4): its threads run SCHED_BATCH at nice 10, the compute
+ * pool's at nice 5, the HTTP threads at nice 0. */
+TEST(training_and_compute_threads_run_below_the_http_threads) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\":\"priority\",\"config\":{\"corpus\":\"small\",\"n_layer\":1,\"n_head\":2,\"d_model\":16,"
+             "\"seq_len\":16,\"batch\":2,\"steps\":1000000,\"threads\":2}}");
+    long code;
+    json_t *j = api_call(&srv, "POST", "/api/runs", body, &code);
+    long long id = json_integer_value(json_object_get(json_object_get(j, "run"), "id"));
+    json_decref(j);
+    CHECK_MSG(code == 201 && id > 0, "the run was not created: %ld", code);
+    CHECK(api_wait_step(&srv, id, 2, 60000) == 0);
+    thread_info th[256];
+    int n = read_threads(srv.pid, th, 256);
+    CHECK(api_cancel_run(&srv, id, 60000) >= 2);
+    CHECK(n > 0);
+    int train = 0, heavy = 0, others_at_zero = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(th[i].comm, "attnlab-train")) {
+            CHECK_MSG(th[i].nice == 10 && th[i].policy == 3, "a training thread runs at nice %d, policy %d", th[i].nice,
+                      th[i].policy);
+            train++;
+        } else if (!strcmp(th[i].comm, "attnlab-heavy")) {
+            CHECK_MSG(th[i].nice == 5, "a compute pool thread runs at nice %d", th[i].nice);
+            heavy++;
+        } else if (th[i].nice == 0 && th[i].policy == 0) {
+            others_at_zero++;
+        }
+    }
+    /* the training worker and the run's second compute thread, which inherits from it */
+    CHECK_MSG(train >= 2, "%d training threads found", train);
+    CHECK_EQ_INT(heavy, 1);
+    CHECK_MSG(others_at_zero >= 3, "only %d threads at nice 0 (the HTTP threads)", others_at_zero);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {
@@ -188,6 +267,7 @@ int main(void) {
         return 1;
     }
     RUN(the_api_answers_while_heavy_requests_compute_and_bounds_hold);
+    RUN(training_and_compute_threads_run_below_the_http_threads);
     int rc = harness_stop(&srv);
     if (rc != 0) {
         printf("FAIL shutdown: attnlabd exited with %d\n", rc);

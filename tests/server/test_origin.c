@@ -309,6 +309,42 @@ TEST(the_whole_checkpoint_needs_the_token_and_bearer_is_any_case) {
     }
 }
 
+/* Smaller findings of issue 23 item 11: one spelling per id, query keys decoded like values, and a
+ * server bound to every address says so. */
+TEST(ids_have_one_spelling_query_keys_decode_and_a_wide_bind_warns) {
+    long long id = api_start_tiny_run(&srv, "\"steps\":2", "spelling");
+    CHECK(id > 0);
+    char *st = api_wait_status(&srv, id, "succeeded", 60000);
+    CHECK(st && !strcmp(st, "succeeded"));
+    free(st);
+    char path[128];
+    long code;
+    snprintf(path, sizeof path, "/api/runs/%lld", id);
+    json_decref(api_call(&srv, "GET", path, NULL, &code));
+    CHECK_EQ_INT(code, 200);
+    snprintf(path, sizeof path, "/api/runs/0%lld", id);
+    json_decref(api_call(&srv, "GET", path, NULL, &code));
+    CHECK_MSG(code == 404, "%s answered %ld: an alias of run %lld", path, code, id);
+    /* max%5Fpoints is max_points: 1 is out of its range */
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?max%%5Fpoints=1", id);
+    json_t *j = api_call(&srv, "GET", path, NULL, &code);
+    CHECK_MSG(code == 422 && !strcmp(api_error_field(j), "max_points"), "%s answered %ld", path, code);
+    json_decref(j);
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics?m%%61x_points=2&keys=%%6Coss", id);
+    j = api_call(&srv, "GET", path, NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    CHECK(json_object_get(json_object_get(j, "series"), "loss") && json_object_size(json_object_get(j, "series")) == 1);
+    json_decref(j);
+    /* the wide server's log says where it listens */
+    FILE *f = fopen(wide.log_path, "r");
+    CHECK(f);
+    char line[512];
+    int warned = 0;
+    while (fgets(line, sizeof line, f)) warned |= strstr(line, "listening on every address (--bind 0.0.0.0)") != NULL;
+    fclose(f);
+    CHECK_MSG(warned, "a server bound to 0.0.0.0 did not warn");
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *lab_args[] = {"--allowed-host", "lab.example", "--token", "t0k", NULL};
@@ -326,6 +362,7 @@ int main(void) {
     RUN(the_dashboard_and_clients_still_work);
     RUN(allowed_hosts_and_their_pages_are_taken);
     RUN(the_whole_checkpoint_needs_the_token_and_bearer_is_any_case);
+    RUN(ids_have_one_spelling_query_keys_decode_and_a_wide_bind_warns);
     harness_server *all[] = {&srv, &lab, &wide};
     for (int i = 0; i < 3; i++) {
         int rc = harness_stop(all[i]);

@@ -431,6 +431,28 @@ TEST(token_guards_changes_and_private_guards_reads) {
     CHECK_MSG(strstr(err, "token"), "stderr: %s", err);
 }
 
+/* A model probe on a run without a checkpoint says so, naming no server path (issue 23 item 6: the
+ * answer held the checkpoint's full path). */
+TEST(model_probe_on_a_run_without_a_checkpoint_names_no_path) {
+    long long busy = api_start_tiny_run(&srv, "\"steps\":1000000,\"checkpoint_every\":0", "busy");
+    CHECK(busy > 0);
+    CHECK(api_wait_step(&srv, busy, 1, 60000) == 0);
+    long long waiting = api_start_tiny_run(&srv, "\"steps\":5", "waiting"); /* queued behind it: no checkpoint */
+    CHECK(waiting > 0);
+    char body[160];
+    snprintf(body, sizeof body, "{\"kind\":\"attention_map\",\"run_id\":%lld}", waiting);
+    long code;
+    json_t *j = api_call(&srv, "POST", "/api/probes", body, &code);
+    char *text = j ? json_dumps(j, 0) : NULL;
+    json_decref(j);
+    api_cancel_run(&srv, waiting, 60000); /* queued: it stops at step 0 */
+    CHECK(api_cancel_run(&srv, busy, 60000) >= 1);
+    CHECK_MSG(code == 422 && text && strstr(text, "no checkpoint yet"), "%ld %s", code, text ? text : "");
+    CHECK_MSG(!strstr(text, srv.data_dir) && !strstr(text, "/runs/") && !strstr(text, ".safetensors"),
+              "the answer names a server path: %s", text);
+    free(text);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *args[] = {"--max-upload-mb", "2", "--compute-threads", "2", "--train-workers", "2", NULL};
@@ -449,6 +471,7 @@ int main(void) {
     RUN(model_probes_read_a_trained_run);
     RUN(model_probe_without_its_tokenizer_is_refused_by_name);
     RUN(model_probe_cache_follows_the_weights_bytes_not_their_time);
+    RUN(model_probe_on_a_run_without_a_checkpoint_names_no_path);
     RUN(corpus_upload_train_and_delete);
     RUN(oversized_upload_is_413);
     RUN(tokenize_gives_ids_and_pieces);
