@@ -139,6 +139,7 @@ void api_task_kinds(http_request *req, void *app);
 void api_task_corpora_create(http_request *req, void *app);
 
 void api_probe_kinds(http_request *req, void *app);
+void api_attention_kinds(http_request *req, void *app);
 void api_probes_create(http_request *req, void *app);
 void api_probes_list(http_request *req, void *app);
 void api_probes_get(http_request *req, void *app);

@@ -141,9 +141,9 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
             json_object_set_new(cfg, "precision", json_string("fp32"));
     }
     if (!rc && !json_object_get(cfg, "tau_init"))
-        json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
+        json_object_set_new(cfg, "tau_init", json_real(attention_scale_init(0, (int)(C / H))));
     if (!rc && !json_object_get(cfg, "scale_init"))
-        json_object_set_new(cfg, "scale_init", json_real(sqrt((double)(C / H))));
+        json_object_set_new(cfg, "scale_init", json_real(attention_scale_init(0, (int)(C / H))));
     if (!rc && get_num(cfg, "scale_clamp") > 0 && get_num(cfg, "scale_clamp") < get_num(cfg, "scale_init"))
         rc = fail(err, prefix, "scale_clamp", "must be 0 (no clamp) or at least scale_init (%g)",
                   get_num(cfg, "scale_init"));
