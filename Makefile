@@ -53,7 +53,7 @@ SUPPORT_OBJ := $(call obj,$(TEST_SUPPORT_SRC))
 HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 # The SQL migrations are compiled into the server so a binary always carries its own schema.
 SERVER_OBJ += $(OUT)/obj/gen/migrations.o $(OUT)/obj/gen/pg_migrations.o $(OUT)/obj/gen/openapi.o \
-              $(OUT)/obj/gen/build_info.o
+              $(OUT)/obj/gen/build_info.o $(OUT)/obj/gen/presets.o
 TEST_BIN   := $(patsubst tests/%.c,$(OUT)/tests/%,$(TEST_SRC))
 F64_BIN    := $(patsubst tests/%.c,$(OUT)/tests/%,$(F64_SRC))
 BENCH_BIN  := $(patsubst bench/%.c,$(OUT)/bench/%,$(BENCH_SRC))
@@ -91,6 +91,11 @@ FORCE:
 $(OUT)/gen/openapi.c: server/api/openapi.json scripts/embed_text.sh
 	@mkdir -p $(dir $@)
 	scripts/embed_text.sh openapi_json server/api/openapi.json > $@.tmp && mv $@.tmp $@
+
+# The experiment presets, data next to the API's description (server/api/presets.json).
+$(OUT)/gen/presets.c: server/api/presets.json scripts/embed_text.sh
+	@mkdir -p $(dir $@)
+	scripts/embed_text.sh presets_json server/api/presets.json > $@.tmp && mv $@.tmp $@
 
 $(OUT)/obj/gen/%.o: $(OUT)/gen/%.c
 	@mkdir -p $(dir $@)

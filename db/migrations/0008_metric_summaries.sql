@@ -1,5 +1,5 @@
 -- attnlab schema, version 8: a summary row per (run, series), kept by store_metrics_insert in the
--- transaction that writes the series' points (the rule: server/store_summary.h), so that the runs
+-- transaction that writes the series' points (the rule: server/store/common/store_summary.h), so that the runs
 -- list's brief, GET /api/runs/{id}/summary and the loss orders of the runs list read one row per
 -- series instead of every point. Deleted with the run. Filled here for the points already stored.
 --   count, last_step (the highest step), last_value (its value), min_value, min_step (the first step

@@ -73,7 +73,8 @@ void api_tokenize(http_request *req, void *ctx) {
         goto done;
     }
     json_t *jids = json_array(), *pieces = json_array();
-    for (size_t i = 0; i < n; i++) {
+    int bad = !jids || !pieces;
+    for (size_t i = 0; i < n && !bad; i++) {
         char piece[256];
         tokenizer_piece_display(tok, ids[i], piece, sizeof piece);
         json_t *js = json_string(piece);
@@ -81,10 +82,15 @@ void api_tokenize(http_request *req, void *ctx) {
             snprintf(piece, sizeof piece, "<%d>", ids[i]);
             js = json_string(piece);
         }
-        json_array_append_new(jids, json_integer(ids[i]));
-        json_array_append_new(pieces, js);
+        bad |= json_array_append_new(jids, json_integer(ids[i])) < 0;
+        bad |= json_array_append_new(pieces, js) < 0;
     }
     free(ids);
+    if (bad) { /* http_reply_json answers 500 for what could not be built */
+        json_decref(jids);
+        json_decref(pieces);
+        jids = pieces = NULL;
+    }
     http_reply_json(req, 200, json_pack("{s:s, s:o, s:o}", "encoding", encoding, "ids", jids, "pieces", pieces));
 done:
     json_decref(body);

@@ -65,9 +65,15 @@ void api_experiments_create(http_request *req, void *ctx) {
     } else if (store_experiment_get(a->store, exp_id, &exp) != STORE_OK) {
         api_store_failed(req);
     } else {
+        int bad = 0;
         for (size_t i = 0; i < n; i++) {
             json_t *row = NULL;
-            if (store_run_get(a->store, ids[i], &row) == STORE_OK) json_array_append_new(runs, svc_run_view(a, row));
+            if (store_run_get(a->store, ids[i], &row) == STORE_OK)
+                bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
+        }
+        if (bad) { /* the runs are queued: the answer says what it can */
+            json_decref(runs);
+            runs = NULL;
         }
         char loc[64];
         snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
@@ -97,16 +103,22 @@ static json_t *final_tau(const json_t *run, const json_t *summary) {
     int L = (int)json_integer_value(json_object_get(cfg, "n_layer"));
     int H = (int)json_integer_value(json_object_get(cfg, "n_head"));
     json_t *final = json_array();
-    for (int l = 0; l < L && final; l++) {
+    int bad = !final;
+    for (int l = 0; l < L && !bad; l++) {
         json_t *row = json_array();
-        for (int h = 0; h < H && row; h++) {
+        for (int h = 0; h < H && row && !bad; h++) {
             char key[32];
             snprintf(key, sizeof key, "tau.%d.%d", l, h);
-            json_array_append_new(row, json_deep_copy(json_object_get(json_object_get(summary, key), "last")));
+            const json_t *last = json_object_get(json_object_get(summary, key), "last");
+            if (last) bad |= json_array_append_new(row, json_deep_copy(last)) < 0;
         }
-        json_array_append_new(final, row);
+        bad |= json_array_append_new(final, row) < 0;
     }
-    return final ? json_pack("{s:O, s:o}", "initial", json_object_get(cfg, "tau_init"), "final", final) : NULL;
+    if (bad) {
+        json_decref(final);
+        return NULL;
+    }
+    return json_pack("{s:O, s:o}", "initial", json_object_get(cfg, "tau_init"), "final", final);
 }
 
 void api_experiments_get(http_request *req, void *ctx) {
@@ -121,16 +133,22 @@ void api_experiments_get(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    svc_run_views(a, runs);
+    int bad = svc_run_views(a, runs) < 0;
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {
         json_t *summary = NULL;
-        if (store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
+        if (bad || store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
             continue;
-        json_object_set_new(r, "summary", summary);
         json_t *tau = final_tau(r, summary);
-        if (tau) json_object_set_new(r, "tau", tau);
+        bad |= json_object_set_new(r, "summary", summary) < 0;
+        if (tau) bad |= json_object_set_new(r, "tau", tau) < 0;
+    }
+    if (bad) {
+        json_decref(exp);
+        json_decref(runs);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
     }
     http_reply_json(req, 200, json_pack("{s:o, s:o}", "experiment", exp, "runs", runs));
 }

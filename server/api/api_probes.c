@@ -25,7 +25,10 @@ static void reply_probe(http_request *req, app *a, long long id, int status, int
         api_store_failed(req);
         return;
     }
-    json_object_set_new(p, "cached", json_boolean(cached));
+    if (json_object_set_new(p, "cached", json_boolean(cached)) < 0) {
+        json_decref(p);
+        p = NULL; /* http_reply_json answers 500 for what could not be built */
+    }
     http_reply_json(req, status, json_pack("{s:o}", "probe", p));
 }
 

@@ -222,7 +222,12 @@ void api_runs_list(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    svc_run_views(a, runs);
+    if (svc_run_views(a, runs) < 0) {
+        json_decref(runs);
+        free(query);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
     json_t *body = json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
                              (json_int_t)limit, "offset", (json_int_t)offset);
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;

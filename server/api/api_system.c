@@ -20,17 +20,21 @@
  * what this machine computes with (engine/kernel_path.h). */
 static json_t *kernel_paths_json(void) {
     json_t *paths = json_array();
-    for (int i = 0; i < KERNEL_PATH_COUNT; i++) {
+    int bad = !paths;
+    for (int i = 0; i < KERNEL_PATH_COUNT && !bad; i++) {
         const kernel_path *k = kernel_path_row((kernel_path_id)i);
         char why[160] = "";
         int ok = kernel_path_supported((kernel_path_id)i, why, sizeof why);
         json_t *o = json_pack("{s:s, s:s, s:s, s:b}", "name", k->name, "unit", k->unit, "precision",
                               precision_name(k->precision), "supported", ok);
-        if (!o) continue;
-        if (!ok) json_object_set_new(o, "reason", json_string(why));
+        if (o && !ok) bad |= json_object_set_new(o, "reason", json_string(why)) < 0;
         double rate = k->measured && ok ? kernel_path_rate((kernel_path_id)i) : 0;
-        if (rate > 0) json_object_set_new(o, "gflops", json_real(rate / 1e9));
-        json_array_append_new(paths, o);
+        if (o && rate > 0) bad |= json_object_set_new(o, "gflops", json_real(rate / 1e9)) < 0;
+        bad |= json_array_append_new(paths, o) < 0;
+    }
+    if (bad) {
+        json_decref(paths);
+        return NULL;
     }
     return json_pack("{s:s, s:s, s:o}", "path", kernel_path_name(), "default_precision",
                      precision_name(precision_default()), "paths", paths);
@@ -51,16 +55,21 @@ void api_health(http_request *req, void *ctx) {
                              ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "writes", writes_ok ? "ok" : "failing",
                              "uptime_s", app_now() - a->started_at, "schema_version", store_schema_version(a->store));
     /* Why the database is not usable (it cannot be written, its file is gone). */
-    if (!db_ok && body) json_object_set_new(body, "db_error", json_string(store_last_error()));
-    if (!writes_ok && body) {
-        json_object_set_new(body, "writes_error", json_string(why));
-        json_object_set_new(body, "writes_failing_s", json_real(failing_s));
+    int bad = !body;
+    if (!db_ok && !bad) bad |= json_object_set_new(body, "db_error", json_string(store_last_error())) < 0;
+    if (!writes_ok && !bad) {
+        bad |= json_object_set_new(body, "writes_error", json_string(why)) < 0;
+        bad |= json_object_set_new(body, "writes_failing_s", json_real(failing_s)) < 0;
     }
-    if (have_disk && body) {
-        json_object_set_new(body, "disk", json_string(disk_ok ? "ok" : "full"));
-        json_object_set_new(body, "disk_free_bytes", json_integer((json_int_t)free_bytes));
+    if (have_disk && !bad) {
+        bad |= json_object_set_new(body, "disk", json_string(disk_ok ? "ok" : "full")) < 0;
+        bad |= json_object_set_new(body, "disk_free_bytes", json_integer((json_int_t)free_bytes)) < 0;
     }
-    if (body) json_object_set_new(body, "kernel", kernel_paths_json());
+    if (!bad) bad |= json_object_set_new(body, "kernel", kernel_paths_json()) < 0;
+    if (bad) { /* http_reply_json answers 500 for what could not be built */
+        json_decref(body);
+        body = NULL;
+    }
     http_reply_json(req, ok ? 200 : 503, body);
 }
 

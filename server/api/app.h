@@ -39,7 +39,7 @@ int routes_register(http_server *s, const app *a);
 
 double app_now(void); /* wall-clock Unix seconds */
 
-/* ---- helpers shared by the handlers (server/api_util.c) ---------------------------------- */
+/* ---- helpers shared by the handlers (server/api/api_util.c) ------------------------------ */
 /* The {id} path parameter as a positive integer; answers 404 and returns -1 otherwise. */
 int api_path_id(http_request *req, long long *id);
 /* An integer query argument in [lo, hi] (def when absent); answers 422 and returns -1 if bad. */
@@ -144,6 +144,7 @@ void api_task_kinds(http_request *req, void *app);
 void api_task_corpora_create(http_request *req, void *app);
 
 void api_probe_kinds(http_request *req, void *app);
+void api_attention_kinds(http_request *req, void *app);
 void api_probes_create(http_request *req, void *app);
 void api_probes_list(http_request *req, void *app);
 void api_probes_get(http_request *req, void *app);

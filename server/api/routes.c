@@ -62,6 +62,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "POST", "/api/task-corpora", api_task_corpora_create);
 
     rc |= http_route(s, "GET", "/api/probe-kinds", api_probe_kinds);
+    rc |= http_route(s, "GET", "/api/attention-kinds", api_attention_kinds);
     rc |= http_route(s, "GET", "/api/probes", api_probes_list);
     rc |= http_route_heavy(s, "POST", "/api/probes", api_probes_create);
     rc |= http_route(s, "GET", "/api/probes/{id}", api_probes_get);

@@ -96,7 +96,7 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to, double w
         int any = 0;
         for (size_t i = 0; i < np; i++) {
             if (pts[i].step != step || pts[i].wall_time < w0 || pts[i].wall_time > w1) continue;
-            json_object_set_new(values, pts[i].key, json_real(pts[i].value));
+            if (json_object_set_new(values, pts[i].key, json_real(pts[i].value)) < 0) continue; /* out of memory */
             if (!strcmp(pts[i].key, "tokens_per_s")) tps = pts[i].value;
             wall = pts[i].wall_time;
             any = 1;

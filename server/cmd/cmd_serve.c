@@ -1,4 +1,6 @@
-/* `attnlabd serve`: flags, data directory, store, HTTP server, signals. */
+/* `attnlabd serve`: flags, then the start-up as a table of steps (start_steps: the data directory,
+ * signals, the port, the database, recovery, the workers, serving), the wait for a stop signal, and
+ * one shutdown that undoes whatever the start reached. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -317,93 +319,106 @@ static void on_stop_signal(int sig) {
     errno = saved;
 }
 
-int cmd_serve(int argc, char **argv) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    serve_flags f = {.bind = "127.0.0.1",
-                     .port = 8080,
-                     .data_dir = "var",
-                     .log_level = "info",
-                     .http_threads = 4,
-                     .token = getenv("ATTNLAB_TOKEN"),
-                     .train_workers = 1,
-                     .probe_workers = 1,
-                     .compute_threads = cores > 0 ? (int)cores : 1,
-                     .max_queued = 512, /* twice the largest experiment (SVC_EXPERIMENTS_MAX_RUNS) */
-                     .max_model_mb = 4096,
-                     .max_upload_mb = 64,
-                     .db = getenv("ATTNLAB_DB"),
-                     .role = "all",
-                     .lease_s = 15};
-    int rc = parse_flags(argc, argv, &f);
-    if (rc) return rc == 1 ? 0 : 2;
-    if (f.token && !f.token[0]) f.token = NULL;
-    if (f.db && !f.db[0]) f.db = NULL;
-    int pg_url = f.db && (!strncmp(f.db, "postgres://", 11) || !strncmp(f.db, "postgresql://", 13));
-    if (strcmp(f.role, "all") != 0 && !pg_url) {
+/* ---- the start-up, as a table of steps ------------------------------------------------------- */
+
+/* What the steps build, each on what the ones before it made. */
+typedef struct {
+    serve_flags f;
+    char err[512];
+    char static_buf[PATH_MAX];
+    const char *static_dir; /* NULL: no dashboard */
+    const char *artifacts;  /* checkpoints, weights, corpora: the data or the shared directory */
+    char node_id[128];
+    char db_path[PATH_MAX], upload_dir[PATH_MAX];
+    int shared, trains;
+    app a;
+} serve;
+
+/* Each step returns 0, or the exit status after printing one line saying why. */
+typedef int (*serve_step)(serve *s);
+
+/* The flags that depend on each other: a role needs a shared database, a public address a token. */
+static int check_flags(serve *s) {
+    serve_flags *f = &s->f;
+    if (f->token && !f->token[0]) f->token = NULL;
+    if (f->db && !f->db[0]) f->db = NULL;
+    int pg_url = f->db && (!strncmp(f->db, "postgres://", 11) || !strncmp(f->db, "postgresql://", 13));
+    if (strcmp(f->role, "all") != 0 && !pg_url) {
         fprintf(stderr, "attnlabd: --role %s needs a database that several nodes share (--db postgresql://...)\n",
-                f.role);
+                f->role);
         return 2;
     }
-    int loopback = !strncmp(f.bind, "127.", 4) || !strcmp(f.bind, "::1");
-    if (!loopback && !f.token && !f.insecure) {
+    int loopback = !strncmp(f->bind, "127.", 4) || !strcmp(f->bind, "::1");
+    if (!loopback && !f->token && !f->insecure) {
         fprintf(stderr,
                 "attnlabd: refusing to listen on %s without a token: anyone who can reach it could start jobs. "
                 "Set --token SECRET (or ATTNLAB_TOKEN), or pass --insecure if the network is trusted.\n",
-                f.bind);
+                f->bind);
         return 2;
     }
-    if (f.private_reads && !f.token) {
+    if (f->private_reads && !f->token) {
         fprintf(stderr, "attnlabd: --private needs --token\n");
         return 2;
     }
-    log_set_level((log_level)log_level_parse(f.log_level));
+    log_set_level((log_level)log_level_parse(f->log_level));
+    s->trains = strcmp(f->role, "api") != 0;
+    return 0;
+}
 
-    char err[512], static_buf[PATH_MAX];
-    const char *static_dir = f.static_dir ? f.static_dir : default_static_dir(static_buf, sizeof static_buf);
-    if (f.static_dir) {
+/* The dashboard's files: --static-dir, or the first found beside the binary or here. */
+static int find_static_dir(serve *s) {
+    s->static_dir = s->f.static_dir ? s->f.static_dir : default_static_dir(s->static_buf, sizeof s->static_buf);
+    if (s->f.static_dir) {
         struct stat st;
-        if (stat(f.static_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "attnlabd: --static-dir %s is not a directory\n", f.static_dir);
+        if (stat(s->f.static_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "attnlabd: --static-dir %s is not a directory\n", s->f.static_dir);
             return 2;
         }
-    } else if (!static_dir) {
+    } else if (!s->static_dir) {
         log_warn("no static directory found; the dashboard will not be served (use --static-dir)");
     }
-    if (ensure_writable_dir(f.data_dir, err, sizeof err) < 0) {
-        fprintf(stderr, "attnlabd: data directory: %s\n", err);
+    return 0;
+}
+
+/* The data directory: writable, and ours alone before anything touches it (a second attnlabd on it
+ * would mark the first one's live runs interrupted and delete its uploads). The lock lasts as long
+ * as the process: the descriptor is never closed, and the kernel drops it on exit or kill. Then
+ * the artefact directory and this node's id. */
+static int take_data_dir(serve *s) {
+    if (ensure_writable_dir(s->f.data_dir, s->err, sizeof s->err) < 0) {
+        fprintf(stderr, "attnlabd: data directory: %s\n", s->err);
         return 2;
     }
-    /* Before anything touches the data directory: it is ours alone (a second attnlabd on it would
-     * mark the first one's live runs interrupted and delete its uploads). The lock lasts as long
-     * as the process: the descriptor is never closed, and the kernel drops it on exit or kill. */
-    int lock_fd = lock_data_dir(f.data_dir, err, sizeof err);
-    if (lock_fd < 0) {
-        fprintf(stderr, "attnlabd: %s\n", err);
+    if (lock_data_dir(s->f.data_dir, s->err, sizeof s->err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
     /* Checkpoints, weights and corpora: in the data directory, or in one all nodes mount. */
-    const char *artifacts = f.artifacts ? f.artifacts : f.data_dir;
-    if (f.artifacts && ensure_writable_dir(f.artifacts, err, sizeof err) < 0) {
-        fprintf(stderr, "attnlabd: artefact directory: %s\n", err);
+    s->artifacts = s->f.artifacts ? s->f.artifacts : s->f.data_dir;
+    if (s->f.artifacts && ensure_writable_dir(s->f.artifacts, s->err, sizeof s->err) < 0) {
+        fprintf(stderr, "attnlabd: artefact directory: %s\n", s->err);
         return 2;
     }
-    char node_id[128];
-    if (f.node_id)
-        snprintf(node_id, sizeof node_id, "%s", f.node_id);
-    else if (nodes_default_id(f.data_dir, node_id, sizeof node_id) < 0) {
-        fprintf(stderr, "attnlabd: cannot keep a node id in %s: %s\n", f.data_dir, strerror(errno));
+    if (s->f.node_id) {
+        snprintf(s->node_id, sizeof s->node_id, "%s", s->f.node_id);
+    } else if (nodes_default_id(s->f.data_dir, s->node_id, sizeof s->node_id) < 0) {
+        fprintf(stderr, "attnlabd: cannot keep a node id in %s: %s\n", s->f.data_dir, strerror(errno));
         return 2;
     }
+    return 0;
+}
 
-    /* A stop signal only writes its number to a pipe that the main thread waits on. A handler
-     * (rather than blocking the signals and sigwait) is needed because libraries start threads
-     * before main() (OpenBLAS's pool), and a process-directed signal may land on any of them. */
+/* A stop signal only writes its number to a pipe that the main thread waits on. A handler (rather
+ * than blocking the signals and sigwait) is needed because libraries start threads before main()
+ * (OpenBLAS's pool), and a process-directed signal may land on any of them. The kernel path is
+ * chosen once for the process first (measured, or ATTNLAB_KERNEL_PATH): a forced path this CPU
+ * cannot run stops the start rather than every run later. */
+static int catch_signals(serve *s) {
+    (void)s;
     if (pipe2(stop_pipe, O_CLOEXEC) < 0) {
         fprintf(stderr, "attnlabd: pipe: %s\n", strerror(errno));
         return 1;
     }
-    /* The kernel path, chosen once for the process (measured, or ATTNLAB_KERNEL_PATH): a forced
-     * path this CPU cannot run stops the start rather than every run later. */
     engine_error kerr;
     if (kernel_path_init(&kerr) != ENGINE_OK) {
         fprintf(stderr, "attnlabd: %s\n", kerr.message);
@@ -416,176 +431,226 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
 
-    app a = {.data_dir = artifacts,
-             .worker_only = !strcmp(f.role, "worker"),
-             .started_at = app_now(),
-             .max_model_bytes = (size_t)f.max_model_mb << 20,
-             .max_upload_bytes = (size_t)f.max_upload_mb << 20};
-    char db_path[PATH_MAX], upload_dir[PATH_MAX];
-    snprintf(db_path, sizeof db_path, "%s/attnlab.db", f.data_dir);
-    /* Uploads are renamed into the corpus folder when complete: they are written beside it (one
-     * folder per node, so a node cleaning up its own leaves the others' alone). */
-    if (f.artifacts)
-        snprintf(upload_dir, sizeof upload_dir, "%s/tmp/%s", artifacts, node_id);
+/* The port next, still before recovery: a server that cannot serve must not change anything.
+ * Uploads are renamed into the corpus folder when complete: they are written beside it (one
+ * folder per node, so a node cleaning up its own leaves the others' alone). */
+static int open_port(serve *s) {
+    serve_flags *f = &s->f;
+    s->a = (app){.data_dir = s->artifacts,
+                 .worker_only = !strcmp(f->role, "worker"),
+                 .started_at = app_now(),
+                 .max_model_bytes = (size_t)f->max_model_mb << 20,
+                 .max_upload_bytes = (size_t)f->max_upload_mb << 20};
+    snprintf(s->db_path, sizeof s->db_path, "%s/attnlab.db", f->data_dir);
+    if (f->artifacts)
+        snprintf(s->upload_dir, sizeof s->upload_dir, "%s/tmp/%s", s->artifacts, s->node_id);
     else
-        snprintf(upload_dir, sizeof upload_dir, "%s/tmp", f.data_dir);
-    /* The port next, still before recovery: a server that cannot serve must not change anything. */
-    http_config hc = {.bind_addr = f.bind,
-                      .port = f.port,
-                      .static_dir = static_dir,
+        snprintf(s->upload_dir, sizeof s->upload_dir, "%s/tmp", f->data_dir);
+    http_config hc = {.bind_addr = f->bind,
+                      .port = f->port,
+                      .static_dir = s->static_dir,
                       .max_body = 1 << 20,
-                      .threads = f.http_threads,
-                      .max_connections = f.max_connections,
-                      .max_connections_per_ip = f.max_per_ip,
-                      .max_streams = f.max_streams,
-                      .header_timeout_ms = f.header_timeout_s * 1000,
-                      .compute_workers = f.heavy_workers,
-                      .compute_queue = f.max_heavy_queued,
-                      .compute_per_client = f.max_heavy_per_ip,
-                      .upload_dir = upload_dir,
-                      .token = f.token,
-                      .private_reads = f.private_reads,
-                      .allowed_hosts = f.allowed_hosts,
-                      .app = &a};
-    a.http = http_server_new(&hc);
-    if (!a.http || routes_register(a.http, &a) < 0) {
+                      .threads = f->http_threads,
+                      .max_connections = f->max_connections,
+                      .max_connections_per_ip = f->max_per_ip,
+                      .max_streams = f->max_streams,
+                      .header_timeout_ms = f->header_timeout_s * 1000,
+                      .compute_workers = f->heavy_workers,
+                      .compute_queue = f->max_heavy_queued,
+                      .compute_per_client = f->max_heavy_per_ip,
+                      .upload_dir = s->upload_dir,
+                      .token = f->token,
+                      .private_reads = f->private_reads,
+                      .allowed_hosts = f->allowed_hosts,
+                      .app = &s->a};
+    s->a.http = http_server_new(&hc);
+    if (!s->a.http || routes_register(s->a.http, &s->a) < 0) {
         fprintf(stderr, "attnlabd: out of memory setting up routes\n");
-        http_server_free(a.http);
         return 1;
     }
-    if (http_server_listen(a.http, err, sizeof err) < 0) {
-        fprintf(stderr, "attnlabd: %s\n", err);
-        http_server_free(a.http);
+    if (http_server_listen(s->a.http, s->err, sizeof s->err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
-    store_status ss = store_open(&a.store, f.db ? f.db : db_path, err, sizeof err);
-    if (ss != STORE_OK) {
-        fprintf(stderr, "attnlabd: database: %s\n", err);
-        http_server_free(a.http);
+    return 0;
+}
+
+/* The database (migrated to this binary's schema) and the API's schema document. */
+static int open_store(serve *s) {
+    if (store_open(&s->a.store, s->f.db ? s->f.db : s->db_path, s->err, sizeof s->err) != STORE_OK) {
+        fprintf(stderr, "attnlabd: database: %s\n", s->err);
         return 2;
     }
     if (run_config_init() < 0) {
         fprintf(stderr, "attnlabd: the built-in OpenAPI document is broken\n");
-        http_server_free(a.http);
-        store_close(a.store);
         return 1;
     }
-    int shared = store_shared(a.store);
-    /* With a shared database only this node's own runs of its previous life are interrupted; the
-     * others' belong to nodes that hold their leases (a run whose node died is taken over by
-     * another node when its lease runs out). */
-    store_set_node(a.store, node_id);
-    int interrupted = store_runs_interrupt_running(a.store);
+    s->shared = store_shared(s->a.store);
+    return 0;
+}
+
+/* What a previous life left: with a shared database only this node's own runs of its previous life
+ * are interrupted; the others' belong to nodes that hold their leases (a run whose node died is
+ * taken over by another node when its lease runs out). Partial uploads are removed. */
+static int recover(serve *s) {
+    store_set_node(s->a.store, s->node_id);
+    int interrupted = store_runs_interrupt_running(s->a.store);
     if (interrupted > 0)
         log_warn("%d run(s) were running when the service last stopped: now interrupted (resume them)", interrupted);
-    fs_remove_tree(upload_dir); /* partial uploads of a previous life */
-    fs_mkdirs(upload_dir);
+    fs_remove_tree(s->upload_dir);
+    fs_mkdirs(s->upload_dir);
+    return 0;
+}
 
-    int trains = strcmp(f.role, "api") != 0;
-    if (shared && trains) {
-        a.queue = queue_start(a.store, node_id, f.lease_s, 500);
-        if (!a.queue) {
+/* The shared queue (a training node on a shared database), the event bus, the reply cache, the
+ * metrics writer, the corpora and the workers; then the runs queued in a previous life (shared:
+ * they are claimed from the store instead). */
+static int start_workers(serve *s) {
+    app *a = &s->a;
+    if (s->shared && s->trains) {
+        a->queue = queue_start(a->store, s->node_id, s->f.lease_s, 500);
+        if (!a->queue) {
             fprintf(stderr, "attnlabd: out of memory starting the shared queue\n");
-            http_server_free(a.http);
-            store_close(a.store);
             return 1;
         }
     }
-    a.events = events_new(8192, 15);
+    a->events = events_new(8192, 15);
     /* Ended runs' metric answers: up to 64 MiB in 256 answers (one above 16 MiB is not kept). */
-    a.replies = reply_cache_new(64u << 20, 256);
-    a.writer = metrics_writer_start(a.store, 1000, 4096, 1u << 20);
-    a.corpora = a.writer ? corpora_start(a.store, artifacts, NULL) : NULL;
-    jobs_config jc = {.store = a.store,
-                      .events = a.events,
-                      .writer = a.writer,
-                      .corpora = a.corpora,
-                      .data_dir = artifacts,
-                      .train_workers = trains ? f.train_workers : 0,
-                      .probe_workers = f.probe_workers,
-                      .compute_threads = f.compute_threads,
-                      .max_queued = f.max_queued,
-                      .queue = a.queue};
-    a.jobs = a.events && a.replies && a.corpora ? jobs_start(&jc) : NULL;
-    if (!a.jobs) {
+    a->replies = reply_cache_new(64u << 20, 256);
+    a->writer = metrics_writer_start(a->store, 1000, 4096, 1u << 20);
+    a->corpora = a->writer ? corpora_start(a->store, s->artifacts, NULL) : NULL;
+    jobs_config jc = {.store = a->store,
+                      .events = a->events,
+                      .writer = a->writer,
+                      .corpora = a->corpora,
+                      .data_dir = s->artifacts,
+                      .train_workers = s->trains ? s->f.train_workers : 0,
+                      .probe_workers = s->f.probe_workers,
+                      .compute_threads = s->f.compute_threads,
+                      .max_queued = s->f.max_queued,
+                      .queue = a->queue};
+    a->jobs = a->events && a->replies && a->corpora ? jobs_start(&jc) : NULL;
+    if (!a->jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
-        rc = 1;
-        goto stop_http;
+        return 1;
     }
     long long *queued = NULL;
     int n_queued = 0;
-    if (!shared && store_runs_queued(a.store, &queued, &n_queued) == STORE_OK) /* shared: claimed from the store */
-        for (int i = 0; i < n_queued; i++) jobs_submit_run(a.jobs, queued[i]);
+    if (!s->shared && store_runs_queued(a->store, &queued, &n_queued) == STORE_OK)
+        for (int i = 0; i < n_queued; i++) jobs_submit_run(a->jobs, queued[i]);
     free(queued);
+    return 0;
+}
 
-    if (http_server_start(a.http, err, sizeof err) < 0) {
-        fprintf(stderr, "attnlabd: %s\n", err);
-        rc = 2;
-        goto stop_http;
+/* Serving: the HTTP server answers, this process is a node others see, and the one line saying
+ * where (tests and scripts read it). */
+static int start_serving(serve *s) {
+    serve_flags *f = &s->f;
+    if (http_server_start(s->a.http, s->err, sizeof s->err) < 0) {
+        fprintf(stderr, "attnlabd: %s\n", s->err);
+        return 2;
     }
-    /* How this machine reaches the server (the node's URL), and where it listens (the start line). */
-    int every = !strcmp(f.bind, "0.0.0.0") || !strcmp(f.bind, "::");
-    const char *shown = strchr(f.bind, ':') ? "[::1]" : (!strcmp(f.bind, "0.0.0.0") ? "127.0.0.1" : f.bind);
-    char listen_url[128];
-    snprintf(listen_url, sizeof listen_url, strchr(f.bind, ':') ? "http://[%s]:%d/" : "http://%s:%d/", f.bind,
-             http_server_port(a.http));
+    const char *shown = strchr(f->bind, ':') ? "[::1]" : (!strcmp(f->bind, "0.0.0.0") ? "127.0.0.1" : f->bind);
     char host[256] = "", node_url[512];
     if (gethostname(host, sizeof host) != 0) host[0] = 0;
     host[sizeof host - 1] = 0;
-    if (f.node_url)
-        snprintf(node_url, sizeof node_url, "%s", f.node_url);
+    if (f->node_url)
+        snprintf(node_url, sizeof node_url, "%s", f->node_url);
     else
-        snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f.bind, "0.0.0.0") && host[0] ? host : shown,
-                 http_server_port(a.http));
-    nodes_config nc = {.store = a.store,
-                       .events = a.events,
-                       .queue = a.queue,
-                       .id = node_id,
+        snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f->bind, "0.0.0.0") && host[0] ? host : shown,
+                 http_server_port(s->a.http));
+    nodes_config nc = {.store = s->a.store,
+                       .events = s->a.events,
+                       .queue = s->a.queue,
+                       .id = s->node_id,
                        .host = host,
                        .url = node_url,
-                       .role = f.role,
+                       .role = f->role,
                        .version = ATTNLAB_VERSION,
-                       .capacity = trains ? f.train_workers : 0,
-                       .heartbeat_s = f.lease_s / 3,
-                       .stale_s = f.lease_s};
-    a.nodes = nodes_start(&nc, err, sizeof err);
-    if (!a.nodes) {
-        fprintf(stderr, "attnlabd: %s\n", err);
-        rc = 2;
-        goto stop_http;
+                       .capacity = s->trains ? f->train_workers : 0,
+                       .heartbeat_s = f->lease_s / 3,
+                       .stale_s = f->lease_s};
+    s->a.nodes = nodes_start(&nc, s->err, sizeof s->err);
+    if (!s->a.nodes) {
+        fprintf(stderr, "attnlabd: %s\n", s->err);
+        return 2;
     }
-    char here[200] = "";
+    /* Where it listens (the start line): every address is said so, with a warning. */
+    int every = !strcmp(f->bind, "0.0.0.0") || !strcmp(f->bind, "::");
+    char listen_url[128], here[200] = "";
+    snprintf(listen_url, sizeof listen_url, strchr(f->bind, ':') ? "http://[%s]:%d/" : "http://%s:%d/", f->bind,
+             http_server_port(s->a.http));
     if (every) {
         snprintf(here, sizeof here, " (every address of this machine; from it: http://%s:%d/)", shown,
-                 http_server_port(a.http));
-        log_warn("listening on every address (--bind %s): other machines can reach the API%s", f.bind,
-                 f.token ? "; changes need the token" : " and, without a token, change anything");
+                 http_server_port(s->a.http));
+        log_warn("listening on every address (--bind %s): other machines can reach the API%s", f->bind,
+                 f->token ? "; changes need the token" : " and, without a token, change anything");
     }
-    printf("attnlabd %s listening on %s%s (data in %s)\n", ATTNLAB_VERSION, listen_url, here, f.data_dir);
+    printf("attnlabd %s listening on %s%s (data in %s)\n", ATTNLAB_VERSION, listen_url, here, f->data_dir);
     fflush(stdout);
-    log_info("serving static files from %s", static_dir ? static_dir : "(none)");
+    log_info("serving static files from %s", s->static_dir ? s->static_dir : "(none)");
     log_info("kernel path %s (new runs default to %s)", kernel_path_name(), precision_name(precision_default()));
+    return 0;
+}
 
-    unsigned char sig = 0;
-    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
-    log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    rc = 0;
-stop_http:
-    if (a.events) events_close_all(a.events);
-    http_server_free(a.http);
-    jobs_stop(a.jobs); /* running trainings checkpoint and become interrupted */
-    queue_stop(a.queue);
-    metrics_writer_stop(a.writer);
-    nodes_stop(a.nodes);
-    events_free(a.events);
-    reply_cache_free(a.replies);
-    corpora_free(a.corpora);
+/* The start-up, in order: nothing that changes the data directory or the database runs before the
+ * flags are checked, the directory is ours, the port is open and the database is this binary's. */
+static const serve_step start_steps[] = {
+    check_flags, find_static_dir, take_data_dir, catch_signals, open_port,
+    open_store,  recover,         start_workers, start_serving,
+};
+
+/* Undoes what the steps made, in the order a clean stop needs (whatever step the start reached:
+ * each part is NULL until made). */
+static void serve_stop(serve *s) {
+    app *a = &s->a;
+    if (a->events) events_close_all(a->events);
+    http_server_free(a->http);
+    jobs_stop(a->jobs); /* running trainings checkpoint and become interrupted */
+    queue_stop(a->queue);
+    metrics_writer_stop(a->writer);
+    nodes_stop(a->nodes);
+    events_free(a->events);
+    reply_cache_free(a->replies);
+    corpora_free(a->corpora);
     run_config_cleanup();
-    store_close(a.store);
-    nodes_free(a.nodes); /* after the store's listener has ended */
-    close(stop_pipe[0]);
-    close(stop_pipe[1]);
+    store_close(a->store);
+    nodes_free(a->nodes); /* after the store's listener has ended */
+    if (stop_pipe[0] >= 0) close(stop_pipe[0]);
+    if (stop_pipe[1] >= 0) close(stop_pipe[1]);
+}
+
+int cmd_serve(int argc, char **argv) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    static serve s; /* large (paths): not on the stack */
+    memset(&s, 0, sizeof s);
+    s.f = (serve_flags){.bind = "127.0.0.1",
+                        .port = 8080,
+                        .data_dir = "var",
+                        .log_level = "info",
+                        .http_threads = 4,
+                        .token = getenv("ATTNLAB_TOKEN"),
+                        .train_workers = 1,
+                        .probe_workers = 1,
+                        .compute_threads = cores > 0 ? (int)cores : 1,
+                        .max_queued = 512, /* twice the largest experiment (SVC_EXPERIMENTS_MAX_RUNS) */
+                        .max_model_mb = 4096,
+                        .max_upload_mb = 64,
+                        .db = getenv("ATTNLAB_DB"),
+                        .role = "all",
+                        .lease_s = 15};
+    int rc = parse_flags(argc, argv, &s.f);
+    if (rc) return rc == 1 ? 0 : 2;
+    for (size_t i = 0; !rc && i < sizeof start_steps / sizeof start_steps[0]; i++) rc = start_steps[i](&s);
+    if (!rc) {
+        unsigned char sig = 0;
+        while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
+        log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    serve_stop(&s);
     if (rc == 0) log_info("stopped cleanly");
     return rc;
 }

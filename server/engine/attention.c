@@ -195,3 +195,14 @@ double attention_scale_dtheta(const attention_scale *s, real theta, double g, do
 }
 
 double attention_scale_theta0(const attention_scale *s) { return s->param == TAU_PARAM_LOG ? log(s->init) : s->init; }
+
+double attention_scale_init(double configured, int head_dim) {
+    return configured > 0 ? configured : sqrt((double)head_dim);
+}
+
+double attention_initial_tau(const attention_scale *s) {
+    if (s->form == ATTENTION_SCALE_TAU) return s->init;
+    if (s->form != ATTENTION_SCALE_MULT) return NAN;
+    double s0 = s->clamp > 0 && s->clamp < s->init ? s->clamp : s->init;
+    return s0 > 0 ? 1.0 / s0 : NAN;
+}

@@ -100,5 +100,13 @@ real attention_scale_value(const attention_variant *v, const attention_scale *s,
 double attention_scale_dtheta(const attention_scale *s, real theta, double g, double dg);
 /* theta at initialisation: init, or log(init) for the log parameterisation. */
 double attention_scale_theta0(const attention_scale *s);
+/* The learned value (tau or s) at initialisation from the config's (tau_init, scale_init):
+ * `configured` when it is above 0, else sqrt(head_dim). The one rule: the model, the service's
+ * config defaults and statistics, and (as GET /api/attention-kinds states it) the dashboard. */
+double attention_scale_init(double configured, int head_dim);
+/* The temperature a run starts with, as the engine records it (tau.L.H): the initial tau for
+ * ATTENTION_SCALE_TAU, 1 / min(s0, clamp) for ATTENTION_SCALE_MULT (clamp 0: none); NaN for a
+ * fixed scale (there is no tau). */
+double attention_initial_tau(const attention_scale *s);
 
 #endif

@@ -128,7 +128,7 @@ void model_config_defaults(model_config *c) {
 }
 
 static double scale_init_value(const model_config *c) {
-    return c->scale_init > 0 ? c->scale_init : sqrt((double)(c->d_model / c->n_head));
+    return attention_scale_init(c->scale_init, c->d_model / c->n_head);
 }
 
 engine_status model_config_validate(const model_config *c, engine_error *err) {
@@ -181,7 +181,7 @@ int tau_param_parse(const char *s, tau_param_kind *k) {
 }
 
 static double tau_init_value(const model_config *c) {
-    return c->tau_init > 0 ? c->tau_init : sqrt((double)(c->d_model / c->n_head));
+    return attention_scale_init(c->tau_init, c->d_model / c->n_head);
 }
 
 attention_scale model_config_scale(const model_config *c) {

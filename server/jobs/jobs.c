@@ -126,8 +126,13 @@ static void publish_points(train_ctx *t, int n, long step) {
     size_t refused = metrics_writer_push(j->cfg.writer, t->points, (size_t)n);
     if (refused)
         fail_run(t, "%zu metric points of step %ld could not be queued: the store is not keeping up", refused, step);
+    /* Out of memory, the live stream misses this step (the points are queued to the store). */
     json_t *values = json_object();
-    for (int i = 0; i < n; i++) json_object_set_new(values, t->points[i].key, json_real(t->points[i].value));
+    for (int i = 0; values && i < n; i++)
+        if (json_object_set_new(values, t->points[i].key, json_real(t->points[i].value)) < 0) {
+            json_decref(values);
+            values = NULL;
+        }
     pthread_mutex_lock(&j->lock);
     double eta = t->live->eta_s, tps = t->live->tokens_per_s;
     long total = t->live->total_steps;

@@ -108,17 +108,22 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
     }
     json_t *cfg = json_object();
     if (!cfg) return fail(err, prefix, "config", "could not be built (out of memory)");
+    int bad = 0;
     json_object_foreach((json_t *)schema_props, key, v) {
         json_t *given = in ? json_object_get(in, key) : NULL;
         const char *type = json_string_value(json_object_get(v, "type"));
         if (given) {
             /* Integers are stored as integers even when sent as 12.0. */
-            json_object_set_new(cfg, key,
-                                !strcmp(type, "integer") ? json_integer((json_int_t)json_number_value(given))
-                                                         : json_deep_copy(given));
+            bad |= json_object_set_new(cfg, key,
+                                       !strcmp(type, "integer") ? json_integer((json_int_t)json_number_value(given))
+                                                                : json_deep_copy(given)) < 0;
         } else if (json_object_get(v, "default")) {
-            json_object_set(cfg, key, json_object_get(v, "default"));
+            bad |= json_object_set(cfg, key, json_object_get(v, "default")) < 0;
         }
+    }
+    if (bad) {
+        json_decref(cfg);
+        return fail(err, prefix, "config", "could not be built (out of memory)");
     }
     /* Rules that tie fields together. */
     long long C = get_int(cfg, "d_model"), H = get_int(cfg, "n_head");
@@ -137,13 +142,15 @@ int run_config_normalize(const json_t *in, const char *prefix, json_t **out, run
     if (!rc && prec && !strcmp(prec, "bf16") && C % 16 != 0) {
         if (in && json_object_get(in, "precision"))
             rc = fail(err, prefix, "precision", "bf16 needs d_model a multiple of 16 (d_model %lld)", C);
-        else
-            json_object_set_new(cfg, "precision", json_string("fp32"));
+        else if (json_object_set_new(cfg, "precision", json_string("fp32")) < 0)
+            rc = fail(err, prefix, "config", "could not be built (out of memory)");
     }
-    if (!rc && !json_object_get(cfg, "tau_init"))
-        json_object_set_new(cfg, "tau_init", json_real(sqrt((double)(C / H))));
-    if (!rc && !json_object_get(cfg, "scale_init"))
-        json_object_set_new(cfg, "scale_init", json_real(sqrt((double)(C / H))));
+    if (!rc && !json_object_get(cfg, "tau_init") &&
+        json_object_set_new(cfg, "tau_init", json_real(attention_scale_init(0, (int)(C / H)))) < 0)
+        rc = fail(err, prefix, "config", "could not be built (out of memory)");
+    if (!rc && !json_object_get(cfg, "scale_init") &&
+        json_object_set_new(cfg, "scale_init", json_real(attention_scale_init(0, (int)(C / H)))) < 0)
+        rc = fail(err, prefix, "config", "could not be built (out of memory)");
     if (!rc && get_num(cfg, "scale_clamp") > 0 && get_num(cfg, "scale_clamp") < get_num(cfg, "scale_init"))
         rc = fail(err, prefix, "scale_clamp", "must be 0 (no clamp) or at least scale_init (%g)",
                   get_num(cfg, "scale_init"));

@@ -1,5 +1,6 @@
 #include "services/svc_experiments.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,206 +11,127 @@
 #include "services/run_config.h"
 #include "services/svc_runs.h"
 
-/* The seed blog's configuration: 3 layers, 4 heads, d_model 128, 128-token chunks, AdamW lr 3e-4,
- * 2000 steps, batch 32, the default corpus, seed 1337. */
-static json_t *seed_blog_base(void) {
-    return json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i}", "n_layer", 3, "n_head", 4, "d_model", 128,
-                     "seq_len", 128, "lr", 3e-4, "steps", 2000, "batch", 32, "corpus", "default", "seed", 1337);
-}
+/* ---- the presets: data (server/api/presets.json, compiled in) ------------------------------ */
 
-/* positional-precision's schedule (see pp_base). */
-#define PP_BATCH 32
-#define PP_STEPS 600
-#define PP_LR 1e-3
-#define PP_EVAL_EVERY 50
-#define PP_TINY_STEPS 300
+/* Generated from server/api/presets.json by scripts/embed_text.sh. */
+extern const char presets_json[];
 
-/* A classroom-sized version: the built-in corpus and a model that trains in seconds. */
-static json_t *tiny_overrides(void) {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "corpus", "small", "steps", 200, "n_layer", 2,
-                     "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 20, "checkpoint_every", 50);
-}
+/* The presets as published (GET /api/presets: name, description, base, variants, replicates, tiny)
+ * and, for each, the task corpora it makes ({"name": corpus, "task": spec} each; [] for none);
+ * expanded once from the data file. */
+static json_t *published, *corpora_of;
+static pthread_once_t presets_once = PTHREAD_ONCE_INIT;
 
-/* rope against cosine_rope as the blog ran it (cos / tau, tau per head initialised to sqrt(d),
- * weight decay on tau). */
-static json_t *blog_variants(void) {
-    return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}]", "name", "rope", "config", "attention", "rope", "name",
-                     "cosine_rope", "config", "attention", "cosine_rope");
-}
-
-/* The scale question: is the blog's cosine arm held back by its temperature? rope; cosine_rope as
- * in the blog; the same with tau excluded from weight decay; and the published form, the cosine
- * multiplied by a learned per-head scale s = e^theta initialised to 10 and used as min(s, 100),
- * excluded from weight decay (Swin V2's logit scale). */
-static json_t *scale_variants(void) {
-    return json_pack("[{s:s, s:{s:s}}, {s:s, s:{s:s}}, {s:s, s:{s:s, s:b}}, {s:s, s:{s:s, s:s, s:f, s:f, s:b}}]",
-                     "name", "rope", "config", "attention", "rope", "name", "cosine_rope", "config", "attention",
-                     "cosine_rope", "name", "cosine_rope_no_wd", "config", "attention", "cosine_rope",
-                     "tau_weight_decay", 0, "name", "cosine_log_scale_10", "config", "attention", "cosine_rope_scale",
-                     "scale_param", "log", "scale_init", 10.0, "scale_clamp", 100.0, "tau_weight_decay", 0);
-}
-
-/* The blog's first open question: does tau specialise across heads with longer training? The seed
- * config for 10,000 steps, a checkpoint every 500; the per-step head spread (tau_ratio, tau_std,
- * entropy_frac_std, distance_std) is compared at step 2000 and at the end by
- * GET /api/experiments/{id}/head-spread. */
-static json_t *tau_long_base(void) {
-    json_t *b = seed_blog_base();
-    if (b && (json_object_set_new(b, "steps", json_integer(10000)) < 0 ||
-              json_object_set_new(b, "checkpoint_every", json_integer(500)) < 0 ||
-              json_object_set_new(b, "eval_every", json_integer(250)) < 0)) {
-        json_decref(b);
-        return NULL;
+/* A list of configs (names of the file's configs, or objects) merged left to right; NULL when a
+ * name is unknown or out of memory. */
+static json_t *merged_configs(const json_t *list, const json_t *configs) {
+    json_t *out = json_object();
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c) {
+        const json_t *part = json_is_string(c) ? json_object_get(configs, json_string_value(c)) : c;
+        if (!out || !json_is_object(part) || json_object_update(out, (json_t *)part) < 0) {
+            json_decref(out);
+            return NULL;
+        }
     }
-    return b;
+    return out;
 }
 
-/* tau-long in a classroom: the built-in corpus, a small model, 1500 steps (head-spread ?at=300). */
-static json_t *tau_long_tiny(void) {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f}", "corpus", "small", "steps", 1500, "n_layer",
-                     2, "n_head", 4, "d_model", 64, "seq_len", 64, "batch", 8, "eval_every", 250, "checkpoint_every",
-                     500, "lr", 1e-3);
-}
-
-/* The blog's second open question: does angular geometry help where positions must be exact? Four
- * synthetic tasks (engine/tasks.h), each a corpus made from its config when the preset is planned
- * (deterministic, milliseconds), on a model small enough to train in under a minute. The loss
- * counts the answer positions only (loss_on answers): with every target counted, the unpredictable
- * filler tokens drown the answers' gradient and no variant leaves chance within 600 steps (README,
- * open question 2). Exact-match accuracy on the answers is logged at every evaluation (acc,
- * acc.<offset or distance bucket>) and summarised by GET /api/experiments/{id}/accuracy. */
-static const struct {
-    const char *corpus, *task; /* the corpus name and its tasks config (JSON) */
-} pp_tasks[] = {
-    {"pp-copy_offset", "{\"kind\":\"copy_offset\",\"seq_len\":64,\"windows\":4096,\"params\":{\"len_min\":8,"
-                       "\"len_max\":16},\"offsets\":[1,2,4]}"},
-    {"pp-induction", "{\"kind\":\"induction\",\"seq_len\":64,\"windows\":4096,\"params\":{\"len_min\":4,"
-                     "\"len_max\":8}}"},
-    {"pp-associative_recall", "{\"kind\":\"associative_recall\",\"seq_len\":64,\"windows\":4096,\"params\":"
-                              "{\"pairs_min\":2,\"pairs_max\":6}}"},
-    {"pp-relative_order", "{\"kind\":\"relative_order\",\"seq_len\":64,\"windows\":4096,\"params\":"
-                          "{\"len_min\":8,\"len_max\":24,\"dist_min\":1,\"dist_max\":16}}"},
-};
-#define N_PP_TASKS (sizeof pp_tasks / sizeof pp_tasks[0])
-/* The arms: dot (learned absolute positions), rope, cosine_rope as the blog has it (cos / tau, tau
- * from sqrt(d)), and the control that tells its geometry from its temperature: the same cosine
- * times a learned scale from 10 (Swin V2's, as in attention-scale). */
-static const struct {
-    const char *name, *config; /* the variant name's tail and its config (JSON) */
-} pp_arms[] = {
-    {"dot", "{\"attention\":\"dot\"}"},
-    {"rope", "{\"attention\":\"rope\"}"},
-    {"cosine_rope", "{\"attention\":\"cosine_rope\"}"},
-    {"cosine_log_scale_10", "{\"attention\":\"cosine_rope_scale\",\"scale_param\":\"log\",\"scale_init\":10,"
-                            "\"scale_clamp\":100,\"tau_weight_decay\":false}"},
-};
-
-static json_t *pp_base(void) {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:f, s:i, s:i, s:i, s:s, s:s}", "n_layer", 2, "n_head",
-                     4, "d_model", 64, "seq_len", 64, "batch", PP_BATCH, "steps", PP_STEPS, "lr", PP_LR, "eval_every",
-                     PP_EVAL_EVERY, "val_fraction", 0.05, "eval_batches", 4, "checkpoint_every", PP_STEPS, "seed", 1337,
-                     "corpus", pp_tasks[0].corpus, "loss_on", "answers");
-}
-
-/* One variant per task and arm: "<task>.<arm>", the task's corpus and the arm's config. */
-static json_t *pp_variants(void) {
-    json_t *v = json_array();
-    for (size_t t = 0; v && t < N_PP_TASKS; t++)
-        for (size_t k = 0; k < sizeof pp_arms / sizeof pp_arms[0]; k++) {
-            char name[64];
-            snprintf(name, sizeof name, "%s.%s", pp_tasks[t].corpus + 3, pp_arms[k].name);
-            json_t *cfg = json_loads(pp_arms[k].config, 0, NULL);
-            if (!cfg || json_object_set_new(cfg, "corpus", json_string(pp_tasks[t].corpus)) < 0 ||
-                json_array_append_new(v, json_pack("{s:s, s:o}", "name", name, "config", cfg)) < 0) {
-                json_decref(v);
-                return NULL;
+/* A preset's variants: each arm named, or each task and arm ("<task>.<arm>" on the task's corpus);
+ * its task corpora into *made. NULL when an arm or task is unknown or out of memory. */
+static json_t *expanded_variants(const json_t *preset, const json_t *arms, const json_t *tasks, json_t *made) {
+    json_t *out = json_array(), *names = json_object_get(preset, "tasks");
+    size_t n_tasks = json_is_array(names) ? json_array_size(names) : 1, t, k;
+    json_t *arm;
+    int bad = !out;
+    for (t = 0; !bad && t < n_tasks; t++) {
+        const char *tname = json_string_value(json_array_get(names, t));
+        const json_t *task = tname ? json_object_get(tasks, tname) : NULL;
+        const char *tcorpus = json_string_value(json_object_get(task, "corpus"));
+        if (names && (!tcorpus || json_array_append_new(made, json_pack("{s:s, s:O}", "name", tcorpus, "task",
+                                                                        json_object_get(task, "task"))) < 0))
+            bad = 1;
+        json_array_foreach(json_object_get(preset, "variants"), k, arm) {
+            json_t *cfg = json_deep_copy(json_object_get(arms, json_string_value(arm)));
+            char name[128];
+            snprintf(name, sizeof name, "%s%s%s", tname ? tname : "", tname ? "." : "", json_string_value(arm));
+            if (bad || !json_is_object(cfg) ||
+                (tcorpus && json_object_set_new(cfg, "corpus", json_string(tcorpus)) < 0) ||
+                json_array_append_new(out, json_pack("{s:s, s:o}", "name", name, "config", cfg)) < 0) {
+                json_decref(cfg);
+                bad = 1;
+                break;
             }
         }
-    return v;
+    }
+    if (!bad) return out;
+    json_decref(out);
+    return NULL;
 }
 
-/* The same in a classroom: fewer steps. */
-static json_t *pp_tiny(void) {
-    return json_pack("{s:i, s:i, s:i}", "steps", PP_TINY_STEPS, "checkpoint_every", PP_TINY_STEPS, "eval_every",
-                     PP_EVAL_EVERY);
+static void presets_load(void) {
+    json_t *doc = json_loads(presets_json, 0, NULL), *p;
+    const json_t *configs = json_object_get(doc, "configs"), *arms = json_object_get(doc, "arms"),
+                 *tasks = json_object_get(doc, "tasks");
+    json_t *pub = json_array(), *corp = json_array();
+    size_t i;
+    int bad = !doc || !pub || !corp;
+    json_array_foreach(json_object_get(doc, "presets"), i, p) {
+        json_t *own = json_array();
+        json_t *o = bad || !own ? NULL
+                                : json_pack("{s:O, s:O, s:o*, s:o*, s:O, s:o*}", "name", json_object_get(p, "name"),
+                                            "description", json_object_get(p, "description"), "base",
+                                            merged_configs(json_object_get(p, "base"), configs), "variants",
+                                            expanded_variants(p, arms, tasks, own), "replicates",
+                                            json_object_get(p, "replicates"), "tiny",
+                                            merged_configs(json_object_get(p, "tiny"), configs));
+        /* a member that could not be made is left out by o*: the preset is broken */
+        bad |=
+            !o || json_object_size(o) != 6 || json_array_append_new(pub, o) < 0 || json_array_append_new(corp, own) < 0;
+        if (bad) break;
+    }
+    json_decref(doc);
+    if (bad || json_array_size(pub) == 0) {
+        log_error("the compiled-in presets (server/api/presets.json) are malformed");
+        json_decref(pub);
+        json_decref(corp);
+        pub = json_array();
+        corp = json_array();
+    }
+    published = pub;
+    corpora_of = corp;
 }
 
-/* Makes the task corpora the preset trains on (nothing when they exist with the same config). */
-static svc_status pp_prepare(app *a, svc_error *err) {
-    for (size_t t = 0; t < N_PP_TASKS; t++) {
-        json_t *spec = json_loads(pp_tasks[t].task, 0, NULL);
+/* Makes the task corpora preset i trains on (nothing when they exist with the same config). */
+static svc_status preset_prepare(app *a, size_t i, svc_error *err) {
+    size_t t;
+    json_t *c;
+    json_array_foreach(json_array_get(corpora_of, i), t, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
         tasks_config cfg;
         char field[64], msg[512];
-        int bad = !spec || corpora_task_config_parse(spec, &cfg, field, sizeof field, msg, sizeof msg) < 0;
-        json_decref(spec);
-        if (bad)
-            return svc_fail(err, SVC_FAILED, "internal", NULL, "the preset's task %s is malformed", pp_tasks[t].corpus);
-        corpora_task_result r = corpora_create_task(a->corpora, pp_tasks[t].corpus, &cfg, msg, sizeof msg);
+        if (corpora_task_config_parse(json_object_get(c, "task"), &cfg, field, sizeof field, msg, sizeof msg) < 0)
+            return svc_fail(err, SVC_FAILED, "internal", NULL, "the preset's task %s is malformed", name);
+        corpora_task_result r = corpora_create_task(a->corpora, name, &cfg, msg, sizeof msg);
         if (r == CORPORA_TASK_CONFLICT)
-            return svc_fail(err, SVC_CONFLICT, "conflict", "preset", "the preset's corpus %s: %s", pp_tasks[t].corpus,
-                            msg);
+            return svc_fail(err, SVC_CONFLICT, "conflict", "preset", "the preset's corpus %s: %s", name, msg);
         if (r == CORPORA_TASK_FAILED) return svc_fail(err, SVC_FAILED, "internal", NULL, "%s", msg);
     }
     return SVC_OK;
 }
 
-typedef struct {
-    const char *name, *description;
-    int replicates;
-    json_t *(*variants)(void);
-    json_t *(*base)(void);                         /* NULL: the seed blog's config */
-    json_t *(*tiny)(void);                         /* NULL: tiny_overrides */
-    svc_status (*prepare)(app *a, svc_error *err); /* NULL, or what must exist before its runs (corpora) */
-} preset_def;
-
-static const preset_def presets[] = {
-    {"seed-blog", "The Cosine-RoPE blog experiment: rope vs cosine_rope, same seed and data order", 1, blog_variants,
-     NULL, NULL, NULL},
-    {"seed-blog-replicated",
-     "The blog experiment with error bars: rope vs cosine_rope, 5 replicates (seeds 1337..1341), replicate i of both "
-     "variants sharing its seed and data order",
-     5, blog_variants, NULL, NULL, NULL},
-    {"attention-scale",
-     "Is the cosine arm held back by its scale? rope; cosine_rope as in the blog (cos/tau, tau from sqrt(d), weight "
-     "decay on tau); the same without weight decay on tau; cos times a learned log-parameterised scale initialised "
-     "to 10 and clamped at 100 without weight decay (Swin V2); 5 replicates each",
-     5, scale_variants, NULL, NULL, NULL},
-    {"tau-long",
-     "The blog's open question 1: does tau specialise across heads with longer training? The seed config for 10,000 "
-     "steps, rope vs cosine_rope, a checkpoint every 500, 3 replicates; GET /api/experiments/{id}/head-spread compares "
-     "the spread of tau (and of entropy and distance) across heads at step 2000 with the end",
-     3, blog_variants, tau_long_base, tau_long_tiny, NULL},
-    {"positional-precision",
-     "The blog's open question 2: positional precision. dot, rope, cosine_rope and the cosine with a learned log scale "
-     "from 10 (Swin V2; tells the geometry from the temperature) on four synthetic tasks (copy at an offset, "
-     "induction, "
-     "associative recall, relative order; corpora made by the preset), 600 steps with the loss on the answers only, 3 "
-     "replicates; exact-match accuracy per offset or distance bucket at every evaluation, "
-     "GET /api/experiments/{id}/accuracy",
-     3, pp_variants, pp_base, pp_tiny, pp_prepare},
-};
-#define N_PRESETS (sizeof presets / sizeof presets[0])
-
-static json_t *preset_json(const preset_def *d) {
-    return json_pack("{s:s, s:s, s:o, s:o, s:i, s:o}", "name", d->name, "description", d->description, "base",
-                     d->base ? d->base() : seed_blog_base(), "variants", d->variants(), "replicates", d->replicates,
-                     "tiny", d->tiny ? d->tiny() : tiny_overrides());
-}
-
 json_t *svc_experiments_presets(void) {
-    json_t *out = json_array();
-    for (size_t i = 0; out && i < N_PRESETS; i++)
-        if (json_array_append_new(out, preset_json(&presets[i])) < 0) {
-            json_decref(out);
-            return NULL;
-        }
-    return out;
+    pthread_once(&presets_once, presets_load);
+    return json_deep_copy(published);
 }
 
-static const preset_def *preset_find(const char *name) {
-    for (size_t i = 0; i < N_PRESETS; i++)
-        if (!strcmp(presets[i].name, name)) return &presets[i];
-    return NULL;
+/* The index of the preset named name, or -1. */
+static int preset_index(const char *name) {
+    pthread_once(&presets_once, presets_load);
+    for (size_t i = 0; i < json_array_size(published); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(published, i), "name")), name)) return (int)i;
+    return -1;
 }
 
 int svc_experiments_variant_name_ok(const char *s) {
@@ -344,27 +266,24 @@ static svc_status plan_base(app *a, const svc_experiment_request *r, svc_experim
         return svc_fail(err, SVC_INVALID, "invalid_field", "overrides", "overrides must be an object of config fields");
     p->replicates = 1;
     if (r->preset) {
-        const preset_def *d = preset_find(r->preset);
-        if (!d) {
+        int at = preset_index(r->preset);
+        if (at < 0) {
             char known[256] = "";
-            for (size_t i = 0; i < N_PRESETS; i++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", presets[i].name);
+            for (size_t i = 0; i < json_array_size(published); i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                         json_string_value(json_object_get(json_array_get(published, i), "name")));
             return svc_fail(err, SVC_INVALID, "invalid_field", "preset", "unknown preset '%s' (known: %s)", r->preset,
                             known);
         }
-        if (d->prepare) {
-            svc_status ps = d->prepare(a, err);
-            if (ps != SVC_OK) return ps;
-        }
-        json_t *preset = preset_json(d);
-        if (preset) {
-            p->base = run_config_merge(json_object_get(preset, "base"), r->base);
-            p->variants = json_incref(r->variants ? (json_t *)r->variants : json_object_get(preset, "variants"));
-        }
-        json_decref(preset);
-        if (!p->name) p->name = d->name;
-        p->preset = d->name;
-        p->replicates = d->replicates;
+        svc_status ps = preset_prepare(a, (size_t)at, err);
+        if (ps != SVC_OK) return ps;
+        const json_t *preset = json_array_get(published, (size_t)at);
+        p->base = run_config_merge(json_object_get(preset, "base"), r->base);
+        p->variants =
+            r->variants ? json_incref((json_t *)r->variants) : json_deep_copy(json_object_get(preset, "variants"));
+        p->preset = json_string_value(json_object_get(preset, "name"));
+        if (!p->name) p->name = p->preset;
+        p->replicates = (int)json_integer_value(json_object_get(preset, "replicates"));
     } else {
         if (!json_is_object(r->base))
             return svc_fail(err, SVC_INVALID, "invalid_field", "base",

@@ -184,8 +184,14 @@ static void publish_points(app *a, long long id, int total, const store_metric *
     for (size_t i = 0; i < n;) {
         size_t j = i;
         json_t *values = json_object();
+        int bad = !values;
         for (; j < n && pts[j].step == pts[i].step; j++)
-            json_object_set_new(values, pts[j].key, json_real(pts[j].value));
+            bad |= !bad && json_object_set_new(values, pts[j].key, json_real(pts[j].value)) < 0;
+        if (bad) { /* out of memory: this step is not told (the points are stored) */
+            json_decref(values);
+            i = j;
+            continue;
+        }
         json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step",
                                (json_int_t)pts[i].step, "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time,
                                "eta_s", "tokens_per_s", "values", values);

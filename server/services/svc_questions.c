@@ -199,17 +199,22 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
             const char *status = json_string_value(json_object_get(row, "status"));
             still |= status && (!strcmp(status, "running") || !strcmp(status, "queued"));
             json_t *ja = json_object(), *je = json_object();
-            for (int m = 0; ja && je && m < N_SPREAD; m++) {
+            int bad = !ja || !je;
+            for (int m = 0; !bad && m < N_SPREAD; m++) {
                 if (spread_metrics[m].needs_tau && !learned) continue;
-                json_object_set_new(ja, spread_metrics[m].name, num(va[r * N_SPREAD + m]));
-                json_object_set_new(je, spread_metrics[m].name, num(ve[r * N_SPREAD + m]));
+                bad |= json_object_set_new(ja, spread_metrics[m].name, num(va[r * N_SPREAD + m])) < 0;
+                bad |= json_object_set_new(je, spread_metrics[m].name, num(ve[r * N_SPREAD + m])) < 0;
             }
-            json_t *o = ja && je ? json_pack("{s:O, s:O, s:O, s:O, s:i, s:o, s:o, s:o}", "id",
-                                             json_object_get(row, "id"), "replicate", json_object_get(row, "replicate"),
-                                             "seed", json_object_get(row, "seed"), "status",
-                                             json_object_get(row, "status"), "last_step", last, "at_step",
-                                             at_step >= 0 ? json_integer(at_step) : json_null(), "at", ja, "end", je)
-                                 : NULL;
+            json_t *o =
+                !bad ? json_pack("{s:O, s:O, s:O, s:O, s:i, s:o, s:o, s:o}", "id", json_object_get(row, "id"),
+                                 "replicate", json_object_get(row, "replicate"), "seed", json_object_get(row, "seed"),
+                                 "status", json_object_get(row, "status"), "last_step", last, "at_step",
+                                 at_step >= 0 ? json_integer(at_step) : json_null(), "at", ja, "end", je)
+                     : NULL;
+            if (bad) {
+                json_decref(ja);
+                json_decref(je);
+            }
             if (!o || json_array_append_new(runs, o) < 0) st = oom(err);
         }
         double head_at = NAN, head_end = NAN, head_lo = NAN, head_hi = NAN, ch = NAN, ch_lo = NAN, ch_hi = NAN,
@@ -338,9 +343,9 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
                 size_t i;
                 json_t *kk;
                 json_array_foreach(keys, i, kk) seen |= !strcmp(json_string_value(kk), k);
-                if (!seen) json_array_append_new(keys, json_string(k));
+                if (!seen && json_array_append_new(keys, json_string(k)) < 0) st = oom(err);
             }
-            json_array_append(accs, acc);
+            if (json_array_append(accs, acc) < 0) st = oom(err);
             json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:o, s:o}", "id", json_object_get(row, "id"), "replicate",
                                   json_object_get(row, "replicate"), "seed", json_object_get(row, "seed"), "status",
                                   json_object_get(row, "status"), "eval_step",

@@ -13,11 +13,12 @@ struct app;
 
 /* A run as the API shows it: row (taken) with "step" (the live step, or the checkpoint's while a
  * resuming run loads it), "eta_s", "tokens_per_s", "cancel_requested" while it trains, and "last"
- * (its brief); returns row. */
+ * (its brief); returns row, or NULL (row freed) when out of memory. */
 json_t *svc_run_view(struct app *a, json_t *row);
 /* svc_run_view of every run of a list (in place), their briefs read together (one statement on
- * PostgreSQL rather than one per run); should that read fail, each run's is read alone. */
-void svc_run_views(struct app *a, json_t *runs);
+ * PostgreSQL rather than one per run); should that read fail, each run's is read alone. -1 when out
+ * of memory (the list is then not whole). */
+int svc_run_views(struct app *a, json_t *runs);
 
 /* The cache key of an answer `what` (the route and its query) about the run of row: the run's id,
  * status, step, creation and end times (a resumed run changes them) and what; "" while the run has

@@ -56,19 +56,16 @@ static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); 
 
 static json_t *interval(double lo, double hi) { return json_pack("[o, o]", num(lo), num(hi)); }
 
-/* tau when the run starts, from its attention row's learned scale: tau_init for cos / tau, the
- * reciprocal of the multiplier min(scale_init, clamp) for s * cos; NaN for a fixed scale. */
+/* tau when the run starts, from its attention row's learned scale (attention_initial_tau): tau_init
+ * for cos / tau, the reciprocal of min(scale_init, clamp) for s * cos; NaN for a fixed scale. */
 static double initial_tau(const json_t *cfg) {
     const attention_variant *v = attention_find(json_string_value(json_object_get(cfg, "attention")));
     if (!v) return NAN;
-    if (v->scale == ATTENTION_SCALE_TAU) return json_number_value(json_object_get(cfg, "tau_init"));
-    if (v->scale == ATTENTION_SCALE_MULT) {
-        double s = json_number_value(json_object_get(cfg, "scale_init"));
-        double clamp = json_number_value(json_object_get(cfg, "scale_clamp"));
-        if (clamp > 0 && clamp < s) s = clamp;
-        return s > 0 ? 1.0 / s : NAN;
-    }
-    return NAN;
+    attention_scale s = {
+        .form = v->scale,
+        .init = json_number_value(json_object_get(cfg, v->scale == ATTENTION_SCALE_MULT ? "scale_init" : "tau_init")),
+        .clamp = json_number_value(json_object_get(cfg, "scale_clamp"))};
+    return attention_initial_tau(&s);
 }
 
 /* The run's metric values from its series: loss and val_loss in full, tau and entropy at the last

@@ -82,11 +82,13 @@ export function runColors(runs) {
   return out;
 }
 
-// For probe columns such as "angle_ntk" or "entropy_cos_tau_0.1": a known variant inside the name wins,
+// For probe columns such as "angle_ntk" or "entropy_cos_tau_0.1": a known variant inside the name wins
+// (a key of several words named whole, the shortest when they nest; else a word of the name),
 // otherwise the column's position in its chart.
 export function seriesColor(column, index) {
   const parts = column.toLowerCase().split(/[_\s]+/);
-  if (column.includes('cosine_rope')) return themed(FIXED.cosine_rope);
+  const whole = Object.keys(FIXED).filter((k) => k.includes('_') && column.includes(k)).sort((a, b) => a.length - b.length)[0];
+  if (whole) return themed(FIXED[whole]);
   for (const p of parts) if (FIXED[p] && p !== 'trained') return themed(FIXED[p]);
   if (parts.includes('trained')) return themed(FIXED.trained);
   return themed(CYCLE[index % CYCLE.length]);

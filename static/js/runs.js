@@ -524,7 +524,8 @@ function presetCard() {
 function startForm(onCreated) {
   const section = h('section.card#start', { 'aria-labelledby': 'start-title' }, h('h3#start-title', {}, 'Start a run or an experiment'),
     h('p.muted', {}, 'Loading the configuration schema…'));
-  Promise.all([cached('/api/openapi.json'), api('/api/corpora').catch(() => ({ corpora: [] }))]).then(([doc, corp]) => {
+  Promise.all([cached('/api/openapi.json'), api('/api/corpora').catch(() => ({ corpora: [] })),
+    cached('/api/attention-kinds').catch(() => ({ kinds: [] }))]).then(([doc, corp, attentionKinds]) => {
     const schema = doc.components.schemas.RunConfig;
     const names = corp.corpora.filter((c) => c.status === 'ready').map((c) => c.name);
     const fields = schemaFields(schema, {
@@ -536,8 +537,10 @@ function startForm(onCreated) {
     const note = h('input#run-note', { type: 'text', placeholder: 'optional' });
     const modeRun = h('input', { type: 'radio', name: 'mode', value: 'run', checked: true });
     const modeExp = h('input', { type: 'radio', name: 'mode', value: 'experiment' });
+    // Compared by default: the variants that take positions from rotation (not a learned table).
+    const learnedPositions = new Set(attentionKinds.kinds.filter((k) => k.learned_positions).map((k) => k.name));
     const variantBoxes = (schema.properties.attention?.enum || []).map((v) =>
-      h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: v !== 'dot', dataset: { variant: v } }), ' ', variantTag(v)));
+      h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: !learnedPositions.has(v), dataset: { variant: v } }), ' ', variantTag(v)));
     const expReps = h('input#exp-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1 });
     const variantsRow = h('fieldset.variants', { disabled: true },
       h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes,

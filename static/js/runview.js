@@ -2,7 +2,7 @@
 // with its reference lines, attention entropy, tokens/s and gradient norm. The page fetches each
 // run's series downsampled once, then appends the points that arrive over the live stream. An
 // experiment with replicates also gets its bands and statistics (replicates.js) above the curves.
-import { api } from './api.js';
+import { api, cached } from './api.js';
 import { h, clear, fmt, frameThrottle, throttle, debounce, keepFocus, downloadLink } from './dom.js';
 import { variantColor, headShade, withAlpha } from './colors.js';
 import { lineChart, setAxisTypes, chartsAvailable, chartExport } from './charts.js';
@@ -57,6 +57,10 @@ export function mount(root, params) {
   const state = { smooth: Number(localStorage.getItem('attnlab.smooth') ?? 0.6), logY: false, xAxis: 'step' };
   let alive = true;
   let loaded = false;
+  // Each variant's learned scale (GET /api/attention-kinds), by name: how its τ starts and moves.
+  let scales = new Map();
+  cached('/api/attention-kinds').then((d) => { scales = new Map(d.kinds.map((k) => [k.name, k.scale])); if (alive && loaded) redraw(); })
+    .catch(() => { /* an older server: no AdamW reach drawn */ });
   const pending = [];
 
   const headerBox = h('div.run-headers');
@@ -242,8 +246,9 @@ export function mount(root, params) {
       if (tk.length) {
         const steps = s[tk[0]].steps;
         const xs = xsOf(r, s[tk[0]]);
-        const tau0 = initialTau(c);
-        const bound = adamTauBound(c, tau0, steps);
+        const scale = scales.get(c.attention);
+        const tau0 = scale ? initialTau(c, scale) : NaN;
+        const bound = scale ? adamTauBound(c, tau0, steps, scale) : steps.map(() => ({ lo: NaN, hi: NaN }));
         const refCol = cssVar('--ref', '#777');
         const ref = { borderColor: refCol, backgroundColor: refCol, borderWidth: 1, pointRadius: 0, runId: r.id, ref: true };
         const first = runs.filter((x) => headKeys(series.get(x.id) || {}, 'tau').length).indexOf(r) === 0;

@@ -29,15 +29,19 @@ export function lrAt(cfg, step) {
   return lo + 0.5 * (cfg.lr - lo) * (1 + Math.cos(Math.PI * p));
 }
 
-// The temperature a run starts with: tau_init for cos/τ, 1/min(scale_init, scale_clamp) for the
-// cosine times a learned scale s (the engine records τ = 1/s for it), √d otherwise.
-export function initialTau(cfg) {
-  const sqrtD = Math.sqrt(cfg.d_model / cfg.n_head);
-  if (cfg.attention === 'cosine_rope_scale') {
-    const s0 = cfg.scale_init || sqrtD, clamp = cfg.scale_clamp || 0;
-    return 1 / (clamp > 0 ? Math.min(s0, clamp) : s0);
-  }
-  return cfg.tau_init || sqrtD;
+// How a variant's learned scale is set, as GET /api/attention-kinds publishes each row's `scale`:
+// its form ("tau": the value is τ; "mult": the value is a multiplier s and τ = 1/min(s, clamp)) and
+// the RunConfig fields of its initial value, parameterisation and clamp. Without one: cos/τ's.
+const TAU_SCALE = { form: 'tau', init: 'tau_init', param: 'tau_param' };
+
+// The temperature a run starts with (the server's attention_initial_tau, by its published rule):
+// the scale's initial value (its init field, √d when absent or 0) for "tau", 1/min(s0, clamp) for
+// "mult" (the engine records τ = 1/s for it).
+export function initialTau(cfg, scale = TAU_SCALE) {
+  const x0 = cfg[scale.init] || Math.sqrt(cfg.d_model / cfg.n_head);
+  if (scale.form !== 'mult') return x0;
+  const clamp = cfg[scale.clamp] || 0;
+  return 1 / (clamp > 0 ? Math.min(x0, clamp) : x0);
 }
 
 // Adam moves a parameter by about lr per step (its update m/sqrt(v) is about 1 in size while the
@@ -47,28 +51,28 @@ export function initialTau(cfg) {
 // hi_t = hi_{t-1}(1 - lr_t·wd) + lr_t, lo_t = lo_{t-1}(1 - lr_t·wd) - lr_t, from θ_0. Here lr_t is the
 // schedule times scale_lr_mult (the learned scale's multiplier, decay included), wd is weight_decay
 // when tau_weight_decay is on (the server always says; a config without weight_decay gets none).
-// θ is τ (tau_param linear) or log τ (log); for cosine_rope_scale it is s or log s (scale_param) from
-// scale_init, and τ = 1/min(s, scale_clamp) (the bound on τ is then [1/min(hi, clamp), 1/lo]; lo <= 0
-// leaves τ unbounded above: Infinity). tau0 is used for the τ forms only.
+// θ is the scale's value (its param field linear) or its log (log): τ from tau0 for a "tau" scale;
+// for a "mult" scale s from its init field, and τ = 1/min(s, clamp) (the bound on τ is then
+// [1/min(hi, clamp), 1/lo]; lo <= 0 leaves τ unbounded above: Infinity). tau0 is used for "tau" only.
 // Returns [{step, lo, hi}] (bounds on τ) at the given steps (sorted ascending).
-export function adamTauBound(cfg, tau0, steps) {
-  const scaleForm = cfg.attention === 'cosine_rope_scale';
-  const log = (scaleForm ? cfg.scale_param : cfg.tau_param) === 'log';
-  const mult = cfg.scale_lr_mult || 1;
+export function adamTauBound(cfg, tau0, steps, scale = TAU_SCALE) {
+  const mult = scale.form === 'mult';
+  const log = cfg[scale.param] === 'log';
+  const lrMult = cfg.scale_lr_mult || 1;
   const wd = cfg.tau_weight_decay === false ? 0 : cfg.weight_decay || 0;
-  const x0 = scaleForm ? cfg.scale_init || Math.sqrt(cfg.d_model / cfg.n_head) : tau0;
-  const clamp = scaleForm && cfg.scale_clamp > 0 ? cfg.scale_clamp : Infinity;
+  const x0 = mult ? cfg[scale.init] || Math.sqrt(cfg.d_model / cfg.n_head) : tau0;
+  const clamp = mult && cfg[scale.clamp] > 0 ? cfg[scale.clamp] : Infinity;
   const out = [];
   let hi = log ? Math.log(x0) : x0, lo = hi, s = 0;
   for (const target of steps) {
     while (s < target) {
       s++;
-      const lr = lrAt(cfg, s) * mult, keep = 1 - lr * wd;
+      const lr = lrAt(cfg, s) * lrMult, keep = 1 - lr * wd;
       hi = hi * keep + lr;
       lo = lo * keep - lr;
     }
     let a = log ? Math.exp(lo) : lo, b = log ? Math.exp(hi) : hi; // the parameter's own range
-    if (scaleForm) [a, b] = [1 / Math.min(b, clamp), a > 0 ? 1 / Math.min(a, clamp) : Infinity];
+    if (mult) [a, b] = [1 / Math.min(b, clamp), a > 0 ? 1 / Math.min(a, clamp) : Infinity];
     out.push({ step: target, lo: a, hi: b });
   }
   return out;

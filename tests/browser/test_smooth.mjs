@@ -101,20 +101,26 @@ test('the bound includes weight decay: the closed form for a constant lr', () =>
   assert(Math.abs(5.657 - 0.6 - sb.lo - (5.657 - 0.3) * 0.6 * 0.01) < 2e-4, JSON.stringify(sb));
 });
 
+// A multiplier scale and a temperature, as GET /api/attention-kinds publishes a row's scale.
+const MULT = { form: 'mult', tensor: 'attn.scale', init: 'scale_init', param: 'scale_param', clamp: 'scale_clamp' };
+const TAU = { form: 'tau', tensor: 'attn.tau', init: 'tau_init', param: 'tau_param' };
+
 test('the bound of a learned scale s (cos·s): τ = 1/min(s, clamp)', () => {
   const cfg = { attention: 'cosine_rope_scale', lr: 0.01, lr_schedule: 'constant', steps: 100, d_model: 64, n_head: 2,
     scale_param: 'log', scale_init: 10, scale_clamp: 100, weight_decay: 0.1, tau_weight_decay: false };
-  assert(close(initialTau(cfg), 0.1), `initial ${initialTau(cfg)}`);
-  const b = adamTauBound(cfg, 123, [50])[0]; // tau0 is not used for this form
+  assert(close(initialTau(cfg, MULT), 0.1), `initial ${initialTau(cfg, MULT)}`);
+  const b = adamTauBound(cfg, 123, [50], MULT)[0]; // tau0 is not used for this form
   assert(close(b.lo, 1 / (10 * Math.exp(0.5))) && close(b.hi, 1 / (10 * Math.exp(-0.5))), JSON.stringify(b));
   // the clamp holds s at 100: τ never below 1/100
-  const c = adamTauBound({ ...cfg, scale_clamp: 12 }, 0, [50])[0];
+  const c = adamTauBound({ ...cfg, scale_clamp: 12 }, 0, [50], MULT)[0];
   assert(close(c.lo, 1 / 12), JSON.stringify(c));
   // linear s that may reach 0: τ unbounded above
-  const lin = adamTauBound({ ...cfg, scale_param: 'linear', scale_init: 0.2, scale_clamp: 0 }, 0, [50])[0];
+  const lin = adamTauBound({ ...cfg, scale_param: 'linear', scale_init: 0.2, scale_clamp: 0 }, 0, [50], MULT)[0];
   assert(lin.hi === Infinity && close(lin.lo, 1 / 0.7), JSON.stringify(lin));
-  assert(close(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope' }), Math.sqrt(32)), 'sqrt(d)');
-  assert(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope', tau_init: 3 }) === 3, 'tau_init');
+  assert(close(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope' }, TAU), Math.sqrt(32)), 'sqrt(d)');
+  assert(initialTau({ d_model: 64, n_head: 2, attention: 'cosine_rope', tau_init: 3 }, TAU) === 3, 'tau_init');
+  // the form decides, not the name: a row named otherwise with a multiplier scale is read as one
+  assert(close(initialTau({ ...cfg, attention: 'another_name' }, MULT), 0.1), 'a multiplier by its form');
 });
 
 test('bands: mean ∓ std per step, the mean alone for one replicate, gaps left out', () => {

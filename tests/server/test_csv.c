@@ -1,4 +1,4 @@
-/* The CSV module (server/csv.h): RFC 4180 quoting, cell separators, the API's number formats, JSON
+/* The CSV module (server/util/csv.h): RFC 4180 quoting, cell separators, the API's number formats, JSON
  * values as cells, and a long text that makes the buffer grow. */
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 -- attnlab schema for PostgreSQL, version 8: a summary row per (run, series), kept in the
 -- transaction that writes the series' points (see ../0008_metric_summaries.sql and
--- server/store_summary.h). sum: the values summed in step order; sum_err is 0 here (SQLite's
+-- server/store/common/store_summary.h). sum: the values summed in step order; sum_err is 0 here (SQLite's
 -- compensation term, unused on PostgreSQL).
 
 CREATE TABLE metric_summaries (
