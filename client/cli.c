@@ -2,6 +2,7 @@
 #include "table.h"
 
 #include "httpc.h"
+#include "util/json_text.h"
 
 #include <errno.h>
 #include <math.h>
@@ -197,7 +198,7 @@ const char *cli_cell(const json_t *v, char *buf, size_t len) {
         break;
     }
     case JSON_OBJECT: {
-        char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *s = json_text_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (s) snprintf(buf, len, "%s", s);
         free(s);
         break;
@@ -208,7 +209,12 @@ const char *cli_cell(const json_t *v, char *buf, size_t len) {
 
 void cli_print_json(const cli_ctx *ctx, const json_t *v) {
     FILE *out = ctx && ctx->out ? ctx->out : stdout;
-    json_dumpf(v, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    char *text = json_text_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    if (text)
+        fputs(text, out);
+    else
+        json_dumpf(v, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    free(text);
     fputc('\n', out);
 }
 

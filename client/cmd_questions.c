@@ -65,7 +65,7 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
     }
     long long at_step = json_integer_value(json_object_get(hs, "at_step"));
     fprintf(ctx->out,
-            "experiment %lld: spread across heads at step %lld and at the end, mean [95%% t interval] over "
+            "experiment %lld: spread across heads at step %lld and at the end, mean [95%% bootstrap interval] over "
             "replicates\n",
             id, at_step);
     static const char *const head[] = {"VARIANT", "METRIC", "N", "AT STEP", "END", "CHANGE", "P"};
@@ -121,7 +121,7 @@ int cmd_questions_accuracy(const cli_ctx *ctx, int argc, char **argv) {
     }
     fprintf(ctx->out,
             "experiment %lld: exact-match accuracy on the answers at each run's last evaluation, mean [95%% "
-            "t interval] over replicates\n",
+            "bootstrap interval] over replicates\n",
             id);
     static const char *const head[] = {"VARIANT", "ATTENTION", "TASK", "KEY", "N", "ACCURACY"};
     table *t = table_new(6, head);

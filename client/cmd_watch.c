@@ -11,6 +11,7 @@
 #include "httpc.h"
 #include "progress.h"
 #include "sse.h"
+#include "util/json_text.h"
 
 const char cmd_watch_help[] =
     "usage: attnlab watch ID [--every SECONDS] [--plain] [--reconnect-for SECONDS]\n"
@@ -89,7 +90,12 @@ static void draw(watch *w, int force) {
 static void print_event_json(watch *w, const char *event, const char *id, const json_t *data) {
     json_t *o = json_pack("{s:s, s:s, s:O}", "event", event, "id", id ? id : "", "data", data ? data : json_null());
     if (!o) return;
-    json_dumpf(o, w->ctx->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *text = json_text_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (text)
+        fputs(text, w->ctx->out);
+    else
+        json_dumpf(o, w->ctx->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    free(text);
     fputc('\n', w->ctx->out);
     fflush(w->ctx->out);
     json_decref(o);

@@ -1,4 +1,4 @@
-// attnlab dashboard: a hash router over five views, the server health pill, the live-stream
+// attnlab dashboard: a hash router over five views (and #/follow/<code>, presenter mode: js/follow.js), the server health pill, the live-stream
 // indicator, the classroom (large type) toggle and the dark-theme toggle. Each view module exports mount(root, params),
 // which returns its own clean-up (charts, stream subscriptions).
 import { api, onToken, setToken } from './js/api.js';
@@ -11,6 +11,7 @@ import * as runview from './js/runview.js';
 import * as probes from './js/probes.js';
 import * as attention from './js/attention.js';
 import * as compare from './js/compare.js';
+import * as follow from './js/follow.js';
 
 const ROUTES = [
   [/^\/runs$/, 'runs', () => runs.mount],
@@ -19,6 +20,7 @@ const ROUTES = [
   [/^\/probes(?:\/([a-z_]+))?$/, 'probes', (m) => (root, q) => probes.mount(root, { kind: m[1], ...q })],
   [/^\/attention$/, 'attention', () => attention.mount],
   [/^\/compare$/, 'compare', () => compare.mount],
+  [/^\/follow\/([A-Za-z0-9]{6})$/, 'runs', (m) => (root) => follow.mountFollow(root, m[1])],
 ];
 
 let unmount = null;
@@ -38,6 +40,7 @@ function route() {
   document.title = `attnlab · ${nav}`;
   root.focus({ preventScroll: true });
   window.scrollTo(0, 0);
+  follow.pageChanged(); // a presenter's followers go here too
 }
 
 async function showHealth() {
@@ -57,12 +60,14 @@ function setClassroom(on) {
   $('#classroom').setAttribute('aria-pressed', String(on));
   localStorage.setItem('attnlab.classroom', on ? '1' : '0');
   applyChartTheme(on);
+  follow.pageChanged(); // the Present button shows in Classroom mode
 }
 
 $('#classroom').addEventListener('click', () => {
   setClassroom(!document.body.classList.contains('classroom'));
   route(); // heat maps and canvases size their type when drawn
 });
+follow.init();
 setClassroom(localStorage.getItem('attnlab.classroom') === '1');
 
 // Dark theme: follows the system until pressed (see js/theme.js). Views recolour their own charts

@@ -17,6 +17,7 @@
 #include "services/svc_bundle.h"
 #include "util/csv.h"
 #include "util/log.h"
+#include "util/json_text.h"
 
 #define BUNDLE_MAX_POINTS 2000000
 
@@ -41,7 +42,7 @@ static size_t series_points(const json_t *series) {
     return n;
 }
 
-static char *dump(const json_t *v) { return json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY); }
+static char *dump(const json_t *v) { return json_text_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY); }
 
 /* The CSV's header line: the run's columns, the differing config keys, the point's columns. */
 static void csv_header(csv_buf *c, const json_t *differing) {

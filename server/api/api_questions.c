@@ -18,13 +18,14 @@ static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
     csv_number(b, json_array_get(json_object_get(s, "ci"), 0), 10);
     csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
     if (with_p) csv_number(b, json_object_get(s, "p"), 10);
+    csv_text(b, json_string_value(json_object_get(s, "ci_method")));
     csv_end_row(b);
 }
 
-/* variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p (point: at, end, change) */
+/* variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p,ci_method (point: at, end, change) */
 static char *head_spread_csv(const json_t *answer) {
     csv_buf b = {0};
-    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p");
+    csv_cells(&b, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p,ci_method");
     csv_end_row(&b);
     size_t i;
     json_t *v;
@@ -45,10 +46,10 @@ static char *head_spread_csv(const json_t *answer) {
     return csv_take(&b, NULL);
 }
 
-/* variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi */
+/* variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method */
 static char *accuracy_csv(const json_t *answer) {
     csv_buf b = {0};
-    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi");
+    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method");
     csv_end_row(&b);
     size_t i;
     json_t *v;

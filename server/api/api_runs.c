@@ -18,6 +18,7 @@
 #include "services/svc_external.h"
 #include "services/svc_run_view.h"
 #include "services/svc_runs.h"
+#include "util/json_text.h"
 
 void api_runs_reply(http_request *req, app *a, long long id, int status) {
     json_t *row = NULL;
@@ -367,7 +368,7 @@ void api_runs_metrics(http_request *req, void *ctx) {
         return;
     }
     json_t *body = json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series);
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
     if (!text) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");

@@ -171,8 +171,8 @@ json_t *api_band_json(const stats_band_point *p, size_t n, int max_points) {
     return o;
 }
 
-/* The cells after "replicate,run_id,value": n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason;
- * figures in %.10g, empty where they do not exist. */
+/* The cells after "replicate,run_id,value": n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason,
+ * ci_method (a paired row's ci is the t interval); figures in %.10g, empty where they do not exist. */
 static void csv_figures(csv_buf *t, const json_t *o, const char *mean_key) {
     csv_number(t, json_object_get(o, "n"), 10);
     csv_number(t, json_object_get(o, mean_key), 10);
@@ -185,13 +185,15 @@ static void csv_figures(csv_buf *t, const json_t *o, const char *mean_key) {
     csv_number(t, json_array_get(json_object_get(o, "bootstrap_ci"), 0), 10);
     csv_number(t, json_array_get(json_object_get(o, "bootstrap_ci"), 1), 10);
     csv_text(t, json_string_value(json_object_get(o, "reason")));
+    const char *method = json_string_value(json_object_get(o, "ci_method"));
+    csv_text(t, method ? method : "t");
     csv_end_row(t);
 }
 
 int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
     csv_buf t = {0};
     csv_cells(&t, "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,"
-                  "boot_hi,reason");
+                  "boot_hi,reason,ci_method");
     csv_end_row(&t);
     size_t i, k;
     json_t *v, *val;
@@ -208,7 +210,7 @@ int api_stats_csv(const json_t *stats, char **csv, size_t *len) {
                 csv_number(&t, json_object_get(val, "replicate"), 10);
                 csv_number(&t, json_object_get(val, "run_id"), 10);
                 csv_number(&t, json_object_get(val, "value"), 10);
-                csv_empty(&t, 11); /* the 11 figures of a summary row */
+                csv_empty(&t, 12); /* the 12 cells of a summary row */
                 csv_end_row(&t);
             }
             csv_cells(&t, "summary");

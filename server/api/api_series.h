@@ -31,7 +31,8 @@ int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len
 json_t *api_band_json(const stats_band_point *points, size_t n, int max_points);
 
 /* The statistics answer of svc_stats_experiment as CSV, header
- * "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason":
+ * "kind,metric,variant,variant_b,replicate,run_id,value,n,mean,std,ci_lo,ci_hi,t,p,p_holm,boot_lo,boot_hi,reason,
+ * ci_method" (ci_method: the summary interval's, "t" or "bootstrap"; "t" on a paired row):
  * one "value" row per run and metric (the number the statistics used), one "summary" row per
  * variant and metric, one "paired" row per comparison (mean = the paired mean difference a - b).
  * Empty cells where a figure does not exist. 0 with *csv (to free) and *len, or -1 when out of

@@ -8,6 +8,7 @@
 #include "services/svc_experiments.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/json_text.h"
 
 int api_path_id(http_request *req, long long *id) {
     const char *s = http_request_param(req, "id");
@@ -231,7 +232,7 @@ void api_reply_keeping(http_request *req, app *a, const char *key, const char *c
 }
 
 void api_reply_json_keeping(http_request *req, app *a, const char *key, json_t *body) {
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
     api_reply_keeping(req, a, key, "application/json", text, text ? strlen(text) : 0);
 }

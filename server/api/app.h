@@ -149,5 +149,9 @@ void api_probes_create(http_request *req, void *app);
 void api_probes_list(http_request *req, void *app);
 void api_probes_get(http_request *req, void *app);
 void api_probes_csv(http_request *req, void *app);
+/* presenter mode (api_follow.c) */
+void api_follow_create(http_request *req, void *app);
+void api_follow_update(http_request *req, void *app);
+void api_follow_get(http_request *req, void *app);
 
 #endif

@@ -67,5 +67,9 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route_heavy(s, "POST", "/api/probes", api_probes_create);
     rc |= http_route(s, "GET", "/api/probes/{id}", api_probes_get);
     rc |= http_route_heavy(s, "GET", "/api/probes/{id}/csv", api_probes_csv);
+
+    rc |= http_route(s, "POST", "/api/follow", api_follow_create);
+    rc |= http_route(s, "PUT", "/api/follow/{code}", api_follow_update);
+    rc |= http_route(s, "GET", "/api/follow/{code}", api_follow_get);
     return rc ? -1 : 0;
 }

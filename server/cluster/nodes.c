@@ -14,6 +14,7 @@
 #include "jobs/jobs.h"
 #include "util/log.h"
 #include "store/store_nodes.h"
+#include "util/json_text.h"
 
 struct nodes {
     nodes_config cfg;
@@ -118,7 +119,7 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to, double w
         json_t *ev = json_pack("{s:I, s:i, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)run_id, "step", step,
                                "total_steps", (json_int_t)total, "wall_time", wall, "eta_s", eta > 0 ? eta : 0.0,
                                "tokens_per_s", tps, "values", values);
-        char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        char *text = ev ? json_text_dumps(ev, JSON_COMPACT) : NULL;
         if (text) events_publish(n->cfg.events, run_id, "metrics", text);
         free(text);
         json_decref(ev);

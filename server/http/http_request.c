@@ -11,6 +11,7 @@
 #include "http/http_impl.h"
 #include "http/http_text.h"
 #include "util/log.h"
+#include "util/json_text.h"
 
 http_request *http_request_new(http_server *s, struct MHD_Connection *connection) {
     http_request *req = calloc(1, sizeof *req);
@@ -208,7 +209,7 @@ void http_reply_take(http_request *req, int status, const char *content_type, ch
 }
 
 void http_reply_json(http_request *req, int status, json_t *body) {
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
     if (!text) {
         static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"the reply could not be built\"}}";

@@ -22,6 +22,7 @@
 #include "services/run_config.h"
 #include "services/svc_provenance.h"
 #include "store/store_nodes.h"
+#include "util/json_text.h"
 
 #define MAX_TRAIN_WORKERS 16
 #define MAX_PROBE_QUEUE 256
@@ -141,7 +142,7 @@ static void publish_points(train_ctx *t, int n, long step) {
         json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:o}", "run_id", (json_int_t)t->run_id, "step", (json_int_t)step,
                   "total_steps", (json_int_t)total, "wall_time", n ? t->points[0].wall_time : wall_now(), "eta_s", eta,
                   "tokens_per_s", tps, "values", values);
-    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    char *text = ev ? json_text_dumps(ev, JSON_COMPACT) : NULL;
     if (text) events_publish(j->cfg.events, t->run_id, "metrics", text);
     free(text);
     json_decref(ev);
@@ -297,7 +298,7 @@ char *jobs_status_event(const json_t *run) {
     json_t *ev = json_pack("{s:O, s:O, s:O, s:O, s:O}", "run_id", json_object_get(run, "id"), "status",
                            json_object_get(run, "status"), "step", json_object_get(run, "step"), "total_steps",
                            json_object_get(run, "total_steps"), "error", json_object_get(run, "error"));
-    char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    char *text = ev ? json_text_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);
     return text;
 }

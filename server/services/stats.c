@@ -464,6 +464,37 @@ stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t 
     return bootstrap(a, b, 1, n, conf, resamples, seed, lo, hi, reason);
 }
 
+/* ---- bounded intervals ------------------------------------------------------------------- */
+
+const char *stats_ci_method_name(stats_ci_method m) { return m == STATS_CI_BOOTSTRAP ? "bootstrap" : "t"; }
+
+stats_status stats_bounded_ci(const double *x, size_t n, double conf, double lower, double upper,
+                              stats_ci_method prefer, size_t resamples, uint64_t seed, double *lo, double *hi,
+                              stats_ci_method *used) {
+    if (used) *used = prefer;
+    if (lo) *lo = NAN;
+    if (hi) *hi = NAN;
+    if (!lo || !hi || isnan(lower) || isnan(upper) || lower > upper) return STATS_ERR_INVALID;
+    if (n > 0 && !x) return STATS_ERR_INVALID;
+    if (prefer == STATS_CI_T) {
+        stats_summary s;
+        stats_status st = stats_summarize(x, n, conf, &s);
+        if (st != STATS_OK) return st;
+        if (!isfinite(s.ci_lo) || (s.ci_lo >= lower && s.ci_hi <= upper)) {
+            *lo = s.ci_lo;
+            *hi = s.ci_hi;
+            return STATS_OK;
+        }
+    }
+    if (used) *used = STATS_CI_BOOTSTRAP;
+    stats_status st = stats_bootstrap_mean_ci(x, n, conf, resamples, seed, lo, hi, NULL);
+    if (st == STATS_OK && isfinite(*lo)) { /* within [min x, max x]: only rounding or stray values reach out */
+        *lo = fmin(fmax(*lo, lower), upper);
+        *hi = fmin(fmax(*hi, lower), upper);
+    }
+    return st;
+}
+
 /* ---- bands ------------------------------------------------------------------------------- */
 
 typedef struct {

@@ -125,6 +125,30 @@ stats_status stats_bootstrap_mean_ci(const double *x, size_t n, double conf, siz
 stats_status stats_bootstrap_paired_ci(const double *a, const double *b, size_t n, double conf, size_t resamples,
                                        uint64_t seed, double *lo, double *hi, const char **reason);
 
+/* ---- intervals that respect a metric's bounds --------------------------------------------- */
+
+typedef enum {
+    STATS_CI_T = 0,     /* Student's t interval of the mean (stats_summarize) */
+    STATS_CI_BOOTSTRAP, /* percentile bootstrap interval of the mean (stats_bootstrap_mean_ci) */
+} stats_ci_method;
+
+/* "t" or "bootstrap" (the names the API gives). */
+const char *stats_ci_method_name(stats_ci_method m);
+
+/* A conf interval of the mean of x[0..n-1], values of a metric that cannot leave [lower, upper]
+ * (-INFINITY / INFINITY: no bound on that side; e.g. [0, 1] for an accuracy, [0, INFINITY) for a
+ * spread). With `prefer` STATS_CI_BOOTSTRAP it is the percentile bootstrap interval (resamples,
+ * seed as stats_bootstrap_mean_ci), which lies within [min x, max x] and so within the bounds. With
+ * STATS_CI_T it is the t interval of stats_summarize when that lies within the bounds, else the
+ * bootstrap one: a t interval never reaches past a bound the values cannot cross. *used (if
+ * non-NULL) gets the method of the interval returned (`prefer` when there is none). The values
+ * are not checked against the bounds (a value that rounding put past one is no error): the
+ * interval returned is clamped to them. n < STATS_MIN_INTERVAL_N gives NaN as stats_summarize
+ * does. Errors as stats_bootstrap_mean_ci, and STATS_ERR_INVALID for a NaN bound or lower > upper. */
+stats_status stats_bounded_ci(const double *x, size_t n, double conf, double lower, double upper,
+                              stats_ci_method prefer, size_t resamples, uint64_t seed, double *lo, double *hi,
+                              stats_ci_method *used);
+
 /* ---- bands over replicate curves --------------------------------------------------------- */
 
 typedef struct {

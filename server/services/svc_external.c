@@ -15,6 +15,7 @@
 #include "services/svc_experiments.h"
 #include "util/fsutil.h"
 #include "util/log.h"
+#include "util/json_text.h"
 
 int svc_external_is(const json_t *run) {
     const char *src = json_string_value(json_object_get(run, "source"));
@@ -195,7 +196,7 @@ static void publish_points(app *a, long long id, int total, const store_metric *
         json_t *ev = json_pack("{s:I, s:I, s:I, s:f, s:n, s:n, s:o}", "run_id", (json_int_t)id, "step",
                                (json_int_t)pts[i].step, "total_steps", (json_int_t)total, "wall_time", pts[i].wall_time,
                                "eta_s", "tokens_per_s", "values", values);
-        char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        char *text = ev ? json_text_dumps(ev, JSON_COMPACT) : NULL;
         if (text) events_publish(a->events, id, "metrics", text);
         free(text);
         json_decref(ev);

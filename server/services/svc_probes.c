@@ -248,7 +248,8 @@ svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, 
     /* Same kind, same resolved parameters (and the same weights' bytes for model probes): same answer. */
     char weights[65] = "";
     if (run_id) svc_probes_weights_hash(a, run_id, weights);
-    json_t *keyobj = json_pack("{s:O, s:I, s:s}", "params", resolved, "run_id", (json_int_t)run_id, "weights", weights);
+    json_t *keyobj = json_pack("{s:O, s:I, s:s, s:i}", "params", resolved, "run_id", (json_int_t)run_id, "weights",
+                               weights, "format", PROBE_RESULT_FORMAT);
     char *key = keyobj ? json_dumps(keyobj, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(keyobj);
     svc_status v = key ? SVC_OK : svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");

@@ -28,15 +28,28 @@ static const struct {
 static svc_status oom(svc_error *err) { return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory"); }
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-/* A summary over replicates as JSON. */
-static json_t *summary_json(const double *x, size_t n, double conf, int with_p) {
+/* The seed and resamples of the bootstrap intervals of these answers (the same data give the same
+ * interval every time). */
+#define BOOT_SEED 1
+#define BOOT_RESAMPLES STATS_BOOTSTRAP_DEFAULT
+
+/* A summary over replicates of values bounded by [lower, upper] as JSON: mean, std and an interval
+ * of the mean that stays within the bounds (stats_bounded_ci: the percentile bootstrap for
+ * STATS_CI_BOOTSTRAP), its method named in "ci_method". *lo_out, *hi_out (if non-NULL) get it. */
+static json_t *summary_json(const double *x, size_t n, double conf, double lower, double upper, stats_ci_method ci,
+                            double *lo_out, double *hi_out) {
     stats_summary s;
-    if (stats_summarize(x, n, conf, &s) != STATS_OK)
+    double lo = NAN, hi = NAN;
+    stats_ci_method used = ci;
+    if (lo_out) *lo_out = NAN;
+    if (hi_out) *hi_out = NAN;
+    if (stats_summarize(x, n, conf, &s) != STATS_OK ||
+        stats_bounded_ci(x, n, conf, lower, upper, ci, BOOT_RESAMPLES, BOOT_SEED, &lo, &hi, &used) != STATS_OK)
         return json_pack("{s:i, s:s}", "n", (int)n, "reason", "not finite");
-    json_t *o = json_pack("{s:i, s:o, s:o, s:[o, o], s:s?}", "n", (int)s.n, "mean", num(s.mean), "std", num(s.std),
-                          "ci", num(s.ci_lo), num(s.ci_hi), "reason", s.reason);
-    if (o && with_p) json_object_set_new(o, "p", num(s.p));
-    return o;
+    if (lo_out) *lo_out = lo;
+    if (hi_out) *hi_out = hi;
+    return json_pack("{s:i, s:o, s:o, s:[o, o], s:s, s:s?}", "n", (int)s.n, "mean", num(s.mean), "std", num(s.std),
+                     "ci", num(lo), num(hi), "ci_method", stats_ci_method_name(used), "reason", s.reason);
 }
 
 /* The experiment's runs grouped by variant (experiment order, then any others), each group's runs
@@ -238,19 +251,21 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
             }
             stats_summary sc;
             int have_change = stats_paired(pe, pa, np, conf, &sc) == STATS_OK;
-            json_t *chg = have_change ? json_pack("{s:i, s:o, s:o, s:[o, o], s:o, s:s?}", "n", (int)sc.n, "mean",
+            json_t *chg = have_change ? json_pack("{s:i, s:o, s:o, s:[o, o], s:s, s:o, s:s?}", "n", (int)sc.n, "mean",
                                                   num(sc.mean), "std", num(sc.std), "ci", num(sc.ci_lo), num(sc.ci_hi),
-                                                  "p", num(sc.p), "reason", sc.reason)
+                                                  "ci_method", "t", "p", num(sc.p), "reason", sc.reason)
                                       : json_pack("{s:i, s:s}", "n", (int)np, "reason", "not finite");
-            json_t *o = json_pack("{s:o, s:o, s:o}", "at", summary_json(xa, na, conf, 0), "end",
-                                  summary_json(xe, ne, conf, 0), "change", chg);
+            /* a spread is never below 0: its intervals are the percentile bootstrap's */
+            double end_lo, end_hi;
+            json_t *o = json_pack(
+                "{s:o, s:o, s:o}", "at", summary_json(xa, na, conf, 0, INFINITY, STATS_CI_BOOTSTRAP, NULL, NULL), "end",
+                summary_json(xe, ne, conf, 0, INFINITY, STATS_CI_BOOTSTRAP, &end_lo, &end_hi), "change", chg);
             if (!o || json_object_set_new(mj, spread_metrics[m].name, o) < 0) st = oom(err);
             if (!strcmp(spread_metrics[m].name, head_metric)) {
                 stats_summary s1, s2;
                 if (stats_summarize(xa, na, conf, &s1) == STATS_OK) head_at = s1.mean;
-                if (stats_summarize(xe, ne, conf, &s2) == STATS_OK) {
-                    head_end = s2.mean, head_lo = s2.ci_lo, head_hi = s2.ci_hi;
-                }
+                if (stats_summarize(xe, ne, conf, &s2) == STATS_OK)
+                    head_end = s2.mean, head_lo = end_lo, head_hi = end_hi;
                 head_n = ne;
                 if (have_change) ch = sc.mean, ch_lo = sc.ci_lo, ch_hi = sc.ci_hi, ch_p = sc.p;
                 char line[600];
@@ -259,8 +274,8 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
                                    still ? ", still training" : "", head_metric, head_at, at);
                 len += snprintf(line + len, sizeof line - (size_t)len, ", %.4g at the end", head_end);
                 if (isfinite(head_lo))
-                    len += snprintf(line + len, sizeof line - (size_t)len, " [%.0f%% CI %.4g, %.4g]", conf * 100,
-                                    head_lo, head_hi);
+                    len += snprintf(line + len, sizeof line - (size_t)len, " [%.0f%% bootstrap CI %.4g, %.4g]",
+                                    conf * 100, head_lo, head_hi);
                 if (isfinite(ch)) len += snprintf(line + len, sizeof line - (size_t)len, "; change %+.4g", ch);
                 if (isfinite(ch_lo))
                     len +=
@@ -363,7 +378,10 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
                 json_t *v = json_object_get(acc, k);
                 if (json_is_number(v)) x[nx++] = json_number_value(v);
             }
-            if (st == SVC_OK && json_object_set_new(summ, k, summary_json(x, nx, conf, 0)) < 0) st = oom(err);
+            /* an accuracy lies in [0, 1]: a percentile bootstrap interval over the replicates stays there */
+            if (st == SVC_OK &&
+                json_object_set_new(summ, k, summary_json(x, nx, conf, 0, 1, STATS_CI_BOOTSTRAP, NULL, NULL)) < 0)
+                st = oom(err);
         }
         json_t *task = NULL, *crow = NULL;
         if (g->corpus && store_corpus_get(a->store, g->corpus, &crow) == STORE_OK)

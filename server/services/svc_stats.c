@@ -11,17 +11,24 @@
 
 enum { M_TRAIN, M_VAL, M_MIN_VAL, M_TAU_SPREAD, M_TAU_MEAN, M_TAU_DRIFT, M_ENTROPY, N_METRICS };
 
+/* Each metric's bounds (what its values cannot cross) and its interval: a spread gets the
+ * percentile bootstrap (it cannot go below 0, a t interval of a few replicates can); the others
+ * the t interval, or the bootstrap where the t interval would cross a bound (stats_bounded_ci). */
 static const struct {
     const char *name, *description;
     int needs_tau; /* only for variants with a learned temperature */
+    double lower, upper;
+    stats_ci_method ci;
 } metric_defs[N_METRICS] = {
-    {"final_train_loss", "mean training loss over the last k steps", 0},
-    {"final_val_loss", "validation loss at the last evaluation", 0},
-    {"min_val_loss", "lowest validation loss of the run", 0},
-    {"final_tau_spread", "max - min of tau over layers and heads at the last step", 1},
-    {"final_tau_mean", "mean tau over layers and heads at the last step", 1},
-    {"tau_drift", "final_tau_mean minus tau at initialisation (negative: drifted down); t-test against 0", 1},
-    {"final_entropy_mean", "mean attention entropy over layers and heads at the last step (nats)", 0},
+    {"final_train_loss", "mean training loss over the last k steps", 0, 0, INFINITY, STATS_CI_T},
+    {"final_val_loss", "validation loss at the last evaluation", 0, 0, INFINITY, STATS_CI_T},
+    {"min_val_loss", "lowest validation loss of the run", 0, 0, INFINITY, STATS_CI_T},
+    {"final_tau_spread", "max - min of tau over layers and heads at the last step", 1, 0, INFINITY, STATS_CI_BOOTSTRAP},
+    {"final_tau_mean", "mean tau over layers and heads at the last step", 1, -INFINITY, INFINITY, STATS_CI_T},
+    {"tau_drift", "final_tau_mean minus tau at initialisation (negative: drifted down); t-test against 0", 1, -INFINITY,
+     INFINITY, STATS_CI_T},
+    {"final_entropy_mean", "mean attention entropy over layers and heads at the last step (nats)", 0, 0, INFINITY,
+     STATS_CI_T},
 };
 
 /* The most runs an experiment holds: 16 variants x 32 replicates. */
@@ -203,7 +210,9 @@ static svc_status experiment_runs_load(app *a, long long exp_id, experiment_runs
 }
 
 /* One variant's summary of metric m over its included runs with a finite value. */
-static json_t *metric_summary(const variant_group *g, int m, double conf, svc_error *err, svc_status *st) {
+static json_t *metric_summary(const variant_group *g, int m, const svc_stats_options *opt, svc_error *err,
+                              svc_status *st) {
+    double conf = opt->conf;
     double *x = malloc((g->n_runs ? g->n_runs : 1) * sizeof *x);
     json_t *values = json_array();
     size_t nx = 0;
@@ -216,18 +225,23 @@ static json_t *metric_summary(const variant_group *g, int m, double conf, svc_er
         if (isfinite(r->v[m])) x[nx++] = r->v[m];
     }
     stats_summary s = {0};
-    if (!bad && stats_summarize(x, nx, conf, &s) != STATS_OK) {
+    double lo = NAN, hi = NAN;
+    stats_ci_method method = metric_defs[m].ci;
+    if (!bad && (stats_summarize(x, nx, conf, &s) != STATS_OK ||
+                 stats_bounded_ci(x, nx, conf, metric_defs[m].lower, metric_defs[m].upper, metric_defs[m].ci,
+                                  opt->resamples, opt->seed, &lo, &hi, &method) != STATS_OK)) {
         free(x);
         json_decref(values);
         *st = svc_fail(err, SVC_FAILED, "internal", NULL, "the summary of %s failed", metric_defs[m].name);
         return NULL;
     }
     free(x);
-    json_t *o = bad ? NULL
-                    : json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "n", (json_int_t)s.n, "mean", num(s.mean),
-                                "std", num(s.std), "sem", num(s.sem), "df", s.n ? json_real(s.df) : json_null(), "ci",
-                                interval(s.ci_lo, s.ci_hi), "reason", s.reason ? json_string(s.reason) : json_null(),
-                                "values", values);
+    json_t *o =
+        bad ? NULL
+            : json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:s, s:o, s:o}", "n", (json_int_t)s.n, "mean", num(s.mean),
+                        "std", num(s.std), "sem", num(s.sem), "df", s.n ? json_real(s.df) : json_null(), "ci",
+                        interval(lo, hi), "ci_method", stats_ci_method_name(method), "reason",
+                        s.reason ? json_string(s.reason) : json_null(), "values", values);
     if (o && m == M_TAU_DRIFT &&
         (json_object_set_new(o, "t", num(s.t)) < 0 || json_object_set_new(o, "p", num(s.p)) < 0)) {
         json_decref(o);
@@ -242,7 +256,7 @@ static json_t *metric_summary(const variant_group *g, int m, double conf, svc_er
 
 static int applies(const variant_group *g, int m) { return !metric_defs[m].needs_tau || isfinite(g->tau0); }
 
-static json_t *variant_json(const variant_group *g, double conf, svc_error *err, svc_status *st) {
+static json_t *variant_json(const variant_group *g, const svc_stats_options *opt, svc_error *err, svc_status *st) {
     json_t *runs = json_array(), *metrics = json_object();
     size_t included = 0;
     int bad = !runs || !metrics;
@@ -255,7 +269,7 @@ static json_t *variant_json(const variant_group *g, double conf, svc_error *err,
     }
     for (int m = 0; m < N_METRICS && !bad; m++) {
         if (!applies(g, m)) continue;
-        json_t *o = metric_summary(g, m, conf, err, st);
+        json_t *o = metric_summary(g, m, opt, err, st);
         if (!o) {
             json_decref(runs);
             json_decref(metrics);
@@ -451,12 +465,13 @@ svc_status svc_stats_experiment(app *a, long long exp_id, const svc_stats_option
     json_t *metrics = json_array(), *variants = json_array(), *comps = json_array();
     if (st == SVC_OK && (!metrics || !variants || !comps)) st = oom(err);
     for (int m = 0; m < N_METRICS && st == SVC_OK; m++)
-        if (json_array_append_new(metrics, json_pack("{s:s, s:s}", "name", metric_defs[m].name, "description",
-                                                     metric_defs[m].description)) < 0)
+        if (json_array_append_new(metrics, json_pack("{s:s, s:s, s:s}", "name", metric_defs[m].name, "description",
+                                                     metric_defs[m].description, "ci_method",
+                                                     stats_ci_method_name(metric_defs[m].ci))) < 0)
             st = oom(err);
     for (size_t g = 0; g < e.n_groups && st == SVC_OK; g++) {
         if (!e.groups[g].n_runs) continue;
-        json_t *v = variant_json(&e.groups[g], o->conf, err, &st);
+        json_t *v = variant_json(&e.groups[g], o, err, &st);
         if (v && json_array_append_new(variants, v) < 0) st = oom(err);
     }
     if (st == SVC_OK) st = comparisons_json(&e, o, comps, err);

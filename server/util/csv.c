@@ -1,4 +1,5 @@
 #include "util/csv.h"
+#include "util/json_text.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -112,7 +113,7 @@ void csv_json(csv_buf *b, const json_t *v, int digits) {
     } else if (json_is_boolean(v)) {
         csv_cells(b, json_is_true(v) ? "true" : "false");
     } else {
-        char *t = json_dumps(v, JSON_COMPACT);
+        char *t = json_text_dumps(v, JSON_COMPACT);
         if (!t) {
             next_cell(b);
             b->failed = 1;

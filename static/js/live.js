@@ -32,7 +32,7 @@ function openEventSource() {
   const es = new EventSource('/api/events');
   es.addEventListener('open', () => setConnected(true));
   es.addEventListener('error', () => setConnected(es.readyState === EventSource.OPEN));
-  for (const type of ['metrics', 'status', 'resync']) es.addEventListener(type, (ev) => dispatch(type, ev.data));
+  for (const type of ['metrics', 'status', 'follow', 'resync']) es.addEventListener(type, (ev) => dispatch(type, ev.data));
   return es;
 }
 
@@ -95,7 +95,7 @@ function open() {
   });
 }
 
-// handlers: {metrics(data), status(data), resync()}; returns the unsubscribe function.
+// handlers: {metrics(data), status(data), follow(data), resync()}; returns the unsubscribe function.
 export function subscribe(handlers) {
   open();
   subs.add(handlers);

@@ -12,18 +12,13 @@ import { onTheme } from './theme.js';
 const ROTOR_TITLE = 'RoPE pair, animated';
 const MAX_ROWS = 200;
 
-// Summary figures the server writes as 0/1 that are yes/no answers (the C builders have no boolean
-// yet): shown as true/false. A JSON boolean is shown as such whatever its key.
-const BOOLEAN_KEYS = new Set(['truncated', 'rope', 'cosine_attention', 'inside_at_first_gap', 'inside_at_last_gap',
-  'after_rotation_is_the_score']);
-
-// A probe's summary split into figures (numbers, booleans, short words: the bold value cells) and
+// A probe's summary split into figures (numbers, booleans — the server writes yes/no figures as JSON
+// true/false —, short words: the bold value cells) and
 // prose (sentences the probe adds, e.g. what its clock measures): [[key, text]] each.
 export function summaryParts(summary) {
   const figures = [], prose = [];
   for (const [k, v] of Object.entries(summary || {})) {
     if (typeof v === 'boolean') figures.push([k, String(v)]);
-    else if (BOOLEAN_KEYS.has(k) && (v === 0 || v === 1)) figures.push([k, v ? 'true' : 'false']);
     else if (typeof v === 'string' && (v.length > 24 || /\s\S+\s/.test(v))) prose.push([k, v]);
     else figures.push([k, fmt(v)]);
   }

@@ -1,7 +1,7 @@
 // The replicates of an experiment: per variant the mean ± std band over its replicate runs of the
 // training loss, the validation loss, τ (mean over layers and heads) and the attention entropy (same),
 // from GET /api/experiments/{id}/series, with each replicate drawn faint; and the statistics of
-// GET /api/experiments/{id}/stats: per variant and metric the mean with its 95 % Student-t interval,
+// GET /api/experiments/{id}/stats: per variant and metric the mean with its 95 % interval (ci_method),
 // and between every two variants the paired difference (replicate i of both shares its seed and data
 // order) with its interval, the paired t-test's p, Holm's adjusted p and a bootstrap interval.
 // The run view mounts it for an experiment with more than one replicate.
@@ -134,12 +134,12 @@ export function replicatesSection(opts) {
         if (!s) return h('td.muted', {}, '–');
         return h('td.num', { dataset: { variant: v.name } },
           h('div', {}, h('strong', {}, fmt(s.mean, 4)), s.std !== null ? ` ± ${fmt(s.std, 2)} (std)` : ''),
-          h('div.small', {}, s.reason ? h('span.muted', {}, s.reason) : `95 % CI ${ci(s.ci)}`),
+          h('div.small', {}, s.reason ? h('span.muted', {}, s.reason) : `95 % CI ${ci(s.ci)}${s.ci_method === 'bootstrap' ? ' (bootstrap)' : ''}`),
           m === 'tau_drift' && num(s.p) !== null ? h('div.small', {}, `p ${pText(s.p)}`) : null,
           h('div.small.muted', {}, `n ${s.n}`));
       })));
     const summary = h('div.table-scroll', {}, h('table.table.stats-table#stats-table', {},
-      h('caption.small.muted', {}, `Per variant: mean ± standard deviation over the succeeded replicates, 95 % Student-t interval of the mean; final training loss averages the last ${stats.k} steps.`),
+      h('caption.small.muted', {}, `Per variant: mean ± standard deviation over the succeeded replicates, 95 % interval of the mean (Student-t; the percentile bootstrap where a t interval would cross the metric's bound, e.g. below 0 for a spread, and marked so); final training loss averages the last ${stats.k} steps.`),
       h('thead', {}, head), h('tbody', {}, rows)));
     const cmp = stats.comparisons;
     if (!cmp.length) return [summary];

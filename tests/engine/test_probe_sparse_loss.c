@@ -177,7 +177,10 @@ TEST(topk_prediction_says_when_after_rotation_is_the_score) {
         json_t *res =
             run_on("topk_prediction", &pm, "{\"text\": \"a quick test of the top-k ranking\", \"ks\": [4]}", &perr);
         CHECK_MSG(res != NULL, "%s", perr.message);
-        CHECK_EQ_INT((int)tp_sum(res, "after_rotation_is_the_score"), !v);
+        CHECK_EQ_INT(tp_bool(res, "after_rotation_is_the_score"), !v);
+        CHECK_EQ_INT(tp_bool(res, "cosine_attention"), !v);
+        CHECK_EQ_INT(tp_bool(res, "rope"), 1);
+        CHECK_EQ_INT(tp_bool(res, "truncated"), 0);
         const char *note = sum_str(res, "note");
         CHECK(note != NULL);
         if (!v) {

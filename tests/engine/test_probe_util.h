@@ -56,6 +56,13 @@ static inline double tp_sum(const json_t *res, const char *key) {
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* A yes/no summary figure: 1 for JSON true, 0 for false, -1 when it is not a JSON boolean (a 0/1
+ * number included). */
+static inline int tp_bool(const json_t *res, const char *key) {
+    json_t *v = json_object_get(json_object_get(res, "summary"), key);
+    return json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
 static inline double tp_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

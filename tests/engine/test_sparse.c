@@ -603,7 +603,7 @@ TEST(probe_reports_recall_and_mass_against_the_runs_own_weights) {
                                &perr);
         CHECK_MSG(res != NULL, "%s: %s", perr.field, perr.message);
         CHECK_NEAR(tp_sum(res, "n_tokens"), T, 0);
-        CHECK_NEAR(tp_sum(res, "cosine_attention"), !variant, 0);
+        CHECK_EQ_INT(tp_bool(res, "cosine_attention"), !variant);
         CHECK(json_is_string(json_object_get(json_object_get(res, "summary"), "topk_predictor")));
         const json_t *rec = tp_table(res, "recall"), *mass = tp_table(res, "mass"), *bh = tp_table(res, "by_head");
         CHECK(rec && mass && bh && tp_table(res, "keys_per_query"));

@@ -32,6 +32,8 @@ static const char *const VARIANTS[2] = {"rope", "cosine_rope"};
 static const char *const METRICS[] = {"final_train_loss", "final_val_loss", "min_val_loss",      "final_tau_spread",
                                       "final_tau_mean",   "tau_drift",      "final_entropy_mean"};
 #define N_METRICS 7
+/* What each metric cannot go below (-INFINITY: nothing). */
+static const double LOWER[N_METRICS] = {0, 0, 0, 0, -INFINITY, -INFINITY, 0};
 
 /* ---- what this test computes itself --------------------------------------------------------- */
 
@@ -222,8 +224,23 @@ TEST(stats_match_a_recomputation_from_the_runs_series) {
             CHECK_EQ_INT(json_integer_value(json_object_get(s, "n")), REPS);
             CHECK_NEAR(num(json_object_get(s, "mean")), mean, REL(mean));
             CHECK_NEAR(num(json_object_get(s, "std")), sd, 1e-7 * sd + 1e-15);
-            CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 0)), mean - half, 1e-7 * half + REL(mean));
-            CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 1)), mean + half, 1e-7 * half + REL(mean));
+            /* The interval stays within the metric's bounds: a spread's is the percentile bootstrap's
+             * (redrawn here with the answer's seed), the others the t interval unless that would
+             * cross 0, which no loss or entropy can. */
+            const char *method = json_string_value(json_object_get(s, "ci_method"));
+            int boot = m == 3 || (LOWER[m] == 0 && mean - half < 0);
+            CHECK_MSG(method && !strcmp(method, boot ? "bootstrap" : "t"), "%s: ci_method %s", METRICS[m],
+                      method ? method : "(none)");
+            if (boot) {
+                double lo, hi;
+                CHECK(stats_bootstrap_mean_ci(x, REPS, 0.95, RESAMPLES, BOOT_SEED, &lo, &hi, NULL) == STATS_OK);
+                CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 0)), lo, 1e-9 * fabs(lo) + 1e-13);
+                CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 1)), hi, 1e-9 * fabs(hi) + 1e-13);
+                CHECK(lo >= 0);
+            } else {
+                CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 0)), mean - half, 1e-7 * half + REL(mean));
+                CHECK_NEAR(num(json_array_get(json_object_get(s, "ci"), 1)), mean + half, 1e-7 * half + REL(mean));
+            }
             CHECK(json_is_null(json_object_get(s, "reason")));
             if (m == 5) { /* tau drift against 0 */
                 double t = mean / (sd / sqrt(REPS)), p = 2 * (1 - t4_cdf(fabs(t)));

@@ -206,6 +206,13 @@ TEST(model_probes_read_a_trained_run) {
     snprintf(body, sizeof body, "{\"kind\":\"topk_prediction\",\"run_id\":%lld}", id);
     j = api_call(&srv, "POST", "/api/probes", body, &code);
     CHECK_EQ_INT(code, 201);
+    /* yes/no figures are JSON booleans, not 0/1 */
+    json_t *sum = json_object_get(json_object_get(json_object_get(j, "probe"), "result"), "summary");
+    CHECK(json_is_boolean(json_object_get(sum, "truncated")));
+    CHECK(json_is_true(json_object_get(sum, "rope")));
+    CHECK(json_is_true(json_object_get(sum, "cosine_attention")));
+    CHECK(json_is_true(json_object_get(sum, "after_rotation_is_the_score")));
+    CHECK(json_is_integer(json_object_get(sum, "n_tokens")));
     json_decref(j);
     j = api_call(&srv, "POST", "/api/probes", "{\"kind\":\"attention_map\",\"run_id\":987654}", &code);
     CHECK_EQ_INT(code, 422);

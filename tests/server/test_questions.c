@@ -9,6 +9,7 @@
 
 #include "../support/api.h"
 #include "../support/test.h"
+#include "services/stats.h"
 
 static harness_server srv;
 
@@ -169,6 +170,11 @@ static double mean(const double *x, int n) {
     return s / n;
 }
 
+static int str_is(const json_t *v, const char *want) {
+    const char *s = json_string_value(v);
+    return s && !strcmp(s, want);
+}
+
 TEST(experiment_summaries_recompute_from_the_runs) {
     long code;
     json_t *e = api_call(&srv, "POST", "/api/experiments",
@@ -223,13 +229,31 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     json_t *chg = json_object_get(tr, "change");
     CHECK_NEAR(json_number_value(json_object_get(chg, "mean")), mean(diff, 3), 1e-9);
     CHECK_EQ_INT(json_integer_value(json_object_get(chg, "n")), 3);
-    /* a 3-value t interval: mean -+ t(0.975, 2) sd / sqrt 3, t = 4.302652729911275 */
-    double m = mean(end, 3), ss = 0;
-    for (int i = 0; i < 3; i++) ss += (end[i] - m) * (end[i] - m);
-    double half = 4.302652729911275 * sqrt(ss / 2) / sqrt(3.0);
-    json_t *ci = json_object_get(json_object_get(tr, "end"), "ci");
-    CHECK_NEAR(json_number_value(json_array_get(ci, 0)), m - half, 1e-7);
-    CHECK_NEAR(json_number_value(json_array_get(ci, 1)), m + half, 1e-7);
+    /* a spread's interval is the percentile bootstrap's (seed 1, 10000 resamples): within [0, max] */
+    double m = mean(end, 3), blo, bhi;
+    CHECK(stats_bootstrap_mean_ci(end, 3, 0.95, STATS_BOOTSTRAP_DEFAULT, 1, &blo, &bhi, NULL) == STATS_OK);
+    json_t *tend = json_object_get(tr, "end"), *ci = json_object_get(tend, "ci");
+    CHECK(str_is(json_object_get(tend, "ci_method"), "bootstrap"));
+    CHECK_NEAR(json_number_value(json_array_get(ci, 0)), blo, 1e-12);
+    CHECK_NEAR(json_number_value(json_array_get(ci, 1)), bhi, 1e-12);
+    CHECK(blo >= 0 && blo <= m && m <= bhi);
+    /* every interval of a spread stays >= 0 (a t interval of 3 values need not); a change is signed
+     * and keeps its t interval */
+    size_t vi;
+    json_t *vv;
+    json_array_foreach(vs, vi, vv) {
+        const char *mk;
+        json_t *mv;
+        json_object_foreach(json_object_get(vv, "metrics"), mk, mv) {
+            for (int p = 0; p < 2; p++) {
+                json_t *sm = json_object_get(mv, p ? "end" : "at");
+                json_t *lo = json_array_get(json_object_get(sm, "ci"), 0);
+                CHECK_MSG(json_is_null(lo) || json_number_value(lo) >= 0, "%s %s ci below 0", mk, p ? "end" : "at");
+                CHECK(str_is(json_object_get(sm, "ci_method"), "bootstrap"));
+            }
+            CHECK(str_is(json_object_get(json_object_get(mv, "change"), "ci_method"), "t"));
+        }
+    }
     CHECK_EQ_INT(json_array_size(json_object_get(a, "answer")), 2);
     CHECK(strstr(json_string_value(json_array_get(json_object_get(a, "answer"), 1)), "tau_ratio") != NULL);
     json_decref(hs);
@@ -237,7 +261,8 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     harness_response csv;
     snprintf(path, sizeof path, "/api/experiments/%lld/head-spread.csv?at=4", exp);
     CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
-    CHECK(!strncmp(csv.body, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p\n", 55));
+    CHECK(!strncmp(csv.body, "variant,attention,metric,point,n,mean,std,ci_lo,ci_hi,p,ci_method\n", 65));
+    CHECK(strstr(csv.body, ",bootstrap\n") != NULL && strstr(csv.body, ",t\n") != NULL);
     char want[160];
     snprintf(want, sizeof want, "cosine_rope,cosine_rope,tau_ratio,end,3,%.10g,", mean(end, 3));
     CHECK_MSG(strstr(csv.body, want) != NULL, "no '%s' in\n%s", want, csv.body);
@@ -257,12 +282,18 @@ TEST(experiment_summaries_recompute_from_the_runs) {
         accs[i] = last_of(json_integer_value(json_object_get(run, "id")), "acc", &step);
         CHECK_EQ_INT(json_integer_value(json_object_get(run, "eval_step")), step);
     }
-    CHECK_NEAR(json_number_value(json_object_get(json_object_get(json_object_get(v0, "acc"), "acc"), "mean")),
-               mean(accs, 3), 1e-12);
+    json_t *acc0 = json_object_get(json_object_get(v0, "acc"), "acc");
+    CHECK_NEAR(json_number_value(json_object_get(acc0, "mean")), mean(accs, 3), 1e-12);
+    /* an accuracy's interval is the percentile bootstrap's, inside [0, 1] */
+    CHECK(str_is(json_object_get(acc0, "ci_method"), "bootstrap"));
+    CHECK(stats_bootstrap_mean_ci(accs, 3, 0.95, STATS_BOOTSTRAP_DEFAULT, 1, &blo, &bhi, NULL) == STATS_OK);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "ci"), 0)), blo, 1e-12);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "ci"), 1)), bhi, 1e-12);
+    CHECK(blo >= 0 && bhi <= 1);
     json_decref(ac);
     snprintf(path, sizeof path, "/api/experiments/%lld/accuracy.csv", exp);
     CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
-    CHECK(!strncmp(csv.body, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi\n", 57));
+    CHECK(!strncmp(csv.body, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method\n", 67));
     CHECK(strstr(csv.body, "rope,rope,q-copy,copy_offset,acc.k4,3,") != NULL);
     harness_response_free(&csv);
     json_decref(e);

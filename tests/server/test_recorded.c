@@ -10,7 +10,8 @@
  * (measured when the process starts) and the figures training computes (they depend on the CPU's
  * kernels: the runs' briefs, last values and final temperatures). Everything
  * else — statuses, ids, configs as stored, error codes, messages and fields, orders, counts — is
- * compared. */
+ * compared, each answer written as the service writes JSON (json_text_dumps: reals in their
+ * shortest round-trip form). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "../support/pg.h"
 #include "../support/test.h"
 #include "store/store.h"
+#include "util/json_text.h"
 
 #define RECORDED_DIR "tests/server/recorded"
 
@@ -103,7 +105,8 @@ static int recording_open(recording *r, const char *name, const char *const *dro
 static void recording_add(recording *r, const char *what, long status, json_t *v) {
     drop_keys(v, r->drop);
     json_t *line = json_pack("{s:s, s:I, s:o*}", "what", what, "status", (json_int_t)status, "answer", v);
-    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    /* written as the service writes JSON (reals in their shortest round-trip form) */
+    char *text = line ? json_text_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(line);
     if (!text) {
         r->differ++;

@@ -505,6 +505,76 @@ TEST(band_edges) {
     free(b);
 }
 
+/* ---- intervals within bounds -------------------------------------------------------------- */
+
+TEST(bounded_interval_is_the_exact_bootstrap_quantile) {
+    /* The bootstrap distribution of the mean of {1, 2, 3, 10} enumerated by hand over its 4^4 = 256
+     * equally likely resamples: P(mean = 1) = 1/256, P(1.25) = 4/256, P(1.5) = 10/256 (1112 in 6
+     * orders, 1113 in 4), so its 2.5 % quantile is 1.5 (the cumulative 5/256 = 0.0195 < 0.025 <
+     * 15/256); from above P(10) = 1/256, P(8.25) = 4/256 (10,10,10,3), P(8) = 4/256 (10,10,10,2),
+     * so its 97.5 % quantile is 8 (5/256 < 0.025 < 9/256). 20000 resamples land well inside those
+     * steps. With 3 values {1, 2, 6}, P(min) = P(max) = 1/27 > 0.025: the interval is [1, 6]. */
+    const double x[] = {1, 2, 3, 10}, y[] = {1, 2, 6};
+    double lo, hi;
+    stats_ci_method used = STATS_CI_T;
+    CHECK(stats_bounded_ci(x, 4, 0.95, 0, INFINITY, STATS_CI_BOOTSTRAP, 20000, 7, &lo, &hi, &used) == STATS_OK);
+    CHECK(used == STATS_CI_BOOTSTRAP);
+    CHECK_NEAR(lo, 1.5, 0);
+    CHECK_NEAR(hi, 8, 0);
+    CHECK(stats_bounded_ci(y, 3, 0.95, 0, INFINITY, STATS_CI_BOOTSTRAP, 20000, 7, &lo, &hi, &used) == STATS_OK);
+    CHECK_NEAR(lo, 1, 0);
+    CHECK_NEAR(hi, 6, 0);
+    CHECK(!strcmp(stats_ci_method_name(STATS_CI_BOOTSTRAP), "bootstrap"));
+    CHECK(!strcmp(stats_ci_method_name(STATS_CI_T), "t"));
+}
+
+TEST(bounded_interval_keeps_a_t_interval_inside_its_bounds) {
+    /* Student's sleep data, drug 2 (Cushny & Peebles via Student 1908): mean 2.33, t interval
+     * [0.8976775, 3.7623225] (R: t.test(sleep$extra[11:20])); inside its bounds it is kept. */
+    const double x[] = {1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4};
+    double lo, hi;
+    stats_ci_method used = STATS_CI_BOOTSTRAP;
+    CHECK(stats_bounded_ci(x, 10, 0.95, -INFINITY, INFINITY, STATS_CI_T, 0, 1, &lo, &hi, &used) == STATS_OK);
+    CHECK(used == STATS_CI_T);
+    CHECK_NEAR(lo, 0.8976775, 1e-7);
+    CHECK_NEAR(hi, 3.7623225, 1e-7);
+    CHECK(stats_bounded_ci(x, 10, 0.95, -1, 6, STATS_CI_T, 0, 1, &lo, &hi, &used) == STATS_OK);
+    CHECK(used == STATS_CI_T);
+    CHECK_NEAR(lo, 0.8976775, 1e-7);
+    /* fewer than 3 values: no interval, whatever the method */
+    CHECK(stats_bounded_ci(x, 2, 0.95, 0, 1, STATS_CI_BOOTSTRAP, 0, 1, &lo, &hi, &used) == STATS_OK);
+    CHECK(isnan(lo) && isnan(hi));
+    CHECK(stats_bounded_ci(x, 3, 0.95, 1, 0, STATS_CI_T, 0, 1, &lo, &hi, NULL) == STATS_ERR_INVALID);
+    CHECK(stats_bounded_ci(x, 3, 0.95, NAN, 0, STATS_CI_T, 0, 1, &lo, &hi, NULL) == STATS_ERR_INVALID);
+}
+
+TEST(intervals_that_crossed_a_bound_no_longer_do) {
+    /* The issue's cases: three accuracies whose t interval reached past 1 and below 0, and three
+     * head spreads whose t interval went below 0 ([-0.101, 0.282] in the issue). */
+    const double acc[] = {0.02, 0.5, 0.98}, spread[] = {0.02, 0.05, 0.19};
+    stats_summary s;
+    CHECK(stats_summarize(acc, 3, 0.95, &s) == STATS_OK);
+    CHECK(s.ci_lo < 0 && s.ci_hi > 1); /* what the answer said before */
+    CHECK(stats_summarize(spread, 3, 0.95, &s) == STATS_OK);
+    CHECK(s.ci_lo < 0);
+    for (int prefer = 0; prefer < 2; prefer++) {
+        double lo, hi;
+        stats_ci_method used;
+        CHECK(stats_bounded_ci(acc, 3, 0.95, 0, 1, (stats_ci_method)prefer, 0, 1, &lo, &hi, &used) == STATS_OK);
+        CHECK(used == STATS_CI_BOOTSTRAP);
+        CHECK_MSG(lo >= 0 && hi <= 1 && lo <= 0.5 && 0.5 <= hi, "accuracy [%g, %g]", lo, hi);
+        CHECK(stats_bounded_ci(spread, 3, 0.95, 0, INFINITY, (stats_ci_method)prefer, 0, 1, &lo, &hi, &used) ==
+              STATS_OK);
+        CHECK(used == STATS_CI_BOOTSTRAP);
+        CHECK_MSG(lo >= 0.02 - 1e-15 && hi <= 0.19 + 1e-15 && lo < hi, "spread [%.17g, %.17g]", lo, hi);
+    }
+    /* the same values and seed give the same interval as the plain bootstrap */
+    double lo, hi, blo, bhi;
+    CHECK(stats_bounded_ci(spread, 3, 0.95, 0, INFINITY, STATS_CI_BOOTSTRAP, 500, 9, &lo, &hi, NULL) == STATS_OK);
+    CHECK(stats_bootstrap_mean_ci(spread, 3, 0.95, 500, 9, &blo, &bhi, NULL) == STATS_OK);
+    CHECK(lo == blo && hi == bhi);
+}
+
 int main(void) {
     RUN(t_quantile_matches_the_published_table);
     RUN(t_quantile_matches_closed_forms_for_1_2_and_4_df);
@@ -528,5 +598,8 @@ int main(void) {
     RUN(bootstrap_says_why_it_gives_no_interval);
     RUN(band_matches_a_hand_computation);
     RUN(band_edges);
+    RUN(bounded_interval_is_the_exact_bootstrap_quantile);
+    RUN(bounded_interval_keeps_a_t_interval_inside_its_bounds);
+    RUN(intervals_that_crossed_a_bound_no_longer_do);
     return test_summary();
 }

@@ -101,7 +101,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             probe_chart(out, name, "heatmap", "query", NULL, title, 0);
         }
     probe_summary_int(out, "n_tokens", T);
-    probe_summary_int(out, "truncated", cut);
+    probe_summary_bool(out, "truncated", cut);
     probe_summary_int(out, "n_layer", L);
     probe_summary_int(out, "n_head", H);
     probe_summary_num(out, "tau_min", tau_lo);

@@ -354,6 +354,10 @@ void probe_summary_str(probe_out *out, const char *key, const char *v) {
     set(out, json_object_get(out->result, "summary"), key, json_string(v));
 }
 
+void probe_summary_bool(probe_out *out, const char *key, int v) {
+    set(out, json_object_get(out->result, "summary"), key, json_boolean(v));
+}
+
 json_t *probe_table_cols(probe_out *out, const char *name, json_t *cols) {
     json_t *t = json_object(), *rows = json_array();
     if (out->oom || !t || !rows || !cols) {

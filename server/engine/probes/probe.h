@@ -31,6 +31,10 @@
 #include "error.h"
 #include "sparse.h"
 
+/* The layout of a result, in a stored answer's cache key so that an answer stored in an older layout
+ * is computed again rather than served (2: yes/no summary figures are JSON booleans, not 0/1). */
+#define PROBE_RESULT_FORMAT 2
+
 typedef enum {
     PROBE_PARAM_INT,         /* JSON integer in [min, max] */
     PROBE_PARAM_NUMBER,      /* JSON number in [min, max] */

@@ -28,6 +28,8 @@ engine_status probe_fail(probe_error *err, engine_status status, const char *fie
 void probe_summary_num(probe_out *out, const char *key, double v);
 void probe_summary_int(probe_out *out, const char *key, long v);
 void probe_summary_str(probe_out *out, const char *key, const char *v);
+/* A yes/no figure, written as JSON true (v non-zero) or false. */
+void probe_summary_bool(probe_out *out, const char *key, int v);
 
 /* A table with ncols columns; returns its rows array (borrowed), or NULL after oom. */
 json_t *probe_table(probe_out *out, const char *name, const char *const *cols, int ncols);

@@ -297,9 +297,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     probe_summary_str(out, "input", source);
     probe_summary_int(out, "n_tokens", T);
-    probe_summary_int(out, "truncated", cut);
-    probe_summary_int(out, "rope", m->rope_base > 0);
-    probe_summary_int(out, "cosine_attention", m->cosine);
+    probe_summary_bool(out, "truncated", cut);
+    probe_summary_bool(out, "rope", m->rope_base > 0);
+    probe_summary_bool(out, "cosine_attention", m->cosine);
     probe_summary_int(out, "lsh_tables", probe_p_int(p, "lsh_tables"));
     probe_summary_int(out, "lsh_bits_at_first_k", lsh_bits_used[0]);
     probe_summary_int(out, "hamming_bits", probe_p_int(p, "hamming_bits"));

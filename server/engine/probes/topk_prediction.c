@@ -168,14 +168,14 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                   (double)tot[4]);
     }
     probe_summary_int(out, "n_tokens", T);
-    probe_summary_int(out, "truncated", cut);
-    probe_summary_int(out, "rope", rope);
-    probe_summary_int(out, "cosine_attention", m->cosine);
+    probe_summary_bool(out, "truncated", cut);
+    probe_summary_bool(out, "rope", rope);
+    probe_summary_bool(out, "cosine_attention", m->cosine);
     probe_summary_str(out, "input", source);
     /* cosine attention scores by the cosine of the rotated unit vectors: ranking by it is ranking
      * by the score, so recall_after is 1 (up to float ties) by construction */
     const int after_is_score = m->cosine != 0;
-    probe_summary_int(out, "after_rotation_is_the_score", after_is_score);
+    probe_summary_bool(out, "after_rotation_is_the_score", after_is_score);
     probe_summary_str(out, "note",
                       after_is_score
                           ? "cosine attention: the cosine after rotation IS the score (cos(R q^, R k^) / tau), so "
