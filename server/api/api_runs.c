@@ -231,7 +231,7 @@ void api_runs_list(http_request *req, void *ctx) {
     }
     json_t *body = json_pack("{s:o, s:I, s:I, s:I}", "runs", runs, "total", (json_int_t)total, "limit",
                              (json_int_t)limit, "offset", (json_int_t)offset);
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
     if (text && cacheable) runs_list_keep(query ? query : "", events_id, changes, text, strlen(text));
     free(query);
