@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,85 @@ void checkpoint_paths(const char *data_dir, long long run_id, char *staging, siz
 /* The artefact path the store knows a run's checkpoint by: relative to the data directory. */
 static void record_path(long long run_id, char *buf, size_t len) {
     snprintf(buf, len, "runs/%lld/checkpoint.safetensors", run_id);
+}
+
+/* Files whose SHA-256 this process knows, by identity (device, inode, size, modification time): a
+ * checkpoint is hashed once, when it is sealed (or the first time it is checked after a restart),
+ * not each time it is served or resumed. A file written since has another modification time (and
+ * one replaced, another inode), so it is hashed again. */
+#define KNOWN_FILES 64
+
+typedef struct {
+    char path[PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime; /* ctime: any write or rename moves it, and no one can set it back */
+    char sha[65];
+    unsigned long long used;
+} known_file;
+
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static known_file known[KNOWN_FILES];
+static unsigned long long known_clock;
+static unsigned long long hashed_files; /* whole-file hashes computed, for tests */
+
+static int same_identity(const known_file *k, const char *path, const struct stat *sb) {
+    return k->used && !strcmp(k->path, path) && k->dev == sb->st_dev && k->ino == sb->st_ino &&
+           k->size == sb->st_size && k->mtime.tv_sec == sb->st_mtim.tv_sec && k->mtime.tv_nsec == sb->st_mtim.tv_nsec &&
+           k->ctime.tv_sec == sb->st_ctim.tv_sec && k->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
+
+static void remember(const char *path, const struct stat *sb, const char *sha) {
+    pthread_mutex_lock(&known_lock);
+    known_file *slot = &known[0];
+    for (int i = 0; i < KNOWN_FILES; i++) {
+        if (known[i].used && !strcmp(known[i].path, path)) {
+            slot = &known[i];
+            break;
+        }
+        if (known[i].used < slot->used) slot = &known[i];
+    }
+    snprintf(slot->path, sizeof slot->path, "%s", path);
+    slot->dev = sb->st_dev;
+    slot->ino = sb->st_ino;
+    slot->size = sb->st_size;
+    slot->mtime = sb->st_mtim;
+    slot->ctime = sb->st_ctim;
+    snprintf(slot->sha, sizeof slot->sha, "%s", sha);
+    slot->used = ++known_clock;
+    pthread_mutex_unlock(&known_lock);
+}
+
+/* The SHA-256 of path, from what is known of it or computed (and then known). 0, or -1. */
+static int file_sha256(const char *path, char hex[65], uint64_t *bytes) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return -1;
+    pthread_mutex_lock(&known_lock);
+    for (int i = 0; i < KNOWN_FILES; i++)
+        if (same_identity(&known[i], path, &sb)) {
+            memcpy(hex, known[i].sha, 65);
+            known[i].used = ++known_clock;
+            pthread_mutex_unlock(&known_lock);
+            if (bytes) *bytes = (uint64_t)sb.st_size;
+            return 0;
+        }
+    hashed_files++;
+    pthread_mutex_unlock(&known_lock);
+    if (hash_file_sha256(path, hex, bytes) < 0) return -1;
+    struct stat after; /* changed while it was read: not remembered */
+    if (stat(path, &after) == 0 && after.st_ino == sb.st_ino && after.st_size == sb.st_size &&
+        after.st_mtim.tv_sec == sb.st_mtim.tv_sec && after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec &&
+        after.st_ctim.tv_sec == sb.st_ctim.tv_sec && after.st_ctim.tv_nsec == sb.st_ctim.tv_nsec)
+        remember(path, &sb, hex);
+    return 0;
+}
+
+unsigned long long checkpoint_hashes_computed(void) {
+    pthread_mutex_lock(&known_lock);
+    unsigned long long n = hashed_files;
+    pthread_mutex_unlock(&known_lock);
+    return n;
 }
 
 static int file_exists(const char *path) {
@@ -52,10 +132,16 @@ int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step
         snprintf(err, errlen, "cannot record the checkpoint at step %ld: %s", step, store_last_error());
         return -1;
     }
+    struct stat before, sb;
+    int known_before = stat(staging, &before) == 0;
     if (rename(staging, final) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
         return -1;
     }
+    /* the bytes just hashed, under their final name (the same inode, size and modification time) */
+    if (known_before && stat(final, &sb) == 0 && sb.st_ino == before.st_ino && sb.st_size == before.st_size &&
+        sb.st_mtim.tv_sec == before.st_mtim.tv_sec && sb.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        remember(final, &sb, hex);
     return 0;
 }
 
@@ -75,7 +161,7 @@ static long file_step(const char *path) {
 /* Whether path's bytes have this SHA-256. */
 static int matches(const char *path, const char *sha256) {
     char hex[65];
-    return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
+    return sha256 && file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
 }
 
 /* The record of run_id's checkpoint: *rec (NULL when there is none; the caller frees it), *sha its

@@ -37,6 +37,10 @@ int checkpoint_choose(store *st, const char *data_dir, long long run_id, int sto
  * before it is served: 0 yes (or it has no record: written before records existed); 1 no file;
  * -1 with a reason in err when it was changed or replaced since, or the record cannot be read. */
 int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen);
+/* How many whole-file hashes this process has computed: a checkpoint is hashed when it is sealed,
+ * and checked against that afterwards by its identity (device, inode, size, modification time); a
+ * file written or replaced since is hashed again. */
+unsigned long long checkpoint_hashes_computed(void);
 
 /* Where a run's tokens come from, as extra metadata for its checkpoints and weights
  * (train_config.meta_kv): run_id, corpus, tokenizer ("gpt2", "bytes", "task", or "unknown" when the
