@@ -3,7 +3,12 @@
  * built in; health notices a database that can no longer be written; metric points that cannot be
  * stored fail the run or are retried, never dropped; a corpus cut off while tokenizing is
  * recovered at start-up; a run cannot ask for more threads than the service has. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -187,6 +192,26 @@ static long long hashes_computed(harness_server *s) {
     return v;
 }
 
+/* Open descriptors of pid on deleted files whose name holds `part`. */
+static int deleted_open(pid_t pid, const char *part) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char link[320], target[512];
+        snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = 0;
+        n += strstr(target, part) && strstr(target, "(deleted)");
+    }
+    closedir(d);
+    return n;
+}
+
 TEST(a_checkpoint_changed_on_disk_is_not_served) {
     harness_server s;
     CHECK(harness_start(&s, NULL, ARGS) == 0);
@@ -210,6 +235,21 @@ TEST(a_checkpoint_changed_on_disk_is_not_served) {
         }
     CHECK_MSG(hashed >= 0 && hashes_computed(&s) == hashed, "downloads hashed the checkpoint: %lld, then %lld", hashed,
               hashes_computed(&s));
+    /* A client that stalls holds no copy of the weights on disk (it was a deleted temporary file). */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    int rcvbuf = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&to, sizeof to) == 0);
+    char req[160], head[512];
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", url[0]);
+    CHECK(send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&pf, 1, 30000) == 1 && recv(fd, head, sizeof head, 0) > 12 && !strncmp(head, "HTTP/1.1 200", 12));
+    int held = deleted_open(s.pid, "weights.");
+    close(fd);
+    CHECK_MSG(held == 0, "a stalled download holds %d deleted weights file(s) open", held);
     char path[512];
     snprintf(path, sizeof path, "%s/runs/%lld/checkpoint.safetensors", s.data_dir, id);
     FILE *f = fopen(path, "r+b");
