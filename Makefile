@@ -203,11 +203,12 @@ clean:
 # `make fuzz` (FUZZ_TIME=seconds per target): the libFuzzer targets of tests/fuzz/.
 include tests/fuzz/fuzz.mk
 
-# `make loadtest`: load figures (wrk) during a training run, next to their targets, then the fault
+# `make loadtest`: load figures (wrk's closed loop, bench/loadgen's open loop, the heavy-request
+# drills) during a training run, next to their targets, then the fault
 # drills (SIGKILL mid-training and mid-tokenization, disk full, database unwritable), one row each.
 loadtest:
 	scripts/deps.sh --test
-	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build
+	$(MAKE) --no-print-directory -j$(NPROC) MODE=release build $(BUILD)/release/bench/loadgen
 	scripts/loadtest.sh $(BUILD)/release
 	scripts/faultdrill.sh $(BUILD)/release
 

@@ -13,6 +13,8 @@
  * wall time and the machine's cores: how much of the machine the generator itself took, to tell the
  * server's share of a slowdown from the generator's.
  *
+ * SIGINT or SIGTERM ends the run early (what was sent by then is waited for and reported), so a
+ * sampler can run "for as long as" something else does.
  * usage: loadgen --url http://HOST:PORT --rate R --seconds S [--max-conns N] [--timeout-ms T]
  *                PATH [PATH ...]
  * Plain sockets and poll(); no library beyond libc. */
@@ -22,6 +24,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +63,12 @@ static double *lat;
 static size_t n_lat, n_err, n_non2xx;
 static size_t codes[600];
 static double timeout_s = 10.0;
+static volatile sig_atomic_t interrupted; /* SIGINT/SIGTERM: stop sending, report what was measured */
+
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -233,6 +242,8 @@ int main(int argc, char **argv) {
     int *idx = malloc((size_t)max_conns * sizeof *idx);
     if (!lat || !conns || !pfd || !idx) return 1;
     for (int i = 0; i < max_conns; i++) conns[i].fd = -1;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s() + 0.05, end_wait = t0 + seconds + timeout_s;
@@ -240,6 +251,10 @@ int main(int argc, char **argv) {
     char buf[65536];
     for (;;) {
         double now = now_s();
+        if (interrupted && next < total) {
+            total = next;
+            end_wait = now + timeout_s;
+        }
         /* Every request that is due goes out now, on an idle connection or a new one. */
         while (next < total && t0 + (double)next / rate <= now) {
             conn *c = NULL;

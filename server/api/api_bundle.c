@@ -245,7 +245,8 @@ static void reply_bundle(http_request *req, app *a, int as_csv) {
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.%s\"", id, as_csv ? "csv" : "json");
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_chunks(req, 200, as_csv ? "text/csv; charset=utf-8" : "application/json", bundle_next, bundle_done, s);
+    http_reply_chunks(req, 200, as_csv ? "text/csv; charset=utf-8" : "application/json", HTTP_SIZE_UNKNOWN, bundle_next,
+                      bundle_done, s);
 }
 
 void api_experiments_bundle(http_request *req, void *ctx) { reply_bundle(req, ctx, 0); }

@@ -427,6 +427,9 @@ static void no_checkpoint(http_request *req, long long id) {
     http_reply_error(req, 404, "not_found", NULL, "run %lld has no checkpoint yet", id);
 }
 
+static ssize_t weights_next(void *ctx, char *buf, size_t max) { return checkpoint_weights_read(ctx, buf, max); }
+static void weights_done(void *ctx) { checkpoint_weights_close(ctx); }
+
 /* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
  * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it
  * (with a token, only to a request that carries it). */
@@ -466,11 +469,10 @@ void api_runs_weights(http_request *req, void *ctx) {
         http_reply_fd(req, 200, "application/octet-stream", fd, (uint64_t)st.st_size);
         return;
     }
-    char dir[PATH_MAX];
-    jobs_run_dir(a->jobs, id, dir, sizeof dir);
-    int fd;
+    /* read from the checkpoint as it is sent: no copy, a bounded buffer however slow the client */
+    checkpoint_weights *w;
     uint64_t size;
-    int rc = checkpoint_weights_only(path, dir, &fd, &size, why, sizeof why);
+    int rc = checkpoint_weights_open(path, &w, &size, why, sizeof why);
     if (rc > 0) {
         no_checkpoint(req, id);
         return;
@@ -482,5 +484,5 @@ void api_runs_weights(http_request *req, void *ctx) {
     }
     snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld.safetensors\"", id);
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_fd(req, 200, "application/octet-stream", fd, size);
+    http_reply_chunks(req, 200, "application/octet-stream", size, weights_next, weights_done, w);
 }

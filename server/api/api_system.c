@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 
 #include "api/app.h"
+#include "services/checkpoints.h"
 #include "engine/kernel_path.h"
 #include "services/run_config.h"
 
@@ -131,6 +132,11 @@ void api_prometheus(http_request *req, void *ctx) {
             "# HELP attnlab_reply_cache_bytes Bytes of answers held.\n# TYPE attnlab_reply_cache_bytes gauge\n"
             "attnlab_reply_cache_bytes %zu\n",
             hits, misses, cached_bytes);
+    fprintf(f,
+            "# HELP attnlab_checkpoint_hashes_total Whole checkpoints hashed (when sealed, or first checked after a "
+            "start; not per download).\n# TYPE attnlab_checkpoint_hashes_total counter\n"
+            "attnlab_checkpoint_hashes_total %llu\n",
+            checkpoint_hashes_computed());
     unsigned heavy_running, heavy_queued;
     unsigned long long heavy_admitted, heavy_refused, heavy_cancelled;
     http_server_compute_counts(a->http, &heavy_running, &heavy_queued, &heavy_admitted, &heavy_refused,

@@ -141,7 +141,10 @@ void http_reply_error(http_request *req, int status, const char *code, const cha
  * next runs on an HTTP thread and must do a bounded amount of work per call. done(ctx) is called
  * exactly once when the answer ends for any reason (sent, failed, client gone, server stop). */
 typedef ssize_t (*http_chunks_next_fn)(void *ctx, char *buf, size_t max);
-void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+/* size: the answer's length when known (sent as Content-Length; next must then give exactly that
+ * many bytes), or HTTP_SIZE_UNKNOWN (sent chunked). */
+#define HTTP_SIZE_UNKNOWN UINT64_MAX
+void http_reply_chunks(http_request *req, int status, const char *content_type, uint64_t size, http_chunks_next_fn next,
                        void (*done)(void *ctx), void *ctx);
 
 /* Streaming replies (Server-Sent Events). The layer calls read(ctx, buf, max) whenever the client can

@@ -260,11 +260,13 @@ static void chunks_free(void *cls) {
     free(c);
 }
 
-void http_reply_chunks(http_request *req, int status, const char *content_type, http_chunks_next_fn next,
+void http_reply_chunks(http_request *req, int status, const char *content_type, uint64_t size, http_chunks_next_fn next,
                        void (*done)(void *ctx), void *ctx) {
     chunks *c = malloc(sizeof *c);
     struct MHD_Response *resp =
-        c ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, chunks_reader, c, chunks_free) : NULL;
+        c ? MHD_create_response_from_callback(size == HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN : size, 64 * 1024,
+                                              chunks_reader, c, chunks_free)
+          : NULL;
     if (!resp) {
         free(c);
         done(ctx);

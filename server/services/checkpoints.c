@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,85 @@ void checkpoint_paths(const char *data_dir, long long run_id, char *staging, siz
 /* The artefact path the store knows a run's checkpoint by: relative to the data directory. */
 static void record_path(long long run_id, char *buf, size_t len) {
     snprintf(buf, len, "runs/%lld/checkpoint.safetensors", run_id);
+}
+
+/* Files whose SHA-256 this process knows, by identity (device, inode, size, modification time): a
+ * checkpoint is hashed once, when it is sealed (or the first time it is checked after a restart),
+ * not each time it is served or resumed. A file written since has another modification time (and
+ * one replaced, another inode), so it is hashed again. */
+#define KNOWN_FILES 64
+
+typedef struct {
+    char path[PATH_MAX];
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime; /* ctime: any write or rename moves it, and no one can set it back */
+    char sha[65];
+    unsigned long long used;
+} known_file;
+
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+static known_file known[KNOWN_FILES];
+static unsigned long long known_clock;
+static unsigned long long hashed_files; /* whole-file hashes computed, for tests */
+
+static int same_identity(const known_file *k, const char *path, const struct stat *sb) {
+    return k->used && !strcmp(k->path, path) && k->dev == sb->st_dev && k->ino == sb->st_ino &&
+           k->size == sb->st_size && k->mtime.tv_sec == sb->st_mtim.tv_sec && k->mtime.tv_nsec == sb->st_mtim.tv_nsec &&
+           k->ctime.tv_sec == sb->st_ctim.tv_sec && k->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
+
+static void remember(const char *path, const struct stat *sb, const char *sha) {
+    pthread_mutex_lock(&known_lock);
+    known_file *slot = &known[0];
+    for (int i = 0; i < KNOWN_FILES; i++) {
+        if (known[i].used && !strcmp(known[i].path, path)) {
+            slot = &known[i];
+            break;
+        }
+        if (known[i].used < slot->used) slot = &known[i];
+    }
+    snprintf(slot->path, sizeof slot->path, "%s", path);
+    slot->dev = sb->st_dev;
+    slot->ino = sb->st_ino;
+    slot->size = sb->st_size;
+    slot->mtime = sb->st_mtim;
+    slot->ctime = sb->st_ctim;
+    snprintf(slot->sha, sizeof slot->sha, "%s", sha);
+    slot->used = ++known_clock;
+    pthread_mutex_unlock(&known_lock);
+}
+
+/* The SHA-256 of path, from what is known of it or computed (and then known). 0, or -1. */
+static int file_sha256(const char *path, char hex[65], uint64_t *bytes) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return -1;
+    pthread_mutex_lock(&known_lock);
+    for (int i = 0; i < KNOWN_FILES; i++)
+        if (same_identity(&known[i], path, &sb)) {
+            memcpy(hex, known[i].sha, 65);
+            known[i].used = ++known_clock;
+            pthread_mutex_unlock(&known_lock);
+            if (bytes) *bytes = (uint64_t)sb.st_size;
+            return 0;
+        }
+    hashed_files++;
+    pthread_mutex_unlock(&known_lock);
+    if (hash_file_sha256(path, hex, bytes) < 0) return -1;
+    struct stat after; /* changed while it was read: not remembered */
+    if (stat(path, &after) == 0 && after.st_ino == sb.st_ino && after.st_size == sb.st_size &&
+        after.st_mtim.tv_sec == sb.st_mtim.tv_sec && after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec &&
+        after.st_ctim.tv_sec == sb.st_ctim.tv_sec && after.st_ctim.tv_nsec == sb.st_ctim.tv_nsec)
+        remember(path, &sb, hex);
+    return 0;
+}
+
+unsigned long long checkpoint_hashes_computed(void) {
+    pthread_mutex_lock(&known_lock);
+    unsigned long long n = hashed_files;
+    pthread_mutex_unlock(&known_lock);
+    return n;
 }
 
 static int file_exists(const char *path) {
@@ -52,10 +132,16 @@ int checkpoint_seal(store *st, const char *data_dir, long long run_id, long step
         snprintf(err, errlen, "cannot record the checkpoint at step %ld: %s", step, store_last_error());
         return -1;
     }
+    struct stat before, sb;
+    int known_before = stat(staging, &before) == 0;
     if (rename(staging, final) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", staging, final, strerror(errno));
         return -1;
     }
+    /* the bytes just hashed, under their final name (the same inode, size and modification time) */
+    if (known_before && stat(final, &sb) == 0 && sb.st_ino == before.st_ino && sb.st_size == before.st_size &&
+        sb.st_mtim.tv_sec == before.st_mtim.tv_sec && sb.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        remember(final, &sb, hex);
     return 0;
 }
 
@@ -75,7 +161,7 @@ static long file_step(const char *path) {
 /* Whether path's bytes have this SHA-256. */
 static int matches(const char *path, const char *sha256) {
     char hex[65];
-    return sha256 && hash_file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
+    return sha256 && file_sha256(path, hex, NULL) == 0 && !strcmp(hex, sha256);
 }
 
 /* The record of run_id's checkpoint: *rec (NULL when there is none; the caller frees it), *sha its
@@ -270,4 +356,250 @@ void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long r
                               json_string_value(json_object_get(json_object_get(row, "task"), "kind")),
                               "the corpus record could not be read");
     json_decref(row);
+}
+
+/* ---- the weights-only download, read from the checkpoint ---------------------------------- */
+
+typedef struct {
+    uint64_t off, len;
+} byte_range;
+
+typedef struct {
+    known_file id; /* the checkpoint it was worked out from (id.used: the slot is taken) */
+    char *head;    /* the weights file's first bytes: length, header, padding */
+    size_t head_len;
+    byte_range *ranges; /* then these ranges of the checkpoint, in order */
+    int n;
+    uint64_t total;
+    int refs;
+} weights_plan;
+
+#define WEIGHTS_PLANS 8
+static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+static weights_plan *plans[WEIGHTS_PLANS];
+static unsigned long long plans_clock;
+
+struct checkpoint_weights {
+    int fd;
+    weights_plan *plan;
+    uint64_t pos; /* bytes sent */
+};
+
+static void plan_unref(weights_plan *p) {
+    pthread_mutex_lock(&plans_lock);
+    int last = --p->refs == 0;
+    pthread_mutex_unlock(&plans_lock);
+    if (!last) return;
+    free(p->head);
+    free(p->ranges);
+    free(p);
+}
+
+/* What safetensors_write_subset writes, less the tensors' bytes: kept as they come, up to cap. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} capture;
+
+static ssize_t capture_write(void *cookie, const char *data, size_t n) {
+    capture *c = cookie;
+    size_t take = c->len < c->cap ? (c->cap - c->len < n ? c->cap - c->len : n) : 0;
+    memcpy(c->buf + c->len, data, take);
+    c->len += take;
+    return (ssize_t)n;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const byte_range *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Works out the plan of a checkpoint (whose identity is sb): the header through the engine's own
+ * writer (so the bytes are exactly checkpoint_weights_only's), the ranges from the file's header. */
+static weights_plan *plan_build(const char *path, const struct stat *sb, char *err, size_t errlen) {
+    weights_plan *p = calloc(1, sizeof *p);
+    FILE *f = fopen(path, "rb");
+    unsigned char len8[8];
+    char *hjson = NULL;
+    json_t *hdr = NULL;
+    safetensors *sf = NULL;
+    engine_error e = {0};
+    if (!p || !f || fread(len8, 1, 8, f) != 8) goto io;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (hlen > 100u << 20 || !(hjson = malloc(hlen + 1)) || fread(hjson, 1, hlen, f) != hlen) goto io;
+    hjson[hlen] = 0;
+    if (!(hdr = json_loads(hjson, 0, NULL))) {
+        snprintf(err, errlen, "the checkpoint's header is not JSON");
+        goto fail;
+    }
+    /* every tensor but the optimiser's, by its place in the file */
+    size_t n = json_object_size(hdr);
+    p->ranges = calloc(n ? n : 1, sizeof *p->ranges);
+    if (!p->ranges) goto io;
+    const char *name;
+    json_t *t;
+    json_object_foreach(hdr, name, t) {
+        if (!strcmp(name, "__metadata__") || !strncmp(name, "adamw.", 6)) continue;
+        json_t *offs = json_object_get(t, "data_offsets");
+        uint64_t a = (uint64_t)json_integer_value(json_array_get(offs, 0)),
+                 b = (uint64_t)json_integer_value(json_array_get(offs, 1));
+        if (b < a || 8 + hlen + b > (uint64_t)sb->st_size) {
+            snprintf(err, errlen, "the checkpoint's tensor %s lies outside the file", name);
+            goto fail;
+        }
+        p->ranges[p->n++] = (byte_range){8 + hlen + a, b - a};
+        p->total += b - a;
+    }
+    qsort(p->ranges, (size_t)p->n, sizeof *p->ranges, by_offset);
+    /* the header the engine writes for the subset: captured, the tensors' bytes dropped */
+    model_config cfg;
+    if (safetensors_open(&sf, path, &e) != ENGINE_OK ||
+        model_config_from_safetensors(sf, path, &cfg, &e) != ENGINE_OK) {
+        snprintf(err, errlen, "%s", e.message);
+        goto fail;
+    }
+    char vals[MODEL_META_COUNT][48];
+    const char *desc[2 * MODEL_META_COUNT], *kv[2 * (MODEL_META_COUNT + 1)];
+    model_config_metadata(&cfg, vals, desc);
+    kv[0] = "format";
+    kv[1] = "attnlab-weights";
+    int nkv = 1;
+    for (int i = 0; i < MODEL_META_COUNT; i++)
+        if (!safetensors_meta(sf, desc[2 * i]) && strcmp(desc[2 * i], "attnlab_version")) {
+            kv[2 * nkv] = desc[2 * i];
+            kv[2 * nkv + 1] = desc[2 * i + 1];
+            nkv++;
+        }
+    capture c = {.cap = hlen + 4096 + 8 + 64 * 64}; /* the old header, the added keys, their padding */
+    if (!(c.buf = malloc(c.cap))) goto io;
+    cookie_io_functions_t io = {.write = capture_write};
+    FILE *cf = fopencookie(&c, "w", io);
+    engine_status rc = cf ? safetensors_write_subset(sf, cf, "adamw.", kv, nkv, &e) : ENGINE_ERR_NOMEM;
+    if (cf) fclose(cf);
+    uint64_t new_hlen = 0;
+    if (c.len >= 8)
+        for (int i = 7; i >= 0; i--) new_hlen = new_hlen << 8 | (unsigned char)c.buf[i];
+    if (rc != ENGINE_OK || c.len < 8 || 8 + new_hlen > c.len) {
+        free(c.buf);
+        snprintf(err, errlen, "the weights' header could not be made: %s", rc != ENGINE_OK ? e.message : "too large");
+        goto fail;
+    }
+    p->head = c.buf;
+    p->head_len = 8 + new_hlen;
+    p->total += p->head_len;
+    snprintf(p->id.path, sizeof p->id.path, "%s", path);
+    p->id.dev = sb->st_dev;
+    p->id.ino = sb->st_ino;
+    p->id.size = sb->st_size;
+    p->id.mtime = sb->st_mtim;
+    p->id.ctime = sb->st_ctim;
+    p->id.used = 1;
+    p->refs = 1;
+    safetensors_close(sf);
+    json_decref(hdr);
+    free(hjson);
+    fclose(f);
+    return p;
+io:
+    snprintf(err, errlen, "the checkpoint cannot be read: %s", errno ? strerror(errno) : "out of memory");
+fail:
+    safetensors_close(sf);
+    json_decref(hdr);
+    free(hjson);
+    if (f) fclose(f);
+    if (p) {
+        free(p->ranges);
+        free(p);
+    }
+    return NULL;
+}
+
+int checkpoint_weights_open(const char *checkpoint, checkpoint_weights **out, uint64_t *size, char *err,
+                            size_t errlen) {
+    *out = NULL;
+    *size = 0;
+    int fd = open(checkpoint, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        if (fd >= 0) close(fd);
+        if (errno == ENOENT) return 1;
+        snprintf(err, errlen, "the checkpoint cannot be read: %s", strerror(errno));
+        return -1;
+    }
+    /* the plan of this very file (the descriptor's), worked out once */
+    weights_plan *p = NULL;
+    pthread_mutex_lock(&plans_lock);
+    for (int i = 0; i < WEIGHTS_PLANS && !p; i++)
+        if (plans[i] && same_identity(&plans[i]->id, checkpoint, &sb)) {
+            p = plans[i];
+            p->refs++;
+            p->id.used = ++plans_clock;
+        }
+    pthread_mutex_unlock(&plans_lock);
+    if (!p) {
+        if (!(p = plan_build(checkpoint, &sb, err, errlen))) {
+            close(fd);
+            return -1;
+        }
+        pthread_mutex_lock(&plans_lock);
+        int slot = 0;
+        for (int i = 0; i < WEIGHTS_PLANS; i++) {
+            if (!plans[i]) {
+                slot = i;
+                break;
+            }
+            if (plans[i]->id.used < plans[slot]->id.used) slot = i;
+        }
+        weights_plan *old = plans[slot];
+        p->refs++; /* the table's */
+        p->id.used = ++plans_clock;
+        plans[slot] = p;
+        pthread_mutex_unlock(&plans_lock);
+        if (old) plan_unref(old);
+    }
+    checkpoint_weights *w = calloc(1, sizeof *w);
+    if (!w) {
+        plan_unref(p);
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->fd = fd;
+    w->plan = p;
+    *out = w;
+    *size = p->total;
+    return 0;
+}
+
+ssize_t checkpoint_weights_read(checkpoint_weights *w, char *buf, size_t max) {
+    const weights_plan *p = w->plan;
+    if (w->pos >= p->total) return 0;
+    if (w->pos < p->head_len) {
+        size_t n = p->head_len - w->pos < max ? (size_t)(p->head_len - w->pos) : max;
+        memcpy(buf, p->head + w->pos, n);
+        w->pos += n;
+        return (ssize_t)n;
+    }
+    /* which range the position falls in */
+    uint64_t at = p->head_len;
+    for (int i = 0; i < p->n; i++) {
+        if (w->pos < at + p->ranges[i].len) {
+            uint64_t within = w->pos - at, left = p->ranges[i].len - within;
+            size_t n = left < max ? (size_t)left : max;
+            ssize_t r = pread(w->fd, buf, n, (off_t)(p->ranges[i].off + within));
+            if (r <= 0) return -1;
+            w->pos += (uint64_t)r;
+            return r;
+        }
+        at += p->ranges[i].len;
+    }
+    return -1;
+}
+
+void checkpoint_weights_close(checkpoint_weights *w) {
+    if (!w) return;
+    close(w->fd);
+    plan_unref(w->plan);
+    free(w);
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "store/store.h"
 
@@ -37,6 +38,10 @@ int checkpoint_choose(store *st, const char *data_dir, long long run_id, int sto
  * before it is served: 0 yes (or it has no record: written before records existed); 1 no file;
  * -1 with a reason in err when it was changed or replaced since, or the record cannot be read. */
 int checkpoint_check_sealed(store *st, long long run_id, const char *path, char *err, size_t errlen);
+/* How many whole-file hashes this process has computed: a checkpoint is hashed when it is sealed,
+ * and checked against that afterwards by its identity (device, inode, size, modification time); a
+ * file written or replaced since is hashed again. */
+unsigned long long checkpoint_hashes_computed(void);
 
 /* Where a run's tokens come from, as extra metadata for its checkpoints and weights
  * (train_config.meta_kv): run_id, corpus, tokenizer ("gpt2", "bytes", "task", or "unknown" when the
@@ -62,5 +67,16 @@ void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, con
  * checkpoint at that path; -1 with a reason in err (unreadable or malformed checkpoint, a full
  * disk). */
 int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err, size_t errlen);
+
+/* The same bytes as checkpoint_weights_only, read from the checkpoint itself as they are sent: no
+ * copy on disk and no more memory than the caller's buffer, however slowly they are read. What
+ * the weights file holds (its header, and which byte ranges of the checkpoint follow it) is worked
+ * out once per file (by identity: device, inode, size, times) and kept. open: 0 with *out and
+ * *size (the download's length); 1 when there is no checkpoint at that path; -1 with a reason in err.
+ * read: bytes written into buf (> 0), 0 at the end, -1 when the file cannot be read. */
+typedef struct checkpoint_weights checkpoint_weights;
+int checkpoint_weights_open(const char *checkpoint, checkpoint_weights **out, uint64_t *size, char *err, size_t errlen);
+ssize_t checkpoint_weights_read(checkpoint_weights *w, char *buf, size_t max);
+void checkpoint_weights_close(checkpoint_weights *w);
 
 #endif
