@@ -19,6 +19,11 @@ static void csv_summary(csv_buf *b, const json_t *s, int with_p) {
     csv_number(b, json_array_get(json_object_get(s, "ci"), 1), 10);
     if (with_p) csv_number(b, json_object_get(s, "p"), 10);
     csv_text(b, json_string_value(json_object_get(s, "ci_method")));
+    if (!with_p) { /* an accuracy: the pooled answers and their Wilson interval (overall acc only) */
+        csv_number(b, json_object_get(s, "answers"), 10);
+        csv_number(b, json_array_get(json_object_get(s, "wilson_ci"), 0), 10);
+        csv_number(b, json_array_get(json_object_get(s, "wilson_ci"), 1), 10);
+    }
     csv_end_row(b);
 }
 
@@ -46,10 +51,10 @@ static char *head_spread_csv(const json_t *answer) {
     return csv_take(&b, NULL);
 }
 
-/* variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method */
+/* variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method,answers,wilson_lo,wilson_hi */
 static char *accuracy_csv(const json_t *answer) {
     csv_buf b = {0};
-    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method");
+    csv_cells(&b, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method,answers,wilson_lo,wilson_hi");
     csv_end_row(&b);
     size_t i;
     json_t *v;

@@ -221,13 +221,15 @@ static void on_eval(void *ctx, long step, double val_loss) {
     publish_points(t, n, step);
 }
 
-/* A task corpus's exact-match accuracy at this evaluation: acc and acc.<bucket>. */
+/* A task corpus's exact-match accuracy at this evaluation: acc and acc.<bucket>, and acc_n, how
+ * many answers acc counts (for a binomial interval of it). */
 static void on_eval_metrics(void *ctx, const train_eval_metrics *m) {
     train_ctx *t = ctx;
     if (m->n_acc < 1) return;
     int n = 0;
     double wall = wall_now();
     for (int i = 0; i < m->n_acc; i++) add_point(t, &n, m->step, wall, m->acc_keys[i], m->acc[i]);
+    if (m->acc_counts) add_point(t, &n, m->step, wall, "acc_n", (double)m->acc_counts->total);
     publish_points(t, n, m->step);
 }
 

@@ -495,6 +495,19 @@ stats_status stats_bounded_ci(const double *x, size_t n, double conf, double low
     return st;
 }
 
+stats_status stats_wilson(long successes, long n, double conf, double *lo, double *hi) {
+    if (lo) *lo = NAN;
+    if (hi) *hi = NAN;
+    if (!lo || !hi || n < 1 || successes < 0 || successes > n || !(conf > 0.0 && conf < 1.0)) return STATS_ERR_INVALID;
+    double z = stats_t_quantile(0.5 * (1.0 + conf), INFINITY), z2 = z * z, nn = (double)n;
+    double p = (double)successes / nn, denom = 1.0 + z2 / nn;
+    double centre = (p + z2 / (2.0 * nn)) / denom;
+    double half = z * sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn)) / denom;
+    *lo = successes == 0 ? 0.0 : fmax(0.0, centre - half);
+    *hi = successes == n ? 1.0 : fmin(1.0, centre + half);
+    return STATS_OK;
+}
+
 /* ---- bands ------------------------------------------------------------------------------- */
 
 typedef struct {

@@ -149,6 +149,13 @@ stats_status stats_bounded_ci(const double *x, size_t n, double conf, double low
                               stats_ci_method prefer, size_t resamples, uint64_t seed, double *lo, double *hi,
                               stats_ci_method *used);
 
+/* The Wilson score interval (Wilson 1927; Newcombe 1998's method 3) of a binomial proportion,
+ * `successes` out of `n` trials, at confidence conf: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) /
+ * (1 + z^2/n), z the normal (1 + conf)/2 quantile. It lies in [0, 1] (exactly 0 below for no
+ * successes, exactly 1 above for all). STATS_ERR_INVALID (lo, hi NaN) for n < 1, successes outside
+ * 0..n, conf outside (0, 1) or NULL lo/hi. */
+stats_status stats_wilson(long successes, long n, double conf, double *lo, double *hi);
+
 /* ---- bands over replicate curves --------------------------------------------------------- */
 
 typedef struct {

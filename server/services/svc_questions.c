@@ -312,22 +312,29 @@ svc_status svc_questions_head_spread(app *a, long long exp_id, long at, double c
 
 /* ---- Q2 ---------------------------------------------------------------------------------- */
 
-/* A run's accuracies at its last evaluation: {key: value} (new object) and that step. */
-static svc_status run_accuracy(app *a, long long id, json_t **acc, int *eval_step, svc_error *err) {
+/* A run's accuracies at its last evaluation: {key: value} (new object), that step and how many
+ * answers acc counted there (acc_n; 0 when the run did not log it). */
+static svc_status run_accuracy(app *a, long long id, json_t **acc, int *eval_step, long *answers, svc_error *err) {
     *acc = json_object();
     *eval_step = -1;
+    *answers = 0;
     if (!*acc) return oom(err);
     store_metric *p = NULL;
     size_t n = 0;
-    if (store_metrics_points(a->store, id, "acc,acc.*", 0, &p, &n) != STORE_OK) {
+    if (store_metrics_points(a->store, id, "acc,acc.*,acc_n", 0, &p, &n) != STORE_OK) {
         json_decref(*acc);
         *acc = NULL;
         return svc_store_failed(err);
     }
     for (size_t i = 0; i < n; i++)
         if (p[i].step > *eval_step) *eval_step = p[i].step;
-    for (size_t i = 0; i < n; i++)
-        if (p[i].step == *eval_step) json_object_set_new(*acc, p[i].key, num(p[i].value));
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].step != *eval_step) continue;
+        if (!strcmp(p[i].key, "acc_n"))
+            *answers = isfinite(p[i].value) && p[i].value >= 0 ? (long)p[i].value : 0;
+        else
+            json_object_set_new(*acc, p[i].key, num(p[i].value));
+    }
     free(p);
     return SVC_OK;
 }
@@ -340,7 +347,8 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
     if (st != SVC_OK) return st;
     json_t *variants = json_array();
     double *x = calloc(MAX_RUNS, sizeof(double));
-    if (!variants || !x) st = oom(err);
+    long *answers = calloc(MAX_RUNS, sizeof(long));
+    if (!variants || !x || !answers) st = oom(err);
     for (size_t gi = 0; st == SVC_OK && gi < e.n_g; gi++) {
         const group *g = &e.g[gi];
         json_t *runs = json_array(), *accs = json_array(), *keys = json_array(), *summ = json_object();
@@ -349,7 +357,7 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
             const json_t *row = g->runs[r];
             json_t *acc = NULL;
             int step;
-            st = run_accuracy(a, json_integer_value(json_object_get(row, "id")), &acc, &step, err);
+            st = run_accuracy(a, json_integer_value(json_object_get(row, "id")), &acc, &step, &answers[r], err);
             if (st != SVC_OK) break;
             const char *k;
             json_t *v;
@@ -361,10 +369,11 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
                 if (!seen && json_array_append_new(keys, json_string(k)) < 0) st = oom(err);
             }
             if (json_array_append(accs, acc) < 0) st = oom(err);
-            json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:o, s:o}", "id", json_object_get(row, "id"), "replicate",
-                                  json_object_get(row, "replicate"), "seed", json_object_get(row, "seed"), "status",
-                                  json_object_get(row, "status"), "eval_step",
-                                  step >= 0 ? json_integer(step) : json_null(), "acc", acc);
+            json_t *o =
+                json_pack("{s:O, s:O, s:O, s:O, s:o, s:o, s:o}", "id", json_object_get(row, "id"), "replicate",
+                          json_object_get(row, "replicate"), "seed", json_object_get(row, "seed"), "status",
+                          json_object_get(row, "status"), "eval_step", step >= 0 ? json_integer(step) : json_null(),
+                          "acc", acc, "answers", answers[r] > 0 ? json_integer(answers[r]) : json_null());
             if (!o || json_array_append_new(runs, o) < 0) st = oom(err);
         }
         /* acc first, then the buckets in the order the store gave them (by key) */
@@ -379,9 +388,26 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
                 if (json_is_number(v)) x[nx++] = json_number_value(v);
             }
             /* an accuracy lies in [0, 1]: a percentile bootstrap interval over the replicates stays there */
-            if (st == SVC_OK &&
-                json_object_set_new(summ, k, summary_json(x, nx, conf, 0, 1, STATS_CI_BOOTSTRAP, NULL, NULL)) < 0)
-                st = oom(err);
+            json_t *sj = summary_json(x, nx, conf, 0, 1, STATS_CI_BOOTSTRAP, NULL, NULL);
+            /* overall: the Wilson interval of the answers of every replicate pooled (what the
+             * evaluation's finite sample leaves open; the bootstrap above is over seeds) */
+            if (sj && !strcmp(k, "acc")) {
+                long succ = 0, trials = 0;
+                int all = nx > 0;
+                json_array_foreach(accs, r, acc) {
+                    json_t *v = json_object_get(acc, k);
+                    if (!json_is_number(v) || !isfinite(json_number_value(v))) continue;
+                    if (answers[r] < 1) all = 0;
+                    succ += lround(json_number_value(v) * (double)answers[r]);
+                    trials += answers[r];
+                }
+                double lo = NAN, hi = NAN;
+                if (all && stats_wilson(succ, trials, conf, &lo, &hi) != STATS_OK) lo = hi = NAN;
+                if (json_object_set_new(sj, "answers", all ? json_integer(trials) : json_null()) < 0 ||
+                    json_object_set_new(sj, "wilson_ci", json_pack("[o, o]", num(lo), num(hi))) < 0)
+                    st = oom(err);
+            }
+            if (!sj || (st == SVC_OK && json_object_set_new(summ, k, sj) < 0)) st = oom(err);
         }
         json_t *task = NULL, *crow = NULL;
         if (g->corpus && store_corpus_get(a->store, g->corpus, &crow) == STORE_OK)
@@ -404,6 +430,7 @@ svc_status svc_questions_accuracy(app *a, long long exp_id, double conf, json_t 
     }
     json_decref(variants);
     free(x);
+    free(answers);
     exp_runs_free(&e);
     return st;
 }

@@ -276,11 +276,20 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(v0, "task"), "kind")), "copy_offset"));
     CHECK(!strcmp(json_string_value(json_array_get(json_object_get(v0, "keys"), 0)), "acc"));
     double accs[3];
+    long succ = 0, trials = 0;
     for (int i = 0; i < 3; i++) {
         json_t *run = json_array_get(json_object_get(v0, "runs"), (size_t)i);
-        int step;
-        accs[i] = last_of(json_integer_value(json_object_get(run, "id")), "acc", &step);
+        int step, nstep;
+        long long rid = json_integer_value(json_object_get(run, "id"));
+        accs[i] = last_of(rid, "acc", &step);
         CHECK_EQ_INT(json_integer_value(json_object_get(run, "eval_step")), step);
+        /* acc_n: the answers acc counted, logged with it; acc * acc_n is a whole number */
+        double n_ans = last_of(rid, "acc_n", &nstep);
+        CHECK(nstep == step && n_ans >= 1 && n_ans == floor(n_ans));
+        CHECK_EQ_INT(json_integer_value(json_object_get(run, "answers")), (long long)n_ans);
+        CHECK_NEAR(accs[i] * n_ans, round(accs[i] * n_ans), 1e-6);
+        succ += lround(accs[i] * n_ans);
+        trials += (long)n_ans;
     }
     json_t *acc0 = json_object_get(json_object_get(v0, "acc"), "acc");
     CHECK_NEAR(json_number_value(json_object_get(acc0, "mean")), mean(accs, 3), 1e-12);
@@ -290,10 +299,19 @@ TEST(experiment_summaries_recompute_from_the_runs) {
     CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "ci"), 0)), blo, 1e-12);
     CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "ci"), 1)), bhi, 1e-12);
     CHECK(blo >= 0 && bhi <= 1);
+    /* and the Wilson interval of the pooled answers */
+    double wlo, whi;
+    CHECK(stats_wilson(succ, trials, 0.95, &wlo, &whi) == STATS_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(acc0, "answers")), trials);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "wilson_ci"), 0)), wlo, 1e-12);
+    CHECK_NEAR(json_number_value(json_array_get(json_object_get(acc0, "wilson_ci"), 1)), whi, 1e-12);
+    CHECK(wlo >= 0 && whi <= 1 && wlo <= (double)succ / trials && (double)succ / trials <= whi);
     json_decref(ac);
     snprintf(path, sizeof path, "/api/experiments/%lld/accuracy.csv", exp);
     CHECK(harness_get(&srv, path, &csv) == 0 && csv.status == 200);
-    CHECK(!strncmp(csv.body, "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method\n", 67));
+    CHECK(!strncmp(csv.body,
+                   "variant,attention,corpus,task,key,n,mean,std,ci_lo,ci_hi,ci_method,answers,wilson_lo,wilson_hi\n",
+                   95));
     CHECK(strstr(csv.body, "rope,rope,q-copy,copy_offset,acc.k4,3,") != NULL);
     harness_response_free(&csv);
     json_decref(e);

@@ -575,6 +575,32 @@ TEST(intervals_that_crossed_a_bound_no_longer_do) {
     CHECK(lo == blo && hi == bhi);
 }
 
+TEST(wilson_interval_matches_newcombe_1998) {
+    /* Newcombe (1998), Statistics in Medicine 17:857-872, table I, method 3 (score interval
+     * without continuity correction), 95 %, printed to 4 decimals. */
+    static const struct {
+        long r, n;
+        double lo, hi;
+    } tab[] = {
+        {81, 263, 0.2553, 0.3662}, {15, 148, 0.0624, 0.1605}, {0, 20, 0.0000, 0.1611},
+        {1, 29, 0.0061, 0.1718},   {29, 29, 0.8830, 1.0000},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        double lo, hi;
+        CHECK(stats_wilson(tab[i].r, tab[i].n, 0.95, &lo, &hi) == STATS_OK);
+        CHECK_MSG(fabs(lo - tab[i].lo) <= 0.00005 + 1e-12 && fabs(hi - tab[i].hi) <= 0.00005 + 1e-12,
+                  "%ld/%ld: [%.5f, %.5f], Newcombe [%.4f, %.4f]", tab[i].r, tab[i].n, lo, hi, tab[i].lo, tab[i].hi);
+    }
+    /* the ends are exact, the interval never leaves [0, 1] */
+    double lo, hi;
+    CHECK(stats_wilson(0, 3, 0.95, &lo, &hi) == STATS_OK && lo == 0 && hi < 1);
+    CHECK(stats_wilson(3, 3, 0.95, &lo, &hi) == STATS_OK && hi == 1 && lo > 0);
+    for (long r = 0; r <= 7; r++) CHECK(stats_wilson(r, 7, 0.999, &lo, &hi) == STATS_OK && lo >= 0 && hi <= 1);
+    CHECK(stats_wilson(4, 3, 0.95, &lo, &hi) == STATS_ERR_INVALID && isnan(lo));
+    CHECK(stats_wilson(0, 0, 0.95, &lo, &hi) == STATS_ERR_INVALID);
+    CHECK(stats_wilson(1, 2, 1.0, &lo, &hi) == STATS_ERR_INVALID);
+}
+
 int main(void) {
     RUN(t_quantile_matches_the_published_table);
     RUN(t_quantile_matches_closed_forms_for_1_2_and_4_df);
@@ -601,5 +627,6 @@ int main(void) {
     RUN(bounded_interval_is_the_exact_bootstrap_quantile);
     RUN(bounded_interval_keeps_a_t_interval_inside_its_bounds);
     RUN(intervals_that_crossed_a_bound_no_longer_do);
+    RUN(wilson_interval_matches_newcombe_1998);
     return test_summary();
 }
