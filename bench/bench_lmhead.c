@@ -2,7 +2,8 @@
  * of V at width C) in fp32 (the engine's AVX-512 kernels, or BLAS where they do not apply) and in
  * bf16 mixed precision, one after the other in rounds (A B A B), with the fp32 FMA peak and the
  * bf16 dot-product peak measured by this program on as many threads, right around each round.
- *   bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] */
+ *   bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] [--kernel-path NAME]
+ * The bf16 rounds run on the process's bf16 kernel path (kernel_path.h), or on the one named. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <pthread.h>
 
 #include "cpu.h"
+#include "kernel_path.h"
 #include "lmhead.h"
 #include "rng.h"
 #include "threads.h"
@@ -70,10 +72,17 @@ int main(int argc, char **argv) {
             C = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--kernel-path") && i + 1 < argc) {
+            engine_error e;
+            if (kernel_path_force(argv[++i], &e)) {
+                fprintf(stderr, "bench_lmhead: %s\n", e.message);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R]\n");
+            fprintf(stderr, "usage: bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] "
+                            "[--kernel-path NAME]\n");
             return 2;
         }
     }
@@ -100,7 +109,7 @@ int main(int argc, char **argv) {
     int np = 0;
     atomic_long tickets[LMHEAD_SLICES];
     printf("output layer N%ld C%d V%d, %d threads, %.1f GFLOP per pass (logits, dx, dW); bf16 kernels: %s\n", N, C, V,
-           threads, flops / 1e9, cpu_has_avx512bf16() ? "vdpbf16ps" : "portable loops");
+           threads, flops / 1e9, kernel_path_name_for_precision(PRECISION_BF16));
     for (int round = 0; round < rounds; round++) {
         for (int mode = 0; mode < 1 + have_bf16; mode++) {
             double f, d;
