@@ -197,13 +197,18 @@ echo "  load average at the end:$load_end"
 curl -sf -XPOST "$URL/api/runs/$active/cancel" >/dev/null || true
 if [ "${LOADTEST_DRILLS:-1}" = 1 ]; then
   # ---- the heavy-request drills ------------------------------------------------------------------
-  # An experiment to compute over: 8 variants x 3 replicates of a tiny model (stats, head-spread,
-  # series), plus external runs holding $BUNDLE_POINTS points (the bundles).
+  # An experiment to compute over (stats, head-spread, series): 8 variants x 3 replicates of a tiny
+  # model; and one for the bundles: a one-step run plus external runs holding $BUNDLE_POINTS points
+  # in all, less a few hundred (the bound counts the trained run's too).
   exp=$(curl -sf -XPOST "$URL/api/experiments" -H 'Content-Type: application/json' -d '{"name":"drill","replicates":3,
     "base":{"corpus":"smallbytes","steps":200,"n_layer":1,"n_head":2,"d_model":16,"seq_len":16,"batch":2,"eval_every":20,
     "attention":"cosine_rope","threads":1},"grid":{"lr":[1e-3,2e-3,3e-3,4e-3,5e-3,6e-3,7e-3,8e-3]}}')
   exp_id=$(python3 -c 'import json,sys;print(json.loads(sys.argv[1])["experiment"]["id"])' "$exp")
-  python3 - "$URL" "$exp_id" "$BUNDLE_POINTS" <<'PY' || { echo "loadtest: the bundle's points could not be stored"; exit 1; }
+  bexp=$(curl -sf -XPOST "$URL/api/experiments" -H 'Content-Type: application/json' -d '{"name":"bulk","replicates":1,
+    "base":{"corpus":"smallbytes","steps":1,"n_layer":1,"n_head":2,"d_model":16,"seq_len":16,"batch":2,"threads":1},
+    "variants":[{"name":"trained","config":{}}]}')
+  bexp_id=$(python3 -c 'import json,sys;print(json.loads(sys.argv[1])["experiment"]["id"])' "$bexp")
+  python3 - "$URL" "$bexp_id" "$((BUNDLE_POINTS - 500))" <<'PY' || { echo "loadtest: the bundle's points could not be stored"; exit 1; }
 import http.client, json, sys, urllib.parse
 url, exp, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 u = urllib.parse.urlparse(url)
@@ -227,7 +232,8 @@ for k in range(runs):
     if batch: call("POST", f"/api/runs/{rid}/metrics", {"points": batch})
     call("PATCH", f"/api/runs/{rid}", {"status": "succeeded"})
 PY
-  until [ "$(curl -sf "$URL/api/runs?experiment=$exp_id&status=succeeded" | python3 -c 'import json,sys;print(json.load(sys.stdin)["total"])')" -ge 32 ]; do sleep 2; done
+  until [ "$(curl -sf "$URL/api/runs?experiment=$bexp_id&status=succeeded" | python3 -c 'import json,sys;print(json.load(sys.stdin)["total"])')" -ge 9 ]; do sleep 1; done
+  until [ "$(curl -sf "$URL/api/runs?experiment=$exp_id&status=succeeded" | python3 -c 'import json,sys;print(json.load(sys.stdin)["total"])')" -ge 24 ]; do sleep 2; done
   pid_rss() { awk '/^VmRSS/ {print $2}' "/proc/$server/status"; }
   sample_rss() { # background: the peak RSS (KiB) into $work/rss.peak until $work/rss.stop exists
     local peak=0 r
@@ -237,7 +243,10 @@ PY
     done
   }
   idle_rss=$(pid_rss)
-  kinds=("stats?resamples=90000" "head-spread" "series?key=loss" "bundle?max_points=0" "bundle.csv" "metrics.csv" "probe")
+  # each request asks something of its own (seed, at, max_points): the cache of an ended
+  # experiment's answers would otherwise answer all but the first
+  kinds=("stats?resamples=90000&seed=" "head-spread?at=" "series?key=loss&max_points=" "bundle?max_points=0&keys=m*,x"
+    "bundle.csv?keys=m*,x" "metrics.csv" "probe")
   echo
   echo "loadtest: heavy drills; health sampled at 20 req/s (open loop); server RSS idle $((idle_rss / 1024)) MB"
   bad_total=0
@@ -255,7 +264,8 @@ PY
           probe) curl -s -o "$work/drill.$i.body" -w '%{http_code}\n' -XPOST "$URL/api/probes" -H 'Content-Type: application/json' \
                    -d "{\"kind\":\"sparse_cost\",\"params\":{\"ns\":[1024,4096],\"ks\":[32],\"budget_ms\":3000,\"seed\":$i}}" >"$work/drill.$i.code" & cpids+=($!) ;;
           metrics.csv) curl -s -o "$work/drill.$i.body" -w '%{http_code}\n' "$URL/api/runs/$long/metrics.csv" >"$work/drill.$i.code" & cpids+=($!) ;;
-          *) curl -s -o "$work/drill.$i.body" -w '%{http_code}\n' "$URL/api/experiments/$exp_id/$kind" >"$work/drill.$i.code" & cpids+=($!) ;;
+          bundle*) curl -s -o "$work/drill.$i.body" -w '%{http_code}\n' "$URL/api/experiments/$bexp_id/$kind$i" >"$work/drill.$i.code" & cpids+=($!) ;;
+          *) curl -s -o "$work/drill.$i.body" -w '%{http_code}\n' "$URL/api/experiments/$exp_id/$kind$((100 + i))" >"$work/drill.$i.code" & cpids+=($!) ;;
         esac
       done
       wait "${cpids[@]}" 2>/dev/null || true
@@ -275,7 +285,7 @@ PY
       h=$(grep '^RESULT' "$work/health" || echo "RESULT p99_ms=999999")
       hp99=$(val p99_ms "$h")
       is_true "$hp99 > $worst_health" && worst_health=$hp99
-      printf '  %2d x %-24s health p99 %8s ms, max %8s ms; answers%s; peak RSS +%s MB\n' "$n" "$kind" "$hp99" \
+      printf '  %2d x %-30s health p99 %8s ms, max %8s ms; answers%s; peak RSS +%s MB\n' "$n" "$kind" "$hp99" \
         "$(val max_ms "$h")" "$(tr ' ' '\n' <<<"$codes" | grep . | sort | uniq -c | awk '{printf " %s:%s", $2, $1}')" \
         "$(( ($(cat "$work/rss.peak" 2>/dev/null || echo "$idle_rss") - idle_rss) / 1024 ))"
     done
@@ -288,7 +298,7 @@ PY
   sample_rss & rss_pid=$!
   pids=()
   for i in $(seq 8); do
-    curl -s --limit-rate 1 --max-time 20 -o /dev/null "$URL/api/experiments/$exp_id/bundle?max_points=0" & pids+=($!)
+    curl -s --limit-rate 1 --max-time 20 -o /dev/null "$URL/api/experiments/$bexp_id/bundle?max_points=0" & pids+=($!)
   done
   wait "${pids[@]}" 2>/dev/null || true
   touch "$work/rss.stop"; wait "$rss_pid" 2>/dev/null || true

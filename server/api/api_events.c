@@ -7,16 +7,27 @@
 typedef struct {
     events_sub *sub;
     _Atomic(http_stream *) stream;
+    /* Events published for this reader since the layer last asked it for bytes: past the ring's
+     * capacity, the ring has passed a client that reads nothing (its socket full, so the layer never
+     * asks), and it is dropped then, as the README says, rather than at a connection timeout. */
+    atomic_size_t unread;
+    size_t capacity;
+    atomic_int aborted;
 } sse_ctx;
 
 static void sse_wake(void *ctx) {
     sse_ctx *c = ctx;
     http_stream *st = atomic_load(&c->stream);
-    if (st) http_stream_wake(st);
+    if (!st) return;
+    if (atomic_fetch_add(&c->unread, 1) + 1 > c->capacity && !atomic_exchange(&c->aborted, 1))
+        http_stream_abort(st);
+    else
+        http_stream_wake(st);
 }
 
 static ssize_t sse_read(void *ctx, char *buf, size_t max) {
     sse_ctx *c = ctx;
+    atomic_store(&c->unread, 0);
     return c->sub ? events_sub_read(c->sub, buf, max) : -1;
 }
 
@@ -50,6 +61,7 @@ static void serve_stream(http_request *req, app *a, long long run_id) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
+    c->capacity = events_capacity(a->events);
     http_stream *st = http_reply_stream(req, "text/event-stream", sse_read, sse_close, c);
     if (!st) return; /* c was closed by the layer */
     atomic_store(&c->stream, st);

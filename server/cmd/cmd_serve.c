@@ -32,7 +32,8 @@ typedef struct {
     const char *log_level;
     unsigned http_threads;
     unsigned max_connections, max_per_ip, max_streams, header_timeout_s; /* 0: the HTTP layer's default */
-    unsigned heavy_workers, max_heavy_queued, max_heavy_per_ip;          /* 0: the HTTP layer's default */
+    unsigned heavy_workers, max_heavy_queued, max_heavy_per_ip;
+    unsigned event_ring; /* events kept for live streams (0: 8192) */ /* 0: the HTTP layer's default */
     const char *token;
     int private_reads, insecure;
     const char *allowed_hosts[33]; /* --allowed-host, NULL-terminated */
@@ -68,6 +69,8 @@ static void serve_usage(FILE *out) {
         "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
         "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
         "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
+        "  --event-ring N     live events kept for late readers; a stream that falls this far behind\n"
+        "                     (its client reads nothing) is told to resync and dropped (default 8192)\n"
         "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
         "  --heavy-workers N  threads of the compute pool that runs heavy requests (statistics,\n"
         "                     exports, probes) apart from the HTTP threads (default 2)\n"
@@ -218,6 +221,13 @@ static int parse_flags(int argc, char **argv, serve_flags *f) {
             *(!strcmp(a, "--heavy-workers")      ? &f->heavy_workers
               : !strcmp(a, "--max-heavy-queued") ? &f->max_heavy_queued
                                                  : &f->max_heavy_per_ip) = (unsigned)n;
+        } else if (!strcmp(a, "--event-ring")) {
+            NEED_VALUE();
+            if (args_long(val, 16, 1 << 20, &n) < 0) {
+                fprintf(stderr, "attnlabd: --event-ring must be an integer in 16..1048576, not '%s'\n", val);
+                return 2;
+            }
+            f->event_ring = (unsigned)n;
         } else if (!strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
                    !strcmp(a, "--max-streams") || !strcmp(a, "--header-timeout")) {
             NEED_VALUE();
@@ -517,7 +527,7 @@ static int start_workers(serve *s) {
             return 1;
         }
     }
-    a->events = events_new(8192, 15);
+    a->events = events_new(s->f.event_ring ? s->f.event_ring : 8192, 15);
     /* Ended runs' metric answers: up to 64 MiB in 256 answers (one above 16 MiB is not kept). */
     a->replies = reply_cache_new(64u << 20, 256);
     a->writer = metrics_writer_start(a->store, 1000, 4096, 1u << 20);

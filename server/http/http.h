@@ -159,6 +159,9 @@ http_stream *http_reply_stream(http_request *req, const char *content_type, http
                                http_stream_close_fn close, void *ctx);
 /* Safe from any thread, any number of times, as long as the stream has not been closed. */
 void http_stream_wake(http_stream *st);
+/* Ends the stream now, even while its client reads nothing (so the layer never asks for more):
+ * its connection is shut down, and close() follows. The same rules as http_stream_wake. */
+void http_stream_abort(http_stream *st);
 
 /* Limits on a request head, enforced before libmicrohttpd parses it, each answered as JSON:
  * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request

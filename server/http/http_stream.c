@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include "http/http_impl.h"
 
@@ -122,4 +123,10 @@ void http_stream_wake(http_stream *st) {
         st->pending_wake = 1;
     }
     pthread_mutex_unlock(&st->lock);
+}
+
+void http_stream_abort(http_stream *st) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(st->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && ci->connect_fd >= 0) shutdown(ci->connect_fd, SHUT_RDWR);
+    http_stream_wake(st); /* a sleeping stream wakes to find its connection gone */
 }

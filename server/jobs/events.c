@@ -302,3 +302,5 @@ uint64_t events_last_id(events *ev) {
     pthread_mutex_unlock(&ev->lock);
     return id;
 }
+
+size_t events_capacity(const events *ev) { return ev->capacity; }

@@ -45,5 +45,7 @@ size_t events_subscriber_count(events *ev);
 /* The id of the last event published (any run), or of none yet: it changes whenever anything is
  * published, so answers built from what events describe can be kept until it moves. */
 uint64_t events_last_id(events *ev);
+/* The events the ring keeps (events_new's capacity). */
+size_t events_capacity(const events *ev);
 
 #endif
