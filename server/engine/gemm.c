@@ -231,3 +231,132 @@ void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
 #endif
     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1, A, lda, B, ldb, accumulate ? 1 : 0, C, ldc);
 }
+
+/* ---- bf16 products (vdpbf16ps) ---- */
+#include "bf16.h"
+
+int gemm_bf16_available(void) { return !REAL_IS_DOUBLE && cpu_has_avx512bf16(); }
+
+size_t gemm_bf16_packed_count(int K, int N) { return (size_t)((K + 1) / 2) * (size_t)N * 2; }
+
+void gemm_bf16_pack(bf16 *Bp, int K, int N, const real *src, long sk, long sn) {
+    for (int k2 = 0; k2 < (K + 1) / 2; k2++) {
+        bf16 *row = Bp + (size_t)k2 * N * 2;
+        const real *s0 = src + (long)(2 * k2) * sk, *s1 = s0 + sk;
+        int odd = 2 * k2 + 1 < K;
+        for (int n = 0; n < N; n++) {
+            row[2 * n] = bf16_from_float((float)s0[n * sn]);
+            row[2 * n + 1] = odd ? bf16_from_float((float)s1[n * sn]) : 0;
+        }
+    }
+}
+
+void gemm_bf16_rows(bf16 *dst, int ldd, const real *src, int lds, int M, int K) {
+    for (int m = 0; m < M; m++) {
+#if REAL_IS_DOUBLE
+        for (int k = 0; k < K; k++) dst[(long)m * ldd + k] = bf16_from_float((float)src[(long)m * lds + k]);
+#else
+        bf16_from_floats(dst + (long)m * ldd, src + (long)m * lds, (size_t)K);
+#endif
+        if (K % 2) dst[(long)m * ldd + K] = 0;
+    }
+}
+
+#if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
+#define BT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define BAI static inline __attribute__((always_inline)) BT
+
+/* C[r][0..16NV) (+)= sum over pairs k2 < K2 of A[r][2k2..2k2+1] . Bp[k2][..][0..1] for r < R: each
+ * row's pair broadcast, 16 columns' pairs streamed; the last vector may be partial (mask). */
+BAI void btile(int R, int NV, int K2, const bf16 *A, long lda, const bf16 *Bp, long ldbp, float *C, long ldc,
+               int accumulate, __mmask16 last) {
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            __mmask16 m = v == NV - 1 ? last : 0xffff;
+            acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(m, C + r * ldc + 16 * v) : _mm512_setzero_ps();
+        }
+    for (int k2 = 0; k2 < K2; k2++) {
+        const bf16 *b = Bp + (long)k2 * ldbp;
+        __m512i b0 = NV == 2 ? _mm512_loadu_si512(b) : _mm512_maskz_loadu_epi32(last, b);
+        __m512i b1 = NV == 2 ? _mm512_maskz_loadu_epi32(last, b + 32) : b0;
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            int32_t pair;
+            memcpy(&pair, A + r * lda + 2 * k2, 4);
+            __m512i x = _mm512_set1_epi32(pair);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)x, (__m512bh)b0);
+            if (NV == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)x, (__m512bh)b1);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++)
+            _mm512_mask_storeu_ps(C + r * ldc + 16 * v, v == NV - 1 ? last : 0xffff, acc[r][v]);
+}
+
+#define BTILE_R(NV)                                                                                                    \
+    switch (R) {                                                                                                       \
+    case 12: btile(12, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                            \
+    case 11: btile(11, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                            \
+    case 10: btile(10, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                            \
+    case 9: btile(9, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 8: btile(8, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 7: btile(7, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 6: btile(6, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 5: btile(5, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 4: btile(4, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 3: btile(3, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    case 2: btile(2, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                              \
+    default: btile(1, NV, K2, A, lda, Bp, ldbp, C, ldc, acc, last); break;                                             \
+    }
+
+BT static void btile_any(int R, int w, int K2, const bf16 *A, long lda, const bf16 *Bp, long ldbp, float *C, long ldc,
+                         int acc) {
+    __mmask16 last = (__mmask16)(w % 16 ? (1u << (w % 16)) - 1 : 0xffff);
+    if (w > 16) {
+        BTILE_R(2)
+    } else {
+        BTILE_R(1)
+    }
+}
+
+/* Column blocks of 32 (their pairs, K2 x 128 bytes, stay in L1 across the rows), rows in 12s. */
+__attribute__((noinline)) BT static void own_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp,
+                                                   float *C, int ldc, int accumulate) {
+    const int K2 = (K + 1) / 2;
+    const long ldbp = 2L * N;
+    for (int n0 = 0; n0 < N; n0 += 32) {
+        int w = N - n0 < 32 ? N - n0 : 32;
+        for (int m0 = 0; m0 < M; m0 += 12) {
+            int R = M - m0 < 12 ? M - m0 : 12;
+            btile_any(R, w, K2, A + (long)m0 * lda, lda, Bp + 2L * n0, ldbp, C + (long)m0 * ldc + n0, ldc, accumulate);
+        }
+    }
+}
+#define HAVE_BGEMM 1
+#endif
+
+void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+#ifdef HAVE_BGEMM
+    if (gemm_bf16_available()) {
+        own_bgemm(M, N, K, A, lda, Bp, C, ldc, accumulate);
+        return;
+    }
+#endif
+    /* portable: the same pairs in the same order, each pair's two products added in turn */
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = accumulate ? (float)C[(long)m * ldc + n] : 0.0f;
+            for (int k2 = 0; k2 < (K + 1) / 2; k2++) {
+                const bf16 *a = A + (long)m * lda + 2 * k2, *b = Bp + ((long)k2 * N + n) * 2;
+                acc += bf16_to_float(a[0]) * bf16_to_float(b[0]);
+                acc += bf16_to_float(a[1]) * bf16_to_float(b[1]);
+            }
+            C[(long)m * ldc + n] = acc;
+        }
+}

@@ -6,6 +6,9 @@
 #ifndef ENGINE_GEMM_H
 #define ENGINE_GEMM_H
 
+#include <stddef.h>
+
+#include "bf16.h"
 #include "real.h"
 
 /* Idempotent and thread-safe; the model calls it before any product. */
@@ -28,5 +31,21 @@ void gemm_nt(int M, int N, int K, const real *A, int lda, const real *B, int ldb
 void gemm_nn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate);
 /* C[M,N] (+)= A[K,M]^T · B[K,N] */
 void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb, real *C, int ldc, int accumulate);
+
+/* ---- bf16 products: bf16 inputs, fp32 accumulation (vdpbf16ps) ----
+ * C[M,N] (+)= A . B where A is bf16 [M][K] row-major (gemm_bf16_rows: K rounded up to even, the pad
+ * zero) and B is packed in pairs along K, Bp[K/2][N][2] (gemm_bf16_pack). Each entry sums its pairs
+ * of k in order in fp32: the same bits whatever rows a call is given. vdpbf16ps where the CPU has
+ * AVX-512 BF16 (gemm_bf16_available), else portable loops (each pair's products added in turn;
+ * not the same bits). Float build only (the double build computes in double, for tests). */
+int gemm_bf16_available(void);
+void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate);
+/* bf16 entries Bp needs for K x N. */
+size_t gemm_bf16_packed_count(int K, int N);
+/* Bp = bf16 of B(k, n) = src[k*sk + n*sn] (sk = ldb, sn = 1: B as it is; sk = 1, sn = ld: B^T of a
+ * [N][K] array), pairs along K; an odd K's last pair has a zero second half. */
+void gemm_bf16_pack(bf16 *Bp, int K, int N, const real *src, long sk, long sn);
+/* dst rows (stride ldd >= K rounded up to even) = bf16 of src rows (stride lds), M rows of K. */
+void gemm_bf16_rows(bf16 *dst, int ldd, const real *src, int lds, int M, int K);
 
 #endif

@@ -100,8 +100,14 @@ struct model {
     int ph, ph_layer, B, T, train;
     int lmhead_blas;
     precision_kind precision;
-    lmhead_bf16 *lm_bf;          /* bf16 copies of lm_head (bf16 precision) */
-    atomic_int bf_stale;         /* parameters may have changed since lm_bf was refreshed (set from any thread) */
+    lmhead_bf16 *lm_bf;  /* bf16 copies of lm_head (bf16 precision) */
+    atomic_int bf_stale; /* parameters may have changed since lm_bf was refreshed (set from any thread) */
+    /* bf16 precision on a path with a bf16 unit: the blocks' four linear products (forward and input
+     * gradients) read bf16 too: wpk holds each weight packed both ways (wpk_at), refreshed before a
+     * pass when pk_stale; bscr is per thread scratch for a row chunk's bf16 inputs. NULL otherwise. */
+    bf16 *wpk, *bscr;
+    size_t bscr_per;
+    atomic_int pk_stale;
     int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
@@ -429,6 +435,8 @@ nomem:
 void model_free(model *m) {
     if (!m) return;
     lmhead_bf16_free(m->lm_bf);
+    free(m->wpk);
+    free(m->bscr);
     threads_free(m->pool);
     free(m->act_block);
     free(m->grads);
@@ -444,6 +452,7 @@ const model_config *model_get_config(const model *m) { return &m->cfg; }
 size_t model_param_count(const model *m) { return m->n_params; }
 real *model_params(model *m) {
     atomic_store_explicit(&m->bf_stale, 1, memory_order_relaxed); /* the caller may write them */
+    atomic_store_explicit(&m->pk_stale, 1, memory_order_relaxed);
     return m->params;
 }
 real *model_grads(model *m) { return m->grads; }
@@ -459,6 +468,7 @@ const model_tensor *model_tensor_find(const model *m, const char *name) {
 
 void model_init_params(model *m, uint64_t seed) {
     atomic_store(&m->bf_stale, 1);
+    atomic_store(&m->pk_stale, 1);
     rng_state r;
     rng_seed(&r, seed);
     double theta0 = attention_scale_theta0(&m->scale);
@@ -526,8 +536,93 @@ static void bias_grad(real *db, const real *dy, long rows, int width, long o0, l
     }
 }
 
+/* ---- the blocks' linear products in bf16 (model.wpk) ---- */
+enum { W_QKV, W_PROJ, W_FC, W_FCP, W_COUNT };
+
+/* A weight's out and in sizes. */
+static void w_dims(const model *m, int w, int *out, int *in) {
+    const int C = m->C;
+    *out = w == W_QKV ? 3 * C : w == W_FC ? 4 * C : C;
+    *in = w == W_FCP ? 4 * C : C;
+}
+
+static size_t w_off(const layer_off *o, int w) {
+    return w == W_QKV ? o->qkvw : w == W_PROJ ? o->projw : w == W_FC ? o->fcw : o->fcpw;
+}
+
+/* Weight w of layer l packed for the forward product x W^T (dir 0: pairs along its inputs) or for
+ * the input gradient dy W (dir 1: pairs along its outputs). Layers one after another, each weight's
+ * two packings in turn. */
+static bf16 *wpk_at(const model *m, int l, int w, int dir) {
+    size_t off = 0;
+    for (int ll = 0; ll <= l; ll++)
+        for (int ww = 0; ww < W_COUNT; ww++)
+            for (int d = 0; d < 2; d++) {
+                if (ll == l && ww == w && d == dir) return m->wpk + off;
+                int out, in;
+                w_dims(m, ww, &out, &in);
+                off += d == 0 ? gemm_bf16_packed_count(in, out) : gemm_bf16_packed_count(out, in);
+            }
+    return NULL;
+}
+
+static size_t wpk_count(const model *m) {
+    size_t n = 0;
+    for (int w = 0; w < W_COUNT; w++) {
+        int out, in;
+        w_dims(m, w, &out, &in);
+        n += gemm_bf16_packed_count(in, out) + gemm_bf16_packed_count(out, in);
+    }
+    return n * (size_t)m->L;
+}
+
+typedef struct {
+    model *m;
+} pack_ctx;
+
+static void pack_fn(void *ctx, int tid, int nth) {
+    (void)tid;
+    (void)nth;
+    model *m = ((pack_ctx *)ctx)->m;
+    const long items = (long)m->L * W_COUNT * 2;
+    for (long k; (k = threads_next(m->pool)) < items;) {
+        int l = (int)(k / (W_COUNT * 2)), w = (int)(k / 2 % W_COUNT), dir = (int)(k % 2), out, in;
+        w_dims(m, w, &out, &in);
+        const real *W = m->params + w_off(&m->lo[l], w);
+        if (dir == 0)
+            gemm_bf16_pack(wpk_at(m, l, w, 0), in, out, W, 1, in); /* B(k = input, n = output) */
+        else
+            gemm_bf16_pack(wpk_at(m, l, w, 1), out, in, W, in, 1); /* B(k = output, n = input) */
+    }
+}
+
+/* out[nr][N] (=) x[nr][K] . B on thread tid: B is weight w of layer l transposed (dir 0, the forward
+ * product; N its outputs) or as it is (dir 1, an input gradient; N its inputs). In bf16 through the
+ * packed weights where the model has them, else the fp32 product. */
+static void block_product(model *m, int tid, int l, int w, int dir, real *out, const real *x, long nr) {
+    int o, i;
+    w_dims(m, w, &o, &i);
+    const int K = dir == 0 ? i : o, N = dir == 0 ? o : i;
+    if (m->wpk) {
+        bf16 *xb = m->bscr + (size_t)tid * m->bscr_per;
+        gemm_bf16_rows(xb, K, x, K, (int)nr, K);
+        gemm_bf16((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0);
+        return;
+    }
+    const real *W = m->params + w_off(&m->lo[l], w);
+    if (dir == 0)
+        gemm_nt((int)nr, N, K, x, K, W, K, out, N, 0);
+    else
+        gemm_nn((int)nr, N, K, x, K, W, N, out, N, 0);
+}
+
+static void add_bias(real *out, const real *bias, long rows, int n) {
+    for (long r = 0; r < rows; r++)
+        for (int o = 0; o < n; o++) out[r * n + o] += bias[o];
+}
+
 /* One work item of a row phase: rows [r0, r1), item index k (for partial sums). */
-static void row_item(model *m, long k, long r0, long r1) {
+static void row_item(model *m, int tid, long k, long r0, long r1) {
     const int C = m->C, T = m->T;
     const long nr = r1 - r0;
     const int l = m->ph_layer;
@@ -551,18 +646,22 @@ static void row_item(model *m, long k, long r0, long r1) {
         const real *xin = layer_input(m, l);
         layernorm_forward(a->ln1 + r0 * C, a->ln1_mean + r0, a->ln1_rstd + r0, xin + r0 * C, P(o->ln1w), P(o->ln1b), nr,
                           C);
-        linear_forward(a->qkv + r0 * 3 * C, a->ln1 + r0 * C, P(o->qkvw), P(o->qkvb), nr, C, 3 * C);
+        block_product(m, tid, l, W_QKV, 0, a->qkv + r0 * 3 * C, a->ln1 + r0 * C, nr);
+        add_bias(a->qkv + r0 * 3 * C, P(o->qkvb), nr, 3 * C);
         break;
     }
     case PH_FWD_B: {
         const real *xin = layer_input(m, l);
-        linear_forward(a->res1 + r0 * C, a->atty + r0 * C, P(o->projw), P(o->projb), nr, C, C);
+        block_product(m, tid, l, W_PROJ, 0, a->res1 + r0 * C, a->atty + r0 * C, nr);
+        add_bias(a->res1 + r0 * C, P(o->projb), nr, C);
         for (long i = r0 * C; i < r1 * C; i++) a->res1[i] += xin[i];
         layernorm_forward(a->ln2 + r0 * C, a->ln2_mean + r0, a->ln2_rstd + r0, a->res1 + r0 * C, P(o->ln2w), P(o->ln2b),
                           nr, C);
-        linear_forward(a->fch + r0 * 4 * C, a->ln2 + r0 * C, P(o->fcw), P(o->fcb), nr, C, 4 * C);
+        block_product(m, tid, l, W_FC, 0, a->fch + r0 * 4 * C, a->ln2 + r0 * C, nr);
+        add_bias(a->fch + r0 * 4 * C, P(o->fcb), nr, 4 * C);
         gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
-        linear_forward(a->res2 + r0 * C, m->gelu + r0 * 4 * C, P(o->fcpw), P(o->fcpb), nr, 4 * C, C);
+        block_product(m, tid, l, W_FCP, 0, a->res2 + r0 * C, m->gelu + r0 * 4 * C, nr);
+        add_bias(a->res2 + r0 * C, P(o->fcpb), nr, C);
         for (long i = r0 * C; i < r1 * C; i++) a->res2[i] += a->res1[i];
         break;
     }
@@ -579,19 +678,19 @@ static void row_item(model *m, long k, long r0, long r1) {
     case PH_BWD_1:
         /* MLP output projection, input side: dgelu = dres . Wp, then back through GELU */
         gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
-        gemm_nn((int)nr, 4 * C, C, m->dres + r0 * C, C, P(o->fcpw), 4 * C, m->dfch + r0 * 4 * C, 4 * C, 0);
+        block_product(m, tid, l, W_FCP, 1, m->dfch + r0 * 4 * C, m->dres + r0 * C, nr);
         gelu_backward(m->dfch + r0 * 4 * C, a->fch + r0 * 4 * C, m->dfch + r0 * 4 * C, nr * 4 * C);
         break;
     case PH_BWD_3:
         memset(part, 0, sizeof(real) * 2 * C);
-        gemm_nn((int)nr, C, 4 * C, m->dfch + r0 * 4 * C, 4 * C, P(o->fcw), C, m->dln + r0 * C, C, 0);
+        block_product(m, tid, l, W_FC, 1, m->dln + r0 * C, m->dfch + r0 * 4 * C, nr);
         layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, a->res1 + r0 * C, P(o->ln2w),
                            a->ln2_mean + r0, a->ln2_rstd + r0, nr, C);
-        gemm_nn((int)nr, C, C, m->dres + r0 * C, C, P(o->projw), C, m->datty + r0 * C, C, 0);
+        block_product(m, tid, l, W_PROJ, 1, m->datty + r0 * C, m->dres + r0 * C, nr);
         break;
     case PH_BWD_7:
         memset(part, 0, sizeof(real) * 2 * C);
-        gemm_nn((int)nr, C, 3 * C, m->dqkv + r0 * 3 * C, 3 * C, P(o->qkvw), C, m->dln + r0 * C, C, 0);
+        block_product(m, tid, l, W_QKV, 1, m->dln + r0 * C, m->dqkv + r0 * 3 * C, nr);
         layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, layer_input(m, l) + r0 * C, P(o->ln1w),
                            a->ln1_mean + r0, a->ln1_rstd + r0, nr, C);
         break;
@@ -718,7 +817,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
     default:
         for (long k; (k = threads_next(m->pool)) < m->n_row_chunks;) {
             long r0 = k * m->rows_chunk, r1 = r0 + m->rows_chunk < N ? r0 + m->rows_chunk : N;
-            row_item(m, k, r0, r1);
+            row_item(m, tid, k, r0, r1);
         }
         break;
     }
@@ -788,8 +887,36 @@ static engine_status check_batch(const model *m, const int32_t *inputs, const in
 static int interrupted(model *m) { return m->interrupt && m->interrupt(m->interrupt_ctx); }
 
 /* Returns 1 if the interrupt check asked to stop (the activations are then incomplete). */
+size_t model_bf16_bytes(const model_config *cfg, int n_threads) {
+    const size_t C = (size_t)cfg->d_model;
+    /* the output head's copies; each block's four weights (12 C^2) packed both ways; row scratch */
+    return lmhead_bf16_bytes(cfg->vocab, cfg->d_model) + sizeof(bf16) * 2 * 12 * C * C * (size_t)cfg->n_layer +
+           sizeof(bf16) * (size_t)ROW_CHUNK_MAX * 4 * C * (size_t)n_threads;
+}
+
+void model_linear_prepare(model *m) {
+    if (m->wpk && atomic_load(&m->pk_stale)) {
+        pack_ctx pc = {m};
+        threads_run(m->pool, pack_fn, &pc);
+        atomic_store(&m->pk_stale, 0);
+    }
+}
+
+void model_linear_forward(model *m, int tid, int layer, int which, real *out, const real *x, long nr) {
+    static const int w_of[4] = {W_QKV, W_PROJ, W_FC, W_FCP};
+    const layer_off *o = &m->lo[layer];
+    const size_t bias[4] = {o->qkvb, o->projb, o->fcb, o->fcpb};
+    int n, in;
+    w_dims(m, w_of[which], &n, &in);
+    block_product(m, tid, layer, w_of[which], 0, out, x, nr);
+    add_bias(out, m->params + bias[which], nr, n);
+}
+
 static int forward_passes(model *m, int B, int T, const int32_t *inputs, const int32_t *targets, int train) {
     memset(m->phase_s, 0, sizeof m->phase_s);
+    double tp = phase_now();
+    model_linear_prepare(m);
+    m->phase_s[MODEL_TIME_PRODUCTS] += phase_now() - tp;
     m->B = B;
     m->T = T;
     m->inputs = inputs;
@@ -896,6 +1023,9 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
     if (p == PRECISION_FP32) {
         lmhead_bf16_free(m->lm_bf);
         m->lm_bf = NULL;
+        free(m->wpk);
+        free(m->bscr);
+        m->wpk = m->bscr = NULL;
         m->precision = p;
         return ENGINE_OK;
     }
@@ -906,6 +1036,21 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
                            REAL_IS_DOUBLE ? " and the float build" : "");
     engine_status rc = lmhead_bf16_new(&m->lm_bf, m->V, m->C, err);
     if (rc) return rc;
+    /* the blocks' products in bf16 on the paths with a bf16 unit (the portable path keeps them fp32) */
+    if (m->lm_bf->path != KERNEL_PATH_BF16_PORTABLE && gemm_bf16_available()) {
+        m->bscr_per = (size_t)ROW_CHUNK_MAX * 4 * m->C;
+        m->wpk = malloc(sizeof(bf16) * wpk_count(m));
+        m->bscr = malloc(sizeof(bf16) * m->bscr_per * (size_t)m->n_threads);
+        if (!m->wpk || !m->bscr) {
+            free(m->wpk);
+            free(m->bscr);
+            m->wpk = m->bscr = NULL;
+            lmhead_bf16_free(m->lm_bf);
+            m->lm_bf = NULL;
+            return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 weight copies");
+        }
+        atomic_store(&m->pk_stale, 1);
+    }
     m->precision = p;
     atomic_store(&m->bf_stale, 1);
     return ENGINE_OK;
@@ -1119,6 +1264,7 @@ engine_status model_config_from_file(const char *path, model_config *cfg, engine
 
 engine_status model_load_params(model *m, const char *path, engine_error *err) {
     atomic_store(&m->bf_stale, 1);
+    atomic_store(&m->pk_stale, 1);
     safetensors *st;
     engine_status rc = safetensors_open(&st, path, err);
     if (rc) return rc;

@@ -115,15 +115,27 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
 void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx);
 
 /* bf16 mixed precision (precision.h) for the products that have bf16 kernels (the output layer,
- * d_model a multiple of 16); the default is fp32. The bf16 weight copies are refreshed before a pass
- * when the parameters may have changed since the last (model_params, model_init_params, loads):
- * once per training step, after the optimiser. ENGINE_ERR_INVALID in the double build or for a
- * d_model the kernels do not take, ENGINE_ERR_NOMEM; the model is unchanged then. */
+ * d_model a multiple of 16, and on a path with a bf16 unit the blocks' linear products forward and
+ * for the input gradients; the weight gradients stay fp32); the default is fp32. The bf16 weight copies are refreshed
+ * before a pass when the parameters may have changed since the last (model_params, model_init_params, loads): once per
+ * training step, after the optimiser. ENGINE_ERR_INVALID in the double build or for a d_model the kernels do not take,
+ * ENGINE_ERR_NOMEM; the model is unchanged then. */
 engine_status model_set_precision(model *m, precision_kind p, engine_error *err);
 precision_kind model_precision(const model *m);
+/* Bytes bf16 precision adds to a model of this config on n_threads threads (an upper bound). */
+size_t model_bf16_bytes(const model_config *cfg, int n_threads);
 /* The kernel path (kernel_path.h) the model's products take: "fp32" in fp32, in bf16 the path its
  * bf16 copies were made for when model_set_precision switched it to bf16. */
 kernel_path_id model_kernel_path(const model *m);
+
+/* For evaluators that mirror the forward pass (sparse.c): block `layer`'s linear `which` applied to
+ * nr rows x with its bias, out[nr][outputs] = x W^T + b, on thread tid of the model's pool, exactly
+ * as the model's forward pass computes it (in bf16 precision through its packed bf16 weights, else
+ * fp32). model_linear_prepare (outside any threads_run of the pool) first brings those copies up to
+ * date with the parameters; a model pass does it itself. */
+enum { MODEL_LINEAR_QKV, MODEL_LINEAR_PROJ, MODEL_LINEAR_FC, MODEL_LINEAR_FCP };
+void model_linear_prepare(model *m);
+void model_linear_forward(model *m, int tid, int layer, int which, real *out, const real *x, long nr);
 
 /* Where the last pass's wall time went (model_forward, or model_forward_backward both ways), in ms:
  * the output layer (its fused products, softmax and loss, and the bf16 copies' refresh), the other

@@ -645,7 +645,7 @@ static long ev_row_chunk(long N) {
     return r < 1 ? 1 : (r > 256 ? 256 : r);
 }
 
-static void ev_rows(sparse_eval *ev, long r0, long r1) {
+static void ev_rows(sparse_eval *ev, int tid, long r0, long r1) {
     const int C = ev->C, T = ev->T;
     const long nr = r1 - r0;
     const ev_layer *p = ev->layer >= 0 ? &ev->lp[ev->layer] : NULL;
@@ -664,15 +664,15 @@ static void ev_rows(sparse_eval *ev, long r0, long r1) {
         break;
     case EV_FWD_A:
         layernorm_forward(ev->ln + r0 * C, ev->mean + r0, ev->rstd + r0, ev->x + r0 * C, p->ln1w, p->ln1b, nr, C);
-        linear_forward(ev->qkv + r0 * 3 * C, ev->ln + r0 * C, p->qkvw, p->qkvb, nr, C, 3 * C);
+        model_linear_forward(ev->m, tid, ev->layer, MODEL_LINEAR_QKV, ev->qkv + r0 * 3 * C, ev->ln + r0 * C, nr);
         break;
     case EV_FWD_B:
-        linear_forward(ev->res1 + r0 * C, ev->atty + r0 * C, p->projw, p->projb, nr, C, C);
+        model_linear_forward(ev->m, tid, ev->layer, MODEL_LINEAR_PROJ, ev->res1 + r0 * C, ev->atty + r0 * C, nr);
         for (long i = r0 * C; i < r1 * C; i++) ev->res1[i] += ev->x[i];
         layernorm_forward(ev->ln + r0 * C, ev->mean + r0, ev->rstd + r0, ev->res1 + r0 * C, p->ln2w, p->ln2b, nr, C);
-        linear_forward(ev->fch + r0 * 4 * C, ev->ln + r0 * C, p->fcw, p->fcb, nr, C, 4 * C);
+        model_linear_forward(ev->m, tid, ev->layer, MODEL_LINEAR_FC, ev->fch + r0 * 4 * C, ev->ln + r0 * C, nr);
         gelu_forward(ev->gel + r0 * 4 * C, ev->fch + r0 * 4 * C, nr * 4 * C);
-        linear_forward(ev->x2 + r0 * C, ev->gel + r0 * 4 * C, p->fcpw, p->fcpb, nr, 4 * C, C);
+        model_linear_forward(ev->m, tid, ev->layer, MODEL_LINEAR_FCP, ev->x2 + r0 * C, ev->gel + r0 * 4 * C, nr);
         for (long i = r0 * C; i < r1 * C; i++) ev->x2[i] += ev->res1[i];
         break;
     case EV_FINAL:
@@ -794,7 +794,7 @@ static void ev_phase(void *ctx, int tid, int nth) {
     default:
         for (long k; (k = threads_next(ev->pool)) < ev->n_chunks;) {
             long r0 = k * ev->rows_chunk, r1 = r0 + ev->rows_chunk < N ? r0 + ev->rows_chunk : N;
-            ev_rows(ev, r0, r1);
+            ev_rows(ev, tid, r0, r1);
         }
         break;
     }
@@ -849,6 +849,7 @@ engine_status sparse_eval_run(sparse_eval *ev, const sparse_config *cfg, const i
     ev->inputs = inputs, ev->targets = targets, ev->argmax = argmax;
     ev->rows_chunk = ev_row_chunk(N);
     ev->n_chunks = (N + ev->rows_chunk - 1) / ev->rows_chunk;
+    model_linear_prepare(ev->m);
     ev_run(ev, EV_ENCODE, -1);
     for (int l = 0; l < ev->L; l++) {
         ev_run(ev, EV_FWD_A, l);

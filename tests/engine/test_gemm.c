@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "../support/test.h"
+#include "bf16.h"
+#include "cpu.h"
 #include "gemm.h"
 #include "rng.h"
 
@@ -111,10 +113,86 @@ TEST(row_split_gives_the_same_bits) {
     CHECK(same);
 }
 
+/* bf16 products: A rounded to bf16 rows, B packed in pairs from B as it is and from B^T (the two
+ * ways the model packs weights), against a double sum over the rounded inputs within K 2^-23 of the
+ * sum of |terms|; tails of the 12-row and 32-column tiles, odd K, accumulation; the same bits for a
+ * product's rows in one call or two. Where the CPU lacks AVX-512 BF16, the portable loop. */
+static int check_bf16(int M, int N, int K, int trans, int acc, char *why, size_t wl) {
+    int Kp = K + K % 2, ldc = N + 3, lda = Kp + 2;
+    long nb = (long)K * N;
+    float *A = malloc(sizeof(float) * ((size_t)M * K + 1)), *B = malloc(sizeof(float) * ((size_t)nb + 1)),
+          *C = malloc(sizeof(float) * (size_t)M * ldc), *C0 = malloc(sizeof(float) * (size_t)M * ldc),
+          *C2 = malloc(sizeof(float) * (size_t)M * ldc);
+    bf16 *Ab = malloc(sizeof(bf16) * ((size_t)M * lda + 1)),
+         *Bp = malloc(sizeof(bf16) * (gemm_bf16_packed_count(K, N) + 1));
+    rng_state r;
+    rng_seed(&r, (uint64_t)(M * 1009 + N * 31 + K * 7 + trans));
+    fill(A, (long)M * K, &r);
+    fill(B, nb, &r);
+    fill(C0, (long)M * ldc, &r);
+    /* B(k, n): [K][N] as it is, or the transpose of a [N][K] array */
+    gemm_bf16_rows(Ab, lda, A, K, M, K);
+    if (trans)
+        gemm_bf16_pack(Bp, K, N, B, 1, K);
+    else
+        gemm_bf16_pack(Bp, K, N, B, N, 1);
+    memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
+    memcpy(C2, C0, sizeof(float) * (size_t)M * ldc);
+    gemm_bf16(M, N, K, Ab, lda, Bp, C, ldc, acc);
+    int half = M / 2;
+    gemm_bf16(half, N, K, Ab, lda, Bp, C2, ldc, acc);
+    gemm_bf16(M - half, N, K, Ab + (long)half * lda, lda, Bp, C2 + (long)half * ldc, ldc, acc);
+    int ok = memcmp(C, C2, sizeof(float) * (size_t)M * ldc) == 0;
+    if (!ok) snprintf(why, wl, "M%d N%d K%d: rows split in two calls give other bits", M, N, K);
+    for (int m = 0; m < M && ok; m++)
+        for (int n = 0; n < N; n++) {
+            double s = acc ? C0[(long)m * ldc + n] : 0, a = fabs(s);
+            for (int k = 0; k < K; k++) {
+                double x = bf16_round(A[(long)m * K + k]);
+                double y = bf16_round(trans ? B[(long)n * K + k] : B[(long)k * N + n]);
+                s += x * y;
+                a += fabs(x * y);
+            }
+            double tol = (K + 2) * a / (1 << 23) + 1e-30;
+            if (!(fabs(s - C[(long)m * ldc + n]) <= tol)) {
+                snprintf(why, wl, "M%d N%d K%d trans %d acc %d: C[%d][%d] %.9g, reference %.9g", M, N, K, trans, acc, m,
+                         n, C[(long)m * ldc + n], s);
+                ok = 0;
+                break;
+            }
+            if (n == N - 1 && C[(long)m * ldc + N] != C0[(long)m * ldc + N]) {
+                snprintf(why, wl, "M%d N%d K%d: wrote past a row", M, N, K);
+                ok = 0;
+            }
+        }
+    free(A);
+    free(B);
+    free(C);
+    free(C0);
+    free(C2);
+    free(Ab);
+    free(Bp);
+    return ok;
+}
+
+TEST(bf16_products_match_double_reference) {
+    if (!gemm_bf16_available()) printf("(no AVX-512 BF16: the portable loop)\n");
+    int Ms[] = {1, 5, 12, 13, 25, 64};
+    int Ns[] = {1, 7, 16, 17, 32, 33, 48, 100};
+    int Ks[] = {1, 2, 3, 31, 128, 300, 513};
+    char why[200];
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+        for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+            for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
+                for (int t = 0; t < 2; t++)
+                    CHECK_MSG(check_bf16(Ms[i], Ns[j], Ks[k], t, (int)((i + j + k) % 2), why, sizeof why), "%s", why);
+}
+
 int main(void) {
     gemm_init();
     RUN(products_match_double_reference);
     RUN(blas_and_own_kernels_agree);
     RUN(row_split_gives_the_same_bits);
+    RUN(bf16_products_match_double_reference);
     return test_summary();
 }

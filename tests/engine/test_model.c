@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../support/test.h"
+#include "gemm.h"
 #include "model.h"
 #include "rng.h"
 
@@ -452,7 +453,10 @@ TEST(ignored_targets_on_every_output_path) {
         }
         for (int k = 0; k < 3; k++) free(g[k]);
         CHECK_NEAR((double)NR * l[0], na * l[1] + (NR - na) * l[2], 1e-5 * NR * l[0]);
-        CHECK_MSG(maxd <= 1e-4 * maxg, "path %d: split gradients differ by %g of %g", path, maxd, maxg);
+        /* in bf16 the blocks' input-gradient products round each pass's upstream gradient (scaled by its
+         * own 1/n) to bf16: the split holds to bf16's precision there, 2^-7 */
+        CHECK_MSG(maxd <= (path == 2 && gemm_bf16_available() ? 1.0 / 128 : 1e-4) * maxg,
+                  "path %d: split gradients differ by %g of %g", path, maxd, maxg);
         CHECK(fabs(l[1] - l[2]) > 1e-3);
         loss_a[path] = l[1];
     }
