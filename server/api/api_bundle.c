@@ -37,6 +37,11 @@ typedef struct {
     int stage;      /* 0 the head, 1 the runs, 2 the tail, 3 done */
     char *text;     /* what is ready to be sent: text[sent..len) */
     size_t len, sent;
+    /* the run being written, a series at a time (so memory holds the run's points and one
+     * series' answer, not the whole run's): its row, points and the next point's index */
+    json_t *run;
+    store_metric *pts;
+    size_t n_pts, pos;
 } bundle_stream;
 
 /* The number of points in a series object of api_series_json. */
@@ -148,11 +153,9 @@ static int produce(bundle_stream *s) {
                    ? -1
                    : 0;
     }
-    if (s->stage == 1) {
+    if (s->stage == 1 && !s->run) { /* the next run: its fields now, its series one by one */
         json_t *run;
-        store_metric *points;
-        size_t n;
-        int got = svc_bundle_next(s->b, &run, &points, &n);
+        int got = svc_bundle_next(s->b, &run, &s->pts, &s->n_pts);
         if (got < 0) {
             log_error("the bundle of experiment %lld could not be read: %s", s->id, store_last_error());
             return -1;
@@ -161,23 +164,59 @@ static int produce(bundle_stream *s) {
             s->stage = 2;
             return 0;
         }
-        json_t *series = api_series_json(points, n, s->max_points);
-        free(points);
+        s->run = run;
+        s->pos = 0;
+        if (s->as_csv) return 0;
+        /* the run's object as a whole answer writes it, up to its "series" (the last member) */
+        char *t = dump(run);
+        size_t len = t ? strlen(t) : 0;
+        if (!t || len < 2) {
+            free(t);
+            return -1;
+        }
+        t[len - 1] = 0; /* its closing brace comes after the series */
+        int rc = ready_str(s, s->runs_out ? "," : "") < 0 || ready(s, t, len - 1) < 0 ||
+                         ready_str(s, len > 2 ? ",\"series\":{" : "\"series\":{") < 0
+                     ? -1
+                     : 0;
+        return rc;
+    }
+    if (s->stage == 1 && s->pos < s->n_pts) { /* one series of the run */
+        size_t lo = s->pos, hi = lo;
+        while (hi < s->n_pts && !strcmp(s->pts[hi].key, s->pts[lo].key)) hi++;
+        json_t *series = api_series_json(s->pts + lo, hi - lo, s->max_points);
         if (!series) return -1;
         s->emitted += series_points(series);
         int rc;
         if (s->as_csv) {
             csv_buf c = {0};
-            rc = csv_run(&c, svc_bundle_differing(s->b), run, series);
+            rc = csv_run(&c, svc_bundle_differing(s->b), s->run, series);
             size_t len = 0;
             char *t = rc < 0 ? (csv_free(&c), NULL) : csv_take(&c, &len);
             rc = t ? (len ? ready(s, t, len) : (free(t), 0)) : -1;
-            json_decref(series);
         } else {
-            rc = json_object_set_new(run, "series", series) < 0 ? -1 : ready_json(s, s->runs_out ? "," : "", run);
-            json_object_del(run, "series"); /* the run's points go with it */
+            char *t = dump(series); /* {"key":{...}}: its member, without the braces */
+            size_t len = t ? strlen(t) : 0;
+            rc = !t || len < 2 || ready_str(s, lo ? "," : "") < 0 ? -1 : 0;
+            if (rc == 0) {
+                t[len - 1] = 0;
+                memmove(t, t + 1, len - 1);
+                rc = ready(s, t, len - 2);
+                t = NULL;
+            }
+            free(t);
         }
-        json_object_del(run, "summary");
+        json_decref(series);
+        s->pos = hi;
+        return rc;
+    }
+    if (s->stage == 1) { /* the run is written */
+        int rc = s->as_csv ? 0 : ready_str(s, "}}");
+        free(s->pts);
+        s->pts = NULL;
+        s->n_pts = 0;
+        json_object_del(s->run, "summary");
+        s->run = NULL;
         s->runs_out++;
         return rc;
     }
@@ -222,6 +261,7 @@ static void pipe_unref(bundle_pipe *p) {
     if (p->rd >= 0) close(p->rd);
     if (p->wr >= 0) close(p->wr);
     svc_bundle_close(p->gen->b);
+    free(p->gen->pts);
     free(p->gen->keys);
     free(p->gen->text);
     free(p->gen);
