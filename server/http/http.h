@@ -115,6 +115,14 @@ int http_request_has_token(const http_request *req);
 /* Answers 401 with WWW-Authenticate, as a route that needs the token does. */
 void http_reply_unauthorized(http_request *req);
 
+/* In a heavy handler that has answered (with http_reply_stream, say): once the answer has gone back
+ * to the HTTP thread, fn(ctx, stop) runs on the same compute worker, which stays counted against
+ * the pool's and the client's limits until fn returns, so that the work of a long answer is done
+ * off the HTTP threads and bounded like any heavy request's. fn must not use the request (it may be
+ * over); *stop becomes 1 when the server stops, and fn should then return soon. 0, or -1 (nothing
+ * will run) outside a heavy handler. */
+int http_request_continue(http_request *req, void (*fn)(void *ctx, const atomic_int *stop), void *ctx);
+
 /* 1 once the client of a heavy request has gone (nobody will read the answer): its work can stop.
  * Always 0 for other routes. The flag itself, for computations that poll it: */
 int http_request_cancelled(const http_request *req);
@@ -147,11 +155,12 @@ typedef ssize_t (*http_chunks_next_fn)(void *ctx, char *buf, size_t max);
 void http_reply_chunks(http_request *req, int status, const char *content_type, uint64_t size, http_chunks_next_fn next,
                        void (*done)(void *ctx), void *ctx);
 
-/* Streaming replies (Server-Sent Events). The layer calls read(ctx, buf, max) whenever the client can
- * take more: it returns the number of bytes written (> 0), 0 when it has nothing now, or -1 to end the
- * reply. After a 0 the connection sleeps until someone calls http_stream_wake() on its stream. The
- * stream handle stays valid until close(ctx) is called, which the layer does exactly once when the
- * reply ends for any reason (client gone, -1, server stop). */
+/* Streaming replies (Server-Sent Events, answers produced elsewhere). The layer calls read(ctx, buf,
+ * max) whenever the client can take more: it returns the number of bytes written (> 0), 0 when it
+ * has nothing now, -1 to end the reply, or -2 to cut it (the connection closes without the reply's
+ * end, so the client sees it incomplete). After a 0 the connection sleeps until someone calls http_stream_wake() on its
+ * stream. The stream handle stays valid until close(ctx) is called, which the layer does exactly once when the reply
+ * ends for any reason (client gone, -1, server stop). */
 typedef struct http_stream http_stream;
 typedef ssize_t (*http_stream_read_fn)(void *ctx, char *buf, size_t max);
 typedef void (*http_stream_close_fn)(void *ctx);

@@ -28,10 +28,14 @@ int http_compute_init(http_server *s, const http_config *cfg) {
         cfg->compute_per_client ? cfg->compute_per_client : 24; /* a dashboard page asks for a dozen at once */
     c->threads = calloc(c->workers, sizeof *c->threads);
     c->running = calloc(c->workers, sizeof *c->running);
+    c->slot_ip = calloc(c->workers, sizeof *c->slot_ip);
+    c->slot_busy = calloc(c->workers, sizeof *c->slot_busy);
     c->wake_pipe[0] = c->wake_pipe[1] = -1;
-    if (!c->threads || !c->running || pipe2(c->wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (!c->threads || !c->running || !c->slot_ip || !c->slot_busy || pipe2(c->wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         free(c->threads);
         free(c->running);
+        free(c->slot_ip);
+        free(c->slot_busy);
         c->threads = NULL;
         c->running = NULL;
         return -1;
@@ -58,11 +62,12 @@ static void answer_unrun(http_request *req, const char *why) {
     hand_back(req);
 }
 
-static int same_client(const http_request *a, const http_request *b) {
+static const unsigned char *client_of(const http_request *r) {
     static const unsigned char none[16];
-    const unsigned char *ka = a->conn ? a->conn->ip : none, *kb = b->conn ? b->conn->ip : none;
-    return !memcmp(ka, kb, 16);
+    return r->conn ? r->conn->ip : none;
 }
+
+static int same_client(const http_request *a, const http_request *b) { return !memcmp(client_of(a), client_of(b), 16); }
 
 int http_compute_admit(http_server *s, http_request *req) {
     http_compute *c = &s->compute;
@@ -71,9 +76,9 @@ int http_compute_admit(http_server *s, http_request *req) {
     unsigned mine = 0, busy = 0;
     for (http_request *q = c->head; q; q = q->job_next) mine += same_client(q, req);
     for (unsigned i = 0; i < c->workers; i++)
-        if (c->running[i]) {
+        if (c->slot_busy[i]) { /* by the address kept: a continuing request may be over */
             busy++;
-            mine += same_client(c->running[i], req);
+            mine += !memcmp(c->slot_ip[i], client_of(req), 16);
         }
     int refuse = c->stopping                                        ? 503
                  : mine >= c->per_client                            ? 429
@@ -148,6 +153,8 @@ static void *worker_main(void *arg) {
         http_request *req = c->head;
         unqueue(c, req);
         c->running[wa.slot] = req;
+        memcpy(c->slot_ip[wa.slot], client_of(req), 16);
+        c->slot_busy[wa.slot] = 1;
         pthread_mutex_unlock(&c->lock);
         wake_watcher(c);
         if (!atomic_load(&req->cancelled)) {
@@ -155,11 +162,20 @@ static void *worker_main(void *arg) {
             if (!req->replied) http_reply_error(req, 500, "internal", NULL, "the handler gave no answer");
         } else {
             http_reply_error(req, 503, "unavailable", NULL, "the client left before its request ran");
+            req->cont_fn = NULL;
         }
+        void (*cont)(void *, const atomic_int *) = req->cont_fn;
+        void *cont_ctx = req->cont_ctx;
         pthread_mutex_lock(&c->lock);
-        c->running[wa.slot] = NULL;
+        c->running[wa.slot] = NULL; /* no longer watched: libmicrohttpd has its connection again */
         if (atomic_load(&req->cancelled)) c->cancelled_running++;
-        hand_back(req);
+        hand_back(req); /* req may be gone from here on */
+        if (cont) {
+            pthread_mutex_unlock(&c->lock);
+            cont(cont_ctx, &c->stop); /* still counted: slot_busy and slot_ip stay */
+            pthread_mutex_lock(&c->lock);
+        }
+        c->slot_busy[wa.slot] = 0;
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
@@ -254,6 +270,7 @@ void http_compute_stop(http_server *s) {
     if (!c->threads) return;
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
+    atomic_store(&c->stop, 1);
     while (c->head) {
         http_request *q = c->head;
         unqueue(c, q);
@@ -278,6 +295,8 @@ void http_compute_destroy(http_server *s) {
     pthread_cond_destroy(&c->cv);
     free(c->threads);
     free(c->running);
+    free(c->slot_ip);
+    free(c->slot_busy);
     close(c->wake_pipe[0]);
     close(c->wake_pipe[1]);
     c->threads = NULL;
@@ -288,7 +307,7 @@ void http_compute_counts(http_server *s, unsigned *running, unsigned *queued, un
     http_compute *c = &s->compute;
     pthread_mutex_lock(&c->lock);
     unsigned r = 0;
-    for (unsigned i = 0; i < c->workers; i++) r += c->running[i] != NULL;
+    for (unsigned i = 0; i < c->workers; i++) r += c->slot_busy[i] != 0;
     if (running) *running = r;
     if (queued) *queued = c->queued;
     if (admitted) *admitted = c->admitted;
@@ -300,4 +319,11 @@ void http_compute_counts(http_server *s, unsigned *running, unsigned *queued, un
 void http_server_compute_counts(http_server *s, unsigned *running, unsigned *queued, unsigned long long *admitted,
                                 unsigned long long *refused, unsigned long long *cancelled) {
     http_compute_counts(s, running, queued, admitted, refused, cancelled);
+}
+
+int http_request_continue(http_request *req, void (*fn)(void *ctx, const atomic_int *stop), void *ctx) {
+    if (!req->deferred) return -1;
+    req->cont_fn = fn;
+    req->cont_ctx = ctx;
+    return 0;
 }

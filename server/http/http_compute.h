@@ -27,7 +27,12 @@ typedef struct {
     unsigned n_threads;
     http_request *head, *tail; /* waiting, FIFO */
     unsigned queued;
-    http_request **running; /* one slot per worker */
+    http_request **running; /* one slot per worker: the request it runs */
+    /* per worker: the client address its work counts against, and whether it is busy (running a
+     * request, or the continuation of one that has answered, http_request_continue) */
+    unsigned char (*slot_ip)[16];
+    int *slot_busy;
+    atomic_int stop; /* the server stops: continuations end */
     unsigned long long admitted, refused_busy, refused_client, dropped_gone, cancelled_running;
     int stopping;
     pthread_t watcher;

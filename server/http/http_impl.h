@@ -82,6 +82,8 @@ struct http_request {
     atomic_int cancelled; /* the client left */
     int fd;               /* the connection's socket, watched while the request waits or runs */
     http_request *job_next;
+    void (*cont_fn)(void *ctx, const atomic_int *stop); /* http_request_continue */
+    void *cont_ctx;
 };
 
 /* ---- the request (http_request.c) ---------------------------------------------------------- */

@@ -41,6 +41,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     http_stream *st = cls;
     if (atomic_load(&st->server->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
     ssize_t n = st->read(st->ctx, buf, max);
+    if (n == -2) return MHD_CONTENT_READER_END_WITH_ERROR;
     if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
     if (n == 0) {
         pthread_mutex_lock(&st->lock);

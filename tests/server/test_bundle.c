@@ -2,6 +2,12 @@
  * experiment, the keys that differ and every run with its config, summary and series (equal to the
  * run's own /summary and /metrics answers); the CSV has one row per point with the differing keys
  * as columns and the same values; bad queries are 422 naming the field, an unknown experiment 404. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <curl/curl.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -247,6 +253,88 @@ TEST(max_points_zero_means_every_point_everywhere) {
     }
 }
 
+/* A figure of s's /metrics (the full series name), or -1. */
+static double metric_of(harness_server *s, const char *name) {
+    harness_response r;
+    if (harness_get(s, "/metrics", &r) != 0) return -1;
+    double v = -1;
+    const char *p = r.body ? strstr(r.body, name) : NULL;
+    if (p) v = atof(p + strlen(name) + 1);
+    harness_response_free(&r);
+    return v;
+}
+
+/* A bundle is produced on the compute pool, not on an HTTP thread, and counts there while its
+ * client reads (issue 23 items 1 and 3): a stalled reader holds one compute worker and its own
+ * per-client place, nothing else; when it leaves, the work stops. */
+TEST(a_bundle_is_produced_on_the_pool_and_stops_when_its_reader_leaves) {
+    harness_server one;
+    const char *args[] = {"--heavy-workers", "1", "--max-heavy-per-ip", "1", NULL};
+    CHECK(harness_start(&one, NULL, args) == 0);
+    long code;
+    json_t *j = api_call(&one, "POST", "/api/experiments",
+                         "{\"name\":\"big\",\"base\":" BASE ",\"variants\":[{\"name\":\"a\",\"config\":{}}]}", &code);
+    long long exp = json_integer_value(json_object_get(json_object_get(j, "experiment"), "id"));
+    json_decref(j);
+    CHECK_EQ_INT(code, 201);
+    char body[200];
+    snprintf(body, sizeof body, "{\"source\":\"external\",\"name\":\"bulk\",\"experiment_id\":%lld,\"variant\":\"b\"}",
+             exp);
+    j = api_call(&one, "POST", "/api/runs", body, &code);
+    long long run = json_integer_value(json_object_get(json_object_get(j, "run"), "id"));
+    json_decref(j);
+    CHECK_EQ_INT(code, 201);
+    /* 150,000 points: several megabytes of CSV, more than the pipe and the sockets hold */
+    char *batch = malloc(1000 * 96 + 64), path[96];
+    CHECK(batch);
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics", run);
+    for (int b = 0; b < 150; b++) {
+        size_t o = (size_t)sprintf(batch, "{\"points\":[");
+        for (int i = 0; i < 1000; i++) {
+            int step = b * 200 + i / 5 + 1;
+            o += (size_t)sprintf(batch + o, "%s{\"step\":%d,\"key\":\"k%d\",\"value\":%d.25,\"wall_time\":%d}",
+                                 i ? "," : "", step, i % 5, (step * 7 + i) % 1000, 1700000000 + step);
+        }
+        sprintf(batch + o, "]}");
+        json_decref(api_call(&one, "POST", path, batch, &code));
+        if (code != 200 && code != 201 && code != 202) break;
+    }
+    free(batch);
+    CHECK_MSG(code >= 200 && code < 300, "storing the points answered %ld", code);
+    /* a reader that takes the first bytes and stops */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int tiny = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)one.port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&to, sizeof to) == 0);
+    char req[200], head[256];
+    int rl = snprintf(req, sizeof req, "GET /api/experiments/%lld/bundle.csv HTTP/1.1\r\nHost: localhost\r\n\r\n", exp);
+    CHECK(send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&pf, 1, 60000) == 1 && recv(fd, head, sizeof head, 0) > 12 && !strncmp(head, "HTTP/1.1 200", 12));
+    /* it is still being produced, on the pool, counted against this client */
+    CHECK_EQ_INT(metric_of(&one, "attnlab_heavy_requests{state=\"running\"}"), 1);
+    snprintf(path, sizeof path, "/api/experiments/%lld/stats", exp);
+    json_decref(api_call(&one, "GET", path, NULL, &code));
+    CHECK_MSG(code == 429, "a second heavy request of the client answered %ld while its bundle streamed", code);
+    json_decref(api_call(&one, "GET", "/api/health", NULL, &code));
+    CHECK_EQ_INT(code, 200);
+    close(fd); /* the reader leaves: the production stops */
+    int idle = 0;
+    for (int i = 0; i < 6000 && !idle; i++) {
+        idle = metric_of(&one, "attnlab_heavy_requests{state=\"running\"}") == 0;
+        if (!idle) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    CHECK_MSG(idle, "the bundle went on being produced after its reader left");
+    json_decref(api_call(&one, "GET", path, NULL, &code));
+    CHECK_EQ_INT(code, 200);
+    CHECK_EQ_INT(harness_stop(&one), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (harness_start(&srv, NULL, NULL) < 0) {
@@ -260,6 +348,7 @@ int main(void) {
     RUN(bad_queries_are_422_and_unknown_experiments_404);
     RUN(max_points_zero_means_every_point_everywhere);
     RUN(a_bundle_over_the_bound_is_refused_before_any_point_is_read);
+    RUN(a_bundle_is_produced_on_the_pool_and_stops_when_its_reader_leaves);
     harness_stop(&srv);
     curl_global_cleanup();
     return test_summary();
