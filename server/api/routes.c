@@ -2,6 +2,7 @@
  * over an experiment, exports, probes) runs on the HTTP layer's compute pool, after admission, never
  * on an HTTP thread (http_route_heavy). */
 #include "api/app.h"
+#include "services/svc_import.h"
 
 #include <time.h>
 
@@ -38,6 +39,7 @@ int routes_register(http_server *s, const app *a) {
 
     rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
     rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
+    rc |= http_route_upload_heavy(s, "POST", "/api/experiments/import", api_experiments_import, SVC_IMPORT_MAX_BYTES);
     rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
     rc |= http_route(s, "PATCH", "/api/experiments/{id}", api_experiments_patch);
     rc |= http_route(s, "DELETE", "/api/experiments/{id}", api_experiments_delete);
