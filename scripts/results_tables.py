@@ -224,6 +224,23 @@ FIGURES = {  # results/<name>: how its figures are made
 }
 
 
+# The SVG figures of each experiment kept beside its data (results/<name>/<kind>[-<arg>].svg) and
+# embedded in the README: GET /api/experiments/{id}/plot.svg over the import, compared byte for byte.
+SVG_FILES = {
+    "attention-scale-bytes": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
+    "tau-long-bytes": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
+}
+
+
+def svg_figures(name, c, exp_id, files):
+    for kind, arg_name, arg in SVG_FILES.get(name, []):
+        q = {"kind": kind}
+        if arg_name:
+            q[arg_name] = arg
+        svg = c.request("GET", f"/api/experiments/{exp_id}/plot.svg", query=q, accept_json=False)
+        files[f"{name}/{kind}{'-' + arg if arg else ''}.svg"] = svg
+
+
 def provenance_figures(name, prov, val):
     val[f"{name}/date"] = prov["date"][:10]
     val[f"{name}/cpu"] = prov["cpu"]
@@ -232,7 +249,7 @@ def provenance_figures(name, prov, val):
 
 
 def compute(server, results_dir):
-    out, val = {}, {}
+    out, val, files = {}, {}, {}
     c = server.client
     for name in sorted(os.listdir(results_dir)):
         d = os.path.join(results_dir, name)
@@ -248,10 +265,11 @@ def compute(server, results_dir):
         provenance_figures(name, prov, val)
         if name in FIGURES:
             FIGURES[name](name, c, imp["experiment"]["id"], bundle, prov, out, val)
+        svg_figures(name, c, imp["experiment"]["id"], files)
         ppath = os.path.join(d, "probes.json.gz")
         if os.path.exists(ppath):
             sparse_figures(name, load_gz(ppath), out, val)
-    return out, val
+    return out, val, files
 
 
 # a block's text holds no other marker, and may be empty
@@ -289,10 +307,19 @@ def check(text, out, val):
 
 def main(args, Server, results_dir):
     with Server(args.attnlabd, []) as srv:
-        out, val = compute(srv, results_dir)
+        out, val, files = compute(srv, results_dir)
+    for rel, svg in sorted(files.items()):
+        path = os.path.join(results_dir, rel)
+        old = open(path, "rb").read() if os.path.exists(path) else None
+        if args.write and old != svg:
+            with open(path, "wb") as f:
+                f.write(svg)
     with open(args.readme) as f:
         text = f.read()
     new, diffs = check(text, out, val)
+    diffs += [f"results/{rel}: not as the data draws it" for rel, svg in files.items()
+              if not os.path.exists(os.path.join(results_dir, rel))
+              or open(os.path.join(results_dir, rel), "rb").read() != svg]
     n_blocks, n_inline = len(BLOCK.findall(text)), len(INLINE.findall(text))
     if os.environ.get("RESULTS_LIST"):
         for k in sorted(out):
@@ -309,5 +336,6 @@ def main(args, Server, results_dir):
         print(f"FAIL {d}")
     if diffs:
         return 1
-    print(f"PASS results: the README's {n_blocks} tables and {n_inline} figures equal what results/ gives")
+    print(f"PASS results: the README's {n_blocks} tables and {n_inline} figures, and the {len(files)} SVG figures "
+          "of results/, equal what the data gives")
     return 0
