@@ -14,9 +14,9 @@
 #include "store/store.h"
 #include "util/json_text.h"
 
-#define FAIL_AT(err, i, member, ...)                                                                         \
-    (svc_fail(err, SVC_INVALID, "invalid_field", NULL, __VA_ARGS__),                                      \
-     snprintf((err)->field, sizeof (err)->field, "runs[%zu]%s%s", (size_t)(i), *(member) ? "." : "", member), \
+#define FAIL_AT(err, i, member, ...)                                                                                   \
+    (svc_fail(err, SVC_INVALID, "invalid_field", NULL, __VA_ARGS__),                                                   \
+     snprintf((err)->field, sizeof(err)->field, "runs[%zu]%s%s", (size_t)(i), *(member) ? "." : "", member),           \
      SVC_INVALID)
 
 /* One run of the bundle, as checked: borrowed members and its points' count. */
@@ -131,8 +131,8 @@ static store_metric *run_points(const import_run *r, long long id, size_t *n) {
 static char *provenance_text(const import_run *r, long long experiment_id) {
     const json_t *given = json_object_get(r->run, "provenance");
     json_t *p = json_is_object(given) ? json_deep_copy(given) : json_object();
-    json_t *from = json_pack("{s:I, s:I}", "run_id", (json_int_t)r->source_id, "experiment_id",
-                             (json_int_t)experiment_id);
+    json_t *from =
+        json_pack("{s:I, s:I}", "run_id", (json_int_t)r->source_id, "experiment_id", (json_int_t)experiment_id);
     char *text = NULL;
     if (p && from && json_object_set_new(p, "imported_from", from) == 0) {
         from = NULL;
@@ -238,8 +238,8 @@ static svc_status store_all(app *a, const json_t *e, const char *name, import_ru
     }
     if (st == SVC_OK && !runs) st = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     if (st == SVC_OK && store_experiment_get(a->store, exp_id, &exp) != STORE_OK) st = svc_store_failed(err);
-    if (st == SVC_OK && !(*out = json_pack("{s:o, s:o, s:I}", "experiment", exp, "runs", runs, "points",
-                                           (json_int_t)points))) {
+    if (st == SVC_OK &&
+        !(*out = json_pack("{s:o, s:o, s:I}", "experiment", exp, "runs", runs, "points", (json_int_t)points))) {
         runs = exp = NULL; /* json_pack took them */
         st = svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     } else if (st == SVC_OK) {

@@ -13,9 +13,9 @@
 #include "../support/test.h"
 
 static harness_server srv;
-static long long exp_id;  /* the trained experiment */
-static json_t *bundle;    /* its bundle */
-static long long imp_id;  /* the imported one */
+static long long exp_id; /* the trained experiment */
+static json_t *bundle;   /* its bundle */
+static long long imp_id; /* the imported one */
 
 /* Drops every member named "id", "run_id", "experiment_id" or "created_at" (and "experiment"
  * objects' names) at any depth, so that two answers about different ids compare by content. */
