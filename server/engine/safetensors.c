@@ -216,16 +216,21 @@ engine_status safetensors_write(const char *path, const st_write_entry *e, int n
             json_decref(offs);
             goto nomem;
         }
+        int bad = 0;
         for (int d = 0; d < e[i].ndim; d++) {
             numel *= (uint64_t)e[i].shape[d];
-            json_array_append_new(sh, json_integer(e[i].shape[d]));
+            bad |= json_array_append_new(sh, json_integer(e[i].shape[d]));
         }
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        json_array_append_new(offs, json_integer((json_int_t)(off + 4 * numel)));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)off));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)(off + 4 * numel)));
         off += 4 * numel;
-        json_object_set_new(t, "dtype", json_string("F32"));
-        json_object_set_new(t, "shape", sh);
-        json_object_set_new(t, "data_offsets", offs);
+        bad |= json_object_set_new(t, "dtype", json_string("F32"));
+        bad |= json_object_set_new(t, "shape", sh); /* takes sh and offs, set or not */
+        bad |= json_object_set_new(t, "data_offsets", offs);
+        if (bad) {
+            json_decref(t);
+            goto nomem;
+        }
         if (json_object_set_new(h, e[i].name, t)) goto nomem;
     }
     char *hs = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
