@@ -184,18 +184,37 @@ def spread_figures(name, c, exp_id, bundle, prov, out, val, at):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
+PREDICTOR_LABEL = {"dense": "dense", "topk": "top-k", "lsh": "LSH", "hamming": "Hamming", "unrotated": "unrotated",
+                   "window": "window"}
+
+
 def sparse_figures(name, probes, out, val):
+    """The sparse_attention probes' loss tables side by side, and their recall and mass at k = 4."""
     cols, by_k = [], {}
     for p in probes:
-        ans = p["answer"]
-        res = ans.get("result", ans)
-        loss = res["tables"]["loss"]
+        res = p["answer"]["probe"]["result"]
+        tables = {t["name"]: t for t in res["tables"]}
         variant = p["request"]["variant"]
-        names = [cname for cname in loss["columns"] if cname != "k"]
-        cols += [f"{variant}: {cname}" for cname in names]
+        loss = tables["loss"]
+        names = [c for c in loss["columns"] if c != "k"]
+        cols += [f"{variant}: {PREDICTOR_LABEL.get(c, c)}" if i == 0 else PREDICTOR_LABEL.get(c, c)
+                 for i, c in enumerate(names)]
+        at = {}
         for row in loss["rows"]:
             cells = dict(zip(loss["columns"], row))
-            by_k.setdefault(cells["k"], []).extend(num(cells[cname], 3) for cname in names)
+            at[cells["k"]] = cells
+            by_k.setdefault(cells["k"], []).extend(num(cells[c], 3) for c in names)
+        for k in (4, 16):
+            if k in at:
+                for c in names:
+                    if c != "dense":
+                        val[f"{name}/sparse/{variant}/k{k}/{c}-dense"] = num(at[k][c] - at[k]["dense"], 3)
+        for tname in ("recall", "mass"):
+            for row in tables[tname]["rows"]:
+                cells = dict(zip(tables[tname]["columns"], row))
+                if cells["k"] == 4:
+                    for c in ("topk", "lsh", "hamming", "window"):
+                        val[f"{name}/sparse/{variant}/{tname}4/{c}"] = num(cells[c], 2)
         val[f"{name}/sparse/{variant}/wall"] = f"{p['wall_s']:.1f} s"
     rows = [[str(k)] + v for k, v in sorted(by_k.items())]
     out[f"{name}/sparse"] = table(["k"] + cols, rows)
@@ -210,9 +229,8 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
         if arm not in arms:
             arms.append(arm)
         cells[(task, arm)] = v["acc"]["acc"]
-        for key in v.get("keys", []):
-            if key != "acc" and key in v["acc"]:
-                buckets.setdefault(task, {}).setdefault(key[4:], {})[arm] = v["acc"][key]["mean"]
+        for key in sorted((k for k in v["acc"] if k.startswith("acc.")), key=lambda k: int(re.sub(r"\D", "", k) or 0)):
+            buckets.setdefault(task, {}).setdefault(key[4:], {})[arm] = v["acc"][key]["mean"]
     rows = []
     for task in TASKS:
         means = [cells[(task, a)]["mean"] for a in arms if (task, a) in cells]
