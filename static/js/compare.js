@@ -199,12 +199,19 @@ function chartBox(v, key) {
   return b;
 }
 
-// Smoothing, log scale and "Add a chart".
+// Smoothing, log scale and "Add a chart"; they act once `wire` is called (when there are runs to draw).
 function chartControls(v) {
   const smoothIn = h('input#cmp-smooth', { type: 'range', min: 0, max: 0.99, step: 0.01, value: v.state.smooth, 'aria-describedby': 'cmp-smooth-val' });
   const smoothVal = h('output#cmp-smooth-val', {}, v.state.smooth.toFixed(2));
   const logIn = h('input#cmp-log', { type: 'checkbox', checked: v.state.logY });
   const addChart = h('button#cmp-add-chart', { type: 'button' }, 'Add a chart');
+  const el = h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
+    h('label', { for: 'cmp-smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
+    h('label.check', {}, logIn, ' log-scale y'), addChart);
+  return { el, wire: () => wireControls(v, { smoothIn, smoothVal, logIn, addChart }) };
+}
+
+function wireControls(v, { smoothIn, smoothVal, logIn, addChart }) {
   addChart.addEventListener('click', async () => {
     const shown = v.boxes.map((b) => b.key);
     const key = metricOptions(v).find((k) => !shown.includes(k)) || 'loss';
@@ -228,9 +235,6 @@ function chartControls(v) {
     v.writeUrl();
     v.redraw();
   });
-  return h('div.toolbar.chart-controls', { role: 'group', 'aria-label': 'chart controls' },
-    h('label', { for: 'cmp-smooth' }, 'smoothing (EMA)'), smoothIn, smoothVal,
-    h('label.check', {}, logIn, ' log-scale y'), addChart);
 }
 
 // --- the runs, their summaries and configs --------------------------------------------------------
@@ -468,10 +472,11 @@ export function mount(root, q) {
   const runsPart = runsCard(v);
   const metrics = metricsCard(v);
   const config = configCard(v);
+  const controls = chartControls(v);
   clear(root,
     h('p.crumbs', {}, h('a', { href: '#/runs' }, '← all runs')),
     h('h2', {}, 'Compare runs'), v.note,
-    runsPart.el, chartControls(v), v.grid, metrics.el, config.el);
+    runsPart.el, controls.el, v.grid, metrics.el, config.el);
 
   if (!v.ids.length) {
     v.note.textContent = 'No runs chosen yet: tick two or more runs in the runs list (first column) and press “Compare selected”, or add runs here.';
@@ -480,6 +485,7 @@ export function mount(root, q) {
   }
   if (!chartsAvailable()) { v.note.textContent = 'Chart.js did not load (static/vendor is built by make).'; return () => { v.alive = false; }; }
 
+  controls.wire();
   const renderAll = () => {
     assignColors(v);
     runsPart.render();
