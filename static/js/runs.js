@@ -517,6 +517,26 @@ export function mount(root) {
   return () => { m.alive = false; unsub(); nodes.stop(); upload.stop(); for (const f of [...estimates.listeners]) estimates.listeners.delete(f); };
 }
 
+// A preset's own classroom overrides, or TINY_OVERRIDES when the server gives none.
+const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
+
+// What the preset card says of a preset, full-size or tiny, with n replicates: its plan, its button,
+// what the classroom version changes (from the preset's own overrides) and the time estimate.
+function presetTexts(p, tiny, n) {
+  const cfg = { ...p.base, ...(tiny ? overridesOf(p) : {}) };
+  const o = overridesOf(p);
+  const configs = p.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
+  return {
+    detail: `${p.variants.map((v) => v.name).join(' vs ')} · ` +
+      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
+      (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * p.variants.length} runs` : `seed ${cfg.seed}`),
+    button: p.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${p.name}”`,
+    tinyWhat: `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
+      o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`,
+    estimate: estimateFor(configs),
+  };
+}
+
 // The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,
 // the attention scale), each startable full-size or classroom-sized (the preset's own `tiny`
 // overrides; TINY_OVERRIDES when a server gives none), with its replicate count.
@@ -531,22 +551,14 @@ function presetCard() {
   const err = h('div.field-error', { role: 'alert' });
   const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
   let presets = [], presetObj = null;
-  const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
   const describe = () => {
     if (!presetObj) return;
+    const t = presetTexts(presetObj, tiny.checked, Number(reps.value) || 1);
     desc.textContent = presetObj.description;
-    const cfg = { ...presetObj.base, ...(tiny.checked ? overridesOf(presetObj) : {}) };
-    const n = Number(reps.value) || 1;
-    detail.textContent = `${presetObj.variants.map((v) => v.name).join(' vs ')} · ` +
-      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
-      (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * presetObj.variants.length} runs` : `seed ${cfg.seed}`);
-    btn.textContent = presetObj.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${presetObj.name}”`;
-    // what the classroom version changes, from the preset's own overrides
-    const o = overridesOf(presetObj);
-    tinyWhat.textContent = `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
-      o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`;
-    const configs = presetObj.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
-    estimate.textContent = estimateFor(configs);
+    detail.textContent = t.detail;
+    btn.textContent = t.button;
+    tinyWhat.textContent = t.tinyWhat;
+    estimate.textContent = t.estimate;
   };
   onEstimate(describe);
   const pick = () => {
