@@ -139,15 +139,16 @@ def spread_figures(name, c, exp_id, bundle, prov, out, val, at):
             m = v["metrics"].get(metric)
             if not m or not (m.get("at") or {}).get("n"):
                 continue
-            d = 1 if metric in ("tau_ratio", "tau_std") and m["end"]["mean"] > 10 else 3
-            d = 2 if metric == "distance_std" else d
-            rows.append([v["name"], SPREAD_LABEL[metric].format(heads=heads),
-                         f"{num(m['at']['mean'], d)} {ci(m['at']['ci'], d)}",
-                         f"{num(m['end']['mean'], d)} {ci(m['end']['ci'], d)}",
-                         f"{num(m['change']['mean'], d, True)} {ci(m['change']['ci'], d, True)}",
-                         pval(m["change"].get("p"))])
-    out[f"{name}/head-spread"] = table(["variant", "metric", f"step {hs['at_step']}", "end", "paired change", "p"],
-                                       rows)
+            def cell(smry, sign=False):  # the value's own decimals: 1 past 10, 4 below 0.01
+                x = abs(smry["mean"] or 0)
+                d = 1 if x >= 10 else (2 if metric == "distance_std" else (4 if x < 0.01 else 3))
+                return f"{num(smry['mean'], d, sign)} {ci(smry['ci'], d, sign)}"
+
+            rows.append([v["name"], SPREAD_LABEL[metric].format(heads=heads), cell(m["at"]), cell(m["end"]),
+                         cell(m["change"], True), pval(m["change"].get("p"))])
+    steps = max(r["config"]["steps"] for r in bundle["runs"])
+    out[f"{name}/head-spread"] = table(["variant", "metric", f"step {hs['at_step']}", f"step {steps}",
+                                        "paired change", "p"], rows)
     finals = {}
     for r in bundle["runs"]:
         taus = [r["series"][k]["values"][-1] for k in sorted(r["series"]) if re.fullmatch(r"tau\.\d+\.\d+", k)]
