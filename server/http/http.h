@@ -175,6 +175,11 @@ void http_stream_wake(http_stream *st);
 /* Ends the stream now, even while its client reads nothing (so the layer never asks for more):
  * its connection is shut down, and close() follows. The same rules as http_stream_wake. */
 void http_stream_abort(http_stream *st);
+/* Caps the kernel's send buffer of the stream's connection at about `bytes`, so that a client that
+ * stops reading fills it after that much rather than after the megabytes loopback autotuning allows
+ * (a live stream's silent viewer is then noticed, and dropped, once the event ring passes it; see
+ * api_events.c). Call it right after http_reply_stream; best effort (a refusal changes nothing). */
+void http_stream_send_buffer(http_stream *st, int bytes);
 
 /* Limits on a request head, enforced before libmicrohttpd parses it, each answered as JSON:
  * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request

@@ -463,16 +463,27 @@ TEST(a_stream_that_reads_nothing_is_dropped_when_the_ring_passes_it) {
     /* a run publishes far more than the ring and the sockets hold; the viewer never reads */
     long long id = api_start_tiny_run(&small, "\"steps\":1000000,\"checkpoint_every\":0", "flood");
     CHECK(id > 0);
+    /* Until it is dropped, or the run has published far more than the ring (64 events), the
+     * viewer's socket (1 KB) and the server's capped send buffer (api_events.c: some 64 KB, a few
+     * hundred steps' events) hold together: a bound in steps, not in time, so a slow build (ASan on a
+     * loaded machine: 12 steps a second) waits as long as it needs. (The loop's own cap, 60,000
+     * polls, is only against a server that stops training altogether.) */
     int dropped = 0;
-    for (int i = 0; i < 12000 && !dropped; i++) { /* a state, not a time: up to 120 s */
+    long step = 0;
+    for (int i = 0; i < 60000 && !dropped && step < 5000; i++) {
         dropped = subscribers(&small) == 0;
         if (!dropped) {
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
+            if (i % 20 == 0) {
+                json_t *run = api_call(&small, "GET", "/api/runs/1", NULL, NULL);
+                step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
+                json_decref(run);
+            }
         }
     }
     json_t *run = api_call(&small, "GET", "/api/runs/1", NULL, NULL);
-    long step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
+    step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
     json_decref(run);
     api_cancel_run(&small, id, 60000);
     close(fd);
