@@ -2,7 +2,6 @@
  * harness suite): a rename shows in the experiment and the list; deleting one that keeps its runs
  * leaves them as runs of no experiment; deleting one with its runs removes them, their metrics and
  * their files, and is refused whole while one of them still trains; bad requests are 422. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,33 +20,29 @@ static long long experiment(int steps, long long ids[2]) {
              "{\"name\":\"managed\",\"base\":{" TINY_CONFIG ",\"steps\":%d,\"checkpoint_every\":2},\"variants\":[{"
              "\"name\":\"a\",\"config\":{}},{\"name\":\"b\",\"config\":{\"attention\":\"dot\"}}]}",
              steps);
-    long status;
-    json_t *e = api_call(&srv, "POST", "/api/experiments", body, &status);
-    long long id = status == 201 ? json_integer_value(json_object_get(json_object_get(e, "experiment"), "id")) : -1;
-    for (int i = 0; i < 2; i++)
-        ids[i] = json_integer_value(json_object_get(json_array_get(json_object_get(e, "runs"), i), "id"));
-    json_decref(e);
+    json_t *runs;
+    long long id = api_create_experiment(&srv, body, &runs);
+    for (int i = 0; i < 2; i++) ids[i] = json_integer_value(json_object_get(json_array_get(runs, (size_t)i), "id"));
+    json_decref(runs);
     return id;
 }
 
 static long status_of(const char *method, const char *path, const char *body) {
-    long status;
-    json_decref(api_call(&srv, method, path, body, &status));
-    return status;
+    return api_status(&srv, method, path, body);
 }
 
-static void wait_all(const long long ids[2]) {
-    for (int i = 0; i < 2; i++) {
-        char *st = api_wait_status(&srv, ids[i], "succeeded", 120000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
+/* The two runs of experiment(): 0 when both succeeded. */
+static int wait_all(const long long ids[2]) {
+    json_t *runs = json_pack("[{s:I}, {s:I}]", "id", (json_int_t)ids[0], "id", (json_int_t)ids[1]);
+    int missed = runs ? api_wait_runs(&srv, runs, "succeeded", 120000) : 1;
+    json_decref(runs);
+    return missed;
 }
 
 TEST(a_rename_shows_everywhere) {
     long long runs[2], id = experiment(3, runs);
     CHECK(id > 0);
-    wait_all(runs);
+    CHECK(wait_all(runs) == 0);
     char path[96];
     snprintf(path, sizeof path, "/api/experiments/%lld", id);
     long status;
@@ -67,7 +62,7 @@ TEST(a_rename_shows_everywhere) {
 TEST(deleting_an_experiment_can_keep_its_runs) {
     long long runs[2], id = experiment(3, runs);
     CHECK(id > 0);
-    wait_all(runs);
+    CHECK(wait_all(runs) == 0);
     char path[96];
     snprintf(path, sizeof path, "/api/experiments/%lld?runs=maybe", id);
     CHECK_EQ_INT(status_of("DELETE", path, NULL), 422);
@@ -124,19 +119,10 @@ TEST(deleting_an_experiment_with_its_runs_waits_for_them_to_end) {
     CHECK_EQ_INT(status_of("DELETE", "/api/experiments/999999", NULL), 404);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(a_rename_shows_everywhere);
     RUN(deleting_an_experiment_can_keep_its_runs);
     RUN(deleting_an_experiment_with_its_runs_waits_for_them_to_end);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }

@@ -7,7 +7,6 @@
  * variant are in its statistics beside the native runs, paired by replicate; weights uploaded to an
  * external run (a trained run's, downloaded) are checked, served back and probed like the trained
  * run's. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +19,7 @@ static harness_server srv;
 static long long ext_id;
 
 static json_t *call(const char *method, const char *path, const char *body, long want) {
-    long status;
-    json_t *j = api_call(&srv, method, path, body, &status);
-    if (status != want) {
-        char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        printf("# %s %s: HTTP %ld (wanted %ld) %s\n", method, path, status, want, t ? t : "");
-        free(t);
-        json_decref(j);
-        return NULL;
-    }
-    return j ? j : json_object();
+    return api_expect(&srv, method, path, body, want);
 }
 
 TEST(an_external_run_is_created_running_with_its_config_as_given) {
@@ -166,21 +156,17 @@ TEST(a_restart_leaves_an_external_run_running_and_the_client_ends_it) {
 }
 
 TEST(external_runs_join_an_experiment_and_its_statistics) {
-    long status;
-    json_t *e = api_call(&srv, "POST", "/api/experiments",
-                         "{\"name\":\"mixed\",\"replicates\":3,\"base\":{" TINY_CONFIG
-                         ",\"steps\":6,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\",\"config\":{}}]}",
-                         &status);
-    CHECK_EQ_INT(status, 201);
-    long long exp = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
+    json_t *runs;
+    long long exp = api_create_experiment(&srv,
+                                          "{\"name\":\"mixed\",\"replicates\":3,\"base\":{" TINY_CONFIG
+                                          ",\"steps\":6,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\","
+                                          "\"config\":{}}]}",
+                                          &runs);
+    CHECK(exp > 0);
+    int missed = api_wait_runs(&srv, runs, "succeeded", 120000);
+    json_decref(runs);
+    CHECK_EQ_INT(missed, 0);
     size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(e, "runs"), i, r) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
-    json_decref(e);
     for (int rep = 0; rep < 3; rep++) {
         char body[256], path[96];
         snprintf(body, sizeof body,
@@ -296,22 +282,13 @@ TEST(uploaded_weights_make_an_external_run_probeable) {
     json_decref(b);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(an_external_run_is_created_running_with_its_config_as_given);
     RUN(a_batch_is_stored_whole_or_not_at_all);
     RUN(a_native_run_takes_neither_points_nor_a_status);
     RUN(a_restart_leaves_an_external_run_running_and_the_client_ends_it);
     RUN(external_runs_join_an_experiment_and_its_statistics);
     RUN(uploaded_weights_make_an_external_run_probeable);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }

@@ -51,18 +51,7 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
 }
 
 store_status store_pg_experiment_rename(store *st, long long id, const char *name) {
-    pg_params p;
-    pg_params_init(&p);
-    pg_p_text(&p, name);
-    pg_p_int(&p, id);
-    pg_conn *c = spg_get(st);
-    if (!c) return STORE_ERROR;
-    long long n = 0;
-    store_status s = pg_cmd(c, "rename experiment", "UPDATE experiments SET name = $1 WHERE id = $2", &p, &n);
-    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
-    s = spg_fail(c, s);
-    spg_put(st, c);
-    return s;
+    return spg_update_by_id(st, "UPDATE experiments SET name = $1 WHERE id = $2", name, id, "rename experiment");
 }
 
 store_status store_pg_experiment_delete(store *st, long long id) {

@@ -257,18 +257,8 @@ store_status store_pg_run_transition(store *st, long long id, const char *const 
 }
 
 store_status store_pg_run_set_provenance(store *st, long long id, const char *provenance_json) {
-    pg_params p;
-    pg_params_init(&p);
-    pg_p_text(&p, provenance_json);
-    pg_p_int(&p, id);
-    pg_conn *c = spg_get(st);
-    if (!c) return STORE_ERROR;
-    long long n = 0;
-    store_status s = pg_cmd(c, "run provenance", "UPDATE runs SET provenance = $1 WHERE id = $2", &p, &n);
-    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
-    s = spg_fail(c, s);
-    spg_put(st, c);
-    return s;
+    return spg_update_by_id(st, "UPDATE runs SET provenance = $1 WHERE id = $2", provenance_json, id,
+                            "run provenance");
 }
 
 store_status store_pg_run_progress(store *st, long long id, int step, int checkpoint_step) {

@@ -44,16 +44,7 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
 }
 
 store_status store_sqlite_experiment_rename(store *st, long long id, const char *name) {
-    db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "UPDATE experiments SET name = ? WHERE id = ?");
-    if (q) {
-        db_bind_text(q, 1, name);
-        sqlite3_bind_int64(q, 2, id);
-    }
-    store_status s = db_exec(st, q, "rename experiment");
-    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
-    db_unlock(st);
-    return s;
+    return db_update_by_id(st, "UPDATE experiments SET name = ?1 WHERE id = ?2", name, id, "rename experiment");
 }
 
 store_status store_sqlite_experiment_delete(store *st, long long id) {

@@ -191,16 +191,7 @@ store_status store_sqlite_run_transition(store *st, long long id, const char *co
 }
 
 store_status store_sqlite_run_set_provenance(store *st, long long id, const char *provenance_json) {
-    db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET provenance = ? WHERE id = ?");
-    if (q) {
-        db_bind_text(q, 1, provenance_json);
-        sqlite3_bind_int64(q, 2, id);
-    }
-    store_status s = db_exec(st, q, "run provenance");
-    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
-    db_unlock(st);
-    return s;
+    return db_update_by_id(st, "UPDATE runs SET provenance = ?1 WHERE id = ?2", provenance_json, id, "run provenance");
 }
 
 store_status store_sqlite_run_progress(store *st, long long id, int step, int checkpoint_step) {
