@@ -136,7 +136,7 @@ int api_same_losses(harness_server *sa, long long a, harness_server *sb, long lo
 }
 
 json_t *api_series(harness_server *s, long long id, const char *key) {
-    char path[128];
+    char path[600];
     snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=%s", id, key);
     json_t *j = api_call(s, "GET", path, NULL, NULL);
     json_t *values = json_object_get(json_object_get(json_object_get(j, "series"), key), "values");

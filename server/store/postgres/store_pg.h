@@ -52,6 +52,12 @@ store_status spg_notify(pg_conn *c, const char *channel, const char *payload);
  * $2`, value as text (NULL: SQL NULL). Takes a connection; STORE_NOT_FOUND when no row has the id. */
 store_status spg_update_by_id(store *st, const char *sql, const char *value, long long id, const char *what);
 
+/* The words of run r (its name, tags and note) as a tsvector, for searches (store_search_ok). */
+#define STORE_PG_RUN_WORDS                                                                                             \
+    "(to_tsvector('simple', r.name || ' ' || r.note) || to_tsvector('simple', coalesce((SELECT string_agg(t.tag, ' "   \
+    "') "                                                                                                              \
+    "FROM run_tags t WHERE t.run_id = r.id), '')))"
+
 /* Row i of a result, for the readers of store_rows.h. */
 store_row spg_row(const pg_res *r, int i);
 /* Appends make(row i) to list for each row of r: STORE_OK, or STORE_ERROR ("`what`: out of memory"). */

@@ -63,7 +63,14 @@ store_status db_update_by_id(store *st, const char *sql, const char *value, long
         db_bind_text(q, 1, value);
         sqlite3_bind_int64(q, 2, id);
     }
-    store_status s = db_exec(st, q, what);
+    store_status s = STORE_ERROR;
+    if (q) {
+        int rc = sqlite3_step(q);
+        s = rc == SQLITE_DONE                            ? STORE_OK
+            : db_errcode(st) == SQLITE_CONSTRAINT_UNIQUE ? STORE_CONFLICT
+                                                         : db_error(st, what);
+        sqlite3_finalize(q);
+    }
     if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
     db_unlock(st);
     return s;
