@@ -133,9 +133,10 @@ static const char *name_of(long long id) {
 }
 
 TEST(experiment_names_are_unique) {
-    /* a name the request gives is its own: 409 when taken, on create and on rename */
+    /* a name the request gives is its own: 409 when taken (by a_rename_shows_everywhere's), on
+     * create and on rename */
     json_t *e = api_expect(&srv, "POST", "/api/experiments",
-                           "{\"name\":\"managed\",\"base\":{" TINY_CONFIG ",\"steps\":2},\"variants\":[{\"name\":"
+                           "{\"name\":\"renamed A/B\",\"base\":{" TINY_CONFIG ",\"steps\":2},\"variants\":[{\"name\":"
                            "\"a\"}]}",
                            409);
     CHECK(e && !strcmp(api_error_field(e), "name"));

@@ -162,7 +162,12 @@ static const backend sqlite_backend = {
     .raw = sqlite_raw,
     .raw_count = sqlite_count,
     .from_rows = sqlite_from_rows,
-    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN "
+    .to_version_7 = "DROP TRIGGER run_words_insert; DROP TRIGGER run_words_update; DROP TRIGGER run_words_delete; "
+                    "DROP TRIGGER run_words_tag_insert; DROP TRIGGER run_words_tag_delete; DROP TRIGGER "
+                    "experiment_words_insert; DROP TRIGGER experiment_words_update; DROP TRIGGER "
+                    "experiment_words_delete; DROP TABLE run_words; DROP TABLE experiment_words; DROP INDEX "
+                    "experiments_name; "
+                    "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN "
                     "provenance; PRAGMA user_version = 7; "
                     "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
@@ -266,7 +271,8 @@ static const backend pg_backend = {
     .raw = pg_raw,
     .raw_count = pg_count,
     .from_rows = pg_from_rows,
-    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
+    .to_version_7 = "DROP INDEX experiments_name; "
+                    "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
                     "DELETE FROM attnlab_schema WHERE version >= 8; "
                     "INSERT INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
@@ -512,6 +518,7 @@ TEST(an_experiment_is_created_whole_or_not_at_all) {
     json_decref(o);
     /* The third run cannot be stored (its config is not JSON): no experiment, no run. */
     runs[2].config_json = "{not json";
+    e.name = "ab2"; /* a name of its own: only the bad run refuses it */
     long long before_runs, before_exps;
     json_t *list;
     store_run_filter f = {.limit = 100};

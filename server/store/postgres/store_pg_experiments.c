@@ -174,8 +174,9 @@ store_status store_pg_experiment_get(store *st, long long id, json_t **out) {
 
 /* The experiments a search keeps: $3 a tsquery (NULL: every experiment). */
 #define EXPERIMENT_SEARCH                                                                                              \
-    " WHERE $3::text IS NULL OR to_tsvector('simple', e.name) @@ to_tsquery('simple', $3::text) OR e.id IN (SELECT "   \
-    "r.experiment_id FROM runs r WHERE " STORE_PG_RUN_WORDS " @@ to_tsquery('simple', $3::text))"
+    " WHERE $3::text IS NULL OR " STORE_PG_WORDS("e.name") " @@ to_tsquery('simple', $3::text) OR e.id IN (SELECT "    \
+                                                           "r.experiment_id FROM runs r WHERE " STORE_PG_RUN_WORDS     \
+                                                           " @@ to_tsquery('simple', $3::text))"
 
 store_status store_pg_experiment_list(store *st, int limit, int offset, const char *search, json_t **out,
                                       long long *total) {

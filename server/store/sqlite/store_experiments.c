@@ -159,10 +159,10 @@ store_status store_sqlite_experiment_get(store *st, long long id, json_t **out) 
     return s;
 }
 
-/* The experiments a search keeps: ?3 an FTS5 query (NULL: every experiment). */
+/* The experiments a search keeps: ?3 an FTS5 query. */
 #define EXPERIMENT_SEARCH                                                                                              \
-    " WHERE ?3 IS NULL OR e.id IN (SELECT rowid FROM experiment_words WHERE experiment_words MATCH ?3) OR e.id IN "    \
-    "(SELECT r.experiment_id FROM runs r WHERE r.id IN (SELECT rowid FROM run_words WHERE run_words MATCH ?3))"
+    " WHERE e.id IN (SELECT rowid FROM experiment_words WHERE experiment_words MATCH ?3) OR e.id IN (SELECT "          \
+    "r.experiment_id FROM runs r WHERE r.id IN (SELECT rowid FROM run_words WHERE run_words MATCH ?3))"
 
 store_status store_sqlite_experiment_list(store *st, int limit, int offset, const char *search, json_t **out,
                                           long long *total) {
@@ -171,17 +171,19 @@ store_status store_sqlite_experiment_list(store *st, int limit, int offset, cons
     char match[STORE_SEARCH_SPELL_MAX];
     if (search && store_search_spell(search, "\"", "\"*", " AND ", match, sizeof match) < 0)
         return db_fail("list experiments: not a search");
+    const char *where = search ? EXPERIMENT_SEARCH : "";
+    char sql[1024], count_sql[768];
+    snprintf(sql, sizeof sql,
+             "SELECT " STORE_EXPERIMENT_COLUMNS " FROM experiments e%s ORDER BY e.id DESC LIMIT ?1 OFFSET ?2", where);
+    snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM experiments e%s", where);
     json_t *list = json_array();
     long long count = 0;
     db_lock(st);
     store_status s = list ? STORE_OK : db_fail("list experiments: out of memory");
-    sqlite3_stmt *q = s == STORE_OK
-                          ? db_prepare(st, "SELECT " STORE_EXPERIMENT_COLUMNS " FROM experiments e" EXPERIMENT_SEARCH
-                                           " ORDER BY e.id DESC LIMIT ?1 OFFSET ?2")
-                          : NULL;
-    sqlite3_stmt *c = q ? db_prepare(st, "SELECT count(*) FROM experiments e" EXPERIMENT_SEARCH) : NULL;
+    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, sql) : NULL;
+    sqlite3_stmt *c = q ? db_prepare(st, count_sql) : NULL;
     if (!q || !c) s = STORE_ERROR;
-    for (int k = 0; k < 2 && s == STORE_OK; k++) db_bind_text(k ? c : q, 3, search ? match : NULL);
+    for (int k = 0; k < 2 && s == STORE_OK && search; k++) db_bind_text(k ? c : q, 3, match);
     if (s == STORE_OK) {
         sqlite3_bind_int(q, 1, limit);
         sqlite3_bind_int(q, 2, offset);
