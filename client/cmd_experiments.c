@@ -159,7 +159,7 @@ static int preset_tiny(const cli_ctx *ctx, const char *preset, json_t *overrides
 }
 
 /* POSTs body to path (a create, or runs added to an experiment) and prints the answer: the new
- * run ids one per line (quiet), the JSON (--json), or "experiment ID (NAME) <done>: run ID (variant),
+ * run ids one per line (quiet), the JSON (--json), or "experiment ID <done> (NAME): run ID (variant),
  * ...". */
 static int post_runs(const cli_ctx *ctx, const char *path, json_t *body, int quiet, const char *done) {
     json_t *e;
@@ -178,11 +178,11 @@ static int post_runs(const cli_ctx *ctx, const char *path, json_t *body, int qui
     } else {
         char id[32];
         json_t *exp = cli_unwrap(e, "experiment");
-        fprintf(ctx->out, "experiment %s", cli_cell(json_object_get(exp, "id"), id, sizeof id));
+        fprintf(ctx->out, "experiment %s %s", cli_cell(json_object_get(exp, "id"), id, sizeof id), done);
         const char *en = json_string_value(json_object_get(exp, "name"));
         char safe[512];
         if (en) fprintf(ctx->out, " (%s)", table_safe(en, safe, sizeof safe));
-        fprintf(ctx->out, " %s:", done);
+        fputs(":", ctx->out);
         json_array_foreach(runs, i, r) {
             char rid[32];
             const char *var = json_is_object(r) ? json_string_value(json_object_get(r, "variant")) : NULL;
