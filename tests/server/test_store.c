@@ -710,9 +710,21 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
      * nor the later versions' columns. */
     CHECK(B->raw(where, B->to_version_7) == 0);
+    /* experiments of one name (and unnamed ones), as databases from before version 11 may hold */
+    CHECK(B->raw(where, "INSERT INTO experiments (id, name, base_config, variants, created_at) VALUES "
+                        "(101, 'dup', '{}', '[]', 0), (102, 'dup', '{}', '[]', 0), (103, '', '{}', '[]', 0), "
+                        "(104, '', '{}', '[]', 0)") == 0);
     st = reopen(where);
     CHECK(st);
     CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    static const char *const renamed[] = {"dup", "dup (#102)", "experiment", "experiment (#104)"};
+    for (int i = 0; i < 4; i++) {
+        json_t *e = NULL;
+        CHECK(store_experiment_get(st, 101 + i, &e) == STORE_OK);
+        int same = !strcmp(json_string_value(json_object_get(e, "name")), renamed[i]);
+        json_decref(e);
+        CHECK_MSG(same, "experiment %d is not named %s", 101 + i, renamed[i]);
+    }
     for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, where, m.run[r]));
     /* and they are kept from there on */
     for (int b = 0; b < 20; b++) {
