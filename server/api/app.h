@@ -122,6 +122,8 @@ void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
 void api_experiments_bundle(http_request *req, void *app);
 void api_experiments_bundle_csv(http_request *req, void *app);
+/* POST /api/experiments/import: a bundle stored again, nothing trained (api_import.c). */
+void api_experiments_import(http_request *req, void *app);
 /* Runs trained elsewhere (api_external.c, svc_external.h): POST /api/runs with "source":"external"
  * is handed to api_runs_create_external (body owned by the caller); their points. */
 void api_runs_create_external(http_request *req, app *a, json_t *body);

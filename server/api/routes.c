@@ -4,6 +4,7 @@
  * openapi.json documents (`"in": "query"`): that is their one table, which the router enforces (any
  * other key is a 422 naming it) and the description publishes. */
 #include "api/app.h"
+#include "services/svc_import.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -90,6 +91,7 @@ int routes_register(http_server *s, const app *a) {
 
     rc |= http_route(s, "GET", "/api/experiments", api_experiments_list);
     rc |= http_route(s, "POST", "/api/experiments", api_experiments_create);
+    rc |= http_route_upload_heavy(s, "POST", "/api/experiments/import", api_experiments_import, SVC_IMPORT_MAX_BYTES);
     rc |= http_route(s, "GET", "/api/experiments/{id}", api_experiments_get);
     rc |= http_route(s, "PATCH", "/api/experiments/{id}", api_experiments_patch);
     rc |= http_route(s, "DELETE", "/api/experiments/{id}", api_experiments_delete);

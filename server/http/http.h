@@ -68,6 +68,10 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
  * beyond, with the partial file removed). The handler finds it with http_request_upload_path();
  * a file the handler has not moved away is deleted when the request ends. */
 int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes);
+/* An upload route whose handler runs on the compute pool like a heavy route's, once the whole body
+ * is in its file (an import that parses and stores a large body). */
+int http_route_upload_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn,
+                            size_t max_bytes);
 /* Adds a heavy route: one whose handler may compute for long (statistics, exports, probes). It runs
  * on the compute pool, never on an HTTP thread, after admission (see http_compute.h); it answers as
  * any handler does, and should stop early once http_request_cancelled() says the client left. */

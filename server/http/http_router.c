@@ -55,6 +55,13 @@ int http_route_upload(http_server *s, const char *method, const char *pattern, h
     return 0;
 }
 
+int http_route_upload_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn,
+                            size_t max_bytes) {
+    if (http_route_upload(s, method, pattern, fn, max_bytes) < 0) return -1;
+    s->router.routes[s->router.n_routes - 1].heavy = 1;
+    return 0;
+}
+
 int http_route_query(http_server *s, const char *method, const char *pattern, const char *keys) {
     for (int i = 0; i < s->router.n_routes; i++) {
         http_route_entry *r = &s->router.routes[i];
