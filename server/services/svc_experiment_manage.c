@@ -98,7 +98,10 @@ svc_status svc_experiments_from_bundle(app *a, const json_t *bundle, const char 
 static int has_variant(const json_t *variants, const json_t *runs, const char *name) {
     size_t i;
     const json_t *v;
-    json_array_foreach(variants, i, v) if (!strcmp(json_string_value(json_object_get(v, "name")), name)) return 1;
+    json_array_foreach(variants, i, v) {
+        const char *known = json_string_value(json_object_get(v, "name"));
+        if (known && !strcmp(known, name)) return 1;
+    }
     json_array_foreach(runs, i, v) {
         const char *rv = json_string_value(json_object_get(v, "variant"));
         if (rv && !strcmp(rv, name)) return 1;
