@@ -191,7 +191,8 @@ typedef struct {
     const char *base_json, *variants_json; /* JSON text */
     int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
     /* Names are unique (migration 0011). 0: a name in use is STORE_CONFLICT; 1: the experiment takes
-     * the first free of name, "name (2)", "name (3)", … (store_experiment_name_nth). */
+     * the first free of name, "name (2)", "name (3)", … (store_experiment_name_nth), and its runs
+     * named "name/…" are named after the name it took ("name (2)/…"). */
     int rename_if_taken;
 } store_new_experiment;
 

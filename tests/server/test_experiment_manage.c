@@ -147,6 +147,13 @@ TEST(experiment_names_are_unique) {
     long long p1 = api_create_experiment(&srv, tiny, NULL), p2 = api_create_experiment(&srv, tiny, NULL);
     CHECK(p1 > 0 && p2 > 0);
     CHECK(!strcmp(name_of(p1), "seed-blog") && !strcmp(name_of(p2), "seed-blog (2)"));
+    char runs[64];
+    snprintf(runs, sizeof runs, "/api/runs?experiment=%lld&sort=name", p2);
+    json_t *l = api_expect(&srv, "GET", runs, NULL, 200);
+    const char *first = json_string_value(json_object_get(json_array_get(json_object_get(l, "runs"), 0), "name"));
+    int named = first && !strcmp(first, "seed-blog (2)/cosine_rope");
+    json_decref(l);
+    CHECK_MSG(named, "its runs are not named after it");
     static const char *const unnamed = "{\"base\":{" TINY_CONFIG ",\"steps\":2},\"variants\":[{\"name\":\"a\"}]}";
     long long u1 = api_create_experiment(&srv, unnamed, NULL), u2 = api_create_experiment(&srv, unnamed, NULL);
     CHECK(u1 > 0 && u2 > 0);

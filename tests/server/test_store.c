@@ -874,8 +874,13 @@ TEST(experiment_names_are_unique_and_words_are_searchable) {
     CHECK(store_experiment_create(st, &e, &run, 1, &b, &rb) == STORE_CONFLICT);
     CHECK(b == 0 && rb == 0);
     e.rename_if_taken = 1;
-    run.name = "seed-blog (2)/rope";
+    run.name = "seed-blog/rope";
     CHECK(store_experiment_create(st, &e, &run, 1, &b, &rb) == STORE_OK);
+    json_t *named = NULL;
+    CHECK(store_run_get(st, rb, &named) == STORE_OK);
+    int after = !strcmp(json_string_value(json_object_get(named, "name")), "seed-blog (2)/rope");
+    json_decref(named);
+    CHECK_MSG(after, "the run is not named after the name its experiment took");
     CHECK(store_experiment_create(st, &e, NULL, 0, &c, NULL) == STORE_OK);
     char got[512];
     found_experiments(st, NULL, got, sizeof got);

@@ -83,6 +83,15 @@ int store_search_spell(const char *q, const char *before, const char *after, con
     return 0;
 }
 
+char *store_run_name_after(const char *run_name, const char *asked, const char *taken) {
+    size_t n = asked ? strlen(asked) : 0;
+    if (!run_name || !taken || !strcmp(asked ? asked : "", taken) || strncmp(run_name, asked ? asked : "", n) ||
+        run_name[n] != '/')
+        return NULL;
+    char *out = NULL;
+    return asprintf(&out, "%s%s", taken, run_name + n) < 0 ? NULL : out;
+}
+
 void store_experiment_name_nth(const char *name, int n, char *buf, size_t len) {
     if (n <= 1)
         snprintf(buf, len, "%s", name);

@@ -60,7 +60,13 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
                    &p, NULL);
         s = spg_fail(c, s); /* STORE_CONFLICT: the name was taken meanwhile */
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        store_new_run r = runs[i];
+        char *renamed = store_run_name_after(r.name, e->name, name);
+        if (renamed) r.name = renamed;
+        s = store_pg_run_insert(st, c, &r, id, &ids[i]);
+        free(renamed);
+    }
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
     if (s == STORE_OK) {

@@ -52,7 +52,13 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
         }
         s = db_exec(st, q, "insert experiment");
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_sqlite_run_insert(st, &runs[i], id, &ids[i]);
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        store_new_run r = runs[i];
+        char *renamed = store_run_name_after(r.name, e->name, name);
+        if (renamed) r.name = renamed;
+        s = store_sqlite_run_insert(st, &r, id, &ids[i]);
+        free(renamed);
+    }
     s = db_finish(st, s);
     db_unlock(st);
     if (s == STORE_OK) {
