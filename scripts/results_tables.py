@@ -155,6 +155,28 @@ def spread_figures(name, c, exp_id, bundle, prov, out, val, at):
             finals.setdefault(r["variant"], []).append(" ".join(f"{x:.2f}" for x in taus))
     for variant, lines in finals.items():
         val[f"{name}/{variant}/final_tau_per_head"] = " / ".join(lines)
+    # per run at its end: the smallest tau, the sharpest head's entropy / uniform and the others'
+    lo_tau, sharp, others = {}, {}, {}
+    for r in bundle["runs"]:
+        ser = r["series"]
+        taus = [ser[k]["values"][-1] for k in ser if re.fullmatch(r"tau\.\d+\.\d+", k)]
+        fr = {k: ser[k]["values"][-1] for k in ser if re.fullmatch(r"entropy_frac\.\d+\.\d+", k)}
+        if taus:
+            lo_tau.setdefault(r["variant"], []).append(min(taus))
+        if fr:
+            key = min(fr, key=fr.get)
+            if taus:  # the head of the smallest tau
+                tk = min((k for k in ser if re.fullmatch(r"tau\.\d+\.\d+", k)), key=lambda k: ser[k]["values"][-1])
+                key = "entropy_frac." + tk[4:]
+            sharp.setdefault(r["variant"], []).append(fr[key])
+            others.setdefault(r["variant"], []).extend(v for k, v in fr.items() if k != key)
+    span = lambda xs, d: f"{num(min(xs), d)}–{num(max(xs), d)}"
+    for variant in lo_tau:
+        val[f"{name}/{variant}/smallest_tau"] = span(lo_tau[variant], 2)
+    for variant in sharp:
+        val[f"{name}/{variant}/sharpest_entropy_frac"] = span(sharp[variant], 2)
+        val[f"{name}/{variant}/other_entropy_frac"] = span(others[variant], 2)
+        val[f"{name}/{variant}/entropy_frac"] = span(sharp[variant] + others[variant], 2)
     st = c.stats(exp_id)
     for v in st["variants"]:
         vl = v["metrics"]["final_val_loss"]
@@ -162,18 +184,37 @@ def spread_figures(name, c, exp_id, bundle, prov, out, val, at):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
+PREDICTOR_LABEL = {"dense": "dense", "topk": "top-k", "lsh": "LSH", "hamming": "Hamming", "unrotated": "unrotated",
+                   "window": "window"}
+
+
 def sparse_figures(name, probes, out, val):
+    """The sparse_attention probes' loss tables side by side, and their recall and mass at k = 4."""
     cols, by_k = [], {}
     for p in probes:
-        ans = p["answer"]
-        res = ans.get("result", ans)
-        loss = res["tables"]["loss"]
+        res = p["answer"]["probe"]["result"]
+        tables = {t["name"]: t for t in res["tables"]}
         variant = p["request"]["variant"]
-        names = [cname for cname in loss["columns"] if cname != "k"]
-        cols += [f"{variant}: {cname}" for cname in names]
+        loss = tables["loss"]
+        names = [c for c in loss["columns"] if c != "k"]
+        cols += [f"{variant}: {PREDICTOR_LABEL.get(c, c)}" if i == 0 else PREDICTOR_LABEL.get(c, c)
+                 for i, c in enumerate(names)]
+        at = {}
         for row in loss["rows"]:
             cells = dict(zip(loss["columns"], row))
-            by_k.setdefault(cells["k"], []).extend(num(cells[cname], 3) for cname in names)
+            at[cells["k"]] = cells
+            by_k.setdefault(cells["k"], []).extend(num(cells[c], 3) for c in names)
+        for k in (4, 16):
+            if k in at:
+                for c in names:
+                    if c != "dense":
+                        val[f"{name}/sparse/{variant}/k{k}/{c}-dense"] = num(at[k][c] - at[k]["dense"], 3)
+        for tname in ("recall", "mass"):
+            for row in tables[tname]["rows"]:
+                cells = dict(zip(tables[tname]["columns"], row))
+                if cells["k"] == 4:
+                    for c in ("topk", "lsh", "hamming", "window"):
+                        val[f"{name}/sparse/{variant}/{tname}4/{c}"] = num(cells[c], 2)
         val[f"{name}/sparse/{variant}/wall"] = f"{p['wall_s']:.1f} s"
     rows = [[str(k)] + v for k, v in sorted(by_k.items())]
     out[f"{name}/sparse"] = table(["k"] + cols, rows)
@@ -184,15 +225,12 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
     acc = acc.get("accuracy", acc)
     cells, arms, buckets = {}, [], {}
     for v in acc["variants"]:
-        arm = v["name"].split("/")[-1]
-        task = v["task"]
+        task, arm = v["name"].split(".", 1)  # <task>.<arm>
         if arm not in arms:
             arms.append(arm)
         cells[(task, arm)] = v["acc"]["acc"]
-        for b in v.get("buckets", []):
-            key = f"acc.{b}"
-            if key in v["acc"]:
-                buckets.setdefault(task, {}).setdefault(b, {})[arm] = v["acc"][key]["mean"]
+        for key in sorted((k for k in v["acc"] if k.startswith("acc.")), key=lambda k: int(re.sub(r"\D", "", k) or 0)):
+            buckets.setdefault(task, {}).setdefault(key[4:], {})[arm] = v["acc"][key]["mean"]
     rows = []
     for task in TASKS:
         means = [cells[(task, a)]["mean"] for a in arms if (task, a) in cells]
@@ -203,16 +241,15 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
         for a in arms:
             s = cells.get((task, a))
             m = num(s["mean"], 3)
-            lo, hi = (min(max(x, 0.0), 1.0) for x in s["ci"]) if s.get("ci") and s["ci"][0] is not None else (None, None)
-            text = f"**{m}**" if s["mean"] == best else m
-            row.append(f"{text} [{num(lo, 3)}, {num(hi, 3)}]".replace("1.000]", "1]") if lo is not None else text)
+            row.append(f"{f'**{m}**' if s['mean'] == best else m} {ci(s.get('ci'), 3)}")
+            val[f"{name}/{task}/{a}"] = f"{m} {ci(s.get('ci'), 3)}"
         rows.append(row)
-    out[f"{name}/accuracy"] = table(["task"] + arms, rows)
+    out[f"{name}/accuracy"] = table(["task"] + [f"`{a}`" for a in arms], rows)
     rows = []
     for task in TASKS:
         for b, per in buckets.get(task, {}).items():
             rows.append([task, b] + [num(per.get(a), 2) for a in arms])
-    out[f"{name}/buckets"] = table(["task", "bucket"] + arms, rows)
+    out[f"{name}/buckets"] = table(["task", "bucket"] + [f"`{a}`" for a in arms], rows)
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
     val[f"{name}/runs"] = str(prov["runs"])
 
@@ -221,6 +258,7 @@ FIGURES = {  # results/<name>: how its figures are made
     "attention-scale-bytes": lambda *a: scale_figures(*a),
     "tau-long-bytes": lambda *a: spread_figures(*a, at=600),
     "positional-precision": lambda *a: accuracy_figures(*a),
+    "positional-precision-d128": lambda *a: accuracy_figures(*a),
 }
 
 

@@ -52,7 +52,7 @@ void api_runs_create(http_request *req, void *ctx) {
         goto done;
     }
     svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config};
-    if (svc_runs_admit(a, config, "config.", &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
+    if (svc_runs_admit(a, config, "config.", 1, &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         goto done;
     }

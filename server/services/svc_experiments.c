@@ -365,7 +365,7 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
         return svc_fail(err, SVC_INVALID, "invalid_field", "replicates",
                         "%d replicates from seed %lld pass the largest seed (%lld)", p->replicates,
                         (long long)json_integer_value(json_object_get(norm, "seed")), MAX_SEED);
-    return svc_runs_admit(a, norm, field, err);
+    return svc_runs_admit(a, norm, field, (int)(json_array_size(p->variants) * (size_t)p->replicates), err);
 }
 
 svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_experiment_plan *plan, svc_error *err) {
