@@ -55,7 +55,7 @@ done
 # The API tests once more with every server on PostgreSQL (release build): the harness gives each
 # server a database of its own on the suite's cluster. Cases about the SQLite file itself say SKIP.
 if [ -n "$ATTNLAB_TEST_PG" ]; then
-  for src in $(grep -l 'harness_start' tests/server/test_*.c | grep -v test_nodes.c | sort); do # test_nodes: PostgreSQL already
+  for src in $(grep -lE 'harness_start|api_suite_main' tests/server/test_*.c | grep -v test_nodes.c | sort); do # test_nodes: PostgreSQL already
     bin=$BUILD/release/tests/server/$(basename "$src" .c)
     [ -x "$bin" ] && BINMODE=release ATTNLAB_TEST_DB=$ATTNLAB_TEST_PG run_one pg "${bin#$BUILD/release/tests/}" "$bin"
   done

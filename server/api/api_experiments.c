@@ -15,6 +15,34 @@ void api_presets(http_request *req, void *ctx) {
     http_reply_json(req, 200, json_pack("{s:o}", "presets", svc_experiments_presets()));
 }
 
+/* 201 {"experiment", "runs": the n runs just made (queued)}, with the experiment's Location. */
+static void reply_created(http_request *req, app *a, long long exp_id, const long long *ids, size_t n) {
+    json_t *exp = NULL, *runs = json_array();
+    if (!runs) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (store_experiment_get(a->store, exp_id, &exp) != STORE_OK) {
+        json_decref(runs);
+        api_store_failed(req);
+        return;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = NULL;
+        if (store_run_get(a->store, ids[i], &row) == STORE_OK)
+            bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
+    }
+    if (bad) { /* the runs are queued: the answer says what it can */
+        json_decref(runs);
+        runs = NULL;
+    }
+    char loc[64];
+    snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
+    http_reply_header(req, "Location", loc);
+    http_reply_json(req, 201, json_pack("{s:o, s:o*}", "experiment", exp, "runs", runs));
+}
+
 void api_experiments_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
@@ -35,6 +63,8 @@ void api_experiments_create(http_request *req, void *ctx) {
         return;
     }
     r.tags = tags;
+    r.name_given = r.name && *r.name;
+    if (!r.name_given) r.name = NULL;
     json_t *bundle = json_object_get(body, "from_bundle");
     if (bundle) { /* run a bundle's experiment again: nothing else but a new name and tags */
         static const char *const with_bundle[] = {"from_bundle", "name", "tags", NULL};
@@ -57,41 +87,47 @@ void api_experiments_create(http_request *req, void *ctx) {
     }
     size_t n = plan.n_runs;
     long long exp_id, *ids = calloc(n, sizeof *ids);
-    json_t *exp = NULL, *runs = json_array();
-    if (!ids || !runs) {
+    if (!ids)
         http_reply_error(req, 500, "internal", NULL, "out of memory");
-    } else if (svc_experiments_commit(a, &plan, &exp_id, ids, &err) != SVC_OK) {
+    else if (svc_experiments_commit(a, &plan, &exp_id, ids, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
-    } else if (store_experiment_get(a->store, exp_id, &exp) != STORE_OK) {
-        api_store_failed(req);
-    } else {
-        int bad = 0;
-        for (size_t i = 0; i < n; i++) {
-            json_t *row = NULL;
-            if (store_run_get(a->store, ids[i], &row) == STORE_OK)
-                bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
-        }
-        if (bad) { /* the runs are queued: the answer says what it can */
-            json_decref(runs);
-            runs = NULL;
-        }
-        char loc[64];
-        snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
-        http_reply_header(req, "Location", loc);
-        http_reply_json(req, 201, json_pack("{s:o, s:O}", "experiment", exp, "runs", runs));
-    }
-    json_decref(runs);
+    else
+        reply_created(req, a, exp_id, ids, n);
     free(ids);
     svc_experiments_plan_free(&plan);
+    json_decref(body);
+}
+
+void api_experiments_add_runs(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (api_path_id(req, &id) < 0) return;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"variants", "replicates", NULL};
+    long long *ids = NULL;
+    size_t n = 0;
+    svc_error err;
+    if (api_only_fields(req, body, fields) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (svc_experiments_add_runs(a, id, json_object_get(body, "variants"), json_object_get(body, "replicates"), &ids,
+                                 &n, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_created(req, a, id, ids, n);
+    free(ids);
     json_decref(body);
 }
 
 void api_experiments_list(http_request *req, void *ctx) {
     app *a = ctx;
     long long limit, offset, total;
-    if (api_query_page(req, &limit, &offset) < 0) return;
+    const char *search;
+    if (api_query_page(req, &limit, &offset) < 0 || api_query_search(req, &search) < 0) return;
     json_t *list;
-    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, &list, &total);
+    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, search, &list, &total);
     api_reply_list(req, s, "experiments", list, total);
 }
 

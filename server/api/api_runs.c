@@ -193,7 +193,8 @@ void api_runs_list(http_request *req, void *ctx) {
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", store_run_statuses, &f.status) < 0 ||
         api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
-        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0) {
+        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0 ||
+        api_query_search(req, &f.search) < 0) {
         free(query);
         return;
     }

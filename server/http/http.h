@@ -76,6 +76,11 @@ int http_route_upload_heavy(http_server *s, const char *method, const char *patt
  * on the compute pool, never on an HTTP thread, after admission (see http_compute.h); it answers as
  * any handler does, and should stop early once http_request_cancelled() says the client left. */
 int http_route_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn);
+/* Sets the query keys the route (method, pattern) takes, comma-separated; "name.*" takes every key
+ * that begins with "name.". A request with any other key is answered 422 (code unknown_parameter,
+ * field the key) before its handler runs, or its admission to the compute pool; a route given none
+ * takes none. Call before http_server_start. -1 when there is no such route or out of memory. */
+int http_route_query(http_server *s, const char *method, const char *pattern, const char *keys);
 /* Binds the listening socket without serving yet (connections wait in the backlog), so a caller
  * can make sure the port is its own before doing anything else. -1 with a reason in err. */
 int http_server_listen(http_server *s, char *err, size_t errlen);

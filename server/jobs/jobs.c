@@ -106,6 +106,7 @@ typedef struct {
     char staging[PATH_MAX + 48], final[PATH_MAX + 48]; /* its checkpoint (checkpoints.h) */
     char failure[512]; /* set when what it reports cannot be kept: the run stops and fails */
     store_metric points[MAX_POINTS_PER_STEP];
+    char keys[MAX_POINTS_PER_STEP][32]; /* points[i].key: the keys a trained run records are short */
 } train_ctx;
 
 /* Stops the run (at its next should_stop) with this reason, unless one is set already. Called from
@@ -122,10 +123,12 @@ static void fail_run(train_ctx *t, const char *fmt, ...) {
 
 static void add_point(train_ctx *t, int *n, long step, double wall, const char *key, double v) {
     if (*n >= MAX_POINTS_PER_STEP) return;
+    char *copy = t->keys[*n];
     store_metric *p = &t->points[(*n)++];
     p->run_id = t->run_id;
     p->step = (int)step;
-    snprintf(p->key, sizeof p->key, "%s", key);
+    snprintf(copy, sizeof t->keys[0], "%s", key);
+    p->key = copy;
     p->value = v;
     p->wall_time = wall;
 }

@@ -131,7 +131,7 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
 
 int svc_external_key_ok(const char *k) {
     size_t n = strlen(k);
-    if (n < 1 || n >= sizeof(((store_metric *)0)->key)) return 0;
+    if (n < 1 || n > STORE_METRIC_KEY_MAX) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
               strchr("_.-:/", k[i])))
@@ -162,7 +162,7 @@ static svc_status read_point(const json_t *p, size_t i, long long run_id, double
     if (!json_is_integer(step) || json_integer_value(step) < 0 || json_integer_value(step) > 1000000000)
         bad = "step", why = "an integer from 0 to 1000000000";
     else if (!json_is_string(key) || !svc_external_key_ok(json_string_value(key)))
-        bad = "key", why = "1 to 31 bytes of letters, digits and _ . - : /";
+        bad = "key", why = "1 to 250 bytes of letters, digits and _ . - : /";
     else if (!json_is_number(value) || !isfinite(json_number_value(value)))
         bad = "value", why = "a finite number";
     else if (wall && (!json_is_number(wall) || !isfinite(json_number_value(wall)) || json_number_value(wall) < 0))
@@ -174,7 +174,7 @@ static svc_status read_point(const json_t *p, size_t i, long long run_id, double
     }
     out->run_id = run_id;
     out->step = (int)json_integer_value(step);
-    snprintf(out->key, sizeof out->key, "%s", json_string_value(key));
+    out->key = json_string_value(key); /* borrowed from the request, which outlives the insert */
     out->value = json_number_value(value);
     out->wall_time = wall ? json_number_value(wall) : now;
     return SVC_OK;

@@ -56,7 +56,7 @@ svc_status svc_external_weights(struct app *a, long long id, const char *upload,
 
 /* 1 when run object `run` (store_run_get's) is an external run. */
 int svc_external_is(const json_t *run);
-/* 1 when k is a metric key a client may log: 1..31 bytes (the store's key) of letters, digits and
+/* 1 when k is a metric key a client may log: 1..STORE_METRIC_KEY_MAX (250) bytes of letters, digits and
  * _ . - : / (svc_external_log's rule, which bundles imported by svc_import.h follow too). */
 int svc_external_key_ok(const char *k);
 /* Publishes run id's status on the live streams (a final status ends the run's own stream); also

@@ -119,7 +119,7 @@ static store_metric *run_points(const import_run *r, long long id, size_t *n) {
             store_metric *m = &p[(*n)++];
             m->run_id = id;
             m->step = (int)json_integer_value(json_array_get(steps, j));
-            snprintf(m->key, sizeof m->key, "%s", key);
+            m->key = key; /* borrowed from the bundle, which outlives the insert */
             m->value = json_number_value(v);
             m->wall_time = json_number_value(json_array_get(walls, j));
         }
@@ -203,7 +203,10 @@ static svc_status store_all(app *a, const json_t *e, const char *name, import_ru
                                .preset = json_string_value(json_object_get(e, "preset")),
                                .base_json = base,
                                .variants_json = variants,
-                               .replicates = json_is_integer(reps) ? (int)json_integer_value(reps) : 1};
+                               .replicates = json_is_integer(reps) ? (int)json_integer_value(reps) : 1,
+                               /* names are unique: a name asked for is a 409 when in use; the
+                                * bundle's own becomes the first free "name (2)", … */
+                               .rename_if_taken = name == NULL};
     for (size_t i = 0; st == SVC_OK && i < n; i++) {
         const json_t *tags = json_object_get(rs[i].run, "tags");
         rows[i] = (store_new_run){.name = rs[i].name ? rs[i].name : "",
@@ -218,7 +221,11 @@ static svc_status store_all(app *a, const json_t *e, const char *name, import_ru
                                   .external = 1};
     }
     long long exp_id = 0;
-    if (st == SVC_OK && store_experiment_create(a->store, &ex, rows, n, &exp_id, ids) != STORE_OK)
+    store_status made = st == SVC_OK ? store_experiment_create(a->store, &ex, rows, n, &exp_id, ids) : STORE_OK;
+    if (made == STORE_CONFLICT)
+        st = svc_fail(err, SVC_CONFLICT, "conflict", "name", "an experiment named '%s' exists: choose another name",
+                      ex.name);
+    else if (made != STORE_OK)
         st = svc_store_failed(err);
     long long source_exp = (long long)json_integer_value(json_object_get(e, "id"));
     for (size_t i = 0; st == SVC_OK && i < n; i++)

@@ -21,8 +21,9 @@ struct app;
 
 /* Reads the bundle's JSON text from file `path` and stores it: on SVC_OK *out is
  * {"experiment":{…},"runs":[{"id","variant","replicate","imported_from"}…],"points":n}. The name is
- * `name` when non-NULL, else the bundle's. Everything is checked before anything is stored (a bundle
- * that is not one, a run without an ended status, a bad key, step or value: SVC_INVALID naming the
+ * `name` when non-NULL (SVC_CONFLICT, field "name", when another experiment has it), else the
+ * bundle's (or, when that is in use, the first free "name (2)", "name (3)", …). Everything is checked before anything
+ * is stored (a bundle that is not one, a run without an ended status, a bad key, step or value: SVC_INVALID naming the
  * first bad member as "runs[i].series.<key>"); a store failure midway removes what was stored.
  * SVC_FAILED when the file cannot be read, memory runs out or the store fails. */
 svc_status svc_import_bundle(struct app *a, const char *path, const char *name, json_t **out, svc_error *err);

@@ -193,6 +193,26 @@ TEST(a_bundle_that_is_not_one_is_refused_naming_its_first_bad_member_and_nothing
     json_decref(r);
 }
 
+/* Names are unique: a name asked for that is in use is a 409 and stores nothing; the bundle's own
+ * name, in use, becomes the first free "name (2)". */
+TEST(an_import_takes_a_free_name) {
+    CHECK(bundle);
+    char *text = json_dumps(bundle, JSON_COMPACT);
+    long long before = experiments_total();
+    long status;
+    json_t *r = import_text(text, "?name=imported", &status);
+    CHECK_MSG(status == 409 && !strcmp(api_error_field(r), "name"), "%ld %s", status, api_error_field(r));
+    json_decref(r);
+    CHECK_EQ_INT((long)experiments_total(), (long)before);
+    r = import_text(text, NULL, &status);
+    free(text);
+    CHECK_EQ_INT(status, 201);
+    const char *name = json_string_value(json_object_get(json_object_get(r, "experiment"), "name"));
+    int ok = name && !strcmp(name, "exported (2)");
+    CHECK_MSG(ok, "named %s", name ? name : "(none)");
+    json_decref(r);
+}
+
 TEST(imported_runs_are_never_trained_and_keep_their_status_across_a_restart) {
     CHECK(imp_id > 0);
     char dir[sizeof srv.data_dir];
@@ -218,6 +238,7 @@ int main(void) {
     RUN(an_experiment_trained_here_and_exported);
     RUN(its_import_gives_back_the_same_runs_points_and_statistics);
     RUN(a_bundle_that_is_not_one_is_refused_naming_its_first_bad_member_and_nothing_is_kept);
+    RUN(an_import_takes_a_free_name);
     RUN(imported_runs_are_never_trained_and_keep_their_status_across_a_restart);
     json_decref(bundle);
     int rc = test_summary();
