@@ -70,21 +70,18 @@ TEST(an_experiment_splits_the_cores_and_a_lone_run_takes_them_all) {
     char *st = api_wait_status(&srv, lone, "succeeded", 300000);
     CHECK(st && !strcmp(st, "succeeded"));
     free(st);
-    json_t *e = api_call(&srv, "POST", "/api/experiments",
-                         "{\"name\":\"split\",\"base\":{" SHARE_CONFIG "},\"variants\":[{\"name\":\"a\",\"config\":{"
-                         "\"attention\":\"rope\"}},{\"name\":\"b\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
-                         &status);
-    CHECK_EQ_INT(status, 201);
+    json_t *runs;
+    CHECK(api_create_experiment(&srv,
+                                "{\"name\":\"split\",\"base\":{" SHARE_CONFIG "},\"variants\":[{\"name\":\"a\","
+                                "\"config\":{\"attention\":\"rope\"}},{\"name\":\"b\",\"config\":{\"attention\":"
+                                "\"cosine_rope\"}}]}",
+                                &runs) > 0);
     size_t i;
     json_t *run;
-    json_array_foreach(json_object_get(e, "runs"), i, run) {
-        long long id = (long long)json_integer_value(json_object_get(run, "id"));
-        CHECK_EQ_INT(run_threads(id), cores >= 2 ? cores / 2 : 1);
-        st = api_wait_status(&srv, id, "succeeded", 300000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
-    json_decref(e);
+    json_array_foreach(runs, i, run) CHECK_EQ_INT(
+        run_threads((long long)json_integer_value(json_object_get(run, "id"))), cores >= 2 ? cores / 2 : 1);
+    CHECK_EQ_INT(api_wait_runs(&srv, runs, "succeeded", 300000), 0);
+    json_decref(runs);
 }
 
 TEST(the_classroom_blog_experiment_shows_the_difference) {
@@ -101,18 +98,12 @@ TEST(the_classroom_blog_experiment_shows_the_difference) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     json_decref(presets);
-    long status;
-    json_t *e = api_call(&srv, "POST", "/api/experiments", text, &status);
+    json_t *runs;
+    long long exp = api_create_experiment(&srv, text, &runs);
     free(text);
-    CHECK_EQ_INT(status, 201);
-    long long exp = (long long)json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
-    json_t *run;
-    json_array_foreach(json_object_get(e, "runs"), i, run) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(run, "id")), "succeeded", 900000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
-    json_decref(e);
+    CHECK(exp > 0);
+    CHECK_EQ_INT(api_wait_runs(&srv, runs, "succeeded", 900000), 0);
+    json_decref(runs);
     char path[96];
     snprintf(path, sizeof path, "/api/experiments/%lld/stats", exp);
     json_t *s = get(path), *stats = json_object_get(s, "stats");
@@ -137,19 +128,10 @@ TEST(the_classroom_blog_experiment_shows_the_difference) {
     CHECK_MSG(uniform - rope_ent > 0.3, "rope attention entropy %.3f, uniform %.3f", rope_ent, uniform);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(the_byte_level_classroom_corpus_is_built_in_and_its_name_reserved);
     RUN(an_experiment_splits_the_cores_and_a_lone_run_takes_them_all);
     RUN(the_classroom_blog_experiment_shows_the_difference);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }

@@ -70,22 +70,15 @@ static json_t *import_text(const char *text, const char *query, long *status) {
 }
 
 TEST(an_experiment_trained_here_and_exported) {
-    long status;
-    json_t *e = api_call(&srv, "POST", "/api/experiments",
-                         "{\"name\":\"exported\",\"replicates\":3,\"base\":{" TINY_CONFIG
-                         ",\"steps\":12},\"variants\":[{\"name\":\"rope\",\"config\":{\"attention\":\"rope\"}},"
-                         "{\"name\":\"cos\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
-                         &status);
-    CHECK_EQ_INT(status, 201);
-    exp_id = (long long)json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(e, "runs"), i, r) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 300000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
-    json_decref(e);
+    json_t *runs;
+    exp_id = api_create_experiment(&srv,
+                                   "{\"name\":\"exported\",\"replicates\":3,\"base\":{" TINY_CONFIG
+                                   ",\"steps\":12},\"variants\":[{\"name\":\"rope\",\"config\":{\"attention\":"
+                                   "\"rope\"}},{\"name\":\"cos\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
+                                   &runs);
+    CHECK(exp_id > 0);
+    CHECK_EQ_INT(api_wait_runs(&srv, runs, "succeeded", 300000), 0);
+    json_decref(runs);
     bundle = get("/api/experiments/%lld/bundle?max_points=0", exp_id);
     CHECK(bundle && json_array_size(json_object_get(bundle, "runs")) == 6);
 }
@@ -228,22 +221,13 @@ TEST(imported_runs_are_never_trained_and_keep_their_status_across_a_restart) {
     json_decref(e);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(an_experiment_trained_here_and_exported);
     RUN(its_import_gives_back_the_same_runs_points_and_statistics);
     RUN(a_bundle_that_is_not_one_is_refused_naming_its_first_bad_member_and_nothing_is_kept);
     RUN(an_import_takes_a_free_name);
     RUN(imported_runs_are_never_trained_and_keep_their_status_across_a_restart);
     json_decref(bundle);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }
