@@ -242,8 +242,9 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
         for a in arms:
             s = cells.get((task, a))
             m = num(s["mean"], 3)
-            row.append(f"{f'**{m}**' if s['mean'] == best else m} {ci(s.get('ci'), 3)}")
-            val[f"{name}/{task}/{a}"] = f"{m} {ci(s.get('ci'), 3)}"
+            interval = f" {ci(s.get('ci'), 3)}" if s.get("ci") and s["ci"][0] is not None else ""
+            row.append(f"{f'**{m}**' if s['mean'] == best else m}{interval}")
+            val[f"{name}/{task}/{a}"] = f"{m}{interval}"
         rows.append(row)
     out[f"{name}/accuracy"] = table(["task"] + [f"`{a}`" for a in arms], rows)
     rows = []
