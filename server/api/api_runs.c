@@ -29,12 +29,34 @@ void api_runs_reply(http_request *req, app *a, long long id, int status) {
     http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(a, row)));
 }
 
+void api_runs_created(http_request *req, app *a, long long id, const svc_idem *idem) {
+    if (idem && idem->replay) { /* another request with the key committed first */
+        api_reply_replayed(req, "/api/runs", id);
+    } else {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/api/runs/%lld", id);
+        http_reply_header(req, "Location", loc);
+    }
+    api_runs_reply(req, a, id, 201);
+}
+
 void api_runs_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
+    svc_idem idem, *ip;
+    if (api_idempotency(req, a, "run", body, &idem, &ip) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (ip && ip->replay) { /* a retry: the first answer again */
+        api_reply_replayed(req, "/api/runs", ip->replay);
+        api_runs_reply(req, a, ip->replay, 201);
+        json_decref(body);
+        return;
+    }
     if (json_object_get(body, "source")) { /* a run trained elsewhere (api_external.c) */
-        api_runs_create_external(req, a, body);
+        api_runs_create_external(req, a, body, ip);
         json_decref(body);
         return;
     }
@@ -51,15 +73,12 @@ void api_runs_create(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", cerr.field, "%s", cerr.message);
         goto done;
     }
-    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config};
+    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config, .idem = ip};
     if (svc_runs_admit(a, config, "config.", &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         goto done;
     }
-    char loc[64];
-    snprintf(loc, sizeof loc, "/api/runs/%lld", id);
-    http_reply_header(req, "Location", loc);
-    api_runs_reply(req, a, id, 201);
+    api_runs_created(req, a, id, ip);
 done:
     json_decref(config);
     json_decref(body);

@@ -438,9 +438,14 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
                                   .preset = p->preset,
                                   .base_json = base_text,
                                   .variants_json = variants_text,
-                                  .replicates = p->replicates};
+                                  .replicates = p->replicates,
+                                  .idempotency = p->idem ? &p->idem->record : NULL};
         long long id = 0;
-        if (store_experiment_create(a->store, &e, rows, n, &id, run_ids) != STORE_OK) {
+        store_status s = store_experiment_create(a->store, &e, rows, n, &id, run_ids);
+        if (s == STORE_CONFLICT && p->idem) {
+            v = svc_idempotency_settle(a, p->idem, err);
+            if (v == SVC_OK) *exp_id = p->idem->replay;
+        } else if (s != STORE_OK) {
             v = svc_store_failed(err);
         } else if (jobs_submit_runs(a->jobs, run_ids, (int)n) < 0) {
             /* The queue filled up since the plan: take the whole experiment back. */

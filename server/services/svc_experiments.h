@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "services/svc.h"
+#include "services/svc_idempotency.h"
 
 struct app;
 
@@ -51,6 +52,7 @@ typedef struct {
     const json_t *tags; /* given to every run; may be NULL */
     int replicates;     /* runs per variant, 1..SVC_EXPERIMENTS_MAX_REPLICATES */
     size_t n_runs;      /* variants x replicates */
+    svc_idem *idem;     /* NULL, or the request's idempotency key (set by the caller after planning) */
 } svc_experiment_plan;
 
 /* Checks a request and plans its runs: the preset or base, overrides, the variants (given, or

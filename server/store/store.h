@@ -66,6 +66,19 @@ extern const char *const store_run_statuses[];
 /* 1 when a run in this status has ended (succeeded, failed, cancelled, interrupted): only a resume
  * moves it again. */
 int store_run_status_ended(const char *status);
+/* ---- idempotency keys -----------------------------------------------------------------------
+ * A creation may record a client's key in its own transaction (store_run_create,
+ * store_experiment_create), so that a retry of a request whose answer was lost finds what the first
+ * one created. A key is recorded once: a second creation with it is STORE_CONFLICT and creates
+ * nothing. It goes with what it created (deleted with the run or the experiment). */
+typedef struct {
+    const char *key;          /* 1-255 bytes, as the client sent it */
+    const char *request_hash; /* what the first request asked for (a hash of it), to tell a retry from a reuse */
+} store_idempotency;
+/* {"kind":"run"|"experiment","id":…,"request_hash":…,"created_at":…} of a recorded key; STORE_NOT_FOUND
+ * when none. */
+store_status store_idempotency_get(store *st, const char *key, json_t **out);
+
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */
@@ -75,10 +88,12 @@ typedef struct {
     int total_steps;
     const json_t *tags; /* array of strings, may be NULL */
     int external;       /* 1: a run trained elsewhere (migration 0009): inserted running, started now */
+    const store_idempotency *idempotency; /* store_run_create only: NULL, or the key to record with it */
 } store_new_run;
 
 /* Inserts a queued run (an external one: running); *id_out gets its id (never one used before, even
- * after deletes). */
+ * after deletes). With run->idempotency, records its key with it: STORE_CONFLICT, nothing created,
+ * when the key is recorded already. */
 store_status store_run_create(store *st, const store_new_run *run, long long *id_out);
 /* One run; STORE_NOT_FOUND when there is none. */
 store_status store_run_get(store *st, long long id, json_t **out);
@@ -173,10 +188,12 @@ typedef struct {
     const char *name, *preset;             /* preset may be NULL */
     const char *base_json, *variants_json; /* JSON text */
     int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
+    const store_idempotency *idempotency;  /* NULL, or the key to record with it */
 } store_new_experiment;
 
 /* Creates an experiment and its n runs (queued, each with experiment_id set to the new
- * experiment; their own experiment_id is ignored) in one transaction: all of it or nothing.
+ * experiment; their own experiment_id and idempotency are ignored) in one transaction: all of it or
+ * nothing (with e->idempotency, its key too: STORE_CONFLICT when the key is recorded already).
  * *exp_id gets the experiment's id and run_ids[0..n) the runs' ids, in order. */
 store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                      long long *exp_id, long long *run_ids);

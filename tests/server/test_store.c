@@ -162,7 +162,8 @@ static const backend sqlite_backend = {
     .raw = sqlite_raw,
     .raw_count = sqlite_count,
     .from_rows = sqlite_from_rows,
-    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; "
+                    "ALTER TABLE runs DROP COLUMN "
                     "provenance; PRAGMA user_version = 7; "
                     "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
@@ -266,7 +267,8 @@ static const backend pg_backend = {
     .raw = pg_raw,
     .raw_count = pg_count,
     .from_rows = pg_from_rows,
-    .to_version_7 = "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP TABLE metric_summaries; "
+                    "ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
                     "DELETE FROM attnlab_schema WHERE version >= 8; "
                     "INSERT INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",

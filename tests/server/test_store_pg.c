@@ -3,6 +3,7 @@
  * claims hand one run to one claimer, fencing keeps a node that lost its lease from writing, other
  * nodes hear what changed, and a database that goes away answers STORE_ERROR marked unavailable,
  * then comes back. The contract both backends keep is test_store.c's. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +17,7 @@
 #include "../support/pg.h"
 #include "../support/test.h"
 #include "store/postgres/pg.h"
+#include "store/postgres/store_pg.h"
 #include "store/store.h"
 #include "store/store_nodes.h"
 
@@ -417,6 +419,57 @@ TEST(two_node_processes_drain_a_queue_each_run_once) {
     store_close(st);
 }
 
+typedef struct {
+    store *st;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done;
+    store_status s;
+} ping_job;
+
+static void *ping_alone(void *arg) {
+    ping_job *j = arg;
+    store_status s = store_ping(j->st);
+    pthread_mutex_lock(&j->lock);
+    j->s = s;
+    j->done = 1;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+TEST(health_answers_while_every_pooled_connection_is_busy) {
+    char url[1024];
+    setenv("ATTNLAB_DB_POOL", "2", 1);
+    store *st = open_fresh(url, sizeof url);
+    unsetenv("ATTNLAB_DB_POOL");
+    CHECK(st);
+    /* The whole pool taken, as long reads (bundles of large runs) would take it. */
+    pg_conn *held[2] = {spg_get(st), spg_get(st)};
+    CHECK(held[0] && held[1]);
+    ping_job j = {.st = st};
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, ping_alone, &j) == 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60; /* an upper bound: the ping need not wait for the pool at all */
+    pthread_mutex_lock(&j.lock);
+    int rc = 0;
+    while (!j.done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&j.cv, &j.lock, &until);
+    int done = j.done;
+    pthread_mutex_unlock(&j.lock);
+    spg_put(st, held[0]);
+    spg_put(st, held[1]);
+    pthread_join(t, NULL);
+    CHECK_MSG(done, "the health check waited for a pooled connection");
+    CHECK(j.s == STORE_OK);
+    pthread_cond_destroy(&j.cv);
+    pthread_mutex_destroy(&j.lock);
+    store_close(st);
+}
+
 int main(void) {
     if (!pgtest_server_url()) {
         printf("FAIL test_store_pg: no PostgreSQL server for the tests\n");
@@ -429,6 +482,7 @@ int main(void) {
     RUN(nodes_are_listed_with_their_runs);
     RUN(other_nodes_hear_queued_runs_metrics_and_status);
     RUN(a_lost_database_is_an_unavailable_error_until_it_returns);
+    RUN(health_answers_while_every_pooled_connection_is_busy);
     RUN(two_node_processes_drain_a_queue_each_run_once);
     return test_summary();
 }

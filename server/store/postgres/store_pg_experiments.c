@@ -40,6 +40,7 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
         s = spg_fail(c, s);
     }
     for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    if (s == STORE_OK && e->idempotency) s = spg_idempotency_put(c, e->idempotency, 0, id);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
     if (s == STORE_OK) {
