@@ -169,6 +169,9 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
 /* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
  * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
  * of *n (NULL when there are none). */
+/* 1 when metric key `key` matches `keys` as store_metrics_points reads them (a summary's series
+ * counted the same way before its points are read). */
+int store_keys_match(const char *key, const char *keys);
 store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
                                   size_t *n);
 /* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the

@@ -150,8 +150,14 @@ static void account(planner *pl, int s, int N, double us_per_query, double cpu0,
     pl->wall_used += wall_s() - w0;
 }
 
+/* Before each measurement: ENGINE_ERR_CANCELLED once nobody waits for the result. */
+static engine_status still_wanted(const probe_context *ctx, engine_error *ee) {
+    if (!probe_cancelled(ctx)) return ENGINE_OK;
+    snprintf(ee->message, sizeof ee->message, "cancelled");
+    return ENGINE_ERR_CANCELLED;
+}
+
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
-    (void)ctx;
     double nsd[MAX_NS], ksd[MAX_KS];
     int nn = probe_p_list(p, "ns", nsd, MAX_NS), nk = probe_p_list(p, "ks", ksd, MAX_KS);
     int ns[MAX_NS], ks[MAX_KS];
@@ -197,6 +203,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         int N = ns[i];
         dense[i] = NAN;
         double est = estimate(&pl, 0, N, 1);
+        if ((st = still_wanted(ctx, &ee))) break;
         if (fits(&pl, est)) {
             double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
             st = sparse_timing_dense(tm, N, &pl.timing, &dense[i], &ee);
@@ -217,6 +224,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                     skipped++;
                     continue;
                 }
+                if ((st = still_wanted(ctx, &ee))) break;
                 sparse_config cfg;
                 sparse_config_defaults(&cfg, preds[pp], ks[kk]);
                 double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
