@@ -536,8 +536,8 @@ static void series_pattern(const char *key, key_kind kind, char *pattern, size_t
 }
 
 /* The points a band reads, bounded before any is read: the summaries count each series' points. */
-static svc_status check_band_points(app *a, const experiment_runs *e, long long exp_id, const char *key,
-                                    key_kind kind, svc_error *err) {
+static svc_status check_band_points(app *a, const experiment_runs *e, long long exp_id, const char *key, key_kind kind,
+                                    svc_error *err) {
     char pattern[40];
     series_pattern(key, kind, pattern, sizeof pattern);
     unsigned long long total = 0;
@@ -554,8 +554,8 @@ static svc_status check_band_points(app *a, const experiment_runs *e, long long 
         }
     if (total <= SVC_STATS_MAX_BAND_POINTS) return SVC_OK;
     return svc_fail(err, SVC_INVALID, "too_large", "key",
-                    "the series %s of experiment %lld would read %llu points, over the bound of %llu per request",
-                    key, exp_id, total, SVC_STATS_MAX_BAND_POINTS);
+                    "the series %s of experiment %lld would read %llu points, over the bound of %llu per request", key,
+                    exp_id, total, SVC_STATS_MAX_BAND_POINTS);
 }
 
 static svc_status run_series(app *a, long long id, const char *key, key_kind kind, stats_point **pts, size_t *n_out,

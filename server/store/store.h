@@ -2,11 +2,11 @@
  * catalogue, probe results) behind one contract that names no database.
  *
  * store_open() (store_open.c) is the one place that picks and opens a backend, by the URL it is
- * given: SQLite (sqlite/: one file, one connection in WAL mode serialised by a mutex, migrations
- * from db/migrations applied in order) or PostgreSQL (postgres/: a pool of connections to a
- * database several nodes may share, migrations from db/migrations/pg). The backend fills one table
- * of functions once, as it opens (store_backend.h); every function below is a call through it, so
- * callers never know which backend they use. Every function may be called from any thread.
+ * given: SQLite (sqlite/: one file in WAL mode, one writer connection serialised by a mutex and
+ * read connections beside it that never wait for it, migrations from db/migrations applied in order) or PostgreSQL
+ * (postgres/: a pool of connections to a database several nodes may share, migrations from db/migrations/pg). The
+ * backend fills one table of functions once, as it opens (store_backend.h); every function below is a call through it,
+ * so callers never know which backend they use. Every function may be called from any thread.
  *
  * THE RULE FOR ERRORS. Every function that returns a store_status follows it: on STORE_OK its
  * outputs are set and the caller owns what they point to (json_decref() a json_t *, free() any

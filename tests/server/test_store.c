@@ -830,8 +830,8 @@ TEST(an_idempotency_key_is_recorded_once_with_what_it_created) {
     CHECK(store_idempotency_get(st, "k1", &none) == STORE_NOT_FOUND);
     CHECK(none == NULL);
     store_idempotency k1 = {.key = "k1", .request_hash = "h1"}, k2 = {.key = "k2", .request_hash = "h2"};
-    store_new_run nr = {.name = "keyed", .config_json = "{\"steps\":5}", .total_steps = 5, .corpus = "small",
-                        .idempotency = &k1};
+    store_new_run nr = {
+        .name = "keyed", .config_json = "{\"steps\":5}", .total_steps = 5, .corpus = "small", .idempotency = &k1};
     long long id = 0, again = 7;
     CHECK(store_run_create(st, &nr, &id) == STORE_OK && id > 0);
     CHECK_EQ_INT(key_target(st, "k1", kind, sizeof kind), id);
@@ -888,7 +888,8 @@ static const contract_case contract[] = {
     {"summaries_equal_a_recomputation_from_the_rows", summaries_equal_a_recomputation_from_the_rows},
     {"an_old_database_gets_its_summaries_from_the_migration", an_old_database_gets_its_summaries_from_the_migration},
     {"a_page_of_briefs_is_each_runs_brief", a_page_of_briefs_is_each_runs_brief},
-    {"an_idempotency_key_is_recorded_once_with_what_it_created", an_idempotency_key_is_recorded_once_with_what_it_created},
+    {"an_idempotency_key_is_recorded_once_with_what_it_created",
+     an_idempotency_key_is_recorded_once_with_what_it_created},
 };
 
 int main(void) {

@@ -151,7 +151,8 @@ TEST(reads_and_health_answer_while_the_writer_is_held) {
     reads_job j = {.st = st, .run = new_run(st, "read-me")};
     CHECK(j.run > 0);
     store_metric pts[3];
-    for (int i = 0; i < 3; i++) pts[i] = (store_metric){.run_id = j.run, .step = i + 1, .key = "loss", .value = 3.0 - i};
+    for (int i = 0; i < 3; i++)
+        pts[i] = (store_metric){.run_id = j.run, .step = i + 1, .key = "loss", .value = 3.0 - i};
     CHECK(store_metrics_insert(st, pts, 3) == STORE_OK);
     pthread_mutex_init(&j.lock, NULL);
     pthread_cond_init(&j.cv, NULL);

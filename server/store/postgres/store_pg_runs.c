@@ -107,9 +107,9 @@ store_status store_pg_idempotency_get(store *st, const char *key, json_t **out) 
     pg_params_init(&p);
     pg_p_text(&p, key);
     pg_res *r = NULL;
-    store_status s = spg_fail(c, pg_exec(c, "get idempotency key",
-                                         "SELECT " STORE_IDEMPOTENCY_COLUMNS " FROM idempotency_keys WHERE key = $1",
-                                         &p, &r));
+    store_status s =
+        spg_fail(c, pg_exec(c, "get idempotency key",
+                            "SELECT " STORE_IDEMPOTENCY_COLUMNS " FROM idempotency_keys WHERE key = $1", &p, &r));
     spg_put(st, c);
     if (s == STORE_OK) s = spg_one(r, store_idempotency_from_row, out, "get idempotency key");
     pg_clear(r);

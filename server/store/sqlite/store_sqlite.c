@@ -121,8 +121,7 @@ store_status db_count(store *st, sqlite3_stmt *q, long long *n, const char *what
 }
 
 store_status db_begin(store *st) {
-    return sqlite3_exec(conn(st), "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK
-                                                                                        : db_error(st, "begin");
+    return sqlite3_exec(conn(st), "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK : db_error(st, "begin");
 }
 
 store_status db_finish(store *st, store_status s) {

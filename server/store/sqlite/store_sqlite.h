@@ -5,9 +5,9 @@
  * own test (tests/server/test_store_sqlite.c, which holds the writer's lock).
  *
  * Conventions of the resource files: every public function takes the writer's lock (db_lock), or
- * a read connection (db_read_lock) when it only reads, for its whole body, prepares its statements with db_prepare, checks every sqlite3_step result (a step that is
- * neither SQLITE_ROW nor SQLITE_DONE is an error, never the end of the rows), and follows store.h's
- * rule for outputs: they are set only on STORE_OK.
+ * a read connection (db_read_lock) when it only reads, for its whole body, prepares its statements with db_prepare,
+ * checks every sqlite3_step result (a step that is neither SQLITE_ROW nor SQLITE_DONE is an error, never the end of the
+ * rows), and follows store.h's rule for outputs: they are set only on STORE_OK.
  *
  * The results of sqlite3_bind_* are not checked, and cannot fail here: a bind fails only on an
  * index its statement does not have (each index here is one its SQL names), on a statement that is
@@ -38,13 +38,13 @@ typedef struct {
 } db_reader;
 
 typedef struct {
-    store base; /* first: a store * is a store_sqlite * */
+    store base;  /* first: a store * is a store_sqlite * */
     sqlite3 *db; /* the writer: every write, and reads inside a write */
     pthread_mutex_t lock;
     db_reader readers[DB_READERS];
     db_reader pinger;
     atomic_uint next_reader; /* where the next reader search starts */
-    char path[4096]; /* the database file, to notice it being deleted or replaced */
+    char path[4096];         /* the database file, to notice it being deleted or replaced */
     dev_t dev;
     ino_t ino;
 } store_sqlite;
