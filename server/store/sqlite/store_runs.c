@@ -79,7 +79,8 @@ store_status db_idempotency_put(store *st, const store_idempotency *k, long long
     sqlite3_bind_double(q, 6, db_now());
     int rc = sqlite3_step(q);
     store_status s = STORE_OK;
-    if (rc == SQLITE_CONSTRAINT && db_errcode(st) == SQLITE_CONSTRAINT_PRIMARYKEY)
+    if ((rc & 0xff) == SQLITE_CONSTRAINT &&
+        (db_errcode(st) == SQLITE_CONSTRAINT_PRIMARYKEY || db_errcode(st) == SQLITE_CONSTRAINT_UNIQUE))
         s = STORE_CONFLICT; /* recorded already: by an earlier request, or one that ran alongside */
     else if (rc != SQLITE_DONE)
         s = db_error(st, "record idempotency key");
