@@ -229,6 +229,31 @@ TEST(a_bundle_over_the_bound_is_refused_before_any_point_is_read) {
     CHECK(raw_exec(sql) == 0);
 }
 
+/* An experiment's series (its replicate bands) are bounded the same way, before any point is read. */
+TEST(a_series_over_the_bound_is_refused_before_any_point_is_read) {
+    SKIP_IF(!harness_sqlite(), "it changes the SQLite file itself");
+    char sql[256], path[160];
+    snprintf(sql, sizeof sql,
+             "UPDATE metric_summaries SET count = count + 6000000 WHERE run_id = %lld AND key = 'loss'", run_ids[0]);
+    CHECK(raw_exec(sql) == 0);
+    snprintf(path, sizeof path, "/api/experiments/%lld/series?key=loss&max_points=50",
+             exp_id); /* a query not kept yet */
+    long status;
+    json_t *j = api_call(&srv, "GET", path, NULL, &status);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECK_MSG(status == 422 && !strcmp(api_error_field(j), "key") && msg && strstr(msg, "5000000"), "loss: %ld %s",
+              status, msg ? msg : "");
+    json_decref(j);
+    snprintf(path, sizeof path, "/api/experiments/%lld/series?key=val_loss", exp_id);
+    harness_response r;
+    CHECK(harness_get(&srv, path, &r) == 0);
+    CHECK_MSG(r.status == 200, "val_loss: %ld", r.status);
+    harness_response_free(&r);
+    snprintf(sql, sizeof sql,
+             "UPDATE metric_summaries SET count = count - 6000000 WHERE run_id = %lld AND key = 'loss'", run_ids[0]);
+    CHECK(raw_exec(sql) == 0);
+}
+
 /* max_points=0 is every point on every series route (as an absent max_points), and 1 is refused. */
 TEST(max_points_zero_means_every_point_everywhere) {
     CHECK(exp_id > 0);
@@ -348,6 +373,7 @@ int main(void) {
     RUN(bad_queries_are_422_and_unknown_experiments_404);
     RUN(max_points_zero_means_every_point_everywhere);
     RUN(a_bundle_over_the_bound_is_refused_before_any_point_is_read);
+    RUN(a_series_over_the_bound_is_refused_before_any_point_is_read);
     RUN(a_bundle_is_produced_on_the_pool_and_stops_when_its_reader_leaves);
     harness_stop(&srv);
     curl_global_cleanup();

@@ -3,7 +3,6 @@
  * claims hand one run to one claimer, fencing keeps a node that lost its lease from writing, other
  * nodes hear what changed, and a database that goes away answers STORE_ERROR marked unavailable,
  * then comes back. The contract both backends keep is test_store.c's. */
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -421,21 +420,12 @@ TEST(two_node_processes_drain_a_queue_each_run_once) {
 
 typedef struct {
     store *st;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int done;
     store_status s;
 } ping_job;
 
-static void *ping_alone(void *arg) {
+static void ping_alone(void *arg) {
     ping_job *j = arg;
-    store_status s = store_ping(j->st);
-    pthread_mutex_lock(&j->lock);
-    j->s = s;
-    j->done = 1;
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->lock);
-    return NULL;
+    j->s = store_ping(j->st);
 }
 
 TEST(health_answers_while_every_pooled_connection_is_busy) {
@@ -447,26 +437,15 @@ TEST(health_answers_while_every_pooled_connection_is_busy) {
     /* The whole pool taken, as long reads (bundles of large runs) would take it. */
     pg_conn *held[2] = {spg_get(st), spg_get(st)};
     CHECK(held[0] && held[1]);
-    ping_job j = {.st = st};
-    pthread_mutex_init(&j.lock, NULL);
-    pthread_cond_init(&j.cv, NULL);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, ping_alone, &j) == 0);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 60; /* an upper bound: the ping need not wait for the pool at all */
-    pthread_mutex_lock(&j.lock);
-    int rc = 0;
-    while (!j.done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&j.cv, &j.lock, &until);
-    int done = j.done;
-    pthread_mutex_unlock(&j.lock);
+    ping_job j = {.st = st, .s = STORE_ERROR};
+    test_thread *t = test_thread_start(ping_alone, &j);
+    int done = test_thread_done_within(t, 60); /* the ping need not wait for the pool at all */
     spg_put(st, held[0]);
     spg_put(st, held[1]);
-    pthread_join(t, NULL);
+    test_thread_join(t);
+    CHECK(t != NULL);
     CHECK_MSG(done, "the health check waited for a pooled connection");
     CHECK(j.s == STORE_OK);
-    pthread_cond_destroy(&j.cv);
-    pthread_mutex_destroy(&j.lock);
     store_close(st);
 }
 

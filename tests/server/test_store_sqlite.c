@@ -2,14 +2,11 @@
  * every read an error, never a short list reported as complete; reads and the health check do not
  * wait for the writer (they take read connections of their own: this test holds the writer's lock
  * through the backend's header). The contract both backends keep is test_store.c's. */
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../support/harness.h"
@@ -107,41 +104,31 @@ TEST(a_read_error_is_an_error_not_the_end_of_the_rows) {
 typedef struct {
     store *st;
     long long run;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int done;
-    char failed[128]; /* the first read that did not answer STORE_OK */
+    const char *failed; /* the first read that did not answer STORE_OK */
 } reads_job;
 
-static void *reads_alone(void *arg) {
+static void reads_alone(void *arg) {
     reads_job *j = arg;
-    const char *failed = NULL;
     json_t *o = NULL;
     long long total = 0;
     store_metric *pts = NULL;
     size_t n = 0;
     store_run_filter f = {.limit = 10};
-    if (store_ping(j->st) != STORE_OK) failed = "ping";
-    if (!failed && store_run_get(j->st, j->run, &o) != STORE_OK) failed = "run_get";
+    if (store_ping(j->st) != STORE_OK) j->failed = "ping";
+    if (!j->failed && store_run_get(j->st, j->run, &o) != STORE_OK) j->failed = "run_get";
     json_decref(o);
     o = NULL;
-    if (!failed && store_run_list(j->st, &f, &o, &total) != STORE_OK) failed = "run_list";
+    if (!j->failed && store_run_list(j->st, &f, &o, &total) != STORE_OK) j->failed = "run_list";
     json_decref(o);
     o = NULL;
-    if (!failed && (store_metrics_points(j->st, j->run, NULL, 0, &pts, &n) != STORE_OK || n != 3))
-        failed = "metrics_points";
+    if (!j->failed && (store_metrics_points(j->st, j->run, NULL, 0, &pts, &n) != STORE_OK || n != 3))
+        j->failed = "metrics_points";
     free(pts);
-    if (!failed && store_metrics_summary(j->st, j->run, &o) != STORE_OK) failed = "metrics_summary";
+    if (!j->failed && store_metrics_summary(j->st, j->run, &o) != STORE_OK) j->failed = "metrics_summary";
     json_decref(o);
     o = NULL;
-    if (!failed && store_run_briefs(j->st, &j->run, 1, &o) != STORE_OK) failed = "run_briefs";
+    if (!j->failed && store_run_briefs(j->st, &j->run, 1, &o) != STORE_OK) j->failed = "run_briefs";
     json_decref(o);
-    pthread_mutex_lock(&j->lock);
-    snprintf(j->failed, sizeof j->failed, "%s", failed ? failed : "");
-    j->done = 1;
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->lock);
-    return NULL;
 }
 
 TEST(reads_and_health_answer_while_the_writer_is_held) {
@@ -154,31 +141,20 @@ TEST(reads_and_health_answer_while_the_writer_is_held) {
     for (int i = 0; i < 3; i++)
         pts[i] = (store_metric){.run_id = j.run, .step = i + 1, .key = "loss", .value = 3.0 - i};
     CHECK(store_metrics_insert(st, pts, 3) == STORE_OK);
-    pthread_mutex_init(&j.lock, NULL);
-    pthread_cond_init(&j.cv, NULL);
     /* The writer busy for as long as it takes (a long write, a write stuck on a full disk). */
     db_lock(st);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, reads_alone, &j) == 0);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 60; /* an upper bound: the reads need not wait for the writer at all */
-    pthread_mutex_lock(&j.lock);
-    int rc = 0;
-    while (!j.done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&j.cv, &j.lock, &until);
-    int done = j.done;
-    pthread_mutex_unlock(&j.lock);
+    test_thread *t = test_thread_start(reads_alone, &j);
+    int done = test_thread_done_within(t, 60); /* the reads need not wait for the writer at all */
     db_unlock(st);
-    pthread_join(t, NULL);
+    test_thread_join(t);
+    CHECK(t != NULL);
     CHECK_MSG(done, "the reads waited for the writer's lock");
-    CHECK_MSG(!j.failed[0], "%s failed while the writer was held", j.failed);
+    CHECK_MSG(!j.failed, "%s failed while the writer was held", j.failed);
     /* What is written is read back at once: the readers see the last commit. */
     long long id = new_run(st, "just-written");
     json_t *o = NULL;
     CHECK(id > 0 && store_run_get(st, id, &o) == STORE_OK);
     json_decref(o);
-    pthread_cond_destroy(&j.cv);
-    pthread_mutex_destroy(&j.lock);
     store_close(st);
 }
 
