@@ -58,6 +58,7 @@ void db_read_lock(store *st) {
 void db_read_unlock(store *st) {
     (void)st;
     db_reader *r = reading;
+    /* Ends the read transaction: it wrote nothing, so there is nothing its COMMIT could lose. */
     if (!sqlite3_get_autocommit(r->db)) sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
     reading = NULL;
     pthread_mutex_unlock(&r->lock);
