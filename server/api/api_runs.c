@@ -391,7 +391,10 @@ static void keep_done(app *a, kept_answer *k) {
 
 /* GET /api/runs/{id}/metrics written a series at a time as the client reads it (http_reply_chunks),
  * so the answer's text is never built whole: the bytes of the whole object
- * {"run_id":…,"series":{"key":{…},…}} written compactly. */
+ * {"run_id":…,"series":{"key":{…},…}} written compactly. An answer about an ended run of at most
+ * METRICS_WHOLE_MAX_POINTS points (what the reply cache keeps) is made whole from the same pieces and
+ * kept first instead. */
+#define METRICS_WHOLE_MAX_POINTS 200000
 typedef struct {
     app *a;
     long long id;
@@ -440,6 +443,16 @@ static int metrics_piece(metrics_answer *m) {
     keep_piece(&m->kept, m->text, m->len);
     if (m->stage == 2) keep_done(m->a, &m->kept);
     return 0;
+}
+
+/* The points an answer of these series holds (each series downsampled to max_points, 0: all). */
+static size_t answer_points(const store_metric *p, size_t n, int max_points) {
+    size_t total = 0;
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && !strcmp(p[hi].key, p[lo].key);) hi++;
+        total += max_points > 0 && hi - lo > (size_t)max_points ? (size_t)max_points : hi - lo;
+    }
+    return total;
 }
 
 static ssize_t metrics_next(void *ctx, char *buf, size_t max) {
@@ -513,6 +526,20 @@ void api_runs_metrics(http_request *req, void *ctx) {
     }
     *m = (metrics_answer){.a = a, .id = id, .points = points, .n = n, .max_points = (int)max_points};
     snprintf(m->kept.key, sizeof m->kept.key, "%s", key);
+    if (key[0] && answer_points(points, n, (int)max_points) <= METRICS_WHOLE_MAX_POINTS) {
+        /* An answer the cache will keep is made whole at once and kept before it is sent, so that
+         * clients asking together are answered from the cache instead of each writing it anew. */
+        while (m->stage != 2 && metrics_piece(m) == 0) {}
+        char *text = m->stage == 2 ? m->kept.text : NULL;
+        size_t len = m->kept.len;
+        if (text) m->kept.text = NULL;
+        metrics_done(m);
+        if (text)
+            http_reply_take(req, 200, "application/json", text, len);
+        else
+            http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
     http_reply_chunks(req, 200, "application/json", HTTP_SIZE_UNKNOWN, metrics_next, metrics_done, m);
 }
 
