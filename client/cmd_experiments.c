@@ -12,6 +12,7 @@ const char cmd_experiments_help[] =
     "usage: attnlab experiments start --preset NAME [--tiny] [--replicates N] [--set KEY=VALUE ...]\n"
     "                                 [--KEY VALUE ...] [--vary KEY=V1,V2,... ...] [--name NAME] [--tag T ...] [-q]\n"
     "       attnlab experiments start --base FILE.json --vary KEY=V1,V2,... [--vary ...] [--replicates N] [--set ...]\n"
+    "       attnlab experiments add ID --replicates N | --vary KEY=V1,V2,... [-q]\n"
     "       attnlab experiments list\n"
     "       attnlab experiments show ID [--k K] [--csv]\n"
     "       attnlab experiments head-spread ID [--at STEP] [--csv]\n"
@@ -31,6 +32,10 @@ const char cmd_experiments_help[] =
     "         a sweep: --vary lr=1e-3,3e-4 --vary tau_param=linear,log runs every combination (4\n"
     "         variants named lr=0.001,tau_param=linear, ...; at most 256 runs with replicates).\n"
     "         -q prints only the run ids, one per line\n"
+    "add      adds runs to experiment ID: --replicates N runs N more replicates of each of its\n"
+    "         variants (seeds continuing where its replicates end); --vary KEY=V1,V2 new variants,\n"
+    "         one per value, run for every replicate it has with the same seeds. They pair with\n"
+    "         the others in show, bundle and the statistics. -q prints only the new run ids\n"
     "list     experiments with their runs\n"
     "show     one experiment: its runs, the comparison of its variants (final and best loss,\n"
     "         validation loss, tau from its initial value to the final range over heads), each\n"
@@ -153,6 +158,93 @@ static int preset_tiny(const cli_ctx *ctx, const char *preset, json_t *overrides
     return CLI_EXIT_OK;
 }
 
+/* POSTs body to path (a create, or runs added to an experiment) and prints the answer: the new
+ * run ids one per line (quiet), the JSON (--json), or "experiment ID <done> (NAME): run ID (variant),
+ * ...". */
+static int post_runs(const cli_ctx *ctx, const char *path, json_t *body, int quiet, const char *done) {
+    json_t *e;
+    int code = httpc_json(ctx, "POST", path, body, &e);
+    if (code) return code;
+    json_t *runs = exp_runs(e);
+    size_t i;
+    json_t *r;
+    if (quiet) {
+        json_array_foreach(runs, i, r) {
+            json_t *id = json_is_object(r) ? json_object_get(r, "id") : r;
+            if (json_is_integer(id)) fprintf(ctx->out, "%lld\n", (long long)json_integer_value(id));
+        }
+    } else if (ctx->json) {
+        cli_print_json(ctx, e);
+    } else {
+        char id[32];
+        json_t *exp = cli_unwrap(e, "experiment");
+        fprintf(ctx->out, "experiment %s %s", cli_cell(json_object_get(exp, "id"), id, sizeof id), done);
+        const char *en = json_string_value(json_object_get(exp, "name"));
+        char safe[512];
+        if (en) fprintf(ctx->out, " (%s)", table_safe(en, safe, sizeof safe));
+        fputs(":", ctx->out);
+        json_array_foreach(runs, i, r) {
+            char rid[32];
+            const char *var = json_is_object(r) ? json_string_value(json_object_get(r, "variant")) : NULL;
+            cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
+            fprintf(ctx->out, "%s run %s%s%s%s", i ? "," : "", rid, var ? " (" : "",
+                    var ? table_safe(var, safe, sizeof safe) : "", var ? ")" : "");
+        }
+        fputc('\n', ctx->out);
+    }
+    json_decref(e);
+    return CLI_EXIT_OK;
+}
+
+/* attnlab experiments add ID --replicates N | --vary KEY=V1,V2,... [-q] */
+static int exp_add(const cli_ctx *ctx, int argc, char **argv) {
+    const char *ids = NULL, *replicates = NULL;
+    json_t *variants = NULL, *body = json_object();
+    int quiet = 0, code = body ? CLI_EXIT_OK : cli_fail(ctx, CLI_EXIT_USAGE, "out of memory");
+    char msg[512];
+    for (int i = 0; i < argc && !code; i++) {
+        const char *v;
+        int r;
+        if ((r = cli_opt_value(argc, argv, &i, "--replicates", &v)) != 0) {
+            if (r < 0) code = cli_usage(ctx, "experiments ", "--replicates wants a number");
+            replicates = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--vary", &v)) != 0) {
+            if (r < 0 || variants)
+                code = cli_usage(ctx, "experiments ", "experiments add takes one --vary KEY=V1,V2,...");
+            else if (!(variants = cmd_experiments_vary(v, msg, sizeof msg)))
+                code = cli_usage(ctx, "experiments ", "%s", msg);
+        } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+            quiet = 1;
+        } else if (argv[i][0] != '-' && !ids) {
+            ids = argv[i];
+        } else {
+            code = cli_usage(ctx, "experiments ", "experiments add: unexpected '%s'", argv[i]);
+        }
+    }
+    long long id = 0;
+    if (!code && (!ids || cli_parse_id(ids, &id) < 0))
+        code = cli_usage(ctx, "experiments ", "experiments add takes an experiment id");
+    if (!code && !replicates == !variants)
+        code = cli_usage(ctx, "experiments ", "experiments add: give --replicates N or --vary KEY=V1,V2,...");
+    if (!code && replicates) {
+        char *end;
+        long n = strtol(replicates, &end, 10);
+        if (end == replicates || *end)
+            code = cli_usage(ctx, "experiments ", "--replicates wants a whole number, not '%s'", replicates);
+        else
+            json_object_set_new(body, "replicates", json_integer(n)); /* the server checks the range */
+    }
+    if (!code && variants) json_object_set(body, "variants", variants);
+    if (!code) {
+        char path[64];
+        snprintf(path, sizeof path, "/api/experiments/%lld/runs", id);
+        code = post_runs(ctx, path, body, quiet, "grew");
+    }
+    json_decref(variants);
+    json_decref(body);
+    return code;
+}
+
 static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
     json_t *body = json_object(), *overrides = json_object(), *tags = json_array(), *variants = NULL, *base = NULL,
            *grid = NULL;
@@ -244,36 +336,7 @@ static int exp_start(const cli_ctx *ctx, int argc, char **argv) {
         json_object_set(body, "variants", variants);
     if (name) json_object_set_new(body, "name", json_string(name));
     if (json_array_size(tags)) json_object_set(body, "tags", tags);
-    json_t *e;
-    if ((code = httpc_json(ctx, "POST", "/api/experiments", body, &e))) goto out;
-    json_t *runs = exp_runs(e);
-    size_t i;
-    json_t *r;
-    if (quiet) {
-        json_array_foreach(runs, i, r) {
-            json_t *id = json_is_object(r) ? json_object_get(r, "id") : r;
-            if (json_is_integer(id)) fprintf(ctx->out, "%lld\n", (long long)json_integer_value(id));
-        }
-    } else if (ctx->json) {
-        cli_print_json(ctx, e);
-    } else {
-        char id[32];
-        json_t *exp = cli_unwrap(e, "experiment");
-        fprintf(ctx->out, "experiment %s created", cli_cell(json_object_get(exp, "id"), id, sizeof id));
-        const char *en = json_string_value(json_object_get(exp, "name"));
-        char safe[512];
-        if (en) fprintf(ctx->out, " (%s)", table_safe(en, safe, sizeof safe));
-        fputs(":", ctx->out);
-        json_array_foreach(runs, i, r) {
-            char rid[32];
-            const char *var = json_is_object(r) ? json_string_value(json_object_get(r, "variant")) : NULL;
-            cli_cell(json_is_object(r) ? json_object_get(r, "id") : r, rid, sizeof rid);
-            fprintf(ctx->out, "%s run %s%s%s%s", i ? "," : "", rid, var ? " (" : "",
-                    var ? table_safe(var, safe, sizeof safe) : "", var ? ")" : "");
-        }
-        fputc('\n', ctx->out);
-    }
-    json_decref(e);
+    code = post_runs(ctx, "/api/experiments", body, quiet, "created");
 out:
     json_decref(body);
     json_decref(overrides);
@@ -597,6 +660,7 @@ int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {
         }
     const char *sub = argv[0];
     if (!strcmp(sub, "start")) return exp_start(ctx, argc - 1, argv + 1);
+    if (!strcmp(sub, "add")) return exp_add(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "list")) return exp_list(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "show")) return exp_show(ctx, argc - 1, argv + 1);
     if (!strcmp(sub, "head-spread")) return cmd_questions_head_spread(ctx, argc - 1, argv + 1);

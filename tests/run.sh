@@ -45,8 +45,8 @@ for mode in release asan tsan; do
   [ "$mode" = tsan ] && continue # only the programs built for it, above
   for script in $(find tests -name 'test_*.sh' -o -name 'test_*.mjs' | sort); do
     case "$script" in
-      # checks of the source tree, not of a build: once
-      tests/test_format.sh|tests/test_map.sh) [ "$mode" = release ] && run_one "$mode" "$script" bash "$script" ;;
+      # checks of the source tree (and of the README against results/), not of a build: once
+      tests/test_format.sh|tests/test_map.sh|tests/test_results.sh) [ "$mode" = release ] && run_one "$mode" "$script" bash "$script" ;;
       *.sh)  run_one "$mode" "$script" bash "$script" ;;
       *.mjs) [ "$mode" = release ] && run_one "$mode" "$script" node "$script" ;;
     esac
@@ -55,7 +55,7 @@ done
 # The API tests once more with every server on PostgreSQL (release build): the harness gives each
 # server a database of its own on the suite's cluster. Cases about the SQLite file itself say SKIP.
 if [ -n "$ATTNLAB_TEST_PG" ]; then
-  for src in $(grep -l 'harness_start' tests/server/test_*.c | grep -v test_nodes.c | sort); do # test_nodes: PostgreSQL already
+  for src in $(grep -lE 'harness_start|api_suite_main' tests/server/test_*.c | grep -v test_nodes.c | sort); do # test_nodes: PostgreSQL already
     bin=$BUILD/release/tests/server/$(basename "$src" .c)
     [ -x "$bin" ] && BINMODE=release ATTNLAB_TEST_DB=$ATTNLAB_TEST_PG run_one pg "${bin#$BUILD/release/tests/}" "$bin"
   done

@@ -64,6 +64,8 @@ static void serve_stream(http_request *req, app *a, long long run_id) {
     c->capacity = events_capacity(a->events);
     http_stream *st = http_reply_stream(req, "text/event-stream", sse_read, sse_close, c);
     if (!st) return; /* c was closed by the layer */
+    /* A viewer that reads nothing is noticed after some 64 KB, whatever the kernel would buffer. */
+    http_stream_send_buffer(st, 32 * 1024);
     atomic_store(&c->stream, st);
     /* The layer reads only after this handler returns, so the subscription is in place by then. */
     c->sub = events_subscribe(a->events, run_id, last_id, sse_wake, c);

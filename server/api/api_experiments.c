@@ -15,13 +15,15 @@ void api_presets(http_request *req, void *ctx) {
     http_reply_json(req, 200, json_pack("{s:o}", "presets", svc_experiments_presets()));
 }
 
-/* Answers 201 {"experiment","runs"} for experiment id just created with its n runs ids (NULL: a
- * retry's answer, its runs read back in the order they were created). */
+/* Answers 201 {"experiment","runs"} for experiment id with the n runs ids just made (queued), with
+ * the experiment's Location; a retry's answer (idem->replay) reads its runs back in the order they
+ * were created instead. */
 static void reply_created(http_request *req, app *a, long long id, const long long *ids, size_t n,
                           const svc_idem *idem) {
     json_t *exp = NULL, *runs = json_array(), *rows = NULL;
     long long total = 0;
-    if (!ids) { /* runs are created in their order, so their ids are too */
+    int replay = idem && idem->replay;
+    if (replay) { /* runs are created in their order, so their ids are too */
         store_run_filter f = {.experiment_id = id, .sort = "id", .limit = SVC_EXPERIMENTS_MAX_RUNS};
         if (store_run_list(a->store, &f, &rows, &total) != STORE_OK) {
             json_decref(runs);
@@ -41,10 +43,10 @@ static void reply_created(http_request *req, app *a, long long id, const long lo
         return;
     }
     int bad = 0;
-    size_t count = ids ? n : json_array_size(rows);
+    size_t count = replay ? json_array_size(rows) : n;
     for (size_t i = 0; i < count; i++) {
         json_t *row = NULL;
-        if (!ids)
+        if (replay)
             row = json_incref(json_array_get(rows, i));
         else if (store_run_get(a->store, ids[i], &row) != STORE_OK)
             continue;
@@ -55,7 +57,7 @@ static void reply_created(http_request *req, app *a, long long id, const long lo
         json_decref(runs);
         runs = NULL;
     }
-    if (idem && idem->replay) {
+    if (replay) {
         api_reply_replayed(req, "/api/experiments", id);
     } else {
         char loc[64];
@@ -95,6 +97,8 @@ void api_experiments_create(http_request *req, void *ctx) {
         json_decref(body);
         return;
     }
+    r.name_given = r.name && *r.name;
+    if (!r.name_given) r.name = NULL;
     json_t *bundle = json_object_get(body, "from_bundle");
     if (bundle) { /* run a bundle's experiment again: nothing else but a new name and tags */
         static const char *const with_bundle[] = {"from_bundle", "name", "tags", NULL};
@@ -131,12 +135,36 @@ void api_experiments_create(http_request *req, void *ctx) {
     json_decref(body);
 }
 
+void api_experiments_add_runs(http_request *req, void *ctx) {
+    app *a = ctx;
+    long long id;
+    if (api_path_id(req, &id) < 0) return;
+    json_t *body = http_request_json_object(req);
+    if (!body) return;
+    static const char *const fields[] = {"variants", "replicates", NULL};
+    long long *ids = NULL;
+    size_t n = 0;
+    svc_error err;
+    if (api_only_fields(req, body, fields) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (svc_experiments_add_runs(a, id, json_object_get(body, "variants"), json_object_get(body, "replicates"), &ids,
+                                 &n, &err) != SVC_OK)
+        api_reply_svc_error(req, &err);
+    else
+        reply_created(req, a, id, ids, n, NULL);
+    free(ids);
+    json_decref(body);
+}
+
 void api_experiments_list(http_request *req, void *ctx) {
     app *a = ctx;
     long long limit, offset, total;
-    if (api_query_page(req, &limit, &offset) < 0) return;
+    const char *search;
+    if (api_query_page(req, &limit, &offset) < 0 || api_query_search(req, &search) < 0) return;
     json_t *list;
-    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, &list, &total);
+    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, search, &list, &total);
     api_reply_list(req, s, "experiments", list, total);
 }
 

@@ -75,7 +75,7 @@ void api_runs_create(http_request *req, void *ctx) {
         goto done;
     }
     svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config, .idem = ip};
-    if (svc_runs_admit(a, config, "config.", &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
+    if (svc_runs_admit(a, config, "config.", 1, &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         goto done;
     }
@@ -213,7 +213,8 @@ void api_runs_list(http_request *req, void *ctx) {
     long long limit, offset, experiment;
     if (api_query_enum(req, "status", store_run_statuses, &f.status) < 0 ||
         api_query_enum(req, "sort", store_run_sorts, &f.sort) < 0 || api_query_page(req, &limit, &offset) < 0 ||
-        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0) {
+        api_query_int(req, "experiment", 1, (long long)1 << 53, 0, &experiment) < 0 ||
+        api_query_search(req, &f.search) < 0) {
         free(query);
         return;
     }

@@ -194,6 +194,16 @@ int api_query_page(http_request *req, long long *limit, long long *offset) {
     return api_query_int(req, "offset", 0, 1000000000, 0, offset);
 }
 
+int api_query_search(http_request *req, const char **out) {
+    *out = http_request_query(req, "q");
+    if (!*out || store_search_ok(*out)) return 0;
+    http_reply_error(req, 422, "invalid_field", "q",
+                     "q must be 1 to %d words of letters and digits, each at most %d bytes (words begin the words of "
+                     "names, tags and notes)",
+                     STORE_SEARCH_MAX_WORDS, STORE_SEARCH_MAX_WORD);
+    return -1;
+}
+
 void api_reply_list(http_request *req, store_status s, const char *member, json_t *list, long long total) {
     if (s != STORE_OK) {
         json_decref(list);

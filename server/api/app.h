@@ -91,6 +91,9 @@ int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, 
 void api_reply_by_id(http_request *req, app *a, const char *what, api_get_fn get);
 /* The limit (1..500, default 50) and offset query arguments; answers 422 and returns -1 if bad. */
 int api_query_page(http_request *req, long long *limit, long long *offset);
+/* The search `q` (NULL when absent); 422 (field q) and -1 for one the store does not take
+ * (store_search_ok). */
+int api_query_search(http_request *req, const char **out);
 /* Answers a list read with status s: 200 {"<member>": list, "total": total} (taking list), or 500. */
 void api_reply_list(http_request *req, store_status s, const char *member, json_t *list, long long total);
 
@@ -119,13 +122,16 @@ void api_presets(http_request *req, void *app);
 void api_experiments_create(http_request *req, void *app);
 void api_experiments_list(http_request *req, void *app);
 void api_experiments_get(http_request *req, void *app);
-void api_experiments_patch(http_request *req, void *app);  /* rename */
-void api_experiments_delete(http_request *req, void *app); /* ?runs=keep|delete */
+void api_experiments_patch(http_request *req, void *app);    /* rename */
+void api_experiments_delete(http_request *req, void *app);   /* ?runs=keep|delete */
+void api_experiments_add_runs(http_request *req, void *app); /* POST /api/experiments/{id}/runs */
 void api_experiments_stats(http_request *req, void *app);
 void api_experiments_stats_csv(http_request *req, void *app);
 void api_experiments_series(http_request *req, void *app);
 void api_experiments_bundle(http_request *req, void *app);
 void api_experiments_bundle_csv(http_request *req, void *app);
+/* POST /api/experiments/import: a bundle stored again, nothing trained (api_import.c). */
+void api_experiments_import(http_request *req, void *app);
 /* Runs trained elsewhere (api_external.c, svc_external.h): POST /api/runs with "source":"external"
  * is handed to api_runs_create_external (body owned by the caller); their points. */
 void api_runs_create_external(http_request *req, app *a, json_t *body, svc_idem *idem);

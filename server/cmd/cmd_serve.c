@@ -82,7 +82,7 @@ static void serve_usage(FILE *out) {
         "                     names and the --bind address always are), and take changes from pages\n"
         "                     served under it; repeatable, at most 32; '*' answers any name\n"
         "  --insecure         allow a non-loopback --bind without a token\n"
-        "  --train-workers N  trainings that run at once (default 1)\n"
+        "  --train-workers N  trainings that run at once (default 2 on two cores or more, else 1)\n"
         "  --probe-workers N  probe workers (default 1)\n"
         "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
         "  --max-queued N     queued trainings before 429 (default 512)\n"
@@ -643,7 +643,7 @@ int cmd_serve(int argc, char **argv) {
                         .log_level = "info",
                         .http_threads = 4,
                         .token = getenv("ATTNLAB_TOKEN"),
-                        .train_workers = 1,
+                        .train_workers = cores >= 2 ? 2 : 1, /* an experiment's two variants race */
                         .probe_workers = 1,
                         .compute_threads = cores > 0 ? (int)cores : 1,
                         .max_queued = 512, /* twice the largest experiment (SVC_EXPERIMENTS_MAX_RUNS) */

@@ -156,66 +156,60 @@ static json_t *parse_value(const json_t *prop, const char *v) {
     return json_string(v);
 }
 
+/* Prints one line (o taken); a line that could not be built (o NULL: out of memory) is said on
+ * stderr, so a reader of stdout sees a gap, never a half line. */
 static void emit(json_t *o) {
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     if (s) {
         fputs(s, stdout);
         fputc('\n', stdout);
         fflush(stdout);
         free(s);
+    } else {
+        fputs("attnlabd train: out of memory: a line of output was lost\n", stderr);
     }
     json_decref(o);
 }
 
+/* [[v of layer 0's heads], …] (NULL when out of memory). */
 static json_t *per_head(const float *v, int L, int H) {
     json_t *a = json_array();
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; a && l < L; l++) {
         json_t *row = json_array();
-        for (int h = 0; h < H; h++) json_array_append_new(row, json_real(v[l * H + h]));
-        json_array_append_new(a, row);
+        for (int h = 0; row && h < H; h++)
+            if (json_array_append_new(row, json_real(v[l * H + h])) < 0) {
+                json_decref(row);
+                row = NULL;
+            }
+        if (!row || json_array_append_new(a, row) < 0) {
+            json_decref(a);
+            a = NULL;
+        }
     }
     return a;
 }
 
 static void cb_step(void *ctx, const train_step_metrics *m) {
     (void)ctx;
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string("step"));
-    json_object_set_new(o, "step", json_integer(m->step));
-    json_object_set_new(o, "loss", json_real(m->loss));
-    json_object_set_new(o, "lr", json_real(m->lr));
-    json_object_set_new(o, "grad_norm", json_real(m->grad_norm));
-    json_object_set_new(o, "tokens_per_s", json_real(m->tokens_per_s));
-    json_object_set_new(o, "step_ms", json_real(m->step_ms));
-    json_object_set_new(o, "tau", per_head(m->tau, m->n_layer, m->n_head));
-    json_object_set_new(o, "entropy", per_head(m->entropy, m->n_layer, m->n_head));
-    emit(o);
+    emit(json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "type", "step", "step", (json_int_t)m->step, "loss",
+                   (double)m->loss, "lr", (double)m->lr, "grad_norm", (double)m->grad_norm, "tokens_per_s",
+                   (double)m->tokens_per_s, "step_ms", (double)m->step_ms, "tau",
+                   per_head(m->tau, m->n_layer, m->n_head), "entropy", per_head(m->entropy, m->n_layer, m->n_head)));
 }
 
 static void cb_eval(void *ctx, long step, double val) {
     (void)ctx;
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string("eval"));
-    json_object_set_new(o, "step", json_integer(step));
-    json_object_set_new(o, "val_loss", json_real(val));
-    emit(o);
+    emit(json_pack("{s:s, s:I, s:f}", "type", "eval", "step", (json_int_t)step, "val_loss", val));
 }
 
 static void cb_checkpoint(void *ctx, long step, const char *path) {
     (void)ctx;
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string("checkpoint"));
-    json_object_set_new(o, "step", json_integer(step));
-    json_object_set_new(o, "path", json_string(path));
-    emit(o);
+    emit(json_pack("{s:s, s:I, s:s}", "type", "checkpoint", "step", (json_int_t)step, "path", path));
 }
 
 static void cb_notice(void *ctx, const char *message) {
     (void)ctx;
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string("notice"));
-    json_object_set_new(o, "message", json_string(message));
-    emit(o);
+    emit(json_pack("{s:s, s:s}", "type", "notice", "message", message));
 }
 
 static int cb_stop(void *ctx) {
@@ -294,7 +288,7 @@ int cmd_train(int argc, char **argv) {
         if (key) {
             json_t *val = parse_value(json_object_get(schema_props(), key), v);
             if (!val) BAD("%s does not take '%s' (see --help)", f, v);
-            json_object_set_new(given, key, val);
+            if (json_object_set_new(given, key, val) < 0) BAD("out of memory");
         } else if (!strcmp(f, "--data"))
             data = v;
         else if (!strcmp(f, "--data-dir"))
@@ -380,13 +374,9 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     /* the first line: what this run computes with, before any step */
-    json_t *first = json_object();
-    json_object_set_new(first, "type", json_string("start"));
-    json_object_set_new(first, "kernel_path", json_string(train_config_kernel_path(&c)));
-    json_object_set_new(first, "precision", json_string(precision_name(c.precision)));
-    json_object_set_new(first, "vocab", json_integer(vocab));
-    json_object_set_new(first, "threads", json_integer(threads));
-    emit(first);
+    emit(json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "start", "kernel_path", train_config_kernel_path(&c),
+                   "precision", precision_name(c.precision), "vocab", (json_int_t)vocab, "threads",
+                   (json_int_t)threads));
     train_callbacks cb = {.on_step = cb_step,
                           .on_eval = cb_eval,
                           .should_stop = cb_stop,
@@ -394,11 +384,8 @@ int cmd_train(int argc, char **argv) {
                           .on_notice = cb_notice};
     engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
     corpus_free(cp);
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string("done"));
-    json_object_set_new(o, "status", json_string(engine_status_name(st)));
-    if (st) json_object_set_new(o, "error", json_string(err.message));
-    emit(o);
+    emit(st ? json_pack("{s:s, s:s, s:s}", "type", "done", "status", engine_status_name(st), "error", err.message)
+            : json_pack("{s:s, s:s}", "type", "done", "status", engine_status_name(st)));
     if (st) {
         fprintf(stderr, "attnlabd train: %s\n", err.message);
         rc = 1;

@@ -1,5 +1,6 @@
 /* Token corpora, windows and batch order; the contract is in corpus.h. */
 #include "corpus.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -122,29 +123,9 @@ engine_status corpus_from_text(corpus **out, const char *text, size_t len, const
 
 engine_status corpus_from_text_file(corpus **out, const char *path, const tokenizer *tok, engine_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return engine_fail(err, ENGINE_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory reading %s", path);
-    if (bad) {
-        free(buf);
-        return engine_fail(err, ENGINE_ERR_IO, "cannot read %s", path);
-    }
+    char *buf;
+    size_t len;
+    if (file_read_all(path, &buf, &len, err) != ENGINE_OK) return err->status;
     engine_status st = corpus_from_text(out, buf, len, tok, err);
     free(buf);
     return st;

@@ -45,21 +45,24 @@ typedef struct {
     real *res2; /* [N,C] block output */
 } layer_acts;
 
+/* The phases of a pass, in order; a block's backward runs its layers from the top down:
+ * _DX phases carry the input gradients over rows, _DW phases the weight gradients over output
+ * columns (gemm_tn), so that each writes its own part of every buffer. */
 enum {
-    PH_ENCODE,
-    PH_FWD_A,
-    PH_FWD_ATT,
-    PH_FWD_B,
-    PH_FINAL,
-    PH_LMHEAD,
-    PH_LNF_BWD,
-    PH_BWD_1,
-    PH_BWD_2,
-    PH_BWD_3,
-    PH_BWD_4,
-    PH_BWD_ATT,
-    PH_BWD_6,
-    PH_BWD_7,
+    PH_ENCODE,      /* token and position embeddings */
+    PH_FWD_A,       /* layernorm 1, qkv */
+    PH_FWD_ATT,     /* attention, per (batch element, head) */
+    PH_FWD_B,       /* output projection, residual, layernorm 2, MLP, residual */
+    PH_FINAL,       /* the final layernorm */
+    PH_LMHEAD,      /* the fused output layer, softmax and cross-entropy (lmhead.c) */
+    PH_LNF_BWD,     /* the final layernorm's backward */
+    PH_BWD_MLP_DX,  /* through the MLP's output projection and GELU */
+    PH_BWD_MLP_DW,  /* the MLP's weight and bias gradients */
+    PH_BWD_LN2_DX,  /* through the MLP's input projection, layernorm 2 and the output projection */
+    PH_BWD_PROJ_DW, /* the output projection's weight and bias gradients */
+    PH_BWD_ATT,     /* attention's backward, per (batch element, head) */
+    PH_BWD_QKV_DW,  /* qkv's weight and bias gradients */
+    PH_BWD_LN1_DX,  /* through qkv and layernorm 1 */
 };
 
 struct model {
@@ -675,20 +678,20 @@ static void row_item(model *m, int tid, long k, long r0, long r1) {
         layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, m->la[m->L - 1].res2 + r0 * C, P(m->lnfw),
                            m->lnf_mean + r0, m->lnf_rstd + r0, nr, C);
         break;
-    case PH_BWD_1:
+    case PH_BWD_MLP_DX:
         /* MLP output projection, input side: dgelu = dres . Wp, then back through GELU */
         gelu_forward(m->gelu + r0 * 4 * C, a->fch + r0 * 4 * C, nr * 4 * C);
         block_product(m, tid, l, W_FCP, 1, m->dfch + r0 * 4 * C, m->dres + r0 * C, nr);
         gelu_backward(m->dfch + r0 * 4 * C, a->fch + r0 * 4 * C, m->dfch + r0 * 4 * C, nr * 4 * C);
         break;
-    case PH_BWD_3:
+    case PH_BWD_LN2_DX:
         memset(part, 0, sizeof(real) * 2 * C);
         block_product(m, tid, l, W_FC, 1, m->dln + r0 * C, m->dfch + r0 * 4 * C, nr);
         layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, a->res1 + r0 * C, P(o->ln2w),
                            a->ln2_mean + r0, a->ln2_rstd + r0, nr, C);
         block_product(m, tid, l, W_PROJ, 1, m->datty + r0 * C, m->dres + r0 * C, nr);
         break;
-    case PH_BWD_7:
+    case PH_BWD_LN1_DX:
         memset(part, 0, sizeof(real) * 2 * C);
         block_product(m, tid, l, W_QKV, 1, m->dln + r0 * C, m->dqkv + r0 * 3 * C, nr);
         layernorm_backward(m->dres + r0 * C, part, part + C, m->dln + r0 * C, layer_input(m, l) + r0 * C, P(o->ln1w),
@@ -740,7 +743,7 @@ static void out_item(model *m, long k) {
     const layer_off *o = &m->lo[l];
     long o0 = k * OUT_CHUNK, o1;
     switch (m->ph) {
-    case PH_BWD_2: {
+    case PH_BWD_MLP_DW: {
         long nfcp = (C + OUT_CHUNK - 1) / OUT_CHUNK;
         if (k < nfcp) {
             o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
@@ -754,12 +757,12 @@ static void out_item(model *m, long k) {
         }
         break;
     }
-    case PH_BWD_4:
+    case PH_BWD_PROJ_DW:
         o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
         gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
         bias_grad(G(o->projb), m->dres, N, C, o0, o1);
         break;
-    case PH_BWD_6:
+    case PH_BWD_QKV_DW:
         o1 = o0 + OUT_CHUNK < 3 * C ? o0 + OUT_CHUNK : 3 * C;
         gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
         bias_grad(G(o->qkvb), m->dqkv, N, 3 * C, o0, o1);
@@ -778,12 +781,12 @@ static void phase_fn(void *ctx, int tid, int nth) {
         items = (long)m->B * m->H;
         for (long u; (u = threads_next(m->pool)) < items;) unit_item(m, u, tid);
         break;
-    case PH_BWD_2:
-    case PH_BWD_4:
-    case PH_BWD_6: {
+    case PH_BWD_MLP_DW:
+    case PH_BWD_PROJ_DW:
+    case PH_BWD_QKV_DW: {
         long oc = (C + OUT_CHUNK - 1) / OUT_CHUNK;
-        items = m->ph == PH_BWD_2 ? oc + (4 * C + OUT_CHUNK - 1) / OUT_CHUNK
-                                  : (m->ph == PH_BWD_4 ? oc : (3 * C + OUT_CHUNK - 1) / OUT_CHUNK);
+        items = m->ph == PH_BWD_MLP_DW ? oc + (4 * C + OUT_CHUNK - 1) / OUT_CHUNK
+                                       : (m->ph == PH_BWD_PROJ_DW ? oc : (3 * C + OUT_CHUNK - 1) / OUT_CHUNK);
         for (long k; (k = threads_next(m->pool)) < items;) out_item(m, k);
         break;
     }
@@ -981,11 +984,11 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
     reduce_ln(m, m->lnfw, m->lnfb);
     for (int l = m->L - 1; l >= 0; l--) {
         const layer_off *o = &m->lo[l];
-        run_phase(m, PH_BWD_1, l);
-        run_phase(m, PH_BWD_2, l);
-        run_phase(m, PH_BWD_3, l);
+        run_phase(m, PH_BWD_MLP_DX, l);
+        run_phase(m, PH_BWD_MLP_DW, l);
+        run_phase(m, PH_BWD_LN2_DX, l);
         reduce_ln(m, o->ln2w, o->ln2b);
-        run_phase(m, PH_BWD_4, l);
+        run_phase(m, PH_BWD_PROJ_DW, l);
         run_phase(m, PH_BWD_ATT, l);
         if (o->scale != (size_t)-1) {
             for (int h = 0; h < m->H; h++) {
@@ -997,8 +1000,8 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
                 m->grads[o->scale + (size_t)h] += (real)dp;
             }
         }
-        run_phase(m, PH_BWD_6, l);
-        run_phase(m, PH_BWD_7, l);
+        run_phase(m, PH_BWD_QKV_DW, l);
+        run_phase(m, PH_BWD_LN1_DX, l);
         reduce_ln(m, o->ln1w, o->ln1b);
         if (l > 0 && interrupted(m)) return engine_fail(err, ENGINE_ERR_CANCELLED, "training step interrupted");
     }

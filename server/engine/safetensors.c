@@ -1,4 +1,5 @@
 #include "safetensors.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -17,34 +18,6 @@ struct safetensors {
     int n;
 };
 
-static engine_status read_file(const char *path, unsigned char **buf, size_t *size, engine_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return engine_fail(err, ENGINE_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return engine_fail(err, ENGINE_ERR_IO, "cannot seek in %s", path);
-    }
-    long sz = ftell(f);
-    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return engine_fail(err, ENGINE_ERR_IO, "cannot size %s", path);
-    }
-    unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (!b) {
-        fclose(f);
-        return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory reading %s (%ld bytes)", path, sz);
-    }
-    if (sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        fclose(f);
-        return engine_fail(err, ENGINE_ERR_IO, "cannot read %s", path);
-    }
-    fclose(f);
-    *buf = b;
-    *size = (size_t)sz;
-    return ENGINE_OK;
-}
-
 static size_t dtype_size(const char *dt) {
     if (!strcmp(dt, "F64") || !strcmp(dt, "I64") || !strcmp(dt, "U64")) return 8;
     if (!strcmp(dt, "F32") || !strcmp(dt, "I32") || !strcmp(dt, "U32")) return 4;
@@ -57,7 +30,9 @@ engine_status safetensors_open(safetensors **out, const char *path, engine_error
     *out = NULL;
     safetensors *st = calloc(1, sizeof *st);
     if (!st) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
-    engine_status rc = read_file(path, &st->file, &st->file_size, err);
+    char *file;
+    engine_status rc = file_read_all(path, &file, &st->file_size, err);
+    st->file = (unsigned char *)file;
     if (rc) {
         free(st);
         return rc;
@@ -241,16 +216,21 @@ engine_status safetensors_write(const char *path, const st_write_entry *e, int n
             json_decref(offs);
             goto nomem;
         }
+        int bad = 0;
         for (int d = 0; d < e[i].ndim; d++) {
             numel *= (uint64_t)e[i].shape[d];
-            json_array_append_new(sh, json_integer(e[i].shape[d]));
+            bad |= json_array_append_new(sh, json_integer(e[i].shape[d]));
         }
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        json_array_append_new(offs, json_integer((json_int_t)(off + 4 * numel)));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)off));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)(off + 4 * numel)));
         off += 4 * numel;
-        json_object_set_new(t, "dtype", json_string("F32"));
-        json_object_set_new(t, "shape", sh);
-        json_object_set_new(t, "data_offsets", offs);
+        bad |= json_object_set_new(t, "dtype", json_string("F32"));
+        bad |= json_object_set_new(t, "shape", sh); /* takes sh and offs, set or not */
+        bad |= json_object_set_new(t, "data_offsets", offs);
+        if (bad) {
+            json_decref(t);
+            goto nomem;
+        }
         if (json_object_set_new(h, e[i].name, t)) goto nomem;
     }
     char *hs = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);

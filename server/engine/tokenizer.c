@@ -4,6 +4,7 @@
  * utf8proc) for pre-tokenising, a (left id, right id) → (rank, merged id) hash for BPE, and a
  * caller-owned memo of pre-token bytes → ids, which makes repeated words nearly free. */
 #include "tokenizer.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -223,40 +224,6 @@ static int32_t str_map_get(const str_map *m, const tokenizer *t, const unsigned 
     }
 }
 
-static char *read_file(const char *path, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    if (bad) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[len] = 0;
-    *len_out = len;
-    return buf;
-}
-
 static tokenizer *tokenizer_alloc(void) {
     tokenizer *t = calloc(1, sizeof *t);
     if (!t) return NULL;
@@ -267,11 +234,8 @@ static tokenizer *tokenizer_alloc(void) {
 static engine_status load_pairs(tokenizer *t, const str_map *ids, const char *path, const int16_t cp_to_byte[512],
                                 engine_error *err) {
     size_t len;
-    char *text = read_file(path, &len);
-    if (!text) {
-        if (errno == ENOMEM) return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory reading %s", path);
-        return engine_fail(err, ENGINE_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    }
+    char *text;
+    if (file_read_all(path, &text, &len, err) != ENGINE_OK) return err->status;
     engine_status st = ENGINE_OK;
     size_t cap = 1;
     while (cap < 4 * 50011) cap <<= 1;

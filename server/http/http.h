@@ -68,10 +68,19 @@ int http_route(http_server *s, const char *method, const char *pattern, http_han
  * beyond, with the partial file removed). The handler finds it with http_request_upload_path();
  * a file the handler has not moved away is deleted when the request ends. */
 int http_route_upload(http_server *s, const char *method, const char *pattern, http_handler_fn fn, size_t max_bytes);
+/* An upload route whose handler runs on the compute pool like a heavy route's, once the whole body
+ * is in its file (an import that parses and stores a large body). */
+int http_route_upload_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn,
+                            size_t max_bytes);
 /* Adds a heavy route: one whose handler may compute for long (statistics, exports, probes). It runs
  * on the compute pool, never on an HTTP thread, after admission (see http_compute.h); it answers as
  * any handler does, and should stop early once http_request_cancelled() says the client left. */
 int http_route_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn);
+/* Sets the query keys the route (method, pattern) takes, comma-separated; "name.*" takes every key
+ * that begins with "name.". A request with any other key is answered 422 (code unknown_parameter,
+ * field the key) before its handler runs, or its admission to the compute pool; a route given none
+ * takes none. Call before http_server_start. -1 when there is no such route or out of memory. */
+int http_route_query(http_server *s, const char *method, const char *pattern, const char *keys);
 /* Binds the listening socket without serving yet (connections wait in the backlog), so a caller
  * can make sure the port is its own before doing anything else. -1 with a reason in err. */
 int http_server_listen(http_server *s, char *err, size_t errlen);
@@ -171,6 +180,11 @@ void http_stream_wake(http_stream *st);
 /* Ends the stream now, even while its client reads nothing (so the layer never asks for more):
  * its connection is shut down, and close() follows. The same rules as http_stream_wake. */
 void http_stream_abort(http_stream *st);
+/* Caps the kernel's send buffer of the stream's connection at about `bytes`, so that a client that
+ * stops reading fills it after that much rather than after the megabytes loopback autotuning allows
+ * (a live stream's silent viewer is then noticed, and dropped, once the event ring passes it; see
+ * api_events.c). Call it right after http_reply_stream; best effort (a refusal changes nothing). */
+void http_stream_send_buffer(http_stream *st, int bytes);
 
 /* Limits on a request head, enforced before libmicrohttpd parses it, each answered as JSON:
  * the request line and headers together at most HTTP_MAX_HEAD bytes (431; 414 when the request

@@ -55,6 +55,65 @@ int http_route_upload(http_server *s, const char *method, const char *pattern, h
     return 0;
 }
 
+int http_route_upload_heavy(http_server *s, const char *method, const char *pattern, http_handler_fn fn,
+                            size_t max_bytes) {
+    if (http_route_upload(s, method, pattern, fn, max_bytes) < 0) return -1;
+    s->router.routes[s->router.n_routes - 1].heavy = 1;
+    return 0;
+}
+
+int http_route_query(http_server *s, const char *method, const char *pattern, const char *keys) {
+    for (int i = 0; i < s->router.n_routes; i++) {
+        http_route_entry *r = &s->router.routes[i];
+        if (strcmp(r->method, method) != 0 || strcmp(r->pattern, pattern) != 0) continue;
+        char *copy = http_strdup(keys);
+        if (!copy) return -1;
+        free(r->query);
+        r->query = copy;
+        return 0;
+    }
+    return -1;
+}
+
+/* 1 when key is one of keys (http_route_query's list). */
+static int query_key_taken(const char *keys, const char *key) {
+    for (const char *p = keys; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n >= 2 && p[n - 1] == '*' ? !strncmp(key, p, n - 1) && key[n - 1] != 0
+                                      : strlen(key) == n && !strncmp(key, p, n))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *keys, *unknown;
+} query_check;
+
+static int find_unknown_key(const char *key, const char *value, void *ctx) {
+    (void)value;
+    query_check *c = ctx;
+    if (query_key_taken(c->keys, key)) return 0;
+    c->unknown = key;
+    return 1;
+}
+
+/* Answers 422 and returns 1 when the request's query has a key its route does not take. */
+static int refuse_unknown_query(http_request *req) {
+    query_check c = {.keys = req->route->query};
+    http_request_each_query(req, find_unknown_key, &c);
+    if (!c.unknown) return 0;
+    if (c.keys && *c.keys)
+        http_reply_error(req, 422, "unknown_parameter", c.unknown, "unknown query parameter '%.100s' (%s %s takes: %s)",
+                         c.unknown, req->route->method, req->route->pattern, c.keys);
+    else
+        http_reply_error(req, 422, "unknown_parameter", c.unknown,
+                         "unknown query parameter '%.100s' (%s %s takes none)", c.unknown, req->route->method,
+                         req->route->pattern);
+    return 1;
+}
+
 void http_server_each_route(const http_server *s, void (*fn)(const char *, const char *, void *), void *ctx) {
     for (int i = 0; i < s->router.n_routes; i++) fn(s->router.routes[i].method, s->router.routes[i].pattern, ctx);
 }
@@ -144,6 +203,7 @@ void http_router_free(http_router *r) {
     for (int i = 0; i < r->n_routes; i++) {
         free(r->routes[i].pattern);
         free(r->routes[i].segment_store);
+        free(r->routes[i].query);
     }
     r->n_routes = 0;
 }
@@ -191,6 +251,7 @@ void http_router_dispatch(http_request *req) {
         http_reply_unauthorized(req);
         return;
     }
+    if (req->route && refuse_unknown_query(req)) return;
     if (req->route && req->route->heavy) {
         http_compute_admit(s, req);
         return;

@@ -23,6 +23,7 @@ typedef struct {
     http_handler_fn fn;
     size_t upload_max; /* > 0: the body streams to a file */
     int heavy;         /* runs on the compute pool (http_route_heavy) */
+    char *query;       /* the query keys it takes, comma-separated ("name.*": a prefix); NULL: none */
 } http_route_entry;
 
 typedef struct {

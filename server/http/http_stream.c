@@ -126,6 +126,11 @@ void http_stream_wake(http_stream *st) {
     pthread_mutex_unlock(&st->lock);
 }
 
+void http_stream_send_buffer(http_stream *st, int bytes) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(st->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && ci->connect_fd >= 0) (void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
 void http_stream_abort(http_stream *st) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(st->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci && ci->connect_fd >= 0) shutdown(ci->connect_fd, SHUT_RDWR);

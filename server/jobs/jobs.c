@@ -82,8 +82,17 @@ void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len)
 
 int jobs_compute_threads(const jobs *j) { return j->cfg.compute_threads; }
 
-int jobs_threads_per_run(const jobs *j) {
-    int t = j->cfg.compute_threads / (j->cfg.train_workers > 0 ? j->cfg.train_workers : 1);
+int jobs_threads_per_run(jobs *j, int together) {
+    int workers = j->cfg.train_workers > 0 ? j->cfg.train_workers : 1, at_once = workers;
+    if (together < workers) { /* a lone run takes what the runs already there leave it */
+        int queued, running;
+        double tps;
+        jobs_stats(j, &queued, &running, &tps);
+        at_once = together + queued + running;
+        if (at_once > workers) at_once = workers;
+        if (at_once < 1) at_once = 1;
+    }
+    int t = j->cfg.compute_threads / at_once;
     return t > 0 ? t : 1;
 }
 
@@ -97,6 +106,7 @@ typedef struct {
     char staging[PATH_MAX + 48], final[PATH_MAX + 48]; /* its checkpoint (checkpoints.h) */
     char failure[512]; /* set when what it reports cannot be kept: the run stops and fails */
     store_metric points[MAX_POINTS_PER_STEP];
+    char keys[MAX_POINTS_PER_STEP][32]; /* points[i].key: the keys a trained run records are short */
 } train_ctx;
 
 /* Stops the run (at its next should_stop) with this reason, unless one is set already. Called from
@@ -113,10 +123,12 @@ static void fail_run(train_ctx *t, const char *fmt, ...) {
 
 static void add_point(train_ctx *t, int *n, long step, double wall, const char *key, double v) {
     if (*n >= MAX_POINTS_PER_STEP) return;
+    char *copy = t->keys[*n];
     store_metric *p = &t->points[(*n)++];
     p->run_id = t->run_id;
     p->step = (int)step;
-    snprintf(p->key, sizeof p->key, "%s", key);
+    snprintf(copy, sizeof t->keys[0], "%s", key);
+    p->key = copy;
     p->value = v;
     p->wall_time = wall;
 }
@@ -363,7 +375,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
     const json_t *cfg = json_object_get(run, "config");
     const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
     int threads = (int)json_integer_value(json_object_get(cfg, "threads"));
-    if (threads <= 0) threads = jobs_threads_per_run(j);
+    if (threads <= 0) threads = jobs_threads_per_run(j, 1);
     /* Admission refuses more; a run made before a restart with fewer threads computes the same
      * with fewer (training does not depend on the thread count). */
     if (threads > j->cfg.compute_threads) threads = j->cfg.compute_threads;

@@ -41,8 +41,11 @@ jobs *jobs_start(const jobs_config *cfg);
 /* Stops: running trainings save a checkpoint and become `interrupted`; waits for every worker. */
 void jobs_stop(jobs *j);
 
-/* The compute threads one training gets by default: compute_threads / train_workers (at least 1). */
-int jobs_threads_per_run(const jobs *j);
+/* The compute threads a training gets by default when `together` trainings are submitted at once:
+ * compute_threads / train_workers when they fill the workers (an experiment's runs, train_workers at
+ * a time), else compute_threads over those that will train at the same time, the runs queued and
+ * running included (a lone run on an idle service gets every thread). At least 1. */
+int jobs_threads_per_run(jobs *j, int together);
 /* The compute threads all trainings share (--compute-threads): no run gets more. */
 int jobs_compute_threads(const jobs *j);
 /* The most trainings the queue holds (--max-queued). */

@@ -15,6 +15,49 @@ typedef struct {
     int step, checkpoint_step;
 } progress_entry;
 
+/* The keys of queued points, each kept once for the writer's life: a queued point's key points
+ * here (the producer's string is gone once push returns). The keys of trained runs are a bounded
+ * set (names with layer and head numbers). Open addressing, a power-of-two table. */
+typedef struct {
+    char **slot;
+    size_t cap, n;
+} key_set;
+
+static uint64_t key_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* key's copy in the set (added when new), or NULL when out of memory. */
+static const char *key_intern(key_set *k, const char *key) {
+    if ((k->n + 1) * 2 > k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 256;
+        char **slot = calloc(cap, sizeof *slot);
+        if (!slot) return NULL;
+        for (size_t i = 0; i < k->cap; i++) {
+            if (!k->slot[i]) continue;
+            size_t j = key_hash(k->slot[i]) & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            slot[j] = k->slot[i];
+        }
+        free(k->slot);
+        k->slot = slot;
+        k->cap = cap;
+    }
+    size_t j = key_hash(key) & (k->cap - 1);
+    for (; k->slot[j]; j = (j + 1) & (k->cap - 1))
+        if (!strcmp(k->slot[j], key)) return k->slot[j];
+    if (!(k->slot[j] = strdup(key))) return NULL;
+    k->n++;
+    return k->slot[j];
+}
+
+static void key_set_free(key_set *k) {
+    for (size_t i = 0; i < k->cap; i++) free(k->slot[i]);
+    free(k->slot);
+}
+
 struct metrics_writer {
     store *st;
     pthread_mutex_t lock;
@@ -24,6 +67,7 @@ struct metrics_writer {
     size_t batch_points, max_points;
     store_metric *queue; /* oldest first; the writer removes a prefix once it is stored */
     size_t n, cap;
+    key_set keys; /* the queued points' keys */
     progress_entry progress[MAX_PROGRESS];
     int n_progress;
     uint64_t flush_gen, written_gen; /* flush() asks for a write and waits for written_gen to reach it */
@@ -168,6 +212,7 @@ void metrics_writer_stop(metrics_writer *w) {
     pthread_cond_destroy(&w->wake);
     pthread_cond_destroy(&w->done);
     free(w->queue);
+    key_set_free(&w->keys);
     free(w);
 }
 
@@ -186,7 +231,15 @@ size_t metrics_writer_push(metrics_writer *w, const store_metric *points, size_t
             w->cap = cap;
         }
     }
-    if (take) memcpy(w->queue + w->n, points, take * sizeof *points);
+    for (size_t i = 0; i < take; i++) {
+        const char *key = key_intern(&w->keys, points[i].key);
+        if (!key) { /* out of memory: the rest is refused */
+            take = i;
+            break;
+        }
+        w->queue[w->n + i] = points[i];
+        w->queue[w->n + i].key = key;
+    }
     w->n += take;
     w->dropped += n - take;
     if (w->n >= w->batch_points && w->failing_since == 0) pthread_cond_signal(&w->wake);

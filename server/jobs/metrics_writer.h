@@ -25,7 +25,9 @@ metrics_writer *metrics_writer_start(store *st, int interval_ms, size_t batch_po
  * thread and frees the writer; w may be NULL. */
 void metrics_writer_stop(metrics_writer *w);
 
-/* Queues points (copied). Returns how many were refused because the queue was full (0 normally). */
+/* Queues points (copied, their keys kept once each for the writer's life: the keys of trained runs,
+ * a bounded set). Returns how many were refused because the queue was full or memory ran out (0
+ * normally). */
 size_t metrics_writer_push(metrics_writer *w, const store_metric *points, size_t n);
 /* Records a run's latest step and checkpoint step, written with the next batch. */
 void metrics_writer_progress(metrics_writer *w, long long run_id, int step, int checkpoint_step);

@@ -21,8 +21,6 @@ struct corpora {
     tokenizer *gpt2, *bytes;
 };
 
-int corpora_name_reserved(const char *name) { return name && (!strcmp(name, "small") || !strcmp(name, "default")); }
-
 int corpora_name_ok(const char *s) {
     size_t n = s ? strlen(s) : 0;
     if (n < 1 || n > 40) return 0;
@@ -92,30 +90,60 @@ static engine_status write_tokens(corpora *c, const char *name, const corpus *cp
     return s;
 }
 
-/* Tokenizes the built-in small corpus into the data directory once (a few hundred KB: milliseconds). */
-static void register_small(corpora *c, const char *source_dir) {
+/* The built-in corpora made from text shipped in the tree, tokenized into the data directory at each
+ * start (a few hundred KB: milliseconds). One row each: its name, the tokenizer, the text under the
+ * source directory and what it is. `default` is built apart, by `make corpus`. */
+static const struct {
+    const char *name, *encoding, *text, *source;
+    int documents;
+} builtins[] = {
+    {"small", "gpt2", "small/text.txt", "Moby-Dick chapters 1-32 (public domain), shipped in corpora/small", 32},
+    {"small-bytes", "bytes", "small/text.txt",
+     "Moby-Dick chapters 1-32 (public domain), shipped in corpora/small, as bytes (vocabulary 256): the classroom "
+     "corpus",
+     32},
+};
+
+int corpora_name_reserved(const char *name) {
+    if (!name) return 0;
+    if (!strcmp(name, "default")) return 1;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (!strcmp(name, builtins[i].name)) return 1;
+    return 0;
+}
+
+static void register_builtin(corpora *c, const char *source_dir, size_t b) {
     char text[PATH_MAX], dir[PATH_MAX], tokens[PATH_MAX + 16];
-    snprintf(text, sizeof text, "%s/small/text.txt", source_dir);
-    corpora_dir(c, "small", dir, sizeof dir);
+    const tokenizer *tok = corpora_tokenizer(c, builtins[b].encoding);
+    snprintf(text, sizeof text, "%s/%s", source_dir, builtins[b].text);
+    corpora_dir(c, builtins[b].name, dir, sizeof dir);
     snprintf(tokens, sizeof tokens, "%s/tokens.u16", dir);
-    if (!c->gpt2 || !file_exists(text)) return;
+    if (!tok || !file_exists(text)) return;
+    json_t *old = NULL; /* an upload that took the name before it was reserved keeps it */
+    int upload =
+        store_corpus_get(c->st, builtins[b].name, &old) == STORE_OK && !json_is_true(json_object_get(old, "builtin"));
+    json_decref(old);
+    if (upload) {
+        log_warn("corpus '%s' is an upload, not the built-in corpus: rename or delete it", builtins[b].name);
+        return;
+    }
     engine_error err = {0};
     corpus *cp = NULL;
-    if (fs_mkdirs(dir) < 0 || corpus_from_text_file(&cp, text, c->gpt2, &err) != ENGINE_OK) {
-        log_warn("corpus small: %s", err.message[0] ? err.message : strerror(errno));
+    if (fs_mkdirs(dir) < 0 || corpus_from_text_file(&cp, text, tok, &err) != ENGINE_OK) {
+        log_warn("corpus %s: %s", builtins[b].name, err.message[0] ? err.message : strerror(errno));
         return;
     }
     size_t n = corpus_token_count(cp);
-    engine_status s = write_tokens(c, "small", cp, tokens, &err);
+    engine_status s = write_tokens(c, builtins[b].name, cp, tokens, &err);
     corpus_free(cp);
     struct stat stt;
     stat(text, &stt);
-    store_corpus row = {.name = "small",
-                        .source = "Moby-Dick chapters 1-32 (public domain), shipped in corpora/small",
-                        .tokenizer = "gpt2",
+    store_corpus row = {.name = builtins[b].name,
+                        .source = builtins[b].source,
+                        .tokenizer = builtins[b].encoding,
                         .status = s == ENGINE_OK ? "ready" : "failed",
                         .error = s == ENGINE_OK ? NULL : err.message,
-                        .documents = 32,
+                        .documents = builtins[b].documents,
                         .bytes = stt.st_size,
                         .tokens = (long long)n,
                         .builtin = 1};
@@ -178,7 +206,7 @@ corpora *corpora_start(store *st, const char *data_dir, const char *source_dir) 
     char buf[PATH_MAX];
     const char *src = find_source_dir(source_dir, buf, sizeof buf);
     if (src)
-        register_small(c, src);
+        for (size_t b = 0; b < sizeof builtins / sizeof builtins[0]; b++) register_builtin(c, src, b);
     else
         log_warn("the built-in corpus 'small' was not found (corpora/small/text.txt)");
     register_default(c);

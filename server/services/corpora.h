@@ -22,7 +22,7 @@ typedef struct corpora corpora;
 corpora *corpora_start(store *st, const char *data_dir, const char *source_dir);
 void corpora_free(corpora *c);
 
-/* 1 for the names of the built-in corpora ("small", "default"), which no upload may take. */
+/* 1 for the names of the built-in corpora ("small", "small-bytes", "default"), which no upload may take. */
 int corpora_name_reserved(const char *name);
 /* 1 for a name a corpus may have: CORPORA_NAME_RULE (the RunConfig schema's corpus pattern). */
 #define CORPORA_NAME_RULE "1-40 characters of a-z, 0-9, _ and -"

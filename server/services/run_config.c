@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/attention.h"
 #include "services/corpora.h"
 
 extern const char openapi_json[];
@@ -251,4 +252,42 @@ void run_config_to_train(const json_t *cfg, int vocab, train_config *tc) {
     /* configs stored before loss_on existed counted every target */
     const char *loss_on = get_str(cfg, "loss_on");
     tc->loss_on = loss_on && !strcmp(loss_on, "answers") ? TRAIN_LOSS_ANSWERS : TRAIN_LOSS_ALL;
+}
+
+/* The RunConfig keys that only some configs use, and what a config needs for the key to matter. */
+typedef enum { USED_WITH_ROPE, USED_WITH_TAU, USED_WITH_MULT, USED_WITH_LEARNED_SCALE, USED_WITH_COSINE } used_when;
+static const struct {
+    const char *key;
+    used_when when;
+} conditional_keys[] = {
+    {"rope_base", USED_WITH_ROPE},
+    {"tau_init", USED_WITH_TAU},
+    {"tau_param", USED_WITH_TAU},
+    {"scale_init", USED_WITH_MULT},
+    {"scale_param", USED_WITH_MULT},
+    {"scale_clamp", USED_WITH_MULT},
+    {"tau_weight_decay", USED_WITH_LEARNED_SCALE},
+    {"scale_lr_mult", USED_WITH_LEARNED_SCALE},
+    {"warmup_steps", USED_WITH_COSINE},
+    {"min_lr_ratio", USED_WITH_COSINE},
+};
+
+int run_config_key_used(const json_t *cfg, const char *key) {
+    for (size_t i = 0; i < sizeof conditional_keys / sizeof conditional_keys[0]; i++) {
+        if (strcmp(conditional_keys[i].key, key) != 0) continue;
+        if (conditional_keys[i].when == USED_WITH_COSINE) {
+            const char *schedule = json_string_value(json_object_get(cfg, "lr_schedule"));
+            return !schedule || strcmp(schedule, "constant") != 0;
+        }
+        const attention_variant *v = attention_find(json_string_value(json_object_get(cfg, "attention")));
+        if (!v) return 1;
+        switch (conditional_keys[i].when) {
+        case USED_WITH_ROPE: return (v->flags & ATTENTION_ROTATES) != 0;
+        case USED_WITH_TAU: return v->scale == ATTENTION_SCALE_TAU;
+        case USED_WITH_MULT: return v->scale == ATTENTION_SCALE_MULT;
+        case USED_WITH_LEARNED_SCALE: return v->scale != ATTENTION_SCALE_FIXED;
+        case USED_WITH_COSINE: break;
+        }
+    }
+    return 1;
 }

@@ -35,6 +35,12 @@ int run_config_check_field(const char *key, const json_t *v, const char *prefix,
  * 0 with a new value in *out, or -1 with *out NULL and the reason in err. */
 int run_config_field_from_text(const char *key, const char *text, const char *prefix, json_t **out,
                                run_config_error *err);
+/* 0 when a config's own choices make `key` change nothing in its run, 1 otherwise (a key of a config
+ * whose attention variant is unknown, as an external run's may be, counts as used): rope_base
+ * without RoPE, tau_init and tau_param without a learned tau, scale_init, scale_param and
+ * scale_clamp without a learned multiplier s, tau_weight_decay and scale_lr_mult with a fixed
+ * scale, warmup_steps and min_lr_ratio with the constant lr schedule. One table, in run_config.c. */
+int run_config_key_used(const json_t *cfg, const char *key);
 /* Copies the fields of `overrides` over `base` (both objects); a new reference. */
 json_t *run_config_merge(const json_t *base, const json_t *overrides);
 /* A normalised config -> the engine's config. vocab comes from the corpus's tokenizer. */

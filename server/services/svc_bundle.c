@@ -5,10 +5,13 @@
 #include <string.h>
 
 #include "api/app.h"
+#include "services/run_config.h"
 #include "services/svc_experiments.h"
 
-/* The config keys (sorted) whose values are not equal in every run of runs; NULL when out of
- * memory. A key absent from a run counts as a different value. */
+/* The config keys (sorted) whose values are not equal in every run of runs that uses them
+ * (run_config_key_used: tau_param is no difference between rope and cosine_rope), other than the
+ * seed (each run's own column); NULL when out of memory. A key absent from a run counts as a
+ * different value. */
 static json_t *differing_keys(const json_t *runs) {
     json_t *out = json_array(), *seen = json_object();
     if (!out || !seen) goto fail;
@@ -23,10 +26,13 @@ static json_t *differing_keys(const json_t *runs) {
     const char *k;
     json_t *unused;
     json_object_foreach(seen, k, unused) {
-        const json_t *first = json_object_get(json_object_get(json_array_get(runs, 0), "config"), k);
-        int differs = 0;
+        if (!strcmp(k, "seed")) continue;
+        const json_t *first = NULL;
+        int differs = 0, users = 0;
         json_array_foreach(runs, i, r) {
-            const json_t *v = json_object_get(json_object_get(r, "config"), k);
+            const json_t *cfg = json_object_get(r, "config"), *v = json_object_get(cfg, k);
+            if (!run_config_key_used(cfg, k)) continue;
+            if (users++ == 0) first = v;
             if (!first || !v || !json_equal(first, v)) differs = 1;
         }
         if (differs && json_array_append_new(out, json_string(k)) < 0) goto fail;

@@ -254,6 +254,7 @@ static json_t *grid_variants(const json_t *grid, size_t n, svc_error *err) {
 }
 
 void svc_experiments_plan_free(svc_experiment_plan *plan) {
+    json_decref(plan->all_variants);
     json_decref(plan->base);
     json_decref(plan->variants);
     json_decref(plan->configs);
@@ -364,12 +365,14 @@ static svc_status plan_variant(app *a, svc_experiment_plan *p, size_t i, svc_err
         return svc_fail(err, SVC_INVALID, "invalid_field", "replicates",
                         "%d replicates from seed %lld pass the largest seed (%lld)", p->replicates,
                         (long long)json_integer_value(json_object_get(norm, "seed")), MAX_SEED);
-    return svc_runs_admit(a, norm, field, err);
+    return svc_runs_admit(a, norm, field, (int)(json_array_size(p->variants) * (size_t)p->replicates), err);
 }
 
 svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_experiment_plan *plan, svc_error *err) {
     memset(plan, 0, sizeof *plan);
     plan->name = r->name;
+    plan->name_given = r->name_given;
+    plan->first_replicate = r->first_replicate;
     plan->tags = r->tags;
     svc_status v = plan_base(a, r, plan, err);
     if (v == SVC_OK && !(plan->configs = json_array()))
@@ -377,7 +380,7 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     /* Every variant is checked before any run is made: an experiment is created whole or not at all. */
     for (size_t i = 0; v == SVC_OK && i < json_array_size(plan->variants); i++) v = plan_variant(a, plan, i, err);
     /* Refuse now rather than leave half an experiment queued. */
-    size_t n = json_array_size(plan->configs) * (size_t)plan->replicates;
+    size_t n = json_array_size(plan->configs) * (size_t)(plan->replicates - plan->first_replicate);
     plan->n_runs = n;
     /* More runs than the queue can ever hold is no reason to try again later (it was a 429 forever). */
     if (v == SVC_OK && n > (size_t)jobs_max_queued(a->jobs))
@@ -394,11 +397,12 @@ svc_status svc_experiments_plan(app *a, const svc_experiment_request *r, svc_exp
     return v;
 }
 
-/* The config of run k: variant k % nv's, its seed plus the replicate k / nv. NULL when out of memory. */
+/* The config of run k: variant k % nv's, its seed plus its replicate, first_replicate + k / nv. NULL
+ * when out of memory. */
 static json_t *run_config_of(const svc_experiment_plan *p, size_t k) {
     size_t nv = json_array_size(p->configs);
     json_t *cfg = json_deep_copy(json_array_get(p->configs, k % nv));
-    json_int_t seed = json_integer_value(json_object_get(cfg, "seed")) + (json_int_t)(k / nv);
+    json_int_t seed = json_integer_value(json_object_get(cfg, "seed")) + p->first_replicate + (json_int_t)(k / nv);
     if (cfg && json_object_set_new(cfg, "seed", json_integer(seed)) < 0) {
         json_decref(cfg);
         return NULL;
@@ -415,11 +419,11 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
     char **texts = calloc(n, sizeof *texts), **names = calloc(n, sizeof *names);
     json_t **cfgs = calloc(n, sizeof *cfgs);
     char *base_text = json_dumps(p->base, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
-    char *variants_text = json_dumps(p->variants, JSON_COMPACT);
+    char *variants_text = json_dumps(p->all_variants ? p->all_variants : p->variants, JSON_COMPACT);
     svc_status v = rows && texts && names && cfgs && base_text && variants_text && nv ? SVC_OK : SVC_FAILED;
     for (size_t i = 0; v == SVC_OK && i < n; i++) {
         const char *vname = json_string_value(json_object_get(json_array_get(p->variants, i % nv), "name"));
-        int rep = (int)(i / nv);
+        int rep = p->first_replicate + (int)(i / nv);
         int rc = p->replicates > 1 ? asprintf(&names[i], "%s/%s/r%d", p->name ? p->name : "experiment", vname, rep)
                                    : asprintf(&names[i], "%s/%s", p->name ? p->name : "experiment", vname);
         if (rc < 0 || !(cfgs[i] = run_config_of(p, i))) {
@@ -434,24 +438,48 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
     if (v != SVC_OK) {
         svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     } else {
-        store_new_experiment e = {.name = p->name,
+        /* A name the request gave is its own (409 when in use); a default one (the preset's, the
+         * bundle's, "experiment") takes the first free "name (2)", "name (3)", … */
+        store_new_experiment e = {.name = p->name ? p->name : "experiment",
                                   .preset = p->preset,
                                   .base_json = base_text,
                                   .variants_json = variants_text,
                                   .replicates = p->replicates,
-                                  .idempotency = p->idem ? &p->idem->record : NULL};
-        long long id = 0;
-        store_status s = store_experiment_create(a->store, &e, rows, n, &id, run_ids);
-        if (s == STORE_CONFLICT && p->idem) {
-            v = svc_idempotency_settle(a, p->idem, err);
-            if (v == SVC_OK) *exp_id = p->idem->replay;
+                                  .rename_if_taken = !p->name_given,
+                                  .idempotency = p->idem && !p->into ? &p->idem->record : NULL};
+        long long id = p->into;
+        store_status s = STORE_CONFLICT;
+        svc_status key = SVC_NOT_FOUND; /* what a conflict with the idempotency key says; NOT_FOUND: none */
+        /* on a shared database another node may take the free name first: try the next; a conflict
+         * may also be the idempotency key, recorded by a request alongside (then it is a retry) */
+        for (int tries = 0; !p->into && key == SVC_NOT_FOUND && s == STORE_CONFLICT && tries < 3; tries++) {
+            s = store_experiment_create(a->store, &e, rows, n, &id, run_ids);
+            if (s == STORE_CONFLICT && p->idem) key = svc_idempotency_settle(a, p->idem, err);
+        }
+        if (p->into) s = store_experiment_add_runs(a->store, id, variants_text, p->replicates, rows, n, run_ids);
+        if (key == SVC_OK) {
+            *exp_id = p->idem->replay;
+        } else if (key != SVC_NOT_FOUND) {
+            v = key; /* the key was used for another request, or could not be read */
+        } else if (s == STORE_CONFLICT) {
+            v = svc_fail(err, SVC_CONFLICT, "conflict", "name",
+                         "an experiment named '%s' exists: choose another name, or rename or delete that one", e.name);
+        } else if (s == STORE_NOT_FOUND) {
+            v = svc_fail(err, SVC_NOT_FOUND, "not_found", "id", "no experiment %lld", id);
         } else if (s != STORE_OK) {
             v = svc_store_failed(err);
         } else if (jobs_submit_runs(a->jobs, run_ids, (int)n) < 0) {
-            /* The queue filled up since the plan: take the whole experiment back. */
-            if (store_experiment_discard(a->store, id) != STORE_OK)
+            /* The queue filled up since the plan: take the whole experiment back; runs added to an
+             * experiment that has others stay, ended, saying why. */
+            static const char *const queued[] = {"queued", NULL};
+            if (!p->into && store_experiment_discard(a->store, id) != STORE_OK)
                 log_warn("experiment %lld: could not take back an experiment the queue refused: %s", id,
                          store_last_error());
+            for (size_t i = 0; p->into && i < n; i++)
+                if (store_run_transition(a->store, run_ids[i], queued, "failed",
+                                         "the training queue was full when the run was added") != STORE_OK)
+                    log_warn("run %lld: could not mark a run the queue refused as failed: %s", run_ids[i],
+                             store_last_error());
             for (size_t i = 0; i < n; i++) run_ids[i] = 0;
             v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the training queue is full; try again later");
             err->retry_after = 30;

@@ -44,7 +44,7 @@ static svc_status running_external(app *a, long long id, json_t **run, svc_error
 }
 
 /* The run's status event on the live streams (a final one ends a run's own stream). */
-static void publish_status(app *a, long long id) {
+void svc_external_publish_status(app *a, long long id) {
     json_t *run = NULL;
     if (store_run_get(a->store, id, &run) != STORE_OK) return;
     char *text = jobs_status_event(run);
@@ -127,18 +127,20 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
         free(prov);
         svc_status v = svc_idempotency_settle(a, r->idem, err);
         if (v == SVC_OK) *id = r->idem->replay;
+        if (v == SVC_NOT_FOUND)
+            v = svc_fail(err, SVC_CONFLICT, "conflict", NULL, "the run conflicted with another change; try again");
         return v;
     }
     if (s == STORE_OK && prov) s = store_run_set_provenance(a->store, *id, prov);
     free(prov);
     if (s != STORE_OK) return svc_store_failed(err);
-    publish_status(a, *id);
+    svc_external_publish_status(a, *id);
     return SVC_OK;
 }
 
-static int key_ok(const char *k) {
+int svc_external_key_ok(const char *k) {
     size_t n = strlen(k);
-    if (n < 1 || n >= sizeof(((store_metric *)0)->key)) return 0;
+    if (n < 1 || n > STORE_METRIC_KEY_MAX) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
               strchr("_.-:/", k[i])))
@@ -168,8 +170,8 @@ static svc_status read_point(const json_t *p, size_t i, long long run_id, double
     const char *bad = NULL, *why = NULL;
     if (!json_is_integer(step) || json_integer_value(step) < 0 || json_integer_value(step) > 1000000000)
         bad = "step", why = "an integer from 0 to 1000000000";
-    else if (!json_is_string(key) || !key_ok(json_string_value(key)))
-        bad = "key", why = "1 to 31 bytes of letters, digits and _ . - : /";
+    else if (!json_is_string(key) || !svc_external_key_ok(json_string_value(key)))
+        bad = "key", why = "1 to 250 bytes of letters, digits and _ . - : /";
     else if (!json_is_number(value) || !isfinite(json_number_value(value)))
         bad = "value", why = "a finite number";
     else if (wall && (!json_is_number(wall) || !isfinite(json_number_value(wall)) || json_number_value(wall) < 0))
@@ -181,7 +183,7 @@ static svc_status read_point(const json_t *p, size_t i, long long run_id, double
     }
     out->run_id = run_id;
     out->step = (int)json_integer_value(step);
-    snprintf(out->key, sizeof out->key, "%s", json_string_value(key));
+    out->key = json_string_value(key); /* borrowed from the request, which outlives the insert */
     out->value = json_number_value(value);
     out->wall_time = wall ? json_number_value(wall) : now;
     return SVC_OK;
@@ -259,7 +261,7 @@ svc_status svc_external_finish(app *a, long long id, const char *status, const c
     store_status s = store_run_transition(a->store, id, from, status, error ? why : NULL);
     if (s == STORE_CONFLICT) return svc_fail(err, SVC_CONFLICT, "conflict", "status", "run %lld has ended", id);
     if (s != STORE_OK) return svc_store_failed(err);
-    publish_status(a, id);
+    svc_external_publish_status(a, id);
     return SVC_OK;
 }
 

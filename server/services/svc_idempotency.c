@@ -58,9 +58,4 @@ svc_status svc_idempotency_begin(app *a, const char *kind, const char *key, cons
     return v == SVC_NOT_FOUND ? SVC_OK : v;
 }
 
-svc_status svc_idempotency_settle(app *a, svc_idem *idem, svc_error *err) {
-    svc_status v = lookup(a, idem, err);
-    if (v == SVC_NOT_FOUND) /* the conflict was not the key's: the store refused for another reason */
-        v = svc_fail(err, SVC_CONFLICT, "conflict", NULL, "the creation conflicted with another change; try again");
-    return v;
-}
+svc_status svc_idempotency_settle(app *a, svc_idem *idem, svc_error *err) { return lookup(a, idem, err); }

@@ -34,8 +34,10 @@ typedef struct {
 svc_status svc_idempotency_begin(struct app *a, const char *kind, const char *key, const json_t *request, svc_idem *out,
                                  svc_error *err);
 
-/* After a creation with the key answered STORE_CONFLICT (another request with the key committed
- * alongside it): SVC_OK with idem->replay set, or the reason it is not a retry. */
+/* After a creation with the key answered STORE_CONFLICT: SVC_OK with idem->replay set when another
+ * request with the key committed alongside it (a retry), SVC_NOT_FOUND when the key is not recorded
+ * (the conflict was something else: the caller says what), or the error (the key used for another
+ * request, the store failing). */
 svc_status svc_idempotency_settle(struct app *a, svc_idem *idem, svc_error *err);
 
 #endif

@@ -20,7 +20,7 @@ static void config_field(const char *prefix, char *field, size_t len) {
     if (n && field[n - 1] == '.') field[n - 1] = 0;
 }
 
-svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, svc_error *err) {
+svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, int together, svc_error *err) {
     char field[96];
     const char *corpus_name = json_string_value(json_object_get(config, "corpus"));
     int vocab = corpus_name ? corpora_vocab(a->corpora, corpus_name) : -1;
@@ -40,7 +40,8 @@ svc_status svc_runs_admit(app *a, json_t *config, const char *prefix, svc_error 
                         corpus_name);
     }
     json_int_t threads = json_integer_value(json_object_get(config, "threads"));
-    if (threads == 0 && json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs))) < 0)
+    if (threads == 0 &&
+        json_object_set_new(config, "threads", json_integer(jobs_threads_per_run(a->jobs, together))) < 0)
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     /* More threads than the service computes with would oversubscribe every core it shares. */
     int most = jobs_compute_threads(a->jobs);
@@ -102,6 +103,8 @@ svc_status svc_runs_create(app *a, const svc_new_run *r, long long *id, svc_erro
     if (s == STORE_CONFLICT && r->idem) {
         svc_status v = svc_idempotency_settle(a, r->idem, err);
         if (v == SVC_OK) *id = r->idem->replay;
+        if (v == SVC_NOT_FOUND)
+            v = svc_fail(err, SVC_CONFLICT, "conflict", NULL, "the run conflicted with another change; try again");
         return v;
     }
     if (s != STORE_OK) return svc_store_failed(err);

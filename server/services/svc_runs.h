@@ -14,10 +14,11 @@ struct app;
 /* Checks that a normalised config can run on this service: its corpus exists and is ready, the
  * engine accepts the config, it asks for no more threads than the service computes with, and its
  * estimated memory (at its thread count) is within the service's limit. Fills "threads" with the
- * service's share when it is 0. Errors name fields with
+ * service's share when it is 0 (jobs_threads_per_run for `together` runs submitted at once: 1 for a
+ * run, the experiment's count for an experiment's). Errors name fields with
  * `prefix` ("config." for a run, "variants[2].config." in an experiment): SVC_INVALID with code
  * "invalid_field" or "too_large". */
-svc_status svc_runs_admit(struct app *a, json_t *config, const char *prefix, svc_error *err);
+svc_status svc_runs_admit(struct app *a, json_t *config, const char *prefix, int together, svc_error *err);
 
 /* A run to create from an admitted config. */
 typedef struct {

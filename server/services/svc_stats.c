@@ -506,7 +506,7 @@ svc_status svc_stats_experiment(app *a, long long exp_id, const svc_stats_option
  * read as a pattern or a list). */
 static int valid_stored_key(const char *k) {
     size_t n = strlen(k), i = 0;
-    if (n < 1 || n > 31) return 0;
+    if (n < 1 || n > STORE_METRIC_KEY_MAX) return 0;
     while (i < n && ((k[i] >= 'a' && k[i] <= 'z') || k[i] == '_')) i++;
     if (i == 0) return 0;
     if (i == n) return 1;

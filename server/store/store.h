@@ -108,8 +108,20 @@ typedef struct {
     const char *value_json;
 } store_config_filter;
 
+/* A search (q): 1..STORE_SEARCH_MAX_WORDS words of at most STORE_SEARCH_MAX_WORD bytes, a word a
+ * run of letters and digits (any other character separates words; bytes of UTF-8 letters count as
+ * letters). A row matches when each word begins a word of its text, in any order, case aside:
+ * "cos blog" finds "seed-blog/cosine_rope". SQLite searches an FTS5 index, PostgreSQL its full-text
+ * search ('simple' configuration); the words are written into each dialect's query by
+ * store/common, never the request's text itself. */
+#define STORE_SEARCH_MAX_WORDS 8
+#define STORE_SEARCH_MAX_WORD 64
+/* 1 when q is a search the store takes (as above). */
+int store_search_ok(const char *q);
+
 typedef struct {
     const char *status, *tag, *variant; /* NULL: any */
+    const char *search;                 /* NULL: any; else (store_search_ok) over name, tags and note */
     long long experiment_id;            /* 0: any */
     /* id, created_at, name, status, and by the run's metric series: loss and val_loss (the value at
      * the last step), min_loss and min_val_loss (the minimum); each optionally '-' prefixed for
@@ -153,10 +165,15 @@ store_status store_runs_queued(store *st, long long **ids, int *n);
 store_status store_run_counts(store *st, json_t **out);
 
 /* ---- metrics ------------------------------------------------------------------------------ */
+/* The longest metric key in bytes (MLflow's bound; the columns are TEXT). */
+#define STORE_METRIC_KEY_MAX 250
+/* A point. Its key (1..STORE_METRIC_KEY_MAX bytes) is borrowed: points handed to the store point
+ * at strings that live through the call; points the store hands out own their keys, in the same
+ * allocation as the array (one free() frees both). */
 typedef struct {
     long long run_id;
     int step;
-    char key[32];
+    const char *key;
     double value;
     double wall_time;
 } store_metric;
@@ -192,26 +209,47 @@ typedef struct {
     const char *base_json, *variants_json; /* JSON text */
     int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
     const store_idempotency *idempotency;  /* NULL, or the key to record with it */
+    /* Names are unique (migration 0011). 0: a name in use is STORE_CONFLICT; 1: the experiment takes
+     * the first free of name, "name (2)", "name (3)", … (store_experiment_name_nth), and its runs
+     * named "name/…" are named after the name it took ("name (2)/…"). */
+    int rename_if_taken;
 } store_new_experiment;
+
+/* The longest experiment name the store keeps (the API takes up to 200 characters; a suffix " (n)"
+ * comes on top). */
+#define STORE_EXPERIMENT_NAME_MAX 240
+/* name for n = 1, "name (n)" for n > 1, into buf. */
+void store_experiment_name_nth(const char *name, int n, char *buf, size_t len);
 
 /* Creates an experiment and its n runs (queued, each with experiment_id set to the new
  * experiment; their own experiment_id and idempotency are ignored) in one transaction: all of it or
- * nothing (with e->idempotency, its key too: STORE_CONFLICT when the key is recorded already).
- * *exp_id gets the experiment's id and run_ids[0..n) the runs' ids, in order. */
+ * nothing (with e->idempotency, its key too). *exp_id gets the experiment's id and run_ids[0..n) the
+ * runs' ids, in order. STORE_CONFLICT when its name is in use (see rename_if_taken; on PostgreSQL
+ * also when another node took the free name meanwhile: try again) or its idempotency key is recorded
+ * already. */
 store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                      long long *exp_id, long long *run_ids);
+/* Adds n runs (queued, in experiment id) to an existing experiment in one transaction, with its
+ * variants and replicate count now variants_json and replicates: all of it or nothing. run_ids[0..n)
+ * get the runs' ids. STORE_NOT_FOUND when there is no such experiment. */
+store_status store_experiment_add_runs(store *st, long long id, const char *variants_json, int replicates,
+                                       const store_new_run *runs, size_t n, long long *run_ids);
 /* Takes back an experiment whose runs could not be queued: deletes it with its runs, in one
  * transaction, if none of them has left `queued` (STORE_CONFLICT otherwise). */
 store_status store_experiment_discard(store *st, long long id);
 /* {"id","name","preset","base":{…},"variants":[…],"replicates","created_at","run_count"} */
 store_status store_experiment_get(store *st, long long id, json_t **out);
-/* Renames an experiment; STORE_NOT_FOUND when there is none. */
+/* Renames an experiment; STORE_NOT_FOUND when there is none, STORE_CONFLICT when another has that
+ * name. */
 store_status store_experiment_rename(store *st, long long id, const char *name);
 /* Deletes an experiment's row, in one transaction with what still points at it: runs left in it
  * are kept as runs of no experiment (experiment_id null). STORE_NOT_FOUND when there is none. */
 store_status store_experiment_delete(store *st, long long id);
-/* A page of experiments, newest first, and how many there are. */
-store_status store_experiment_list(store *st, int limit, int offset, json_t **out, long long *total);
+/* A page of experiments, newest first, and how many there are; search (NULL: every experiment;
+ * else store_search_ok) keeps those whose name matches, or one of whose runs matches by its name,
+ * tags and note. */
+store_status store_experiment_list(store *st, int limit, int offset, const char *search, json_t **out,
+                                   long long *total);
 
 /* ---- corpora ------------------------------------------------------------------------------ */
 typedef struct {

@@ -50,10 +50,15 @@
       (store *st, const store_new_experiment *e, const store_new_run *runs, size_t n, long long *exp_id,              \
        long long *run_ids),                                                                                            \
       (st, e, runs, n, exp_id, run_ids))                                                                               \
+    X(pfx, store_status, experiment_add_runs,                                                                               \
+      (store *st, long long id, const char *variants_json, int replicates, const store_new_run *runs, size_t n,        \
+       long long *run_ids),                                                                                            \
+      (st, id, variants_json, replicates, runs, n, run_ids))                                                           \
     X(pfx, store_status, experiment_discard, (store *st, long long id), (st, id))                                          \
     X(pfx, store_status, experiment_get, (store *st, long long id, json_t **out), (st, id, out))                           \
-    X(pfx, store_status, experiment_list, (store *st, int limit, int offset, json_t **out, long long *total),              \
-      (st, limit, offset, out, total))                                                                                 \
+    X(pfx, store_status, experiment_list,                                                                                   \
+      (store *st, int limit, int offset, const char *search, json_t **out, long long *total),                          \
+      (st, limit, offset, search, out, total))                                                                         \
     X(pfx, store_status, experiment_rename, (store *st, long long id, const char *name), (st, id, name))                 \
     X(pfx, store_status, experiment_delete, (store *st, long long id), (st, id))                                          \
     X(pfx, store_status, corpus_put, (store *st, const store_corpus *c), (st, c))                                          \

@@ -231,8 +231,22 @@ char *svg_line_chart(const svg_frame *f, const svg_series *s, size_t n) {
     return finish(o, &buf);
 }
 
+/* Characters of a UTF-8 string (for the width its label needs). */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; s && *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 char *svg_forest(const svg_frame *f, const svg_forest_row *rows, size_t n, const char *legend1, const char *legend2) {
-    int W = f->width > 0 ? f->width : 720;
+    /* the labels' column: as wide as the longest label at about 7 px a character (12 px text) */
+    size_t longest = 0;
+    for (size_t i = 0; i < n; i++)
+        if (utf8_chars(rows[i].label) > longest) longest = utf8_chars(rows[i].label);
+    double x0 = 16 + 7.0 * (double)longest;
+    if (x0 < 210) x0 = 210;
+    if (x0 > 600) x0 = 600;
+    int W = f->width > 0 ? f->width : (int)x0 + 510;
     int H = f->height > 0 ? f->height : (int)(100 + 34 * (n ? n : 1) + (f->note ? 16 : 0) + (legend1 ? 22 : 0));
     char *buf = NULL;
     size_t len = 0;
@@ -246,7 +260,7 @@ char *svg_forest(const svg_frame *f, const svg_forest_row *rows, size_t n, const
         grow(rows[i].lo2, &lo, &hi);
         grow(rows[i].hi2, &lo, &hi);
     }
-    area a = {.x0 = 210, .y0 = f->title ? 40 : 16, .tx = nice_ticks(lo, hi, 6), .ty = {0, 1, 1, 0}};
+    area a = {.x0 = x0, .y0 = f->title ? 40 : 16, .tx = nice_ticks(lo, hi, 6), .ty = {0, 1, 1, 0}};
     a.w = W - a.x0 - 24;
     a.h = 34.0 * (n ? n : 1);
     header(o, f, W, H);

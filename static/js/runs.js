@@ -161,213 +161,273 @@ function onEstimate(f) { estimates.listeners.add(f); return () => estimates.list
 // "about 3 min at this machine's recent speed (2 runs)", or '' when nothing has been measured.
 const estimateFor = (configs) => estimateText(configs, vocabOf, estimates.speed);
 
-export function mount(root) {
-  let runs = [];
-  let experiments = [];
-  let sort = { key: 'id', dir: -1 };  // sort.api: the server's order (API_SORTS), kept as it came
-  const filters = { text: '', status: '', variant: '' };
-  const configFilter = { key: '', value: '' }; // sent as config.KEY=VALUE: the server filters
+// What every part of the Runs view reads: the runs and experiments last loaded, the order, filters
+// and columns chosen, the runs shown; `render` and `refresh` are the view's (set by mount).
+function runsModel() {
+  return {
+    runs: [],
+    experiments: [],
+    sort: { key: 'id', dir: -1 },        // sort.api: the server's order (API_SORTS), kept as it came
+    filters: { text: '', status: '', variant: '' },
+    configFilter: { key: '', value: '' }, // sent as config.KEY=VALUE: the server filters
+    columnChoice: loadColumnChoice(),
+    shownNow: [],
+    diffCols: [],                         // the differing config keys that have a column now
+    loadedApi: false,                     // the list last loaded was in a server order
+    alive: true,
+    render: () => {},
+    refresh: () => {},
+  };
+}
 
-  const tbody = h('tbody');
-  const thead = h('thead');
-  const table = h('table.table#runs-table', { 'aria-describedby': 'runs-count' }, thead, tbody);
-  const count = h('p.muted#runs-count', { 'aria-live': 'polite' });
-  const expBody = h('tbody');
+// A table order after a server order needs the default list again.
+function reorder(m) { if (m.loadedApi) m.refresh(); else m.render(); }
 
+// The filters (text, status, variant, config key = value) and the server's sort select.
+function runsFilters(m) {
   const textFilter = h('input#runs-filter', { type: 'search', placeholder: 'name or tag', 'aria-label': 'filter runs by name or tag',
-    oninput: (e) => { filters.text = e.target.value.trim().toLowerCase(); render(); } });
+    oninput: (e) => { m.filters.text = e.target.value.trim().toLowerCase(); m.render(); } });
   const statusFilter = h('select#runs-status', { 'aria-label': 'filter runs by status',
-    onchange: (e) => { filters.status = e.target.value; render(); } },
+    onchange: (e) => { m.filters.status = e.target.value; m.render(); } },
   h('option', { value: '' }, 'any status'), STATUSES.map((s) => h('option', { value: s }, s)));
   const variantFilter = h('select#runs-variant', { 'aria-label': 'filter runs by variant',
-    onchange: (e) => { filters.variant = e.target.value; render(); } }, h('option', { value: '' }, 'any variant'));
+    onchange: (e) => { m.filters.variant = e.target.value; m.render(); } }, h('option', { value: '' }, 'any variant'));
   const sortSel = h('select#runs-sort', { 'aria-label': 'sort runs by a loss (the server sorts)',
-    onchange: (e) => { sort = e.target.value ? { api: e.target.value } : { key: 'id', dir: -1 }; refresh(); } },
+    onchange: (e) => { m.sort = e.target.value ? { api: e.target.value } : { key: 'id', dir: -1 }; m.refresh(); } },
   API_SORTS.map(([v, label]) => h('option', { value: v }, label)));
   const cfgKey = h('select#runs-config-key', { 'aria-label': 'filter runs by a config key' }, h('option', { value: '' }, 'any config'));
   const cfgValue = h('input#runs-config-value', { type: 'text', placeholder: 'value', 'aria-label': 'the config value to keep', size: 10 });
   const cfgError = h('span.field-error#runs-config-error', { role: 'alert' });
-  const applyConfig = () => { configFilter.key = cfgKey.value; configFilter.value = cfgValue.value.trim(); refresh(); };
+  const applyConfig = () => { m.configFilter.key = cfgKey.value; m.configFilter.value = cfgValue.value.trim(); m.refresh(); };
   cfgKey.addEventListener('change', applyConfig);
   cfgValue.addEventListener('change', applyConfig);
   cached('/api/openapi.json').then((doc) => {
     const keys = Object.keys(doc.components.schemas.RunConfig.properties).sort();
     cfgKey.append(...keys.map((k) => h('option', { value: k }, k)));
   }).catch(() => { /* the filter stays at "any config" */ });
+  return {
+    els: [textFilter, statusFilter, variantFilter, sortSel, cfgKey, cfgValue, cfgError],
+    sortSel,
+    setRefusal(text) { cfgError.textContent = text; },
+    syncVariants() { // the variants of the runs loaded, the choice kept while it is one of them
+      const variants = [...new Set(m.runs.map((r) => r.variant))].sort();
+      const cur = variantFilter.value;
+      clear(variantFilter, h('option', { value: '' }, 'any variant'), variants.map((v) => h('option', { value: v }, v)));
+      variantFilter.value = variants.includes(cur) ? cur : '';
+    },
+  };
+}
+
+// "Compare selected (n)" and "Clear selection".
+function compareButtons(m) {
   const compareBtn = h('button#compare-selected', { type: 'button', onclick: () => { location.hash = compareHref([...selected]); } });
-  const clearBtn = h('button#compare-clear', { type: 'button', onclick: () => { selected.clear(); saveSelection(); render(); } }, 'Clear selection');
-  function syncCompare() {
+  const clearBtn = h('button#compare-clear', { type: 'button', onclick: () => { selected.clear(); saveSelection(); m.render(); } }, 'Clear selection');
+  function sync() {
     // Runs deleted meanwhile leave the selection.
-    if (runs.length) for (const id of [...selected]) if (!runs.some((r) => r.id === id)) selected.delete(id);
+    if (m.runs.length) for (const id of [...selected]) if (!m.runs.some((r) => r.id === id)) selected.delete(id);
     saveSelection();
     compareBtn.textContent = `Compare selected (${selected.size})`;
     compareBtn.disabled = selected.size < 2;
     compareBtn.title = selected.size < 2 ? 'tick two or more runs in the first column' : '';
     clearBtn.hidden = selected.size === 0;
   }
-  let shownNow = [];
+  return { els: [compareBtn, clearBtn], sync };
+}
 
-  // The differing config keys that have a column now (set by render).
-  let diffCols = [];
-  const columnChoice = loadColumnChoice();
-
-  function renderHead() {
-    const all = shownNow.length > 0 && shownNow.every((r) => selected.has(r.id));
-    const some = shownNow.some((r) => selected.has(r.id));
-    const allBox = h('input#runs-select-all', { type: 'checkbox', checked: all, 'aria-label': 'select every shown run for comparison',
-      onchange: (e) => { for (const r of shownNow) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); } render(); } });
-    allBox.indeterminate = some && !all;
-    const head = (c) => {
-      // A loss column is active for its final and its minimum order alike.
-      const apiKey = sort.api?.replace(/^-/, '').replace(/^min_/, '');
-      const active = c.api ? apiKey === c.api : !sort.api && sort.key === c.key;
-      const dir = sort.api ? (sort.api.startsWith('-') ? -1 : 1) : sort.dir;
-      return h('th', { scope: 'col', dataset: { col: c.key }, 'aria-sort': active ? (dir > 0 ? 'ascending' : 'descending') : 'none' },
-        h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => {
-          if (c.api) {
-            sort = { api: active && dir > 0 ? `-${sort.api.replace(/^-/, '')}` : c.api };
-            sortSel.value = sort.api;
-            refresh();
-          } else {
-            sort = { key: c.key, dir: active ? -sort.dir : 1 };
-            sortSel.value = '';
-            if (sortWasApi()) refresh(); else render();
-          }
-        } }, c.label, active ? (dir > 0 ? ' ▲' : ' ▼') : ''));
-    };
-    const diffHead = (k) => {
-      const active = !sort.api && sort.key === `config.${k}`;
-      return h('th.diff-col', { scope: 'col', dataset: { diffKey: k }, title: `config key ${k}: differs among the listed runs`,
-        'aria-sort': active ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
-        h('button.sort', { type: 'button', 'aria-label': `sort by ${k}`, onclick: () => {
-          sort = { key: `config.${k}`, dir: active ? -sort.dir : 1 };
-          sortSel.value = '';
-          if (sortWasApi()) refresh(); else render();
-        } }, h('span.diff-key', {}, k), active ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''));
-    };
-    keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox),
-      shownColumns().flatMap((c) => [c.key === 'diffs' ? diffCols.map(diffHead) : head(c)]),
-      h('th', { scope: 'col' }, 'actions'))));
+// The columns shown, in order; 'diffs' stands for the differing keys' columns (after config).
+function shownColumns(m) {
+  const out = [];
+  for (const c of COLUMNS) {
+    if (!c.optional || m.columnChoice[c.key]) out.push(c);
+    if (c.key === 'config' && m.columnChoice.diffs) out.push({ key: 'diffs' });
   }
+  return out;
+}
 
-  // The columns shown, in order; 'diffs' stands for the differing keys' columns (after config).
-  function shownColumns() {
-    const out = [];
-    for (const c of COLUMNS) {
-      if (!c.optional || columnChoice[c.key]) out.push(c);
-      if (c.key === 'config' && columnChoice.diffs) out.push({ key: 'diffs' });
-    }
-    return out;
+// The header cell of a column: a button that sorts by it (a loss column by the server's order).
+function columnHead(m, c, sortSel) {
+  // A loss column is active for its final and its minimum order alike.
+  const { sort } = m;
+  const apiKey = sort.api?.replace(/^-/, '').replace(/^min_/, '');
+  const active = c.api ? apiKey === c.api : !sort.api && sort.key === c.key;
+  const dir = sort.api ? (sort.api.startsWith('-') ? -1 : 1) : sort.dir;
+  return h('th', { scope: 'col', dataset: { col: c.key }, 'aria-sort': active ? (dir > 0 ? 'ascending' : 'descending') : 'none' },
+    h('button.sort', { type: 'button', 'aria-label': `sort by ${c.label}`, onclick: () => {
+      if (c.api) {
+        m.sort = { api: active && dir > 0 ? `-${sort.api.replace(/^-/, '')}` : c.api };
+        sortSel.value = m.sort.api;
+        m.refresh();
+      } else {
+        m.sort = { key: c.key, dir: active ? -sort.dir : 1 };
+        sortSel.value = '';
+        reorder(m);
+      }
+    } }, c.label, active ? (dir > 0 ? ' ▲' : ' ▼') : ''));
+}
+
+// The header cell of a differing config key's column.
+function diffHead(m, k, sortSel) {
+  const active = !m.sort.api && m.sort.key === `config.${k}`;
+  return h('th.diff-col', { scope: 'col', dataset: { diffKey: k }, title: `config key ${k}: differs among the listed runs`,
+    'aria-sort': active ? (m.sort.dir > 0 ? 'ascending' : 'descending') : 'none' },
+    h('button.sort', { type: 'button', 'aria-label': `sort by ${k}`, onclick: () => {
+      m.sort = { key: `config.${k}`, dir: active ? -m.sort.dir : 1 };
+      sortSel.value = '';
+      reorder(m);
+    } }, h('span.diff-key', {}, k), active ? (m.sort.dir > 0 ? ' ▲' : ' ▼') : ''));
+}
+
+function renderHead(m, thead, sortSel) {
+  const all = m.shownNow.length > 0 && m.shownNow.every((r) => selected.has(r.id));
+  const some = m.shownNow.some((r) => selected.has(r.id));
+  const allBox = h('input#runs-select-all', { type: 'checkbox', checked: all, 'aria-label': 'select every shown run for comparison',
+    onchange: (e) => { for (const r of m.shownNow) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); } m.render(); } });
+  allBox.indeterminate = some && !all;
+  keepFocus(thead, () => clear(thead, h('tr', {}, h('th.select', { scope: 'col' }, allBox),
+    shownColumns(m).flatMap((c) => [c.key === 'diffs' ? m.diffCols.map((k) => diffHead(m, k, sortSel)) : columnHead(m, c, sortSel)]),
+    h('th', { scope: 'col' }, 'actions'))));
+}
+
+function matches(m, r) {
+  const { filters } = m;
+  if (filters.status && r.status !== filters.status) return false;
+  if (filters.variant && r.variant !== filters.variant) return false;
+  if (filters.text) {
+    const hay = [runName(r), ...(r.tags || []), String(r.id)].join(' ').toLowerCase();
+    if (!hay.includes(filters.text)) return false;
   }
+  return true;
+}
 
-  function matches(r) {
-    if (filters.status && r.status !== filters.status) return false;
-    if (filters.variant && r.variant !== filters.variant) return false;
-    if (filters.text) {
-      const hay = [runName(r), ...(r.tags || []), String(r.id)].join(' ').toLowerCase();
-      if (!hay.includes(filters.text)) return false;
-    }
-    return true;
-  }
+// The runs that pass the filters, in the table's order (or the server's, as loaded).
+function shownRuns(m) {
+  const { sort } = m;
+  const byConfig = sort.key?.startsWith('config.') ? sort.key.slice(7) : null;
+  const col = COLUMNS.find((c) => c.key === sort.key);
+  return sort.api ? m.runs.filter((r) => matches(m, r)) : m.runs.filter((r) => matches(m, r)).sort((a, b) => {
+    if (byConfig) return configOrder(a.config[byConfig], b.config[byConfig]) * sort.dir || b.id - a.id;
+    const x = col.get(a), y = col.get(b);
+    return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
+  });
+}
 
-  function row(r, diffKeys) {
-    const link = r.experiment_id ? `#/experiment/${r.experiment_id}?run=${r.id}` : `#/run/${r.id}`;
-    const tau = r.last?.tau;
+// The cells of one run's row, by column key.
+function runCells(m, r, diffKeys) {
+  const { columnChoice } = m;
+  const link = r.experiment_id ? `#/experiment/${r.experiment_id}?run=${r.id}` : `#/run/${r.id}`;
+  const tau = r.last?.tau;
+  const diffsInline = !columnChoice.diffs ? diffKeys : [];
+  return {
+    id: () => h('td', {}, r.id),
+    name: () => h('td.cell-name', {}, h('a.run-name', { href: `#/run/${r.id}` }, nameWords(runName(r))),
+      r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`),
+        r.replicate > 0 || m.experiments.find((e) => e.id === r.experiment_id)?.replicates > 1 ? h('span.muted.replicate', {}, ` · replicate ${r.replicate}`) : null) : null,
+      // no config column and the differing keys not in columns: they go under the name
+      !columnChoice.config && diffsInline.length ? configSummary(r.config, diffsInline, 0).slice(3) : null),
+    variant: () => h('td.cell-variant', {}, h('span.variant.wraps', {}, h('span.swatch', { style: { background: variantColor(r.variant) }, 'aria-hidden': 'true' }),
+      h('span', {}, nameWords(r.variant)))),
+    status: () => h('td.cell-status', {}, progressCell(r)),
+    loss: () => h('td.num.cell-loss', {}, lossText(r)),
+    val_loss: () => h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
+    tau: () => h('td.num.cell-tau', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
+    config: () => h('td.small.cell-config', {}, configSummary(r.config, diffKeys, columnChoice.diffs ? MAX_DIFFS : 0)),
+    diffs: () => m.diffCols.map((k) => h('td.small.num.cell-diff', { dataset: { key: k } }, fmtConfig(r.config[k]))),
+    tags: () => h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
+    created: () => h('td.small', {}, fmtTime(r.created_at)),
+  };
+}
+
+// "All runs": the table with its head, its rows and the count of runs shown.
+function runsTable(m, { sortSel, syncCompare }) {
+  const tbody = h('tbody');
+  const thead = h('thead');
+  const table = h('table.table#runs-table', { 'aria-describedby': 'runs-count' }, thead, tbody);
+  const count = h('p.muted#runs-count', { 'aria-live': 'polite' });
+  const head = () => renderHead(m, thead, sortSel);
+  const row = (r, diffKeys) => {
     const box = h('input.compare-pick', { type: 'checkbox', checked: selected.has(r.id), 'aria-label': `select run ${r.id} for comparison`,
-      onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); syncCompare(); renderHead(); } });
-    const diffsInline = !columnChoice.diffs ? diffKeys : [];
-    const cell = {
-      id: () => h('td', {}, r.id),
-      name: () => h('td.cell-name', {}, h('a.run-name', { href: `#/run/${r.id}` }, nameWords(runName(r))),
-        r.experiment_id ? h('div.small', {}, h('a', { href: link }, `experiment ${r.experiment_id}`),
-          r.replicate > 0 || experiments.find((e) => e.id === r.experiment_id)?.replicates > 1 ? h('span.muted.replicate', {}, ` · replicate ${r.replicate}`) : null) : null,
-        // no config column and the differing keys not in columns: they go under the name
-        !columnChoice.config && diffsInline.length ? configSummary(r.config, diffsInline, 0).slice(3) : null),
-      variant: () => h('td.cell-variant', {}, h('span.variant.wraps', {}, h('span.swatch', { style: { background: variantColor(r.variant) }, 'aria-hidden': 'true' }),
-        h('span', {}, nameWords(r.variant)))),
-      status: () => h('td.cell-status', {}, progressCell(r)),
-      loss: () => h('td.num.cell-loss', {}, lossText(r)),
-      val_loss: () => h('td.num.cell-val-loss', {}, lossText(r, 'val_loss')),
-      tau: () => h('td.num.cell-tau', {}, tau ? `${fmt(tau.min, 4)} – ${fmt(tau.max, 4)}` : '–'),
-      config: () => h('td.small.cell-config', {}, configSummary(r.config, diffKeys, columnChoice.diffs ? MAX_DIFFS : 0)),
-      diffs: () => diffCols.map((k) => h('td.small.num.cell-diff', { dataset: { key: k } }, fmtConfig(r.config[k]))),
-      tags: () => h('td', {}, (r.tags || []).map((t) => h('span.tag', {}, t))),
-      created: () => h('td.small', {}, fmtTime(r.created_at)),
-    };
+      onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); syncCompare(); head(); } });
+    const cell = runCells(m, r, diffKeys);
     return h('tr', { dataset: { runId: r.id, status: r.status } },
       h('td.select', {}, box),
-      shownColumns().map((c) => cell[c.key]()),
-      h('td.actions', {}, runActions(r, () => refresh())));
+      shownColumns(m).map((c) => cell[c.key]()),
+      h('td.actions', {}, runActions(r, () => m.refresh())));
+  };
+  function renderRows(shown, diffKeys) {
+    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: shownColumns(m).length + m.diffCols.length + 2 },
+      m.runs.length || m.configFilter.key ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
+    count.textContent = `${shown.length} of ${m.runs.length} runs`;
   }
+  const failed = (err) => clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 2 }, `Could not load runs: ${err.message}`)));
+  return { table, tbody, count, renderHead: head, renderRows, failed };
+}
 
-  // The list last loaded was in a server order (so a table order needs the default list again).
-  let loadedApi = false;
-  const sortWasApi = () => loadedApi;
-  function render() {
-    const byConfig = sort.key?.startsWith('config.') ? sort.key.slice(7) : null;
-    const col = COLUMNS.find((c) => c.key === sort.key);
-    const shown = sort.api ? runs.filter(matches) : runs.filter(matches).sort((a, b) => {
-      if (byConfig) return configOrder(a.config[byConfig], b.config[byConfig]) * sort.dir || b.id - a.id;
-      const x = col.get(a), y = col.get(b);
-      return (x < y ? -1 : x > y ? 1 : 0) * sort.dir || b.id - a.id;
-    });
-    shownNow = shown;
-    // What tells the shown runs apart beyond the summary line (attention too, where a variant's
-    // name is not its attention): the first few get columns.
-    const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
-    diffCols = columnChoice.diffs ? diffKeys.slice(0, MAX_DIFFS) : [];
-    syncCompare();
-    renderHead();
-    keepFocus(table, () => clear(tbody, shown.length ? shown.map((r) => row(r, diffKeys)) : h('tr.empty', {}, h('td', { colspan: shownColumns().length + diffCols.length + 2 },
-      runs.length || configFilter.key ? 'No run matches the filters.' : 'No runs yet: start one below, or reproduce the blog experiment.'))));
-    count.textContent = `${shown.length} of ${runs.length} runs`;
-    const variants = [...new Set(runs.map((r) => r.variant))].sort();
-    const cur = variantFilter.value;
-    clear(variantFilter, h('option', { value: '' }, 'any variant'), variants.map((v) => h('option', { value: v }, v)));
-    variantFilter.value = variants.includes(cur) ? cur : '';
-    clear(expBody, experiments.length ? experiments.map((e) => {
-      const rs = runs.filter((r) => r.experiment_id === e.id);
-      return h('tr', { dataset: { experimentId: e.id } },
-        h('td', {}, e.id),
-        h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name),
-          rs.length > 1 ? h('div.small', {}, h('a', { href: compareHref(rs.map((r) => r.id)), 'aria-label': `compare the runs of experiment ${e.id}` }, 'compare')) : null),
-        h('td', {}, e.preset || '–'),
-        h('td', {}, e.replicates > 1 ? h('div.small.muted', {}, `${e.replicates} replicates per variant`) : null,
-          rs.map((r) => h('div.small', {}, variantTag(r.variant), e.replicates > 1 ? ` r${r.replicate}` : '', ' ', h('span.pill.status-' + r.status, {}, r.status),
+// "Experiments": one row per experiment, its runs' statuses and a link comparing them.
+function experimentsTable(m) {
+  const body = h('tbody');
+  const el = h('section.card', { 'aria-labelledby': 'exp-list-title' },
+    h('h3#exp-list-title', {}, 'Experiments'),
+    h('div.table-scroll', {}, h('table.table#experiments-table', {},
+      h('thead', {}, h('tr', {}, ['id', 'name', 'preset', 'runs', 'created'].map((c) => h('th', { scope: 'col' }, c)))), body)));
+  const row = (e) => {
+    const rs = m.runs.filter((r) => r.experiment_id === e.id);
+    return h('tr', { dataset: { experimentId: e.id } },
+      h('td', {}, e.id),
+      h('td', {}, h('a', { href: `#/experiment/${e.id}` }, e.name),
+        rs.length > 1 ? h('div.small', {}, h('a', { href: compareHref(rs.map((r) => r.id)), 'aria-label': `compare the runs of experiment ${e.id}` }, 'compare')) : null),
+      h('td', {}, e.preset || '–'),
+      h('td', {}, e.replicates > 1 ? h('div.small.muted', {}, `${e.replicates} replicates per variant`) : null,
+        rs.map((r) => h('div.small', {}, variantTag(r.variant), e.replicates > 1 ? ` r${r.replicate}` : '', ' ', h('span.pill.status-' + r.status, {}, r.status),
           ` ${r.step}/${r.total_steps}`, r.last?.loss ? ` · loss ${fmt(r.last.loss.last)}` : ''))),
-        h('td.small', {}, fmtTime(e.created_at)));
-    }) : h('tr.empty', {}, h('td', { colspan: 5 }, 'No experiments yet.')));
-  }
+      h('td.small', {}, fmtTime(e.created_at)));
+  };
+  return { el, render: () => clear(body, m.experiments.length ? m.experiments.map(row) : h('tr.empty', {}, h('td', { colspan: 5 }, 'No experiments yet.'))) };
+}
 
-  let alive = true;
-  async function refresh() {
-    if (!alive) return;
+// The column chooser: the optional columns, and the differing keys as columns or as a line.
+function columnChooser(m) {
+  const CHOOSABLE = [['id', 'id'], ['config', 'config summary'], ['diffs', 'differing config keys as columns (else a line under the config)'],
+    ['tags', 'tags'], ['created', 'created']];
+  return h('details.column-chooser#runs-columns', {},
+    h('summary', {}, 'Columns'),
+    h('div.column-list', { role: 'group', 'aria-label': 'columns shown in the runs table' },
+      h('p.small.muted', {}, 'Always shown: name, variant, status, loss, val loss, τ.'),
+      CHOOSABLE.map(([k, text]) => h('label.check', {}, h('input', { type: 'checkbox', checked: m.columnChoice[k], dataset: { column: k },
+        onchange: (e) => { m.columnChoice[k] = e.target.checked; saveColumnChoice(m.columnChoice); m.render(); } }), ' ', text))));
+}
+
+// The runs (in the order and with the config filter chosen) and the experiments, from the server.
+async function loadRuns(m, { table, filters }) {
+  if (!m.alive) return;
+  try {
+    const q = new URLSearchParams({ limit: '500', sort: m.sort.api || '-id' });
+    if (m.configFilter.key && m.configFilter.value) q.set(`config.${m.configFilter.key}`, m.configFilter.value);
+    let r, refusal = '';
     try {
-      const q = new URLSearchParams({ limit: '500', sort: sort.api || '-id' });
-      if (configFilter.key && configFilter.value) q.set(`config.${configFilter.key}`, configFilter.value);
-      let r, refusal = '';
-      try {
-        r = await api(`/api/runs?${q}`);
-      } catch (err) {
-        if (err.status !== 422) throw err;
-        refusal = err.message; // a value the key does not take: the server says why
-        r = { runs: [] };
-      }
-      const e = await api('/api/experiments');
-      if (!alive) return;
-      loadedApi = !!sort.api;
-      runs = r.runs;
-      setEstimateInputs({ runs });
-      experiments = e.experiments;
-      render();
-      cfgError.textContent = refusal; // after the rows, so a refusal never stands next to rows it refused
+      r = await api(`/api/runs?${q}`);
     } catch (err) {
-      clear(tbody, h('tr.empty', {}, h('td.field-error', { colspan: COLUMNS.length + 2 }, `Could not load runs: ${err.message}`)));
+      if (err.status !== 422) throw err;
+      refusal = err.message; // a value the key does not take: the server says why
+      r = { runs: [] };
     }
+    const e = await api('/api/experiments');
+    if (!m.alive) return;
+    m.loadedApi = !!m.sort.api;
+    m.runs = r.runs;
+    setEstimateInputs({ runs: m.runs });
+    m.experiments = e.experiments;
+    m.render();
+    filters.setRefusal(refusal); // after the rows, so a refusal never stands next to rows it refused
+  } catch (err) {
+    table.failed(err);
   }
-  const refreshSoon = debounce(refresh, 300);
-  const redraw = frameThrottle(render);
-  // Progress and loss cells of rows whose run reported a step, replaced in place once per frame.
+}
+
+// Live progress: a row whose run reported a step has its progress and loss cells replaced in place,
+// once per frame; a run not in the table, or a change of status, loads the list again.
+function liveRows(m, tbody) {
+  const refreshSoon = debounce(() => m.refresh(), 300);
+  const redraw = frameThrottle(() => m.render());
   const liveCells = new Set();
   const cellsSoon = frameThrottle(() => {
     for (const r of liveCells) {
@@ -379,10 +439,9 @@ export function mount(root) {
     }
     liveCells.clear();
   });
-
-  const unsub = subscribe({
+  return subscribe({
     metrics(d) {
-      const r = runs.find((x) => x.id === d.run_id);
+      const r = m.runs.find((x) => x.id === d.run_id);
       if (!r) { refreshSoon(); return; }
       r.step = d.step; r.total_steps = d.total_steps; r.eta_s = d.eta_s; r.status = 'running';
       if (d.values && d.values.loss !== undefined) {
@@ -394,20 +453,12 @@ export function mount(root) {
       cellsSoon();
     },
     status() { refreshSoon(); },
-    resync() { refresh(); },
+    resync() { m.refresh(); },
   });
+}
 
-  // The column chooser: the optional columns, and the differing keys as columns or as a line.
-  const CHOOSABLE = [['id', 'id'], ['config', 'config summary'], ['diffs', 'differing config keys as columns (else a line under the config)'],
-    ['tags', 'tags'], ['created', 'created']];
-  const chooser = h('details.column-chooser#runs-columns', {},
-    h('summary', {}, 'Columns'),
-    h('div.column-list', { role: 'group', 'aria-label': 'columns shown in the runs table' },
-      h('p.small.muted', {}, 'Always shown: name, variant, status, loss, val loss, τ.'),
-      CHOOSABLE.map(([k, text]) => h('label.check', {}, h('input', { type: 'checkbox', checked: columnChoice[k], dataset: { column: k },
-        onchange: (e) => { columnChoice[k] = e.target.checked; saveColumnChoice(columnChoice); render(); } }), ' ', text))));
-  const form = startForm(refresh);
-  const preset = presetCard();
+// The corpus upload card; a corpus that becomes ready joins the estimates and the form's suggestions.
+function uploadCard() {
   const upload = corpusUploadCard({ onReady: (corpora) => {
     setEstimateInputs({ corpora });
     // the form's corpus suggestions gain the new one
@@ -415,29 +466,75 @@ export function mount(root) {
     if (dl) clear(dl, corpora.filter((c) => c.status === 'ready').map((c) => h('option', { value: c.name })));
   } });
   api('/api/corpora').then((c) => setEstimateInputs({ corpora: c.corpora })).catch(() => { /* estimates assume GPT-2's vocabulary */ });
+  return upload;
+}
+
+const gotoStart = () => h('button#goto-start', { type: 'button', onclick: () => {
+  const f = document.getElementById('start');
+  f.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  f.querySelector('input, select')?.focus({ preventScroll: true });
+} }, 'New run or experiment ↓');
+
+export function mount(root) {
+  const m = runsModel();
+  const filters = runsFilters(m);
+  const compare = compareButtons(m);
+  const table = runsTable(m, { sortSel: filters.sortSel, syncCompare: compare.sync });
+  const exps = experimentsTable(m);
+  m.render = () => {
+    const shown = shownRuns(m);
+    m.shownNow = shown;
+    // What tells the shown runs apart beyond the summary line (attention too, where a variant's
+    // name is not its attention): the first few get columns.
+    const diffKeys = differingKeys(shown, [...SUMMARY_KEYS, ...(shown.every((r) => r.variant === r.config.attention) ? ['attention'] : [])]);
+    m.diffCols = m.columnChoice.diffs ? diffKeys.slice(0, MAX_DIFFS) : [];
+    compare.sync();
+    table.renderHead();
+    table.renderRows(shown, diffKeys);
+    filters.syncVariants();
+    exps.render();
+  };
+  m.refresh = () => loadRuns(m, { table, filters });
+  const unsub = liveRows(m, table.tbody);
+  const chooser = columnChooser(m);
+  const form = startForm(m.refresh);
+  const preset = presetCard();
+  const upload = uploadCard();
   const nodes = nodesCard();
   clear(root,
     h('h2', {}, 'Runs'),
     h('div.cards', {}, preset),
     h('section.card', { 'aria-labelledby': 'runs-list-title' },
       h('h3#runs-list-title', {}, 'All runs'),
-      h('div.toolbar', {}, textFilter, statusFilter, variantFilter, sortSel, cfgKey, cfgValue, cfgError, count, compareBtn, clearBtn, h('span.spacer'), chooser,
-        h('button#goto-start', { type: 'button', onclick: () => {
-          const f = document.getElementById('start');
-          f.scrollIntoView({ behavior: 'smooth', block: 'start' });
-          f.querySelector('input, select')?.focus({ preventScroll: true });
-        } }, 'New run or experiment ↓')),
-      h('div.table-scroll', {}, table)),
-    h('section.card', { 'aria-labelledby': 'exp-list-title' },
-      h('h3#exp-list-title', {}, 'Experiments'),
-      h('div.table-scroll', {}, h('table.table#experiments-table', {},
-        h('thead', {}, h('tr', {}, ['id', 'name', 'preset', 'runs', 'created'].map((c) => h('th', { scope: 'col' }, c)))), expBody))),
+      h('div.toolbar', {}, filters.els, table.count, compare.els, h('span.spacer'), chooser, gotoStart()),
+      h('div.table-scroll', {}, table.table)),
+    exps.el,
     nodes.el,
     upload.el,
     form);
-  renderHead();
-  refresh();
-  return () => { alive = false; unsub(); nodes.stop(); upload.stop(); for (const f of [...estimates.listeners]) estimates.listeners.delete(f); };
+  table.renderHead();
+  m.refresh();
+  return () => { m.alive = false; unsub(); nodes.stop(); upload.stop(); for (const f of [...estimates.listeners]) estimates.listeners.delete(f); };
+}
+
+// A preset's own classroom overrides, or TINY_OVERRIDES when the server gives none.
+const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
+
+// What the preset card says of a preset, full-size or tiny, with n replicates: its plan, its button,
+// what the classroom version changes (from the preset's own overrides) and the time estimate.
+function presetTexts(p, tiny, n) {
+  const cfg = { ...p.base, ...(tiny ? overridesOf(p) : {}) };
+  const o = overridesOf(p);
+  const configs = p.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
+  return {
+    detail: `${p.variants.map((v) => v.name).join(' vs ')} · ` +
+      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
+      (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * p.variants.length} runs` : `seed ${cfg.seed}`),
+    button: p.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${p.name}”`,
+    tinyWhat: `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
+      o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`,
+    estimate: estimateFor(configs),
+  };
 }
 
 // The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,
@@ -454,22 +551,14 @@ function presetCard() {
   const err = h('div.field-error', { role: 'alert' });
   const btn = h('button.primary#reproduce', { type: 'button' }, 'Reproduce the blog experiment');
   let presets = [], presetObj = null;
-  const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
   const describe = () => {
     if (!presetObj) return;
+    const t = presetTexts(presetObj, tiny.checked, Number(reps.value) || 1);
     desc.textContent = presetObj.description;
-    const cfg = { ...presetObj.base, ...(tiny.checked ? overridesOf(presetObj) : {}) };
-    const n = Number(reps.value) || 1;
-    detail.textContent = `${presetObj.variants.map((v) => v.name).join(' vs ')} · ` +
-      `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
-      (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * presetObj.variants.length} runs` : `seed ${cfg.seed}`);
-    btn.textContent = presetObj.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${presetObj.name}”`;
-    // what the classroom version changes, from the preset's own overrides
-    const o = overridesOf(presetObj);
-    tinyWhat.textContent = `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
-      o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`;
-    const configs = presetObj.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
-    estimate.textContent = estimateFor(configs);
+    detail.textContent = t.detail;
+    btn.textContent = t.button;
+    tinyWhat.textContent = t.tinyWhat;
+    estimate.textContent = t.estimate;
   };
   onEstimate(describe);
   const pick = () => {
@@ -521,167 +610,191 @@ function presetCard() {
     h('div.toolbar', {}, btn, h('label.check', {}, tiny, ' tiny ', tinyWhat), estimate), err);
 }
 
+// The experiment's variants (ticked: those that take positions from rotation, not a learned table)
+// and its replicate count; `chosen` lists the ticked ones.
+function variantsFieldset(schema, attentionKinds) {
+  const learnedPositions = new Set(attentionKinds.kinds.filter((k) => k.learned_positions).map((k) => k.name));
+  const boxes = (schema.properties.attention?.enum || []).map((v) =>
+    h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: !learnedPositions.has(v), dataset: { variant: v } }), ' ', variantTag(v)));
+  const reps = h('input#exp-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1 });
+  const el = h('fieldset.variants', { disabled: true },
+    h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), boxes,
+    h('label.check', { for: 'exp-replicates' }, 'replicates per variant '), reps,
+    h('span.small.muted', {}, 'seeds seed, seed+1, …, shared by the variants'));
+  const chosen = () => boxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
+  return { el, reps, chosen };
+}
+
+// A sweep value typed by its key's schema type; throws on a value of the wrong type.
+function sweepValue(schema, key, t) {
+  const type = schema.properties[key]?.type;
+  if (type === 'integer' || type === 'number') {
+    const n = Number(t);
+    if (!Number.isFinite(n) || (type === 'integer' && !Number.isInteger(n))) throw new Error(`${key}: “${t}” is not ${type === 'integer' ? 'an integer' : 'a number'}`);
+    return n;
+  }
+  if (type === 'boolean') {
+    if (t !== 'true' && t !== 'false') throw new Error(`${key}: “${t}” is not true or false`);
+    return t === 'true';
+  }
+  return t;
+}
+
+// A sweep: keys with several values each; the experiment runs their product (it replaces the variants
+// ticked above). `value` is the grid as the API takes it, {key: [typed values]}; null for no key;
+// it throws on a bad value.
+function sweepFieldset(schema, reps) {
+  const keyNames = Object.keys(schema.properties).sort();
+  const rows = h('div#grid-rows');
+  const count = h('span.small.muted#grid-count', { 'aria-live': 'polite' });
+  const value = () => {
+    const out = {};
+    for (const row of rows.querySelectorAll('.grid-row')) {
+      const key = row.querySelector('.grid-key').value;
+      const texts = row.querySelector('.grid-values').value.split(',').map((t) => t.trim()).filter(Boolean);
+      if (!key || !texts.length) continue;
+      out[key] = texts.map((t) => sweepValue(schema, key, t));
+    }
+    return Object.keys(out).length ? out : null;
+  };
+  const sync = () => {
+    let g = null;
+    try { g = value(); } catch { /* shown on submit */ }
+    const n = g ? Object.values(g).reduce((a, v) => a * v.length, 1) : 0;
+    const r = Number(reps.value) || 1;
+    count.textContent = g ? `${n} variant${n === 1 ? '' : 's'} × ${r} = ${n * r} runs (at most 256); the ticked variants are not used` : '';
+  };
+  const gridRow = (key = '', values = '') => {
+    const sel = h('select.grid-key', { 'aria-label': 'config key to sweep' }, h('option', { value: '' }, 'key…'),
+      keyNames.map((k) => h('option', { value: k }, k)));
+    sel.value = key;
+    const vals = h('input.grid-values', { type: 'text', placeholder: 'values, comma separated', value: values, 'aria-label': 'values to sweep' });
+    const row = h('div.toolbar.grid-row', {}, sel, vals,
+      h('button.small', { type: 'button', 'aria-label': 'remove this key', onclick: () => { row.remove(); sync(); } }, 'Remove'));
+    sel.addEventListener('change', sync);
+    vals.addEventListener('input', sync);
+    return row;
+  };
+  reps.addEventListener('input', sync);
+  const el = h('fieldset.grid#grid', { disabled: true },
+    h('legend', {}, 'Sweep (optional): every combination of these values'), rows,
+    h('div.toolbar', {}, h('button.small#grid-add', { type: 'button', onclick: () => { const r = gridRow(); rows.append(r); r.querySelector('select').focus(); sync(); } }, 'Add a key'), count));
+  return { el, value };
+}
+
+// The configs the form would start (defaults filled in), for the time estimate.
+function plannedConfigs(f) {
+  const base = Object.fromEntries(Object.entries(f.schema.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]));
+  const cfg = { ...base, ...f.fields.values() };
+  const reps = f.modeExp.checked ? Math.max(1, Number(f.variants.reps.value) || 1) : 1;
+  if (!f.modeExp.checked) return [cfg];
+  let grid = null;
+  try { grid = f.sweep.value(); } catch { return []; }
+  let combos = [{}];
+  if (grid) for (const [k, vals] of Object.entries(grid)) combos = combos.flatMap((c) => vals.map((v) => ({ ...c, [k]: v })));
+  else combos = f.variants.chosen().map((v) => ({ attention: v }));
+  return combos.flatMap((c) => Array.from({ length: reps }, () => ({ ...cfg, ...c })));
+}
+
+// Posts what the form says (a run, an experiment of variants, or a sweep) and opens it; a refusal is
+// shown under the field it names.
+async function submitStart(f, onCreated) {
+  f.err.textContent = '';
+  f.fields.clearErrors();
+  const bad = f.fields.validate();
+  if (bad) { bad.focus(); f.err.textContent = 'Please correct the marked field.'; return; }
+  const config = f.fields.values();
+  const tagList = f.tags.value.split(',').map((t) => t.trim()).filter(Boolean);
+  const name = f.name.value.trim() || undefined;
+  f.submit.disabled = true;
+  try {
+    let grid = null;
+    if (f.modeExp.checked) {
+      try { grid = f.sweep.value(); } catch (e) { f.err.textContent = e.message; return; }
+    }
+    if (f.modeExp.checked && grid) {
+      const res = await post('/api/experiments', { name, tags: tagList, base: config, replicates: Number(f.variants.reps.value) || 1, grid });
+      location.hash = `#/experiment/${res.experiment.id}`;
+    } else if (f.modeExp.checked) {
+      const chosen = f.variants.chosen();
+      if (chosen.length < 1) { f.err.textContent = 'Pick at least one variant.'; return; }
+      delete config.attention;
+      const res = await post('/api/experiments', { name, tags: tagList, base: config,
+        replicates: Number(f.variants.reps.value) || 1, variants: chosen.map((v) => ({ name: v, config: { attention: v } })) });
+      location.hash = `#/experiment/${res.experiment.id}`;
+    } else {
+      const res = await post('/api/runs', { name, tags: tagList, note: f.note.value, config });
+      onCreated();
+      location.hash = `#/run/${res.run.id}`;
+    }
+  } catch (e) {
+    const field = fieldFromPath(e.field);
+    if (field && f.fields.setError(field, e.message)) {
+      f.fields.inputs.get(field).focus();
+      f.err.textContent = `The server refused the ${field} field.`;
+    } else {
+      f.err.textContent = e.message;
+    }
+  } finally {
+    f.submit.disabled = false;
+  }
+}
+
+// The form itself, from the run schema, the ready corpora and the attention kinds.
+function startFormBody(schema, corpora, attentionKinds, onCreated) {
+  const names = corpora.filter((c) => c.status === 'ready').map((c) => c.name);
+  const f = {
+    schema,
+    fields: schemaFields(schema, { values: names.includes('default') ? {} : { corpus: names[0] || 'small' }, choices: { corpus: names } }),
+    name: h('input#run-name', { type: 'text', placeholder: 'optional' }),
+    tags: h('input#run-tags', { type: 'text', placeholder: 'comma separated' }),
+    note: h('input#run-note', { type: 'text', placeholder: 'optional' }),
+    modeExp: h('input', { type: 'radio', name: 'mode', value: 'experiment' }),
+    variants: variantsFieldset(schema, attentionKinds),
+    err: h('div.field-error#start-error', { role: 'alert' }),
+    submit: h('button.primary#start-submit', { type: 'submit' }, 'Start'),
+  };
+  f.sweep = sweepFieldset(schema, f.variants.reps);
+  const modeRun = h('input', { type: 'radio', name: 'mode', value: 'run', checked: true });
+  const estimate = h('span.small.estimate#start-estimate', { 'aria-live': 'polite' });
+  const syncEstimate = () => {
+    let text = '';
+    try { text = estimateFor(plannedConfigs(f)); } catch { /* a field mid-edit */ }
+    estimate.textContent = text;
+  };
+  onEstimate(syncEstimate);
+  const syncMode = () => {
+    f.variants.el.disabled = !f.modeExp.checked;
+    f.sweep.el.disabled = !f.modeExp.checked;
+    f.submit.textContent = f.modeExp.checked ? 'Start experiment' : 'Start run';
+  };
+  modeRun.addEventListener('change', syncMode);
+  f.modeExp.addEventListener('change', syncMode);
+  const form = h('form#start-form', { novalidate: true },
+    h('div.fields', {},
+      h('div.field', {}, h('label', { for: 'run-name' }, 'name'), f.name),
+      h('div.field', {}, h('label', { for: 'run-tags' }, 'tags'), f.tags),
+      h('div.field', {}, h('label', { for: 'run-note' }, 'note'), f.note)),
+    h('fieldset.mode', {}, h('legend', {}, 'Start'),
+      h('label.check', {}, modeRun, ' one run'), h('label.check', {}, f.modeExp, ' an experiment')),
+    f.variants.el,
+    f.sweep.el,
+    f.fields.el,
+    h('div.toolbar', {}, f.submit, estimate, f.err));
+  form.addEventListener('input', syncEstimate);
+  form.addEventListener('change', syncEstimate);
+  syncMode();
+  syncEstimate();
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); submitStart(f, onCreated); });
+  return form;
+}
+
 function startForm(onCreated) {
   const section = h('section.card#start', { 'aria-labelledby': 'start-title' }, h('h3#start-title', {}, 'Start a run or an experiment'),
     h('p.muted', {}, 'Loading the configuration schema…'));
   Promise.all([cached('/api/openapi.json'), api('/api/corpora').catch(() => ({ corpora: [] })),
     cached('/api/attention-kinds').catch(() => ({ kinds: [] }))]).then(([doc, corp, attentionKinds]) => {
-    const schema = doc.components.schemas.RunConfig;
-    const names = corp.corpora.filter((c) => c.status === 'ready').map((c) => c.name);
-    const fields = schemaFields(schema, {
-      values: names.includes('default') ? {} : { corpus: names[0] || 'small' },
-      choices: { corpus: names },
-    });
-    const name = h('input#run-name', { type: 'text', placeholder: 'optional' });
-    const tags = h('input#run-tags', { type: 'text', placeholder: 'comma separated' });
-    const note = h('input#run-note', { type: 'text', placeholder: 'optional' });
-    const modeRun = h('input', { type: 'radio', name: 'mode', value: 'run', checked: true });
-    const modeExp = h('input', { type: 'radio', name: 'mode', value: 'experiment' });
-    // Compared by default: the variants that take positions from rotation (not a learned table).
-    const learnedPositions = new Set(attentionKinds.kinds.filter((k) => k.learned_positions).map((k) => k.name));
-    const variantBoxes = (schema.properties.attention?.enum || []).map((v) =>
-      h('label.check', {}, h('input', { type: 'checkbox', value: v, checked: !learnedPositions.has(v), dataset: { variant: v } }), ' ', variantTag(v)));
-    const expReps = h('input#exp-replicates', { type: 'number', min: 1, max: 32, step: 1, value: 1 });
-    const variantsRow = h('fieldset.variants', { disabled: true },
-      h('legend', {}, 'Variants compared (same seed and data order; the “attention” field above is ignored)'), variantBoxes,
-      h('label.check', { for: 'exp-replicates' }, 'replicates per variant '), expReps,
-      h('span.small.muted', {}, 'seeds seed, seed+1, …, shared by the variants'));
-    // A sweep: keys with several values each; the experiment runs their product (it replaces the
-    // variants ticked above).
-    const keyNames = Object.keys(schema.properties).sort();
-    const gridRows = h('div#grid-rows');
-    const gridCount = h('span.small.muted#grid-count', { 'aria-live': 'polite' });
-    const gridRow = (key = '', values = '') => {
-      const sel = h('select.grid-key', { 'aria-label': 'config key to sweep' }, h('option', { value: '' }, 'key…'),
-        keyNames.map((k) => h('option', { value: k }, k)));
-      sel.value = key;
-      const vals = h('input.grid-values', { type: 'text', placeholder: 'values, comma separated', value: values, 'aria-label': 'values to sweep' });
-      const row = h('div.toolbar.grid-row', {}, sel, vals,
-        h('button.small', { type: 'button', 'aria-label': 'remove this key', onclick: () => { row.remove(); syncGrid(); } }, 'Remove'));
-      sel.addEventListener('change', syncGrid);
-      vals.addEventListener('input', syncGrid);
-      return row;
-    };
-    // The grid as the API takes it, {key: [typed values]}; null for no key; throws on a bad value.
-    const gridValue = () => {
-      const out = {};
-      for (const row of gridRows.querySelectorAll('.grid-row')) {
-        const key = row.querySelector('.grid-key').value;
-        const texts = row.querySelector('.grid-values').value.split(',').map((t) => t.trim()).filter(Boolean);
-        if (!key || !texts.length) continue;
-        const type = schema.properties[key]?.type;
-        out[key] = texts.map((t) => {
-          if (type === 'integer' || type === 'number') {
-            const n = Number(t);
-            if (!Number.isFinite(n) || (type === 'integer' && !Number.isInteger(n))) throw new Error(`${key}: “${t}” is not ${type === 'integer' ? 'an integer' : 'a number'}`);
-            return n;
-          }
-          if (type === 'boolean') {
-            if (t !== 'true' && t !== 'false') throw new Error(`${key}: “${t}” is not true or false`);
-            return t === 'true';
-          }
-          return t;
-        });
-      }
-      return Object.keys(out).length ? out : null;
-    };
-    const syncGrid = () => {
-      let g = null;
-      try { g = gridValue(); } catch { /* shown on submit */ }
-      const n = g ? Object.values(g).reduce((a, v) => a * v.length, 1) : 0;
-      const reps = Number(expReps.value) || 1;
-      gridCount.textContent = g ? `${n} variant${n === 1 ? '' : 's'} × ${reps} = ${n * reps} runs (at most 256); the ticked variants are not used` : '';
-    };
-    expReps.addEventListener('input', syncGrid);
-    const gridBox = h('fieldset.grid#grid', { disabled: true },
-      h('legend', {}, 'Sweep (optional): every combination of these values'), gridRows,
-      h('div.toolbar', {}, h('button.small#grid-add', { type: 'button', onclick: () => { const r = gridRow(); gridRows.append(r); r.querySelector('select').focus(); syncGrid(); } }, 'Add a key'), gridCount));
-    const formErr = h('div.field-error#start-error', { role: 'alert' });
-    const submit = h('button.primary#start-submit', { type: 'submit' }, 'Start');
-    const estimate = h('span.small.estimate#start-estimate', { 'aria-live': 'polite' });
-    // The configs the form would start (defaults filled in), for the time estimate.
-    const plannedConfigs = () => {
-      const base = Object.fromEntries(Object.entries(schema.properties).filter(([, p]) => p.default !== undefined).map(([k, p]) => [k, p.default]));
-      const cfg = { ...base, ...fields.values() };
-      const reps = modeExp.checked ? Math.max(1, Number(expReps.value) || 1) : 1;
-      if (!modeExp.checked) return [cfg];
-      let grid = null;
-      try { grid = gridValue(); } catch { return []; }
-      let combos = [{}];
-      if (grid) for (const [k, vals] of Object.entries(grid)) combos = combos.flatMap((c) => vals.map((v) => ({ ...c, [k]: v })));
-      else combos = variantBoxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => ({ attention: i.value }));
-      return combos.flatMap((c) => Array.from({ length: reps }, () => ({ ...cfg, ...c })));
-    };
-    const syncEstimate = () => {
-      let text = '';
-      try { text = estimateFor(plannedConfigs()); } catch { /* a field mid-edit */ }
-      estimate.textContent = text;
-    };
-    onEstimate(syncEstimate);
-    const syncMode = () => {
-      variantsRow.disabled = !modeExp.checked;
-      gridBox.disabled = !modeExp.checked;
-      submit.textContent = modeExp.checked ? 'Start experiment' : 'Start run';
-    };
-    modeRun.addEventListener('change', syncMode);
-    modeExp.addEventListener('change', syncMode);
-    const form = h('form#start-form', { novalidate: true },
-      h('div.fields', {},
-        h('div.field', {}, h('label', { for: 'run-name' }, 'name'), name),
-        h('div.field', {}, h('label', { for: 'run-tags' }, 'tags'), tags),
-        h('div.field', {}, h('label', { for: 'run-note' }, 'note'), note)),
-      h('fieldset.mode', {}, h('legend', {}, 'Start'),
-        h('label.check', {}, modeRun, ' one run'), h('label.check', {}, modeExp, ' an experiment')),
-      variantsRow,
-      gridBox,
-      fields.el,
-      h('div.toolbar', {}, submit, estimate, formErr));
-    form.addEventListener('input', syncEstimate);
-    form.addEventListener('change', syncEstimate);
-    syncMode();
-    syncEstimate();
-    form.addEventListener('submit', async (ev) => {
-      ev.preventDefault();
-      formErr.textContent = '';
-      fields.clearErrors();
-      const bad = fields.validate();
-      if (bad) { bad.focus(); formErr.textContent = 'Please correct the marked field.'; return; }
-      const config = fields.values();
-      const tagList = tags.value.split(',').map((t) => t.trim()).filter(Boolean);
-      submit.disabled = true;
-      try {
-        let grid = null;
-        if (modeExp.checked) {
-          try { grid = gridValue(); } catch (e) { formErr.textContent = e.message; return; }
-        }
-        if (modeExp.checked && grid) {
-          const res = await post('/api/experiments', { name: name.value.trim() || undefined, tags: tagList, base: config,
-            replicates: Number(expReps.value) || 1, grid });
-          location.hash = `#/experiment/${res.experiment.id}`;
-        } else if (modeExp.checked) {
-          const chosen = variantBoxes.map((l) => l.querySelector('input')).filter((i) => i.checked).map((i) => i.value);
-          if (chosen.length < 1) { formErr.textContent = 'Pick at least one variant.'; return; }
-          delete config.attention;
-          const res = await post('/api/experiments', { name: name.value.trim() || undefined, tags: tagList, base: config,
-            replicates: Number(expReps.value) || 1, variants: chosen.map((v) => ({ name: v, config: { attention: v } })) });
-          location.hash = `#/experiment/${res.experiment.id}`;
-        } else {
-          const res = await post('/api/runs', { name: name.value.trim() || undefined, tags: tagList, note: note.value, config });
-          onCreated();
-          location.hash = `#/run/${res.run.id}`;
-        }
-      } catch (e) {
-        const f = fieldFromPath(e.field);
-        if (f && fields.setError(f, e.message)) {
-          fields.inputs.get(f).focus();
-          formErr.textContent = `The server refused the ${f} field.`;
-        } else {
-          formErr.textContent = e.message;
-        }
-      } finally {
-        submit.disabled = false;
-      }
-    });
+    const form = startFormBody(doc.components.schemas.RunConfig, corp.corpora, attentionKinds, onCreated);
     clear(section, h('h3#start-title', {}, 'Start a run or an experiment'),
       h('p.muted', {}, 'Fields, bounds and defaults come from the API’s run schema; leave a field empty for the server’s default.'), form);
   }).catch((e) => { section.append(h('p.field-error', {}, `Could not load the schema: ${e.message}`)); });

@@ -12,8 +12,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ARTIFACTS, assert, sameSet, step, api, waitFor, checkSetup, startFresh, launchBrowser, consoleErrors, run } from './support/harness.mjs';
 const STEPS = 60;
+// One thread each: without it a lone run's share of the cores depends on what else is queued or
+// running when it is admitted (README: --compute-threads), and threads would differ between A and B.
 const TINY = { corpus: 'tinybytes', n_layer: 1, n_head: 2, d_model: 16, seq_len: 16, batch: 4, steps: STEPS, eval_every: 20,
-  checkpoint_every: 0 };
+  checkpoint_every: 0, threads: 1 };
 
 
 // The datasets of the compare view's chart number `i` (0-based), as plain data.

@@ -229,7 +229,7 @@ async function main() {
     await page.goto(base + '/#/runs');
     await page.waitForSelector('#reproduce');
     assert(await page.isChecked('#preset-tiny'), 'tiny is not offered by default without the default corpus');
-    // The page sends the preset's tiny overrides (200 steps); on their way the runs are made longer
+    // The page sends the preset's tiny overrides (GET /api/presets); on their way the runs are made longer
     // than the case waits, so that they are still training when it looks, whatever the machine.
     let sent = null;
     await page.route('**/api/experiments', async (route) => {
@@ -241,13 +241,15 @@ async function main() {
     await page.click('#reproduce');
     await page.waitForURL(/#\/experiment\/\d+/);
     await page.unroute('**/api/experiments');
-    assert(sent && sent.overrides && sent.overrides.corpus === 'small' && sent.overrides.steps === 200, `tiny overrides not sent: ${JSON.stringify(sent)}`);
+    const presets = await api(base, '/api/presets');
+    const want = (presets.presets || presets).find((p) => p.name === 'seed-blog').tiny;
+    assert(sent && sent.overrides && sent.overrides.corpus === want.corpus && sent.overrides.steps === want.steps, `tiny overrides not sent: ${JSON.stringify(sent)} (the preset's: ${JSON.stringify(want)})`);
     await page.waitForFunction(() => document.querySelectorAll('.run-header').length === 2);
     const variants = await page.$$eval('.run-header .variant', (v) => v.map((x) => x.textContent.trim()).sort());
     assert(JSON.stringify(variants) === '["cosine_rope","rope"]', `variants ${variants}`);
     const expId = Number(/#\/experiment\/(\d+)/.exec(page.url())[1]);
     const exp = await api(base, `/api/experiments/${expId}`);
-    assert(exp.runs.every((r) => r.config.corpus === 'small' && r.config.steps === LONG), 'tiny overrides not applied');
+    assert(exp.runs.every((r) => r.config.corpus === want.corpus && r.config.steps === LONG), 'tiny overrides not applied');
     await page.waitForFunction(() => {
       const c = window.Chart.getChart(document.querySelector('#chart-loss'));
       return c && c.data.datasets.some((d) => d.data.length > 3);

@@ -170,7 +170,8 @@ async function main() {
     const e = await api(base, `/api/experiments/${id}`);
     try {
       assert(e.experiment.preset === 'attention-scale' && e.experiment.replicates === 1 && e.runs.length === 4, JSON.stringify(e.experiment));
-      assert(e.runs.every((r) => r.config.corpus === 'small'), 'not the tiny overrides');
+      const tiny = (await api(base, '/api/presets')).presets.find((p) => p.name === 'attention-scale').tiny;
+      assert(e.runs.every((r) => r.config.corpus === tiny.corpus && r.config.steps === tiny.steps), 'not the tiny overrides');
     } finally {
       for (const r of e.runs) await fetch(`${base}/api/runs/${r.id}/cancel`, { method: 'POST' }).catch(() => {});
     }

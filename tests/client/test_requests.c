@@ -80,6 +80,40 @@ TEST(experiment_bodies) {
     free(log);
 }
 
+/* experiments add: more replicates, or new variants, posted to the experiment's runs */
+TEST(experiments_add_posts_replicates_or_variants) {
+    fake_rule rules[] = {{"POST", "/api/experiments/4/runs",
+                          resp(201, "application/json",
+                               "{\"experiment\":{\"id\":4,\"name\":\"ab\"},\"runs\":[{\"id\":11,\"variant\":\"a\"},{"
+                               "\"id\":12,\"variant\":\"b\"}]}"),
+                          0, 0}};
+    fake_server fs;
+    CHECK(fake_start(&fs, rules, 1) == 0);
+    client_result r1, r2, r3;
+    const char *a1[] = {"--server", fs.url, "experiments", "add", "4", "--replicates", "2", NULL};
+    client_run(&r1, 20, a1);
+    const char *a2[] = {"--server", fs.url, "experiments", "add", "4", "--vary", "lr=1e-3,3e-4", "-q", NULL};
+    client_run(&r2, 20, a2);
+    const char *a3[] = {"--server", fs.url, "experiments", "add", "4", NULL};
+    client_run(&r3, 20, a3);
+    char *log = fake_stop(&fs);
+    CHECK_MSG(r1.code == 0 && !strcmp(r1.out, "experiment 4 grew (ab): run 11 (a), run 12 (b)\n"), "%d %s %s", r1.code,
+              r1.out, r1.err);
+    CHECK_MSG(r2.code == 0 && !strcmp(r2.out, "11\n12\n"), "%d %s %s", r2.code, r2.out, r2.err);
+    CHECK_MSG(r3.code == 2, "no --replicates or --vary: exit %d", r3.code);
+    json_t *b1 = body_of(log, "POST /api/experiments/4/runs");
+    CHECK_MSG(json_is(b1, "{\"replicates\":2}"), "%s", log);
+    json_decref(b1);
+    const char *second = strstr(strstr(log, "POST /api/experiments/4/runs") + 1, "POST /api/experiments/4/runs");
+    CHECK(second);
+    json_t *b2 = body_of(second, "POST /api/experiments/4/runs");
+    CHECK_MSG(json_is(b2, "{\"variants\":[{\"name\":\"1e-3\",\"config\":{\"lr\":0.001}},{\"name\":\"3e-4\","
+                          "\"config\":{\"lr\":0.0003}}]}"),
+              "%s", second);
+    json_decref(b2);
+    free(log);
+}
+
 TEST(tag_merges_and_note_patches_with_the_token) {
     fake_rule rules[] = {
         {"GET", "/api/runs/5", resp(200, "application/json", "{\"run\":{\"id\":5,\"tags\":[\"old\",\"keep\"]}}"), 0, 0},
@@ -205,6 +239,7 @@ TEST(timeouts_5xx_and_foreign_answers) {
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(experiment_bodies);
+    RUN(experiments_add_posts_replicates_or_variants);
     RUN(tag_merges_and_note_patches_with_the_token);
     RUN(probe_body_and_typed_params);
     RUN(metrics_query_string);

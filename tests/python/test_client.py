@@ -151,6 +151,21 @@ def main():
         check(any(x["id"] == exp_id for x in c.experiments()), "experiment not listed")
         c.rename_experiment(exp_id, "py-exp-renamed")
         check(c.experiment(exp_id)["experiment"]["name"] == "py-exp-renamed", "rename")
+        check([x["id"] for x in c.experiments(q="renamed py")] == [exp_id], "search by name")
+        check([r["id"] for r in c.runs(q="py exp cos", sort="id")] == [r["id"] for r in done["runs"] if r["variant"] == "cos"],
+              "runs by their words")
+        # one more replicate of both variants joins the statistics
+        grown = c.add_runs(exp_id, replicates=1)
+        check(len(grown["runs"]) == 2 and {r["replicate"] for r in grown["runs"]} == {2}, "add_runs")
+        done = c.wait_experiment(exp_id, poll=0.3)
+        check(len(done["runs"]) == 6 and all(r["status"] == "succeeded" for r in done["runs"]), "added runs did not succeed")
+        n = {v["name"]: v["metrics"]["final_train_loss"]["n"] for v in c.stats(exp_id)["variants"]}
+        check(n == {"rope": 3, "cos": 3}, f"stats n after add_runs {n}")
+        try:
+            c.create_experiment(name="py-exp-renamed", base=TINY, variants=[{"name": "a"}])
+            check(False, "a name in use was taken")
+        except attnlab.ApiError as err:
+            check(err.status == 409 and err.field == "name", f"{err.status} {err.field}")
         run_ids = [r["id"] for r in done["runs"]]
         c.delete_experiment(exp_id, runs="keep")
         check(all(c.run(i)["experiment_id"] is None for i in run_ids), "kept runs still point at the experiment")

@@ -22,7 +22,7 @@ static harness_server srv;
 static long long exp_id;
 static long long run_ids[4];
 
-#define BASE "{" TINY_CONFIG ",\"steps\":14,\"attention\":\"rope\",\"checkpoint_every\":0}"
+#define BASE "{" TINY_CONFIG ",\"steps\":14,\"attention\":\"cosine_rope\",\"checkpoint_every\":0}"
 
 TEST(setup_a_two_by_two_sweep_trained) {
     long status;
@@ -183,6 +183,40 @@ TEST(bad_queries_are_422_and_unknown_experiments_404) {
     j = api_call(&srv, "GET", "/api/experiments/999999/bundle.csv", NULL, &status);
     CHECK_EQ_INT(status, 404);
     json_decref(j);
+}
+
+/* The seed is each run's own column, never a differing key as well; a parameter that a variant
+ * does not use (tau_param of rope, which learns no tau) is no difference between variants. */
+TEST(the_seed_and_unused_parameters_are_not_differing_keys) {
+    json_t *runs;
+    long long id = api_create_experiment(&srv,
+                                         "{\"name\":\"unused\",\"replicates\":2,\"base\":{" TINY_CONFIG
+                                         ",\"steps\":2,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\","
+                                         "\"config\":{\"attention\":\"rope\"}},{\"name\":\"cos_log\",\"config\":{"
+                                         "\"attention\":\"cosine_rope\",\"tau_param\":\"log\"}}]}",
+                                         &runs);
+    CHECK(id > 0);
+    int missed = api_wait_runs(&srv, runs, "succeeded", 120000);
+    json_decref(runs);
+    CHECK_EQ_INT(missed, 0);
+    char path[160];
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle?keys=loss", id);
+    json_t *b = get_ok(path);
+    CHECK(b);
+    char *diff = json_dumps(json_object_get(b, "differing_keys"), JSON_COMPACT);
+    json_decref(b);
+    int ok = diff && !strcmp(diff, "[\"attention\"]");
+    CHECK_MSG(ok, "differing keys %s", diff ? diff : "(none)");
+    free(diff);
+    snprintf(path, sizeof path, "/api/experiments/%lld/bundle.csv?keys=loss", id);
+    harness_response r;
+    CHECK(harness_get(&srv, path, &r) == 0 && r.status == 200 && r.body);
+    const char *want = "run_id,name,variant,replicate,seed,status,attention,key,step,value,wall_time\n";
+    int same = !strncmp(r.body, want, strlen(want));
+    char head[160];
+    snprintf(head, sizeof head, "%.*s", (int)strcspn(r.body, "\n"), r.body);
+    harness_response_free(&r);
+    CHECK_MSG(same, "header: %s", head);
 }
 
 /* Runs SQL on the server's SQLite file beside it (the server keeps running). */
@@ -369,6 +403,7 @@ int main(void) {
     RUN(setup_a_two_by_two_sweep_trained);
     RUN(the_json_bundle_is_every_runs_config_summary_and_series);
     RUN(the_csv_bundle_has_a_row_per_point_with_the_differing_keys);
+    RUN(the_seed_and_unused_parameters_are_not_differing_keys);
     RUN(bad_queries_are_422_and_unknown_experiments_404);
     RUN(max_points_zero_means_every_point_everywhere);
     RUN(a_bundle_over_the_bound_is_refused_before_any_point_is_read);

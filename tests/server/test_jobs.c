@@ -28,11 +28,13 @@ static long long run_id;
 static void *producer(void *arg) {
     int k = (int)(long)arg;
     store_metric pts[3];
+    char keys[3][16];
     for (int s = 1; s <= STEPS; s++) {
         for (int i = 0; i < 3; i++) {
             pts[i].run_id = run_id;
             pts[i].step = s;
-            snprintf(pts[i].key, sizeof pts[i].key, "p%d.%d", k, i);
+            snprintf(keys[i], sizeof keys[i], "p%d.%d", k, i);
+            pts[i].key = keys[i]; /* the writer keeps its own copy */
             pts[i].value = s * 0.5 + i;
             pts[i].wall_time = s;
         }

@@ -280,7 +280,7 @@ TEST(a_slow_next_request_on_a_kept_alive_connection_is_closed_too) {
 static char *many_args_request(int n) {
     char *req = malloc((size_t)n * 8 + 128);
     if (!req) return NULL;
-    size_t o = (size_t)sprintf(req, "GET /api/health?");
+    size_t o = (size_t)sprintf(req, "GET /?");
     for (int i = 0; i < n; i++) o += (size_t)sprintf(req + o, "%sa%d=1", i ? "&" : "", i % 100);
     sprintf(req + o, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     return req;
@@ -321,7 +321,7 @@ TEST(six_hundred_query_arguments_get_json_431_and_the_connection_is_closed) {
  * 8 KB in all. The front door lets it through, so libmicrohttpd must be able to hold it (its
  * memory for a connection is sized for exactly this); first request and next one alike. */
 static size_t head_at_every_limit(char *buf, size_t cap) {
-    size_t o = (size_t)snprintf(buf, cap, "GET /api/health?");
+    size_t o = (size_t)snprintf(buf, cap, "GET /?");
     for (int i = 0; i < 64; i++) o += (size_t)snprintf(buf + o, cap - o, "%sa%d=%d", i ? "&" : "", i, i);
     o += (size_t)snprintf(buf + o, cap - o, " HTTP/1.1\r\nHost: localhost\r\nCookie: ");
     size_t c0 = o;

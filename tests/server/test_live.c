@@ -380,6 +380,92 @@ TEST(openapi_describes_every_route) {
     json_decref(doc);
 }
 
+typedef struct {
+    const json_t *paths;
+    int n, wrong;
+} query_probe;
+
+/* A path of the pattern with every {param} as 1. */
+static void concrete(const char *pattern, char *out, size_t len) {
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 2 < len; p++) {
+        if (*p == '{') {
+            out[o++] = '1';
+            p = strchr(p, '}');
+            if (!p) break;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = 0;
+}
+
+/* Every route answers a key it does not take with 422 unknown_parameter naming it, before doing
+ * anything (a DELETE deletes nothing, a stream does not start); every key a GET route documents is
+ * taken (its answer, whatever it is, is not that refusal). */
+static void probe_query(const char *method, const char *pattern, void *ctx) {
+    query_probe *q = ctx;
+    char path[300], with[400];
+    concrete(pattern, path, sizeof path);
+    snprintf(with, sizeof with, "%s?no_such_key=1", path);
+    long code;
+    json_t *j = api_call(&srv, method, with, NULL, &code);
+    const char *err = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+    if (code != 422 || !err || strcmp(err, "unknown_parameter") || strcmp(api_error_field(j), "no_such_key")) {
+        printf("# %s %s: %ld %s\n", method, with, code, err ? err : "");
+        q->wrong++;
+    }
+    json_decref(j);
+    q->n++;
+    size_t len = strlen(pattern);
+    if (strcmp(method, "GET") || (len >= 6 && !strcmp(pattern + len - 6, "events"))) return; /* streams */
+    char op[8] = "get";
+    const json_t *item = json_object_get(q->paths, pattern);
+    const json_t *lists[2] = {json_object_get(item, "parameters"),
+                              json_object_get(json_object_get(item, op), "parameters")};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        const json_t *p;
+        json_array_foreach(lists[l], i, p) {
+            const char *name = json_string_value(json_object_get(p, "name"));
+            if (strcmp(json_string_value(json_object_get(p, "in")), "query")) continue;
+            char key[64];
+            snprintf(key, sizeof key, "%s", name);
+            char *dot = strstr(key, ".KEY");
+            if (dot) strcpy(dot, ".lr");
+            snprintf(with, sizeof with, "%s?%s=1", path, key);
+            j = api_call(&srv, method, with, NULL, &code);
+            err = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+            if (err && !strcmp(err, "unknown_parameter")) {
+                printf("# %s %s: refused a documented key\n", method, with);
+                q->wrong++;
+            }
+            json_decref(j);
+        }
+    }
+}
+
+TEST(every_route_takes_exactly_the_query_keys_it_documents) {
+    long code;
+    json_t *doc = api_call(&srv, "GET", "/api/openapi.json", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    http_config hc = {.bind_addr = "127.0.0.1"};
+    app a = {.max_upload_bytes = 1};
+    http_server *hs = http_server_new(&hc);
+    CHECK(hs && routes_register(hs, &a) == 0);
+    query_probe q = {json_object_get(doc, "paths"), 0, 0};
+    http_server_each_route(hs, probe_query, &q);
+    http_server_free(hs);
+    json_decref(doc);
+    CHECK_MSG(q.wrong == 0, "%d of %d routes do not take exactly their documented query keys", q.wrong, q.n);
+    CHECK(q.n >= 25);
+    /* the message names what the route takes */
+    json_t *j = api_call(&srv, "GET", "/api/experiments?sort=name", NULL, &code);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECK_MSG(code == 422 && msg && strstr(msg, "'sort'") && strstr(msg, "limit"), "%ld %s", code, msg ? msg : "");
+    json_decref(j);
+}
+
 /* The preset enum of POST /api/experiments in openapi.json names exactly the presets the server
  * serves, in its order (a new preset row must be described too). */
 TEST(openapi_preset_enum_is_the_presets_table) {
@@ -463,16 +549,27 @@ TEST(a_stream_that_reads_nothing_is_dropped_when_the_ring_passes_it) {
     /* a run publishes far more than the ring and the sockets hold; the viewer never reads */
     long long id = api_start_tiny_run(&small, "\"steps\":1000000,\"checkpoint_every\":0", "flood");
     CHECK(id > 0);
+    /* Until it is dropped, or the run has published far more than the ring (64 events), the
+     * viewer's socket (1 KB) and the server's capped send buffer (api_events.c: some 64 KB, a few
+     * hundred steps' events) hold together: a bound in steps, not in time, so a slow build (ASan on a
+     * loaded machine: 12 steps a second) waits as long as it needs. (The loop's own cap, 60,000
+     * polls, is only against a server that stops training altogether.) */
     int dropped = 0;
-    for (int i = 0; i < 12000 && !dropped; i++) { /* a state, not a time: up to 120 s */
+    long step = 0;
+    for (int i = 0; i < 60000 && !dropped && step < 5000; i++) {
         dropped = subscribers(&small) == 0;
         if (!dropped) {
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
+            if (i % 20 == 0) {
+                json_t *run = api_call(&small, "GET", "/api/runs/1", NULL, NULL);
+                step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
+                json_decref(run);
+            }
         }
     }
     json_t *run = api_call(&small, "GET", "/api/runs/1", NULL, NULL);
-    long step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
+    step = (long)json_integer_value(json_object_get(json_object_get(run, "run"), "step"));
     json_decref(run);
     api_cancel_run(&small, id, 60000);
     close(fd);
@@ -496,6 +593,7 @@ int main(void) {
     RUN(experiment_makes_one_run_per_variant_with_one_seed);
     RUN(seed_blog_preset_is_the_blog_experiment);
     RUN(openapi_describes_every_route);
+    RUN(every_route_takes_exactly_the_query_keys_it_documents);
     RUN(openapi_preset_enum_is_the_presets_table);
     RUN(prometheus_metrics);
     RUN(a_stream_that_reads_nothing_is_dropped_when_the_ring_passes_it);

@@ -4,7 +4,6 @@
  * replicate count; the forest plot has a row per comparison of /stats, its estimate on the side
  * of the zero line that /stats's mean difference says; bad queries are 422 naming the field and an
  * unknown experiment 404. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,25 +22,19 @@ static int count(const char *hay, const char *needle) {
 }
 
 TEST(setup_a_trained_experiment) {
-    long status;
-    json_t *r =
-        api_call(&srv, "POST", "/api/experiments",
-                 "{\"name\":\"plots\",\"replicates\":3,\"base\":{" TINY_CONFIG
-                 ",\"steps\":12,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\",\"config\":{"
-                 "\"attention\":\"rope\"}},{\"name\":\"cosine_rope\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
-                 &status);
-    CHECK_EQ_INT(status, 201);
-    exp_id = json_integer_value(json_object_get(json_object_get(r, "experiment"), "id"));
-    json_t *runs = json_object_get(r, "runs");
-    CHECK_EQ_INT(json_array_size(runs), 6);
-    size_t i;
-    json_t *run;
-    json_array_foreach(runs, i, run) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(run, "id")), "succeeded", 120000);
-        CHECK_MSG(st && !strcmp(st, "succeeded"), "run %zu ended %s", i, st ? st : "(timeout)");
-        free(st);
-    }
-    json_decref(r);
+    json_t *runs;
+    exp_id = api_create_experiment(
+        &srv,
+        "{\"name\":\"plots\",\"replicates\":3,\"base\":{" TINY_CONFIG
+        ",\"steps\":12,\"checkpoint_every\":0},\"variants\":[{\"name\":\"rope\",\"config\":{"
+        "\"attention\":\"rope\"}},{\"name\":\"cosine_rope\",\"config\":{\"attention\":\"cosine_rope\"}}]}",
+        &runs);
+    CHECK(exp_id > 0);
+    size_t n = json_array_size(runs);
+    int missed = api_wait_runs(&srv, runs, "succeeded", 120000);
+    json_decref(runs);
+    CHECK_EQ_INT(n, 6);
+    CHECK_EQ_INT(missed, 0);
 }
 
 /* GET the figure: 200, image/svg+xml, a whole document; the body (malloc'd) or NULL. */
@@ -138,21 +131,12 @@ TEST(bad_queries_are_422_and_unknown_experiments_404) {
     json_decref(j);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(setup_a_trained_experiment);
     RUN(bands_have_a_line_and_a_band_per_variant);
     RUN(tau_has_a_line_per_head_of_the_variant_that_learns_it);
     RUN(forest_rows_follow_the_statistics);
     RUN(bad_queries_are_422_and_unknown_experiments_404);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }

@@ -5,7 +5,6 @@
  * exists), and its corpus's SHA-256 as sha256sum computes it over the token file. The bundle of
  * the run's experiment carries it too, and runs again from it (POST /api/experiments
  * {"from_bundle"}), but not when its corpus's tokens here are not the ones it recorded. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,22 +61,19 @@ TEST(a_trained_run_records_where_its_numbers_come_from) {
 }
 
 TEST(the_experiment_bundle_carries_each_runs_provenance) {
+    json_t *runs;
+    long long exp = api_create_experiment(&srv,
+                                          "{\"name\":\"traced\",\"base\":{" TINY_CONFIG
+                                          ",\"steps\":3},\"variants\":[{\"name\":\"a\",\"config\":{}},{\"name\":"
+                                          "\"b\",\"config\":{\"attention\":\"dot\"}}]}",
+                                          &runs);
+    CHECK(exp > 0);
+    int missed = api_wait_runs(&srv, runs, "succeeded", 120000);
+    json_decref(runs);
+    CHECK_EQ_INT(missed, 0);
     long status;
-    json_t *e = api_call(&srv, "POST", "/api/experiments",
-                         "{\"name\":\"traced\",\"base\":{" TINY_CONFIG
-                         ",\"steps\":3},\"variants\":[{\"name\":\"a\",\"config\":{}},{\"name\":\"b\",\"config\":{"
-                         "\"attention\":\"dot\"}}]}",
-                         &status);
-    CHECK_EQ_INT(status, 201);
-    long long exp = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
     size_t i;
     json_t *r;
-    json_array_foreach(json_object_get(e, "runs"), i, r) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
-    json_decref(e);
     char path[96];
     snprintf(path, sizeof path, "/api/experiments/%lld/bundle?keys=loss", exp);
     json_t *b = api_call(&srv, "GET", path, NULL, &status);
@@ -102,21 +98,15 @@ TEST(a_bundle_runs_again_only_on_the_same_tokens) {
     CHECK_EQ_INT(status, 200);
     json_t *req = json_pack("{s:O, s:s}", "from_bundle", b, "name", "again");
     char *body = json_dumps(req, JSON_COMPACT);
-    json_t *e = api_call(&srv, "POST", "/api/experiments", body, &status);
+    json_t *e = api_expect(&srv, "POST", "/api/experiments", body, 201);
     free(body);
-    CHECK_EQ_INT(status, 201);
+    CHECK(e);
     json_t *x = json_object_get(e, "experiment"), *was = json_object_get(b, "experiment");
     CHECK(!strcmp(json_string_value(json_object_get(x, "name")), "again"));
     CHECK(json_equal(json_object_get(x, "base"), json_object_get(was, "base")));
     CHECK(json_equal(json_object_get(x, "variants"), json_object_get(was, "variants")));
     CHECK_EQ_INT(json_array_size(json_object_get(e, "runs")), json_array_size(json_object_get(b, "runs")));
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(e, "runs"), i, r) {
-        char *st = api_wait_status(&srv, json_integer_value(json_object_get(r, "id")), "succeeded", 120000);
-        CHECK(st && !strcmp(st, "succeeded"));
-        free(st);
-    }
+    CHECK_EQ_INT(api_wait_runs(&srv, json_object_get(e, "runs"), "succeeded", 120000), 0);
     json_decref(e);
     /* the same bundle whose runs say their corpus had other tokens: refused, nothing created */
     json_t *p =
@@ -149,19 +139,10 @@ TEST(a_bundle_runs_again_only_on_the_same_tokens) {
     json_decref(b);
 }
 
-int main(void) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (harness_start(&srv, NULL, NULL) < 0) {
-        printf("FAIL setup: attnlabd did not start\n");
-        harness_dump_log(&srv);
-        return 1;
-    }
+static void cases(void) {
     RUN(a_trained_run_records_where_its_numbers_come_from);
     RUN(the_experiment_bundle_carries_each_runs_provenance);
     RUN(a_bundle_runs_again_only_on_the_same_tokens);
-    int rc = test_summary();
-    if (rc) harness_dump_log(&srv);
-    harness_stop(&srv);
-    curl_global_cleanup();
-    return rc;
 }
+
+int main(void) { return api_suite_main(&srv, NULL, cases); }

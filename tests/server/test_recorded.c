@@ -369,7 +369,7 @@ static void store_script(store *st, recording *rec) {
         if (s != STORE_OK) ANSWER("metrics_insert", s, json_integer(b));
     }
     store_metric extra = {.run_id = 999, .step = 1, .value = 1};
-    snprintf(extra.key, sizeof extra.key, "loss");
+    extra.key = "loss";
     ANSWER("metrics_insert unknown run", store_metrics_insert(st, &extra, 1), NULL);
     for (long long r = 1; r <= 4; r += 1) {
         char what[64];
@@ -436,9 +436,9 @@ static void store_script(store *st, recording *rec) {
     ANSWER("experiment_create", s, json_pack("[I,I,I]", (json_int_t)eid, (json_int_t)rids[0], (json_int_t)rids[1]));
     s = store_experiment_get(st, eid, &o);
     ANSWER("experiment_get", s, o);
-    s = store_experiment_list(st, 10, 0, &o, &total);
+    s = store_experiment_list(st, 10, 0, NULL, &o, &total);
     ANSWER("experiment_list", s, json_pack("{s:o*, s:I}", "list", o, "total", (json_int_t)total));
-    s = store_experiment_list(st, 10, 4, &o, &total);
+    s = store_experiment_list(st, 10, 4, NULL, &o, &total);
     ANSWER("experiment_list past", s, json_pack("{s:o*, s:I}", "list", o, "total", (json_int_t)total));
     ANSWER("experiment_discard", store_experiment_discard(st, eid), NULL);
     ANSWER("experiment_discard again", store_experiment_discard(st, eid), NULL);

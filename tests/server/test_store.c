@@ -162,8 +162,13 @@ static const backend sqlite_backend = {
     .raw = sqlite_raw,
     .raw_count = sqlite_count,
     .from_rows = sqlite_from_rows,
-    .to_version_7 = "DROP TABLE idempotency_keys; DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; "
-                    "ALTER TABLE runs DROP COLUMN "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP TRIGGER run_words_insert; DROP TRIGGER run_words_update; DROP "
+                    "TRIGGER run_words_delete; "
+                    "DROP TRIGGER run_words_tag_insert; DROP TRIGGER run_words_tag_delete; DROP TRIGGER "
+                    "experiment_words_insert; DROP TRIGGER experiment_words_update; DROP TRIGGER "
+                    "experiment_words_delete; DROP TABLE run_words; DROP TABLE experiment_words; DROP INDEX "
+                    "experiments_name; "
+                    "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source; ALTER TABLE runs DROP COLUMN "
                     "provenance; PRAGMA user_version = 7; "
                     "INSERT OR REPLACE INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
@@ -267,8 +272,8 @@ static const backend pg_backend = {
     .raw = pg_raw,
     .raw_count = pg_count,
     .from_rows = pg_from_rows,
-    .to_version_7 = "DROP TABLE idempotency_keys; DROP TABLE metric_summaries; "
-                    "ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP INDEX experiments_name; "
+                    "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
                     "DELETE FROM attnlab_schema WHERE version >= 8; "
                     "INSERT INTO metrics (run_id, key, step, value, wall_time) "
                     "SELECT run_id, key, step + 1000, value * 2, wall_time FROM metrics",
@@ -378,14 +383,14 @@ TEST(metrics_are_stored_exactly_and_summarised) {
     store_metric pts[8];
     for (int i = 0; i < 5; i++) {
         pts[i] = (store_metric){.run_id = id, .step = i + 1, .value = values[i] + 0.1, .wall_time = 100.25 + i};
-        snprintf(pts[i].key, sizeof pts[i].key, "loss");
+        pts[i].key = "loss";
     }
     pts[5] = (store_metric){.run_id = id, .step = 5, .value = 0.5, .wall_time = 1};
-    snprintf(pts[5].key, sizeof pts[5].key, "tau.0.0");
+    pts[5].key = "tau.0.0";
     pts[6] = (store_metric){.run_id = id, .step = 5, .value = 0.75, .wall_time = 1};
-    snprintf(pts[6].key, sizeof pts[6].key, "tau.0.1");
+    pts[6].key = "tau.0.1";
     pts[7] = (store_metric){.run_id = 999, .step = 1, .value = 1, .wall_time = 1}; /* no such run: skipped */
-    snprintf(pts[7].key, sizeof pts[7].key, "loss");
+    pts[7].key = "loss";
     CHECK(store_metrics_insert(st, pts, 8) == STORE_OK);
     /* A resumed run writes the same steps again: replaced, also twice in one batch (the last wins). */
     store_metric again[2] = {pts[4], pts[4]};
@@ -436,7 +441,7 @@ TEST(metric_points_come_back_by_key_then_step) {
     for (int step = 3; step >= 1; step--)
         for (int i = 0; i < 4; i++) {
             pts[k] = (store_metric){.run_id = id, .step = step, .value = step * 10 + i, .wall_time = step};
-            snprintf(pts[k].key, sizeof pts[k].key, "%s", keys[i]);
+            pts[k].key = keys[i];
             k++;
         }
     CHECK(store_metrics_insert(st, pts, 12) == STORE_OK);
@@ -514,12 +519,13 @@ TEST(an_experiment_is_created_whole_or_not_at_all) {
     json_decref(o);
     /* The third run cannot be stored (its config is not JSON): no experiment, no run. */
     runs[2].config_json = "{not json";
+    e.name = "ab2"; /* a name of its own: only the bad run refuses it */
     long long before_runs, before_exps;
     json_t *list;
     store_run_filter f = {.limit = 100};
     CHECK(store_run_list(st, &f, &list, &before_runs) == STORE_OK);
     json_decref(list);
-    CHECK(store_experiment_list(st, 100, 0, &list, &before_exps) == STORE_OK);
+    CHECK(store_experiment_list(st, 100, 0, NULL, &list, &before_exps) == STORE_OK);
     json_decref(list);
     long long exp2 = -1, ids2[3] = {-1, -1, -1};
     CHECK(store_experiment_create(st, &e, runs, 3, &exp2, ids2) == STORE_ERROR);
@@ -528,7 +534,7 @@ TEST(an_experiment_is_created_whole_or_not_at_all) {
     long long after_runs, after_exps;
     CHECK(store_run_list(st, &f, &list, &after_runs) == STORE_OK);
     json_decref(list);
-    CHECK(store_experiment_list(st, 100, 0, &list, &after_exps) == STORE_OK);
+    CHECK(store_experiment_list(st, 100, 0, NULL, &list, &after_exps) == STORE_OK);
     json_decref(list);
     CHECK_EQ_INT(after_runs, before_runs);
     CHECK_EQ_INT(after_exps, before_exps);
@@ -705,9 +711,21 @@ TEST(an_old_database_gets_its_summaries_from_the_migration) {
     /* The database as schema version 7 left it: points, no summaries (and points no summary saw),
      * nor the later versions' columns. */
     CHECK(B->raw(where, B->to_version_7) == 0);
+    /* experiments of one name (and unnamed ones), as databases from before version 11 may hold */
+    CHECK(B->raw(where, "INSERT INTO experiments (id, name, base_config, variants, created_at) VALUES "
+                        "(101, 'dup', '{}', '[]', 0), (102, 'dup', '{}', '[]', 0), (103, '', '{}', '[]', 0), "
+                        "(104, '', '{}', '[]', 0)") == 0);
     st = reopen(where);
     CHECK(st);
     CHECK_EQ_INT(store_schema_version(st), store_schema_version_supported());
+    static const char *const renamed[] = {"dup", "dup (#102)", "experiment", "experiment (#104)"};
+    for (int i = 0; i < 4; i++) {
+        json_t *e = NULL;
+        CHECK(store_experiment_get(st, 101 + i, &e) == STORE_OK);
+        int same = !strcmp(json_string_value(json_object_get(e, "name")), renamed[i]);
+        json_decref(e);
+        CHECK_MSG(same, "experiment %d is not named %s", 101 + i, renamed[i]);
+    }
     for (int r = 0; r < 2; r++) CHECK(store_matches_rows(st, where, m.run[r]));
     /* and they are kept from there on */
     for (int b = 0; b < 20; b++) {
@@ -850,7 +868,9 @@ TEST(an_idempotency_key_is_recorded_once_with_what_it_created) {
     json_decref(list);
     CHECK_EQ_INT(total, 1);
     /* An experiment records its key with it, all or nothing. */
-    store_new_experiment e = {.name = "x", .base_json = "{}", .variants_json = "[]", .idempotency = &k2};
+    /* (a name taken is renamed, so that the only conflict left is the key's) */
+    store_new_experiment e = {
+        .name = "x", .base_json = "{}", .variants_json = "[]", .idempotency = &k2, .rename_if_taken = 1};
     store_new_run runs[1] = {{.name = "x/a", .config_json = "{\"steps\":5}", .total_steps = 5, .corpus = "small"}};
     long long exp_id = 0, ids[1] = {0};
     CHECK(store_experiment_create(st, &e, runs, 1, &exp_id, ids) == STORE_OK);
@@ -873,6 +893,113 @@ TEST(an_idempotency_key_is_recorded_once_with_what_it_created) {
     store_close(st);
 }
 
+/* The names of the experiments a search finds, newest first, joined by "|". */
+static void found_experiments(store *st, const char *q, char *out, size_t len) {
+    json_t *list = NULL;
+    long long total = -1;
+    out[0] = 0;
+    if (store_experiment_list(st, 50, 0, q, &list, &total) != STORE_OK) {
+        snprintf(out, len, "(error)");
+        return;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? "|" : "",
+                                            json_string_value(json_object_get(e, "name")));
+    if (total != (long long)json_array_size(list)) snprintf(out, len, "(total %lld)", total);
+    json_decref(list);
+}
+
+/* The ids of the runs a search finds, in id order, joined by ",". */
+static void found_runs(store *st, const char *q, char *out, size_t len) {
+    store_run_filter f = {.search = q, .sort = "id", .limit = 50};
+    json_t *list = NULL;
+    long long total = -1;
+    out[0] = 0;
+    if (store_run_list(st, &f, &list, &total) != STORE_OK) {
+        snprintf(out, len, "(error)");
+        return;
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach(list, i, r) snprintf(out + strlen(out), len - strlen(out), "%s%lld", i ? "," : "",
+                                            (long long)json_integer_value(json_object_get(r, "id")));
+    json_decref(list);
+}
+
+TEST(experiment_names_are_unique_and_words_are_searchable) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    store_new_run run = {.name = "seed-blog/cosine_rope", .config_json = "{}", .seed = 1, .corpus = "small"};
+    store_new_experiment e = {.name = "seed-blog", .base_json = "{}", .variants_json = "[]"};
+    long long a = 0, b = 0, c = 0, ra = 0, rb = 0;
+    CHECK(store_experiment_create(st, &e, &run, 1, &a, &ra) == STORE_OK);
+    /* the same name: refused whole, or the first free "name (n)" when the caller allows it */
+    CHECK(store_experiment_create(st, &e, &run, 1, &b, &rb) == STORE_CONFLICT);
+    CHECK(b == 0 && rb == 0);
+    e.rename_if_taken = 1;
+    run.name = "seed-blog/rope";
+    CHECK(store_experiment_create(st, &e, &run, 1, &b, &rb) == STORE_OK);
+    json_t *named = NULL;
+    CHECK(store_run_get(st, rb, &named) == STORE_OK);
+    int after = !strcmp(json_string_value(json_object_get(named, "name")), "seed-blog (2)/rope");
+    json_decref(named);
+    CHECK_MSG(after, "the run is not named after the name its experiment took");
+    CHECK(store_experiment_create(st, &e, NULL, 0, &c, NULL) == STORE_OK);
+    char got[512];
+    found_experiments(st, NULL, got, sizeof got);
+    CHECK_MSG(!strcmp(got, "seed-blog (3)|seed-blog (2)|seed-blog"), "%s", got);
+    CHECK(store_experiment_rename(st, c, "seed-blog") == STORE_CONFLICT);
+    CHECK(store_experiment_rename(st, c, "Tau sweep") == STORE_OK);
+    /* words of names, tags and notes, as prefixes, in any order, case aside */
+    json_t *tags = json_pack("[s]", "baseline");
+    CHECK(store_run_update(st, rb, NULL, "Lower LR; compare with the Swin scale", tags) == STORE_OK);
+    json_decref(tags);
+    char want[64];
+    found_runs(st, "cos blog", got, sizeof got);
+    snprintf(want, sizeof want, "%lld", ra);
+    CHECK_MSG(!strcmp(got, want), "cos blog: %s, not %s", got, want);
+    found_runs(st, "swin BASE", got, sizeof got);
+    snprintf(want, sizeof want, "%lld", rb);
+    CHECK_MSG(!strcmp(got, want), "swin BASE: %s, not %s", got, want);
+    found_runs(st, "seed", got, sizeof got);
+    snprintf(want, sizeof want, "%lld,%lld", ra, rb);
+    CHECK_MSG(!strcmp(got, want), "seed: %s, not %s", got, want);
+    found_runs(st, "nothing", got, sizeof got);
+    CHECK_MSG(!strcmp(got, ""), "nothing: %s", got);
+    /* an experiment by its name, or by one of its runs' words */
+    found_experiments(st, "tau", got, sizeof got);
+    CHECK_MSG(!strcmp(got, "Tau sweep"), "tau: %s", got);
+    found_experiments(st, "swin", got, sizeof got);
+    CHECK_MSG(!strcmp(got, "seed-blog (2)"), "swin: %s", got);
+    /* a renamed run, a deleted tag: the words follow */
+    CHECK(store_run_update(st, ra, "plain", NULL, NULL) == STORE_OK);
+    found_runs(st, "cosine", got, sizeof got);
+    CHECK_MSG(!strcmp(got, ""), "renamed: %s", got);
+    tags = json_array();
+    CHECK(store_run_update(st, rb, NULL, NULL, tags) == STORE_OK);
+    json_decref(tags);
+    found_runs(st, "baseline", got, sizeof got);
+    CHECK_MSG(!strcmp(got, ""), "untagged: %s", got);
+    CHECK(store_search_ok("a-b c") && !store_search_ok("  ,; ") && !store_search_ok(NULL));
+    CHECK(!store_search_ok("a b c d e f g h i"));
+    /* runs added to an experiment join it, with its new variants and replicates */
+    store_new_run more[2] = {{.name = "seed-blog/cosine_rope/r1", .config_json = "{}", .seed = 2, .replicate = 1},
+                             {.name = "seed-blog/rope/r1", .config_json = "{}", .seed = 2, .replicate = 1}};
+    long long ids[2] = {0, 0};
+    CHECK(store_experiment_add_runs(st, a, "[{\"name\":\"x\"}]", 2, more, 2, ids) == STORE_OK);
+    CHECK(ids[0] > rb && ids[1] == ids[0] + 1);
+    json_t *x = NULL;
+    CHECK(store_experiment_get(st, a, &x) == STORE_OK);
+    CHECK_EQ_INT(json_integer_value(json_object_get(x, "replicates")), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(x, "run_count")), 3);
+    CHECK_EQ_INT(json_array_size(json_object_get(x, "variants")), 1);
+    json_decref(x);
+    CHECK(store_experiment_add_runs(st, 999, "[]", 2, more, 2, ids) == STORE_NOT_FOUND);
+    store_close(st);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -890,6 +1017,7 @@ static const contract_case contract[] = {
     {"a_page_of_briefs_is_each_runs_brief", a_page_of_briefs_is_each_runs_brief},
     {"an_idempotency_key_is_recorded_once_with_what_it_created",
      an_idempotency_key_is_recorded_once_with_what_it_created},
+    {"experiment_names_are_unique_and_words_are_searchable", experiment_names_are_unique_and_words_are_searchable},
 };
 
 int main(void) {

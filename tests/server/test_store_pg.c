@@ -171,7 +171,7 @@ TEST(an_expired_lease_is_taken_over_and_the_old_holder_is_fenced) {
     int cancel = -1;
     CHECK(store_run_renew(a, id, la.token, 0.3, &cancel) == STORE_OK && cancel == 0);
     store_metric m = {.run_id = id, .step = 1, .value = 1.5, .wall_time = 1};
-    snprintf(m.key, sizeof m.key, "loss");
+    m.key = "loss";
     CHECK(store_metrics_insert(a, &m, 1) == STORE_OK);
     usleep(500 * 1000); /* A stops renewing: its lease runs out */
     CHECK(store_run_claim(b, "B", 5, &lb) == STORE_OK);
@@ -293,7 +293,7 @@ TEST(other_nodes_hear_queued_runs_metrics_and_status) {
     usleep(300 * 1000); /* the listener connects */
     long long id = new_run(a, "heard");
     store_metric m = {.run_id = id, .step = 3, .value = 1, .wall_time = 1};
-    snprintf(m.key, sizeof m.key, "loss");
+    m.key = "loss";
     CHECK(store_metrics_insert(a, &m, 1) == STORE_OK);
     static const char *const from_queued[] = {"queued", NULL};
     CHECK(store_run_transition(a, id, from_queued, "cancelled", NULL) == STORE_OK);

@@ -1,9 +1,12 @@
 #include "api.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "test.h"
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -133,7 +136,7 @@ int api_same_losses(harness_server *sa, long long a, harness_server *sb, long lo
 }
 
 json_t *api_series(harness_server *s, long long id, const char *key) {
-    char path[128];
+    char path[600];
     snprintf(path, sizeof path, "/api/runs/%lld/metrics?keys=%s", id, key);
     json_t *j = api_call(s, "GET", path, NULL, NULL);
     json_t *values = json_object_get(json_object_get(json_object_get(j, "series"), key), "values");
@@ -145,4 +148,65 @@ json_t *api_series(harness_server *s, long long id, const char *key) {
 const char *api_error_field(json_t *body) {
     const char *f = json_string_value(json_object_get(json_object_get(body, "error"), "field"));
     return f ? f : "";
+}
+
+json_t *api_expect(harness_server *s, const char *method, const char *path, const char *body, long want) {
+    long status;
+    json_t *j = api_call(s, method, path, body, &status);
+    if (status != want) {
+        char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        printf("# %s %s: HTTP %ld (wanted %ld) %s\n", method, path, status, want, t ? t : "");
+        free(t);
+        json_decref(j);
+        return NULL;
+    }
+    return j ? j : json_object();
+}
+
+long api_status(harness_server *s, const char *method, const char *path, const char *body) {
+    long status;
+    json_decref(api_call(s, method, path, body, &status));
+    return status;
+}
+
+long long api_create_experiment(harness_server *s, const char *body, json_t **runs) {
+    if (runs) *runs = NULL;
+    json_t *e = api_expect(s, "POST", "/api/experiments", body, 201);
+    long long id = json_integer_value(json_object_get(json_object_get(e, "experiment"), "id"));
+    if (!e || id <= 0) id = -1;
+    if (runs && id > 0) *runs = json_incref(json_object_get(e, "runs"));
+    json_decref(e);
+    return id;
+}
+
+int api_wait_runs(harness_server *s, const json_t *runs, const char *status, int timeout_ms) {
+    int missed = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+        long long id = json_integer_value(json_object_get(r, "id"));
+        char *st = api_wait_status(s, id, status, timeout_ms);
+        if (!st || strcmp(st, status)) {
+            printf("# run %lld: %s, not %s\n", id, st ? st : "(timed out)", status);
+            missed++;
+        }
+        free(st);
+    }
+    return missed;
+}
+
+int api_suite_main(harness_server *s, const char *const *extra_args, void (*cases)(void)) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (harness_start(s, NULL, extra_args) < 0) {
+        printf("FAIL setup: attnlabd did not start\n");
+        harness_dump_log(s);
+        curl_global_cleanup();
+        return 1;
+    }
+    cases();
+    int rc = test_summary();
+    if (rc) harness_dump_log(s);
+    harness_stop(s);
+    curl_global_cleanup();
+    return rc;
 }

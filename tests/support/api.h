@@ -33,4 +33,20 @@ json_t *api_series(harness_server *s, long long id, const char *key);
 /* The error object's field of a JSON error body (or ""). */
 const char *api_error_field(json_t *body);
 
+/* method + path (+ body): the answer's JSON (an empty object when it has none) when the status is
+ * `want`; else NULL, the status and answer printed as a "# " line. */
+json_t *api_expect(harness_server *s, const char *method, const char *path, const char *body, long want);
+/* method + path (+ body): only the HTTP status (-1 when no answer came). */
+long api_status(harness_server *s, const char *method, const char *path, const char *body);
+/* POST /api/experiments with body: the new experiment's id (-1 when it was not created, the answer
+ * printed), and its runs array into *runs when runs is not NULL (the caller owns it; NULL on -1). */
+long long api_create_experiment(harness_server *s, const char *body, json_t **runs);
+/* Waits (api_wait_status) for every run of an array of run objects to be `status`: how many ended
+ * otherwise or timed out, each printed as a "# " line. */
+int api_wait_runs(harness_server *s, const json_t *runs, const char *status, int timeout_ms);
+/* The body of a test program against one attnlabd: starts s (harness_start with extra_args, may be
+ * NULL), runs cases (a function of RUN lines), prints the server's log when a case failed, stops it
+ * and returns the exit status. tests/run.sh runs a program using it again on PostgreSQL. */
+int api_suite_main(harness_server *s, const char *const *extra_args, void (*cases)(void));
+
 #endif

@@ -38,10 +38,7 @@ size_t metric_batch_random(series_model *m, store_metric *pts, size_t cap, int s
         for (int t = 0; t < (k == 3 ? 2 : 1); t++) {
             store_metric *p = &pts[n++];
             *p = (store_metric){.run_id = m->run[r], .step = step, .value = v + t, .wall_time = 1000 + n};
-            if (k == 3)
-                snprintf(p->key, sizeof p->key, "tau.0.%d", t);
-            else
-                snprintf(p->key, sizeof p->key, "%s", names[k]);
+            p->key = k == 3 ? (t ? "tau.0.1" : "tau.0.0") : names[k];
         }
         if (!isnan(v)) {
             m->stored[r][k][step] = 1;

@@ -94,10 +94,13 @@ class Client:
         return self.get("/api/presets")["presets"]
 
     # ---- runs -----------------------------------------------------------------------------------
-    def runs(self, status=None, tag=None, experiment=None, variant=None, sort=None, limit=None, offset=None, **config):
-        """GET /api/runs: a page of runs. Config filters as keyword arguments: config_lr=0.001 is
-        config.lr=0.001 (any RunConfig key)."""
-        q = dict(status=status, tag=tag, experiment=experiment, variant=variant, sort=sort, limit=limit, offset=offset)
+    def runs(self, status=None, tag=None, experiment=None, variant=None, sort=None, limit=None, offset=None, q=None,
+             **config):
+        """GET /api/runs: a page of runs; q searches their names, tags and notes. Config filters as
+        keyword arguments: config_lr=0.001 is config.lr=0.001 (any RunConfig key)."""
+        search = q
+        q = dict(status=status, tag=tag, experiment=experiment, variant=variant, sort=sort, limit=limit, offset=offset,
+                 q=search)
         for k, v in config.items():
             if not k.startswith("config_"):
                 raise TypeError(f"unknown filter {k!r} (config keys are given as config_<key>)")
@@ -225,8 +228,10 @@ class Client:
                 time.sleep(poll)
 
     # ---- experiments ------------------------------------------------------------------------------
-    def experiments(self, limit=None, offset=None):
-        return self.get("/api/experiments", limit=limit, offset=offset)["experiments"]
+    def experiments(self, limit=None, offset=None, q=None):
+        """GET /api/experiments: a page, newest first; q searches names, and the runs' names, tags
+        and notes (each word begins a word there)."""
+        return self.get("/api/experiments", limit=limit, offset=offset, q=q)["experiments"]
 
     def experiment(self, exp_id):
         return self.get(f"/api/experiments/{int(exp_id)}")
@@ -248,6 +253,17 @@ class Client:
         if name:
             body["name"] = name
         return self.request("POST", "/api/experiments", body)
+
+    def add_runs(self, exp_id, replicates=None, variants=None):
+        """POST /api/experiments/{id}/runs: replicates=N more replicates of every variant, or
+        variants=[{"name", "config"}] new variants run for every replicate it has (same seeds);
+        one of them. Returns {"experiment", "runs": the new runs}, queued."""
+        body = {}
+        if replicates is not None:
+            body["replicates"] = replicates
+        if variants is not None:
+            body["variants"] = variants
+        return self.request("POST", f"/api/experiments/{int(exp_id)}/runs", body)
 
     def rename_experiment(self, exp_id, name):
         return self.request("PATCH", f"/api/experiments/{int(exp_id)}", {"name": name})

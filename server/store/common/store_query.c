@@ -33,6 +33,72 @@ int store_config_key_ok(const char *k) {
     return 1;
 }
 
+/* A byte of a search word: an ASCII letter or digit, or a byte of a multi-byte UTF-8 character. */
+static int search_byte(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+/* Calls word(w, n, ctx) for each word of q; returns the number of words, or -1 for a word over
+ * STORE_SEARCH_MAX_WORD bytes or more than STORE_SEARCH_MAX_WORDS words. */
+static int search_words(const char *q, void (*word)(const char *w, size_t n, void *ctx), void *ctx) {
+    int count = 0;
+    for (const char *p = q; p && *p;) {
+        if (!search_byte((unsigned char)*p)) {
+            p++;
+            continue;
+        }
+        size_t n = 0;
+        while (search_byte((unsigned char)p[n])) n++;
+        if (n > STORE_SEARCH_MAX_WORD || ++count > STORE_SEARCH_MAX_WORDS) return -1;
+        if (word) word(p, n, ctx);
+        p += n;
+    }
+    return count;
+}
+
+int store_search_ok(const char *q) { return search_words(q, NULL, NULL) >= 1; }
+
+typedef struct {
+    const char *before, *after, *join;
+    char *out;
+    size_t len, used;
+    int n, failed;
+} search_text;
+
+static void spell_word(const char *w, size_t n, void *ctx) {
+    search_text *t = ctx;
+    int a = snprintf(t->out + t->used, t->len - t->used, "%s%s%.*s%s", t->n++ ? t->join : "", t->before, (int)n, w,
+                     t->after);
+    if (a < 0 || (size_t)a >= t->len - t->used) {
+        t->failed = 1;
+        return;
+    }
+    t->used += (size_t)a;
+}
+
+int store_search_spell(const char *q, const char *before, const char *after, const char *join, char *out, size_t len) {
+    search_text t = {.before = before, .after = after, .join = join, .out = out, .len = len};
+    if (len) out[0] = 0;
+    if (!len || search_words(q, spell_word, &t) < 1 || t.failed) return -1;
+    return 0;
+}
+
+char *store_run_name_after(const char *run_name, const char *asked, const char *taken) {
+    size_t n = asked ? strlen(asked) : 0;
+    if (!run_name || !taken || !strcmp(asked ? asked : "", taken) || strncmp(run_name, asked ? asked : "", n) ||
+        run_name[n] != '/')
+        return NULL;
+    char *out = NULL;
+    return asprintf(&out, "%s%s", taken, run_name + n) < 0 ? NULL : out;
+}
+
+void store_experiment_name_nth(const char *name, int n, char *buf, size_t len) {
+    if (n <= 1)
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "%s (%d)", name, n);
+}
+
 /* What each sort orders by (in store_run_sorts' order, ascending then descending): a column of
  * runs, or a value of a series' summary (the last step's or the lowest). */
 typedef struct {

@@ -21,6 +21,18 @@ typedef struct {
  * first) into buf: a fixed text for each sort, never the request's. */
 void store_run_order_sql(const char *sort, const store_order_dialect *d, char *buf, size_t len);
 
+/* A search (store_search_ok) written for a dialect: each word (only letters, digits and UTF-8
+ * bytes) between before and after, joined by join: ("\"", "\"*", " AND ") an FTS5 query, ("'",
+ * "':*", " & ") a PostgreSQL tsquery. -1 for a search store_search_ok refuses or one that does not
+ * fit len. */
+int store_search_spell(const char *q, const char *before, const char *after, const char *join, char *out, size_t len);
+/* A run of an experiment that asked for the name `asked` and took `taken`: its name with a leading
+ * "asked/" written "taken/" (a new string), or NULL when it needs no change (or out of memory: then
+ * the run keeps its name). */
+char *store_run_name_after(const char *run_name, const char *asked, const char *taken);
+/* The longest text store_search_spell writes with before, after and join of at most 5 bytes each. */
+#define STORE_SEARCH_SPELL_MAX (STORE_SEARCH_MAX_WORDS * (STORE_SEARCH_MAX_WORD + 16) + 1)
+
 /* 1 when a metric key matches keys: a comma-separated list of names and prefixes ("tau.*"); NULL
  * or "" matches every key. */
 int store_key_matches(const char *key, const char *keys);

@@ -213,16 +213,38 @@ int store_points_add_row(store_points *p, const store_row *r, long long run_id, 
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 1024;
         store_metric *grown = realloc(p->v, cap * sizeof *grown);
-        if (!grown) {
+        if (grown) p->v = grown;
+        size_t *at = grown ? realloc(p->key_at, cap * sizeof *at) : NULL;
+        if (!at) {
             store_fail("read metrics: out of memory");
             return -1;
         }
-        p->v = grown;
+        p->key_at = at;
         p->cap = cap;
+    }
+    size_t len = strlen(key);
+    int same = p->n > 0 && !strcmp(p->keys + p->key_at[p->n - 1], key);
+    if (!same) {
+        if (p->keys_len + len + 1 > p->keys_cap) {
+            size_t cap = p->keys_cap ? p->keys_cap * 2 : 4096;
+            while (cap < p->keys_len + len + 1) cap *= 2;
+            char *grown = realloc(p->keys, cap);
+            if (!grown) {
+                store_fail("read metrics: out of memory");
+                return -1;
+            }
+            p->keys = grown;
+            p->keys_cap = cap;
+        }
+        memcpy(p->keys + p->keys_len, key, len + 1);
+        p->key_at[p->n] = p->keys_len;
+        p->keys_len += len + 1;
+    } else {
+        p->key_at[p->n] = p->key_at[p->n - 1];
     }
     store_metric *m = &p->v[p->n++];
     m->run_id = run_id;
-    snprintf(m->key, sizeof m->key, "%s", key);
+    m->key = NULL;
     m->step = (int)r->ops->i64(r, 1);
     m->value = r->ops->real(r, 2);
     m->wall_time = r->ops->real(r, 3);
@@ -230,11 +252,24 @@ int store_points_add_row(store_points *p, const store_row *r, long long run_id, 
 }
 
 store_status store_points_done(store_status s, store_points *p, store_metric **out, size_t *n) {
-    if (s != STORE_OK || p->n == 0) {
-        free(p->v);
-        return s;
+    store_metric *all = NULL;
+    if (s == STORE_OK && p->n > 0) { /* the keys go after the points, in the same block */
+        all = realloc(p->v, p->n * sizeof *all + p->keys_len);
+        if (all)
+            p->v = NULL;
+        else
+            s = store_fail("read metrics: out of memory");
     }
-    *out = p->v;
-    *n = p->n;
-    return STORE_OK;
+    if (all) {
+        char *keys = (char *)(all + p->n);
+        memcpy(keys, p->keys, p->keys_len);
+        for (size_t i = 0; i < p->n; i++) all[i].key = keys + p->key_at[i];
+        *out = all;
+        *n = p->n;
+    }
+    free(p->v);
+    free(p->key_at);
+    free(p->keys);
+    memset(p, 0, sizeof *p);
+    return s;
 }

@@ -79,10 +79,14 @@ json_t *store_node_from_row(const store_row *r);
 
 /* A growing list of metric points: add_row appends the row's point (columns key, step, value,
  * wall_time) when its key matches keys (store_key_matches); done hands the list out (NULL and 0
- * when it is empty, or on any status but STORE_OK). */
+ * when it is empty, or on any status but STORE_OK) as one allocation holding the points and then
+ * their keys (store_metric's rule), each key once per run of equal keys (rows come by key). */
 typedef struct {
     store_metric *v;
+    size_t *key_at; /* point i's key: at keys + key_at[i] until done */
     size_t n, cap;
+    char *keys;
+    size_t keys_len, keys_cap;
 } store_points;
 /* -1 when out of memory (recorded). */
 int store_points_add_row(store_points *p, const store_row *r, long long run_id, const char *keys);

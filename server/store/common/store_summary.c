@@ -46,7 +46,7 @@ static int by_point(const void *a, const void *b, void *base) {
     size_t i = *(const size_t *)a, j = *(const size_t *)b;
     const store_metric *p = (const store_metric *)base + i, *q = (const store_metric *)base + j;
     if (p->run_id != q->run_id) return p->run_id < q->run_id ? -1 : 1;
-    int k = strncmp(p->key, q->key, sizeof p->key);
+    int k = strcmp(p->key, q->key);
     if (k) return k;
     if (p->step != q->step) return p->step < q->step ? -1 : 1;
     return i < j ? -1 : i > j; /* the later of two equal points wins */
@@ -61,7 +61,7 @@ size_t store_metric_distinct(const store_metric *points, size_t n, size_t *idx) 
         const store_metric *p = &points[idx[i]];
         if (i + 1 < m) {
             const store_metric *q = &points[idx[i + 1]];
-            if (q->run_id == p->run_id && q->step == p->step && !strncmp(q->key, p->key, sizeof p->key)) continue;
+            if (q->run_id == p->run_id && q->step == p->step && !strcmp(q->key, p->key)) continue;
         }
         idx[u++] = idx[i];
     }

@@ -223,6 +223,21 @@ static int row_boolean(const store_row *r, int col) { return pg_get_bool(res_of(
 
 static const store_row_ops row_ops = {row_is_null, row_text, row_i64, row_real, row_boolean};
 
+store_status spg_update_by_id(store *st, const char *sql, const char *value, long long id, const char *what) {
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, value);
+    pg_p_int(&p, id);
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    long long n = 0;
+    store_status s = pg_cmd(c, what, sql, &p, &n);
+    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
+    s = spg_fail(c, s);
+    spg_put(st, c);
+    return s;
+}
+
 store_row spg_row(const pg_res *r, int i) { return (store_row){.ops = &row_ops, .res = r, .row = i}; }
 
 store_status spg_rows(const pg_res *r, json_t *(*make)(const store_row *), json_t *list, const char *what) {

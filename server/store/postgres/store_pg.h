@@ -49,6 +49,19 @@ long long spg_held_token(store *st, long long run_id);
 /* Queues a NOTIFY on channel with payload, inside the caller's transaction. */
 store_status spg_notify(pg_conn *c, const char *channel, const char *payload);
 
+/* One statement `sql` that sets one column of the row with this id: `UPDATE t SET c = $1 WHERE id =
+ * $2`, value as text (NULL: SQL NULL). Takes a connection; STORE_NOT_FOUND when no row has the id. */
+store_status spg_update_by_id(store *st, const char *sql, const char *value, long long id, const char *what);
+
+/* The words of a text expression x as a tsvector: its runs of letters and digits (every other
+ * character separates words, as store_search_ok and SQLite's unicode61 tokenizer read them; the
+ * parser alone would keep "/cosine_rope" whole as a file name). */
+#define STORE_PG_WORDS(x) "to_tsvector('simple', regexp_replace(" x ", '[^0-9A-Za-z\\u0080-\\uffff]+', ' ', 'g'))"
+/* The words of run r (its name, tags and note), for searches (store_search_ok). */
+#define STORE_PG_RUN_WORDS                                                                                             \
+    STORE_PG_WORDS("r.name || ' ' || r.note || ' ' || coalesce((SELECT string_agg(t.tag, ' ') FROM run_tags t "        \
+                   "WHERE t.run_id = r.id), '')")
+
 /* Row i of a result, for the readers of store_rows.h. */
 store_row spg_row(const pg_res *r, int i);
 /* Appends make(row i) to list for each row of r: STORE_OK, or STORE_ERROR ("`what`: out of memory"). */

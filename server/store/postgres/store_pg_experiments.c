@@ -5,6 +5,26 @@
 
 #include "store/postgres/store_pg.h"
 
+/* The name experiment e takes (store_new_experiment.rename_if_taken) into name; STORE_CONFLICT when
+ * it is in use and may not change. Inside the transaction (a name another node takes meanwhile is
+ * caught by the unique index when the row goes in). */
+static store_status free_name(pg_conn *c, const store_new_experiment *e, char *name, size_t len) {
+    for (int k = 1; k <= (e->rename_if_taken ? 10000 : 1); k++) {
+        store_experiment_name_nth(e->name ? e->name : "", k, name, len);
+        pg_params p;
+        pg_params_init(&p);
+        pg_p_text(&p, name);
+        pg_res *r = NULL;
+        store_status s =
+            spg_fail(c, pg_exec(c, "name experiment", "SELECT 1 FROM experiments WHERE name = $1", &p, &r));
+        int taken = s == STORE_OK && pg_nrows(r) > 0;
+        pg_clear(r);
+        if (s != STORE_OK) return s;
+        if (!taken) return STORE_OK;
+    }
+    return STORE_CONFLICT;
+}
+
 store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                         long long *exp_id, long long *run_ids) {
     *exp_id = 0;
@@ -18,6 +38,8 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
     }
     store_status s = spg_fail(c, pg_begin(c));
     long long id = -1;
+    char name[STORE_EXPERIMENT_NAME_MAX + 16];
+    if (s == STORE_OK) s = free_name(c, e, name, sizeof name);
     if (s == STORE_OK) {
         id = spg_next_id(c, "experiments");
         if (id < 0) s = STORE_ERROR;
@@ -25,7 +47,7 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
     if (s == STORE_OK) {
         pg_params p;
         pg_params_init(&p);
-        pg_p_text(&p, e->name ? e->name : "");
+        pg_p_text(&p, name);
         pg_p_text(&p, e->preset);
         pg_p_text(&p, e->base_json);
         pg_p_text(&p, e->variants_json);
@@ -36,10 +58,15 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
                    "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, replicates) "
                    "VALUES ($1, $2, $3, $4, $5, $6, $7)",
                    &p, NULL);
-        if (s == STORE_CONFLICT) s = STORE_ERROR;
-        s = spg_fail(c, s);
+        s = spg_fail(c, s); /* STORE_CONFLICT: the name was taken meanwhile */
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        store_new_run r = runs[i];
+        char *renamed = store_run_name_after(r.name, e->name, name);
+        if (renamed) r.name = renamed;
+        s = store_pg_run_insert(st, c, &r, id, &ids[i]);
+        free(renamed);
+    }
     if (s == STORE_OK && e->idempotency) s = spg_idempotency_put(c, e->idempotency, 0, id);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
@@ -51,19 +78,38 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
     return s;
 }
 
-store_status store_pg_experiment_rename(store *st, long long id, const char *name) {
+store_status store_pg_experiment_add_runs(store *st, long long id, const char *variants_json, int replicates,
+                                          const store_new_run *runs, size_t n, long long *run_ids) {
+    for (size_t i = 0; i < n; i++) run_ids[i] = 0;
+    long long *ids = calloc(n ? n : 1, sizeof *ids);
+    if (!ids) return spg_fail_msg("add runs to experiment: out of memory");
+    pg_conn *c = spg_get(st);
+    if (!c) {
+        free(ids);
+        return STORE_ERROR;
+    }
     pg_params p;
     pg_params_init(&p);
-    pg_p_text(&p, name);
+    pg_p_text(&p, variants_json);
+    pg_p_int(&p, replicates);
     pg_p_int(&p, id);
-    pg_conn *c = spg_get(st);
-    if (!c) return STORE_ERROR;
-    long long n = 0;
-    store_status s = pg_cmd(c, "rename experiment", "UPDATE experiments SET name = $1 WHERE id = $2", &p, &n);
-    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
-    s = spg_fail(c, s);
+    long long changed = 0;
+    store_status s = spg_fail(c, pg_begin(c));
+    if (s == STORE_OK)
+        s = spg_fail(c, pg_cmd(c, "add runs to experiment",
+                               "UPDATE experiments SET variants = $1, replicates = $2 WHERE id = $3", &p, &changed));
+    if (s == STORE_OK && changed == 0) s = STORE_NOT_FOUND;
+    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
+    if (s == STORE_OK)
+        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
+    free(ids);
     return s;
+}
+
+store_status store_pg_experiment_rename(store *st, long long id, const char *name) {
+    return spg_update_by_id(st, "UPDATE experiments SET name = $1 WHERE id = $2", name, id, "rename experiment");
 }
 
 store_status store_pg_experiment_delete(store *st, long long id) {
@@ -133,9 +179,19 @@ store_status store_pg_experiment_get(store *st, long long id, json_t **out) {
     return s;
 }
 
-store_status store_pg_experiment_list(store *st, int limit, int offset, json_t **out, long long *total) {
+/* The experiments a search keeps: $3 a tsquery (NULL: every experiment). */
+#define EXPERIMENT_SEARCH                                                                                              \
+    " WHERE $3::text IS NULL OR " STORE_PG_WORDS("e.name") " @@ to_tsquery('simple', $3::text) OR e.id IN (SELECT "    \
+                                                           "r.experiment_id FROM runs r WHERE " STORE_PG_RUN_WORDS     \
+                                                           " @@ to_tsquery('simple', $3::text))"
+
+store_status store_pg_experiment_list(store *st, int limit, int offset, const char *search, json_t **out,
+                                      long long *total) {
     *out = NULL;
     *total = 0;
+    char match[STORE_SEARCH_SPELL_MAX];
+    if (search && store_search_spell(search, "'", "':*", " & ", match, sizeof match) < 0)
+        return spg_fail_msg("list experiments: not a search");
     json_t *list = json_array();
     if (!list) return spg_fail_msg("list experiments: out of memory");
     pg_conn *c = spg_get(st);
@@ -147,10 +203,12 @@ store_status store_pg_experiment_list(store *st, int limit, int offset, json_t *
     pg_params_init(&p);
     pg_p_int(&p, limit);
     pg_p_int(&p, offset);
+    pg_p_text(&p, search ? match : NULL);
     pg_res *r = NULL;
     store_status s = spg_fail(c, pg_exec(c, "list experiments",
-                                         "SELECT " STORE_EXPERIMENT_COLUMNS ", (SELECT count(*) FROM experiments) "
-                                         "FROM experiments e ORDER BY e.id DESC LIMIT $1::bigint OFFSET $2::bigint",
+                                         "SELECT " STORE_EXPERIMENT_COLUMNS ", count(*) OVER () "
+                                         "FROM experiments e" EXPERIMENT_SEARCH
+                                         " ORDER BY e.id DESC LIMIT $1::bigint OFFSET $2::bigint",
                                          &p, &r));
     long long count = 0;
     if (s == STORE_OK) s = spg_rows(r, store_experiment_from_row, list, "list experiments");
@@ -158,7 +216,9 @@ store_status store_pg_experiment_list(store *st, int limit, int offset, json_t *
     pg_clear(r);
     r = NULL;
     if (s == STORE_OK && json_array_size(list) == 0 && offset > 0) {
-        s = spg_fail(c, pg_exec(c, "count experiments", "SELECT count(*) FROM experiments", NULL, &r));
+        s = spg_fail(c,
+                     pg_exec(c, "count experiments",
+                             "SELECT count(*), $1::bigint, $2::bigint FROM experiments e" EXPERIMENT_SEARCH, &p, &r));
         if (s == STORE_OK) count = pg_get_i64(r, 0, 0);
         pg_clear(r);
     }

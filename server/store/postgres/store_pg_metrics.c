@@ -109,13 +109,13 @@ static void cols_free(pg_cols *x) {
 #define PG_SUMMARY_FLAGS STORE_SUMMARY_TIES_LATER
 /* The two-key advisory lock class under which a run's summaries are read and written. */
 #define SUMMARY_LOCK_CLASS 0x4d53554d
-#define KEY_MAX sizeof(((store_metric *)0)->key)
+#define KEY_MAX STORE_METRIC_KEY_MAX
 #define SUMMARY_COLUMNS STORE_SUMMARY_COLUMNS
 
 /* One series of a batch: its points idx[from .. from + n), sorted by step. */
 typedef struct {
     long long run;
-    const char *key; /* its points' key (at most KEY_MAX bytes, not always terminated) */
+    const char *key; /* its points' key (at most KEY_MAX bytes) */
     size_t from, n;
     store_summary sum;
     int recompute, changed;
@@ -459,7 +459,7 @@ static store_status insert_points(pg_conn *c, const store_metric *points, const 
             const store_metric *p = &points[idx[done]];
             cols_row(&a);
             sb_int(&a.col[0], p->run_id);
-            sb_quoted(&a.col[1], p->key, sizeof p->key);
+            sb_quoted(&a.col[1], p->key, KEY_MAX);
             sb_int(&a.col[2], p->step);
             sb_num(&a.col[3], p->value);
             sb_num(&a.col[4], p->wall_time);

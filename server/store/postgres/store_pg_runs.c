@@ -186,6 +186,15 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
         snprintf(where + used, sizeof where - used, " AND (r.config::jsonb -> $%d::text) = $%d::jsonb", 7 + 2 * i,
                  8 + 2 * i);
     }
+    /* The search: a tsquery of its words, after the config filters' parameters. */
+    char match[STORE_SEARCH_SPELL_MAX];
+    if (f->search) {
+        if (store_search_spell(f->search, "'", "':*", " & ", match, sizeof match) < 0)
+            return spg_fail_msg("list runs: not a search");
+        size_t used = strlen(where);
+        snprintf(where + used, sizeof where - used, " AND " STORE_PG_RUN_WORDS " @@ to_tsquery('simple', $%d::text)",
+                 7 + 2 * f->n_config);
+    }
     /* The page and the number of matching runs in one statement (one snapshot); a page past the
      * end has no row to carry the count, which is then read alone. */
     char sql[4096], count_sql[2048];
@@ -206,6 +215,7 @@ store_status store_pg_run_list(store *st, const store_run_filter *f, json_t **ru
         pg_p_text(&p, f->config[i].key);
         pg_p_text(&p, f->config[i].value_json);
     }
+    if (f->search) pg_p_text(&p, match);
 
     json_t *list = json_array();
     if (!list) return spg_fail_msg("list runs: out of memory");
@@ -295,18 +305,7 @@ store_status store_pg_run_transition(store *st, long long id, const char *const 
 }
 
 store_status store_pg_run_set_provenance(store *st, long long id, const char *provenance_json) {
-    pg_params p;
-    pg_params_init(&p);
-    pg_p_text(&p, provenance_json);
-    pg_p_int(&p, id);
-    pg_conn *c = spg_get(st);
-    if (!c) return STORE_ERROR;
-    long long n = 0;
-    store_status s = pg_cmd(c, "run provenance", "UPDATE runs SET provenance = $1 WHERE id = $2", &p, &n);
-    if (s == STORE_OK && n == 0) s = STORE_NOT_FOUND;
-    s = spg_fail(c, s);
-    spg_put(st, c);
-    return s;
+    return spg_update_by_id(st, "UPDATE runs SET provenance = $1 WHERE id = $2", provenance_json, id, "run provenance");
 }
 
 store_status store_pg_run_progress(store *st, long long id, int step, int checkpoint_step) {

@@ -4,6 +4,24 @@
 
 #include "store/sqlite/store_sqlite.h"
 
+/* The name experiment e takes (store_new_experiment.rename_if_taken) into name; STORE_CONFLICT when
+ * it is in use and may not change. Call inside the transaction. */
+static store_status free_name_locked(store *st, const store_new_experiment *e, char *name, size_t len) {
+    sqlite3_stmt *q = db_prepare(st, "SELECT 1 FROM experiments WHERE name = ?");
+    if (!q) return STORE_ERROR;
+    store_status s = STORE_CONFLICT;
+    for (int k = 1; k <= (e->rename_if_taken ? 10000 : 1); k++) {
+        store_experiment_name_nth(e->name ? e->name : "", k, name, len);
+        sqlite3_reset(q);
+        db_bind_text(q, 1, name);
+        s = db_step_one(st, q, "name experiment");
+        if (s != STORE_OK) break; /* NOT_FOUND: free */
+        s = STORE_CONFLICT;
+    }
+    sqlite3_finalize(q);
+    return s == STORE_NOT_FOUND ? STORE_OK : s;
+}
+
 store_status store_sqlite_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs,
                                             size_t n, long long *exp_id, long long *run_ids) {
     *exp_id = 0;
@@ -13,6 +31,8 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
     db_lock(st);
     store_status s = db_begin(st);
     long long id = -1;
+    char name[STORE_EXPERIMENT_NAME_MAX + 16];
+    if (s == STORE_OK) s = free_name_locked(st, e, name, sizeof name);
     if (s == STORE_OK) {
         id = db_next_id(st, "experiments");
         if (id < 0) s = STORE_ERROR;
@@ -22,7 +42,7 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
             db_prepare(st, "INSERT INTO experiments (name, preset, base_config, variants, created_at, id, "
                            "replicates) VALUES (?, ?, ?, ?, ?, ?, ?)");
         if (q) {
-            db_bind_text(q, 1, e->name ? e->name : "");
+            db_bind_text(q, 1, name);
             db_bind_text(q, 2, e->preset);
             db_bind_text(q, 3, e->base_json);
             db_bind_text(q, 4, e->variants_json);
@@ -32,7 +52,13 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
         }
         s = db_exec(st, q, "insert experiment");
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_sqlite_run_insert(st, &runs[i], id, &ids[i]);
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        store_new_run r = runs[i];
+        char *renamed = store_run_name_after(r.name, e->name, name);
+        if (renamed) r.name = renamed;
+        s = store_sqlite_run_insert(st, &r, id, &ids[i]);
+        free(renamed);
+    }
     if (s == STORE_OK && e->idempotency) s = db_idempotency_put(st, e->idempotency, 0, id);
     s = db_finish(st, s);
     db_unlock(st);
@@ -44,17 +70,34 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
     return s;
 }
 
-store_status store_sqlite_experiment_rename(store *st, long long id, const char *name) {
+store_status store_sqlite_experiment_add_runs(store *st, long long id, const char *variants_json, int replicates,
+                                              const store_new_run *runs, size_t n, long long *run_ids) {
+    for (size_t i = 0; i < n; i++) run_ids[i] = 0;
+    long long *ids = calloc(n ? n : 1, sizeof *ids);
+    if (!ids) return db_fail("add runs to experiment: out of memory");
     db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "UPDATE experiments SET name = ? WHERE id = ?");
-    if (q) {
-        db_bind_text(q, 1, name);
-        sqlite3_bind_int64(q, 2, id);
+    store_status s = db_begin(st);
+    if (s == STORE_OK) {
+        sqlite3_stmt *q = db_prepare(st, "UPDATE experiments SET variants = ?, replicates = ? WHERE id = ?");
+        if (q) {
+            db_bind_text(q, 1, variants_json);
+            sqlite3_bind_int(q, 2, replicates);
+            sqlite3_bind_int64(q, 3, id);
+        }
+        s = db_exec(st, q, "add runs to experiment");
+        if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
     }
-    store_status s = db_exec(st, q, "rename experiment");
-    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
+    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_sqlite_run_insert(st, &runs[i], id, &ids[i]);
+    s = db_finish(st, s);
     db_unlock(st);
+    if (s == STORE_OK)
+        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
+    free(ids);
     return s;
+}
+
+store_status store_sqlite_experiment_rename(store *st, long long id, const char *name) {
+    return db_update_by_id(st, "UPDATE experiments SET name = ?1 WHERE id = ?2", name, id, "rename experiment");
 }
 
 store_status store_sqlite_experiment_delete(store *st, long long id) {
@@ -123,18 +166,31 @@ store_status store_sqlite_experiment_get(store *st, long long id, json_t **out) 
     return s;
 }
 
-store_status store_sqlite_experiment_list(store *st, int limit, int offset, json_t **out, long long *total) {
+/* The experiments a search keeps: ?3 an FTS5 query. */
+#define EXPERIMENT_SEARCH                                                                                              \
+    " WHERE e.id IN (SELECT rowid FROM experiment_words WHERE experiment_words MATCH ?3) OR e.id IN (SELECT "          \
+    "r.experiment_id FROM runs r WHERE r.id IN (SELECT rowid FROM run_words WHERE run_words MATCH ?3))"
+
+store_status store_sqlite_experiment_list(store *st, int limit, int offset, const char *search, json_t **out,
+                                          long long *total) {
     *out = NULL;
     *total = 0;
+    char match[STORE_SEARCH_SPELL_MAX];
+    if (search && store_search_spell(search, "\"", "\"*", " AND ", match, sizeof match) < 0)
+        return db_fail("list experiments: not a search");
+    const char *where = search ? EXPERIMENT_SEARCH : "";
+    char sql[1024], count_sql[768];
+    snprintf(sql, sizeof sql,
+             "SELECT " STORE_EXPERIMENT_COLUMNS " FROM experiments e%s ORDER BY e.id DESC LIMIT ?1 OFFSET ?2", where);
+    snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM experiments e%s", where);
     json_t *list = json_array();
     long long count = 0;
     db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list experiments: out of memory");
-    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT " STORE_EXPERIMENT_COLUMNS
-                                                     " FROM experiments e ORDER BY e.id DESC LIMIT ? OFFSET ?")
-                                    : NULL;
-    sqlite3_stmt *c = q ? db_prepare(st, "SELECT count(*) FROM experiments") : NULL;
+    sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, sql) : NULL;
+    sqlite3_stmt *c = q ? db_prepare(st, count_sql) : NULL;
     if (!q || !c) s = STORE_ERROR;
+    for (int k = 0; k < 2 && s == STORE_OK && search; k++) db_bind_text(k ? c : q, 3, match);
     if (s == STORE_OK) {
         sqlite3_bind_int(q, 1, limit);
         sqlite3_bind_int(q, 2, offset);

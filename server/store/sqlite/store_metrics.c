@@ -8,11 +8,11 @@
 #include "store/sqlite/store_sqlite.h"
 
 static int same_series(const store_metric *p, const store_metric *q) {
-    return p->run_id == q->run_id && !strncmp(p->key, q->key, sizeof p->key);
+    return p->run_id == q->run_id && !strcmp(p->key, q->key);
 }
 
 static void bind_key(sqlite3_stmt *q, int i, const store_metric *p) {
-    sqlite3_bind_text(q, i, p->key, (int)strnlen(p->key, sizeof p->key), SQLITE_STATIC);
+    sqlite3_bind_text(q, i, p->key, -1, SQLITE_STATIC);
 }
 
 #define SUMMARY_COLUMNS STORE_SUMMARY_COLUMNS

@@ -167,6 +167,16 @@ store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t 
         snprintf(where + used, sizeof where - used, " AND json_extract(r.config, ?%d) = json_extract(?%d, '$')",
                  7 + 2 * i, 8 + 2 * i);
     }
+    /* The search: an FTS5 query of its words, ?SEARCH_PARAM. */
+    enum { SEARCH_PARAM = 7 + 2 * STORE_RUN_MAX_CONFIG_FILTERS };
+    char match[STORE_SEARCH_SPELL_MAX];
+    if (f->search) {
+        if (store_search_spell(f->search, "\"", "\"*", " AND ", match, sizeof match) < 0)
+            return db_fail("list runs: not a search");
+        size_t used = strlen(where);
+        snprintf(where + used, sizeof where - used,
+                 " AND r.id IN (SELECT rowid FROM run_words WHERE run_words MATCH ?%d)", (int)SEARCH_PARAM);
+    }
     char sql[4096], count_sql[2048];
     snprintf(sql, sizeof sql, "SELECT " RUN_COLUMNS " FROM runs r %s ORDER BY %s LIMIT ?5 OFFSET ?6", where, order);
     snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM runs r %s", where);
@@ -188,6 +198,7 @@ store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t 
             db_bind_text(x, 7 + 2 * i, paths[i]);
             db_bind_text(x, 8 + 2 * i, f->config[i].value_json);
         }
+        if (f->search) db_bind_text(x, SEARCH_PARAM, match);
     }
     if (s == STORE_OK) {
         sqlite3_bind_int(q, 5, f->limit);
@@ -235,16 +246,7 @@ store_status store_sqlite_run_transition(store *st, long long id, const char *co
 }
 
 store_status store_sqlite_run_set_provenance(store *st, long long id, const char *provenance_json) {
-    db_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "UPDATE runs SET provenance = ? WHERE id = ?");
-    if (q) {
-        db_bind_text(q, 1, provenance_json);
-        sqlite3_bind_int64(q, 2, id);
-    }
-    store_status s = db_exec(st, q, "run provenance");
-    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
-    db_unlock(st);
-    return s;
+    return db_update_by_id(st, "UPDATE runs SET provenance = ?1 WHERE id = ?2", provenance_json, id, "run provenance");
 }
 
 store_status store_sqlite_run_progress(store *st, long long id, int step, int checkpoint_step) {

@@ -94,6 +94,26 @@ store_status db_exec(store *st, sqlite3_stmt *q, const char *what) {
     return s;
 }
 
+store_status db_update_by_id(store *st, const char *sql, const char *value, long long id, const char *what) {
+    db_lock(st);
+    sqlite3_stmt *q = db_prepare(st, sql);
+    if (q) {
+        db_bind_text(q, 1, value);
+        sqlite3_bind_int64(q, 2, id);
+    }
+    store_status s = STORE_ERROR;
+    if (q) {
+        int rc = sqlite3_step(q);
+        s = rc == SQLITE_DONE                            ? STORE_OK
+            : db_errcode(st) == SQLITE_CONSTRAINT_UNIQUE ? STORE_CONFLICT
+                                                         : db_error(st, what);
+        sqlite3_finalize(q);
+    }
+    if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
+    db_unlock(st);
+    return s;
+}
+
 store_status db_step_one(store *st, sqlite3_stmt *q, const char *what) {
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) return STORE_OK;

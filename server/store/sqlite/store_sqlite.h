@@ -86,6 +86,11 @@ store_row db_row(sqlite3_stmt *q);
 int db_changes(store *st);
 int db_errcode(store *st);
 
+/* One statement `sql` that sets one column of the row with this id: `UPDATE t SET c = ?1 WHERE id =
+ * ?2`, value bound as text (NULL: SQL NULL). Takes the lock; STORE_NOT_FOUND when no row has the
+ * id, STORE_CONFLICT when the value would break a unique index. */
+store_status db_update_by_id(store *st, const char *sql, const char *value, long long id, const char *what);
+
 /* BEGIN IMMEDIATE; and COMMIT when s is STORE_OK (ROLLBACK otherwise), returning the outcome. */
 store_status db_begin(store *st);
 store_status db_finish(store *st, store_status s);

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""The published results: each folder of results/ holds one experiment the README quotes, kept so
+that every quoted figure can be regenerated from data in the tree.
+
+    scripts/results.py run NAME [--attnlabd PATH]    runs results/NAME/request.json on a fresh server
+                                                     and writes its bundle, probe answers and provenance
+    scripts/results.py tables [--attnlabd PATH] [--write] [README]
+                                                     imports every results/*/bundle.json.gz into a fresh
+                                                     server, computes the figures through the service's
+                                                     own routes (stats, head-spread, accuracy) and checks
+                                                     (or with --write rewrites) every README block between
+                                                     <!-- results:NAME/TABLE --> and <!-- /results -->
+
+A request.json: {"server": [flags of attnlabd], "corpora": [{"name", "encoding", "file"}],
+"experiment": the body of POST /api/experiments, "bundle": {"keys", "max_points"},
+"probes": [{"kind", "variant", "replicate", "params"}]}. Standard library and the in-tree Python
+client only; the server is the release build (make build)."""
+import argparse
+import datetime
+import gzip
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+from attnlab import Client  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "results")
+
+
+class Server:
+    """attnlabd on a free loopback port and a temporary data directory, for the length of a with."""
+
+    def __init__(self, binary, flags=()):
+        self.binary, self.flags = binary, list(flags)
+
+    def __enter__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="attnlab-results-")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.log = open(os.path.join(self.dir.name, "server.log"), "w")
+        self.proc = subprocess.Popen([self.binary, "--port", str(port), "--data-dir", self.dir.name,
+                                      "--static-dir", os.path.join(ROOT, "static"), "--log-level", "warn"]
+                                     + self.flags, stdout=self.log, stderr=subprocess.STDOUT)
+        self.client = Client(f"http://127.0.0.1:{port}", timeout=600)
+        for _ in range(600):  # its start, however long it takes: until it answers or exits
+            if self.proc.poll() is not None:
+                raise SystemExit(f"attnlabd exited at start: {open(self.log.name).read()[-2000:]}")
+            try:
+                self.client.health()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("attnlabd did not answer")
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        self.dir.cleanup()
+
+
+def load_request(name):
+    with open(os.path.join(RESULTS, name, "request.json")) as f:
+        return json.load(f)
+
+
+def upload_corpora(c, req):
+    for corp in req.get("corpora", []):
+        with open(os.path.join(ROOT, corp["file"]), "rb") as f:
+            c.upload_corpus(corp["name"], f.read(), encoding=corp.get("encoding"))
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def run(args):
+    req = load_request(args.name)
+    out = os.path.join(RESULTS, args.name)
+    with Server(args.attnlabd, req.get("server", [])) as srv:
+        c = srv.client
+        health = c.health()
+        upload_corpora(c, req)
+        load_before = os.getloadavg()
+        t0 = time.time()
+        exp = c.create_experiment(**req["experiment"])
+        exp_id = exp["experiment"]["id"]
+        last = [None]
+
+        def progress(e):
+            runs = e.get("runs", [])
+            done = sum(r["status"] in ("succeeded", "failed", "cancelled", "interrupted") for r in runs)
+            line = f"{args.name}: {done}/{len(runs)} runs ended"
+            if line != last[0]:
+                print(line, f"({time.time() - t0:.0f} s)", flush=True)
+                last[0] = line
+
+        e = c.wait_experiment(exp_id, progress=progress, poll=5.0)
+        wall = time.time() - t0
+        load_after = os.getloadavg()
+        bad = [r for r in e["runs"] if r["status"] != "succeeded"]
+        if bad:
+            raise SystemExit(f"{len(bad)} runs did not succeed: {[(r['id'], r['status']) for r in bad]}")
+        probes = []
+        for p in req.get("probes", []):
+            rid = next(r["id"] for r in e["runs"]
+                       if r["variant"] == p["variant"] and r.get("replicate", 0) == p.get("replicate", 0))
+            t1 = time.time()
+            ans = c.probe(p["kind"], run_id=rid, **p.get("params", {}))
+            probes.append({"request": p, "run_id": rid, "wall_s": round(time.time() - t1, 1), "answer": ans})
+        b = req.get("bundle", {})
+        bundle = c.bundle(exp_id, keys=b.get("keys"), max_points=b.get("max_points"))
+    os.makedirs(out, exist_ok=True)
+    with gzip.open(os.path.join(out, "bundle.json.gz"), "wt", compresslevel=9) as f:
+        f.write(json.dumps(bundle, separators=(",", ":")))
+    if probes:
+        with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
+            f.write(json.dumps(probes, separators=(",", ":")))
+    prov = {"name": args.name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "attnlab_version": health.get("version"), "commit": git_commit(), "cpu": cpu_model(),
+            "cores": os.cpu_count(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
+            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
+            "runs": len(bundle.get("runs", []))}
+    with open(os.path.join(out, "provenance.json"), "w") as f:
+        json.dump(prov, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: prov[k] for k in ("name", "experiment_wall_s", "runs", "load_before", "load_after")}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("name")
+    r.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
+    t = sub.add_parser("tables")
+    t.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
+    t.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
+    t.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(args)
+    else:
+        import results_tables  # noqa: E402  (scripts/results_tables.py)
+        sys.exit(results_tables.main(args, Server, RESULTS))
+
+
+if __name__ == "__main__":
+    main()
