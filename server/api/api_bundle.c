@@ -5,19 +5,15 @@
  * series like GET /api/runs/{id}/metrics (max_points) and refuse (422 too_large) an answer that
  * could hold more than BUNDLE_MAX_POINTS points, before reading any point.
  *
- * The answer is written while the client reads it (http_reply_chunks): one run is read and
- * formatted when the client has taken the previous one, so a slow or stalled client holds one
- * run's text, never the whole answer. The bytes are those of the whole answer built at once. */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <time.h>
-#include <unistd.h>
+ * The answer is produced on the compute worker and sent through a pipe while the client reads it
+ * (api_pipe.h): one run is read and formatted when the client has taken the previous one, so a slow
+ * or stalled client holds one run's text, never the whole answer. The bytes are those of the whole
+ * answer built at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_pipe.h"
 #include "api/api_series.h"
 #include "api/app.h"
 #include "services/svc_bundle.h"
@@ -233,129 +229,27 @@ static int produce(bundle_stream *s) {
     return ready_str(s, tail);
 }
 
-/* The answer travels through a pipe: the compute worker that ran the request goes on producing it
- * (http_request_continue), reading the store a run at a time and writing into the pipe, while an
- * HTTP thread sends what the pipe holds as the client takes it (http_reply_stream). So the store is
- * never read on an HTTP thread, the work stays counted against the compute pool's and the client's
- * limits, and memory holds one run and the pipe, however slow the client. A client that takes less
- * than BUNDLE_MIN_BYTES in BUNDLE_STALL_S seconds is cut (the answer ends incomplete), so that it
- * cannot hold a compute worker. */
-#define BUNDLE_PIPE_BYTES (1 << 20)
-#define BUNDLE_STALL_S 30.0
-#define BUNDLE_MIN_BYTES (64 * 1024)
-
-typedef struct {
-    pthread_mutex_t lock;
-    int refs;        /* the stream's and the producer's */
-    int failed;      /* the producer gave up: the answer is cut */
-    http_stream *st; /* NULL once the layer has closed the stream */
-    int rd, wr;
-    bundle_stream *gen;
-} bundle_pipe;
-
-static void pipe_unref(bundle_pipe *p) {
-    pthread_mutex_lock(&p->lock);
-    int last = --p->refs == 0;
-    pthread_mutex_unlock(&p->lock);
-    if (!last) return;
-    if (p->rd >= 0) close(p->rd);
-    if (p->wr >= 0) close(p->wr);
-    svc_bundle_close(p->gen->b);
-    free(p->gen->pts);
-    free(p->gen->keys);
-    free(p->gen->text);
-    free(p->gen);
-    pthread_mutex_destroy(&p->lock);
-    free(p);
+/* The pipe's source (api_pipe.h): the pieces produce() makes ready, taken as they come. */
+static int bundle_next(void *ctx, char **text, size_t *len) {
+    bundle_stream *s = ctx;
+    while (s->sent == s->len && s->stage != 3)
+        if (produce(s) < 0) return -1;
+    if (s->sent == s->len) return 0;
+    *len = s->len - s->sent;
+    if (s->sent) memmove(s->text, s->text + s->sent, *len);
+    *text = s->text;
+    s->text = NULL;
+    s->len = s->sent = 0;
+    return 1;
 }
 
-static ssize_t pipe_read(void *ctx, char *buf, size_t max) {
-    bundle_pipe *p = ctx;
-    ssize_t n = read(p->rd, buf, max);
-    if (n > 0) return n;
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0; /* nothing yet: the producer wakes us */
-    pthread_mutex_lock(&p->lock);
-    int failed = p->failed;
-    pthread_mutex_unlock(&p->lock);
-    return n == 0 && !failed ? -1 : -2;
-}
-
-static void pipe_close(void *ctx) {
-    bundle_pipe *p = ctx;
-    pthread_mutex_lock(&p->lock);
-    p->st = NULL; /* no wake after this */
-    close(p->rd);
-    p->rd = -1;
-    pthread_mutex_unlock(&p->lock);
-    pipe_unref(p);
-}
-
-static void pipe_wake(bundle_pipe *p) {
-    pthread_mutex_lock(&p->lock);
-    if (p->st) http_stream_wake(p->st);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* Writes buf[0..len) into the pipe, waiting while it is full. -1 when the client has gone (the
- * stream is closed), takes too little (see above) or the server stops. */
-static int pipe_put(bundle_pipe *p, const char *buf, size_t len, const atomic_int *stop, double *since, size_t *taken) {
-    while (len) {
-        ssize_t w = write(p->wr, buf, len);
-        if (w > 0) {
-            buf += w;
-            len -= (size_t)w;
-            *taken += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EINTR) return -1; /* EPIPE: nobody reads any more */
-        pipe_wake(p);
-        struct pollfd pf = {.fd = p->wr, .events = POLLOUT};
-        poll(&pf, 1, 500);
-        pthread_mutex_lock(&p->lock);
-        int closed = !p->st;
-        pthread_mutex_unlock(&p->lock);
-        if (closed || atomic_load(stop)) return -1;
-        double now = mono_s();
-        if (now - *since >= BUNDLE_STALL_S) {
-            if (*taken < BUNDLE_MIN_BYTES) {
-                log_info("the bundle of experiment %lld: its client took %zu bytes in %.0f s: cut", p->gen->id, *taken,
-                         now - *since);
-                return -1;
-            }
-            *since = now;
-            *taken = 0;
-        }
-    }
-    return 0;
-}
-
-/* The continuation: the whole answer, piece by piece, into the pipe. */
-static void produce_all(void *ctx, const atomic_int *stop) {
-    bundle_pipe *p = ctx;
-    bundle_stream *s = p->gen;
-    double since = mono_s();
-    size_t taken = 0;
-    int failed = 0;
-    for (;;) {
-        while (!failed && s->sent == s->len && s->stage != 3) failed = produce(s) < 0;
-        if (failed || s->sent == s->len) break; /* cut, or all of it written */
-        failed = pipe_put(p, s->text + s->sent, s->len - s->sent, stop, &since, &taken) < 0;
-        s->sent = s->len;
-        if (!failed) pipe_wake(p);
-    }
-    pthread_mutex_lock(&p->lock);
-    p->failed = failed;
-    close(p->wr);
-    p->wr = -1;
-    pthread_mutex_unlock(&p->lock);
-    pipe_wake(p); /* the reader sees the end */
-    pipe_unref(p);
+static void bundle_free(void *ctx) {
+    bundle_stream *s = ctx;
+    svc_bundle_close(s->b);
+    free(s->pts);
+    free(s->keys);
+    free(s->text);
+    free(s);
 }
 
 /* The query of both routes: max_points (0: every point, else 2..100000; default 1000 for JSON, 0
@@ -392,41 +286,12 @@ static void reply_bundle(http_request *req, app *a, int as_csv) {
         api_reply_svc_error(req, &err);
         return;
     }
-    bundle_pipe *p = calloc(1, sizeof *p);
-    int fds[2] = {-1, -1};
-    if (!p || pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
-        free(p);
-        svc_bundle_close(s->b);
-        free(s->keys);
-        free(s);
-        http_reply_error(req, 500, "internal", NULL, "cannot make the answer's pipe: %s", strerror(errno));
-        return;
-    }
-    fcntl(fds[1], F_SETPIPE_SZ, BUNDLE_PIPE_BYTES); /* a larger buffer if the system lets us */
-    pthread_mutex_init(&p->lock, NULL);
-    p->refs = 2;
-    p->rd = fds[0];
-    p->wr = fds[1];
-    p->gen = s;
+    api_pipe_source src = {.next = bundle_next, .free = bundle_free, .ctx = s};
+    snprintf(src.what, sizeof src.what, "the bundle of experiment %lld", id);
     char disp[96];
     snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld.%s\"", id, as_csv ? "csv" : "json");
     http_reply_header(req, "Content-Disposition", disp);
-    http_stream *st =
-        http_reply_stream(req, as_csv ? "text/csv; charset=utf-8" : "application/json", pipe_read, pipe_close, p);
-    if (!st) { /* answered; the layer closed the stream's side */
-        pthread_mutex_lock(&p->lock);
-        p->failed = 1;
-        pthread_mutex_unlock(&p->lock);
-        pipe_unref(p);
-        return;
-    }
-    pthread_mutex_lock(&p->lock);
-    p->st = st;
-    pthread_mutex_unlock(&p->lock);
-    if (http_request_continue(req, produce_all, p) < 0) { /* not on the compute pool: produce here */
-        atomic_int no_stop = 0;
-        produce_all(p, &no_stop);
-    }
+    api_pipe_reply(req, as_csv ? "text/csv; charset=utf-8" : "application/json", &src);
 }
 
 void api_experiments_bundle(http_request *req, void *ctx) { reply_bundle(req, ctx, 0); }

@@ -15,31 +15,55 @@ void api_presets(http_request *req, void *ctx) {
     http_reply_json(req, 200, json_pack("{s:o}", "presets", svc_experiments_presets()));
 }
 
-/* 201 {"experiment", "runs": the n runs just made (queued)}, with the experiment's Location. */
-static void reply_created(http_request *req, app *a, long long exp_id, const long long *ids, size_t n) {
-    json_t *exp = NULL, *runs = json_array();
+/* Answers 201 {"experiment","runs"} for experiment id with the n runs ids just made (queued), with
+ * the experiment's Location; a retry's answer (idem->replay) reads its runs back in the order they
+ * were created instead. */
+static void reply_created(http_request *req, app *a, long long id, const long long *ids, size_t n,
+                          const svc_idem *idem) {
+    json_t *exp = NULL, *runs = json_array(), *rows = NULL;
+    long long total = 0;
+    int replay = idem && idem->replay;
+    if (replay) { /* runs are created in their order, so their ids are too */
+        store_run_filter f = {.experiment_id = id, .sort = "id", .limit = SVC_EXPERIMENTS_MAX_RUNS};
+        if (store_run_list(a->store, &f, &rows, &total) != STORE_OK) {
+            json_decref(runs);
+            api_store_failed(req);
+            return;
+        }
+    }
     if (!runs) {
+        json_decref(rows);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    if (store_experiment_get(a->store, exp_id, &exp) != STORE_OK) {
+    if (store_experiment_get(a->store, id, &exp) != STORE_OK) {
+        json_decref(rows);
         json_decref(runs);
         api_store_failed(req);
         return;
     }
     int bad = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t count = replay ? json_array_size(rows) : n;
+    for (size_t i = 0; i < count; i++) {
         json_t *row = NULL;
-        if (store_run_get(a->store, ids[i], &row) == STORE_OK)
-            bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
+        if (replay)
+            row = json_incref(json_array_get(rows, i));
+        else if (store_run_get(a->store, ids[i], &row) != STORE_OK)
+            continue;
+        bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
     }
+    json_decref(rows);
     if (bad) { /* the runs are queued: the answer says what it can */
         json_decref(runs);
         runs = NULL;
     }
-    char loc[64];
-    snprintf(loc, sizeof loc, "/api/experiments/%lld", exp_id);
-    http_reply_header(req, "Location", loc);
+    if (replay) {
+        api_reply_replayed(req, "/api/experiments", id);
+    } else {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/api/experiments/%lld", id);
+        http_reply_header(req, "Location", loc);
+    }
     http_reply_json(req, 201, json_pack("{s:o, s:o*}", "experiment", exp, "runs", runs));
 }
 
@@ -63,6 +87,16 @@ void api_experiments_create(http_request *req, void *ctx) {
         return;
     }
     r.tags = tags;
+    svc_idem idem, *ip;
+    if (api_idempotency(req, a, "experiment", body, &idem, &ip) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (ip && ip->replay) { /* a retry: the first answer again */
+        reply_created(req, a, ip->replay, NULL, 0, ip);
+        json_decref(body);
+        return;
+    }
     r.name_given = r.name && *r.name;
     if (!r.name_given) r.name = NULL;
     json_t *bundle = json_object_get(body, "from_bundle");
@@ -86,13 +120,16 @@ void api_experiments_create(http_request *req, void *ctx) {
         return;
     }
     size_t n = plan.n_runs;
+    plan.idem = ip;
     long long exp_id, *ids = calloc(n, sizeof *ids);
     if (!ids)
         http_reply_error(req, 500, "internal", NULL, "out of memory");
     else if (svc_experiments_commit(a, &plan, &exp_id, ids, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
+    else if (ip && ip->replay) /* another request with the key committed first */
+        reply_created(req, a, exp_id, NULL, 0, ip);
     else
-        reply_created(req, a, exp_id, ids, n);
+        reply_created(req, a, exp_id, ids, n, ip);
     free(ids);
     svc_experiments_plan_free(&plan);
     json_decref(body);
@@ -116,7 +153,7 @@ void api_experiments_add_runs(http_request *req, void *ctx) {
                                  &n, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        reply_created(req, a, id, ids, n);
+        reply_created(req, a, id, ids, n, NULL);
     free(ids);
     json_decref(body);
 }

@@ -7,7 +7,7 @@
 #include "api/app.h"
 #include "services/svc_external.h"
 
-void api_runs_create_external(http_request *req, app *a, json_t *body) {
+void api_runs_create_external(http_request *req, app *a, json_t *body, svc_idem *idem) {
     static const char *const fields[] = {"source",        "name",    "tags",      "note",       "config",
                                          "experiment_id", "variant", "replicate", "provenance", NULL};
     const char *source, *name, *note, *variant;
@@ -42,17 +42,15 @@ void api_runs_create_external(http_request *req, app *a, json_t *body) {
                           .config = config,
                           .experiment_id = exp ? (long long)json_integer_value(exp) : 0,
                           .replicate = rep ? (int)json_integer_value(rep) : 0,
-                          .provenance = json_object_get(body, "provenance")};
+                          .provenance = json_object_get(body, "provenance"),
+                          .idem = idem};
     long long id;
     svc_error err;
     if (svc_external_create(a, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }
-    char loc[64];
-    snprintf(loc, sizeof loc, "/api/runs/%lld", id);
-    http_reply_header(req, "Location", loc);
-    api_runs_reply(req, a, id, 201);
+    api_runs_created(req, a, id, idem);
 }
 
 void api_runs_metrics_post(http_request *req, void *ctx) {

@@ -52,7 +52,8 @@ void api_probes_create(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "params", "params must be an object");
     } else if (run && (!json_is_integer(run) || json_integer_value(run) <= 0)) {
         http_reply_error(req, 422, "invalid_field", "run_id", "run_id must be a positive integer");
-    } else if (svc_probes_run(a, kind, params, run ? json_integer_value(run) : 0, &id, &cached, &err) != SVC_OK) {
+    } else if (svc_probes_run(a, kind, params, run ? json_integer_value(run) : 0, http_request_cancel_flag(req), &id,
+                              &cached, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
     } else {
         reply_probe(req, a, id, cached ? 200 : 201, cached);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/api_pipe.h"
 #include "api/api_series.h"
 #include "api/app.h"
 #include "services/checkpoints.h"
@@ -29,12 +30,34 @@ void api_runs_reply(http_request *req, app *a, long long id, int status) {
     http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(a, row)));
 }
 
+void api_runs_created(http_request *req, app *a, long long id, const svc_idem *idem) {
+    if (idem && idem->replay) { /* another request with the key committed first */
+        api_reply_replayed(req, "/api/runs", id);
+    } else {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/api/runs/%lld", id);
+        http_reply_header(req, "Location", loc);
+    }
+    api_runs_reply(req, a, id, 201);
+}
+
 void api_runs_create(http_request *req, void *ctx) {
     app *a = ctx;
     json_t *body = http_request_json_object(req);
     if (!body) return;
+    svc_idem idem, *ip;
+    if (api_idempotency(req, a, "run", body, &idem, &ip) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (ip && ip->replay) { /* a retry: the first answer again */
+        api_reply_replayed(req, "/api/runs", ip->replay);
+        api_runs_reply(req, a, ip->replay, 201);
+        json_decref(body);
+        return;
+    }
     if (json_object_get(body, "source")) { /* a run trained elsewhere (api_external.c) */
-        api_runs_create_external(req, a, body);
+        api_runs_create_external(req, a, body, ip);
         json_decref(body);
         return;
     }
@@ -51,15 +74,12 @@ void api_runs_create(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", cerr.field, "%s", cerr.message);
         goto done;
     }
-    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config};
+    svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config, .idem = ip};
     if (svc_runs_admit(a, config, "config.", 1, &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         goto done;
     }
-    char loc[64];
-    snprintf(loc, sizeof loc, "/api/runs/%lld", id);
-    http_reply_header(req, "Location", loc);
-    api_runs_reply(req, a, id, 201);
+    api_runs_created(req, a, id, ip);
 done:
     json_decref(config);
     json_decref(body);
@@ -342,6 +362,143 @@ static int reply_cached(http_request *req, app *a, const char *key, const char *
     return 1;
 }
 
+/* A streamed answer's text kept for the reply cache while it stays small enough to be kept (key ""
+ * : not kept, or no longer). */
+#define KEPT_MAX (16u << 20)
+typedef struct {
+    char key[2400];
+    char *text;
+    size_t len;
+} kept_answer;
+
+static void keep_piece(kept_answer *k, const char *piece, size_t len) {
+    if (!k->key[0]) return;
+    char *grown = k->len + len <= KEPT_MAX ? realloc(k->text, k->len + len) : NULL;
+    if (!grown) { /* too long to keep (or no memory to keep it): answered all the same */
+        free(k->text);
+        k->text = NULL;
+        k->key[0] = 0;
+        return;
+    }
+    memcpy(grown + k->len, piece, len);
+    k->text = grown;
+    k->len += len;
+}
+
+/* The answer is whole: kept under its key. */
+static void keep_done(app *a, kept_answer *k) {
+    if (k->key[0]) reply_cache_put(a->replies, k->key, k->text ? k->text : "", k->len);
+}
+
+/* GET /api/runs/{id}/metrics written a series at a time as the client reads it (http_reply_chunks),
+ * so the answer's text is never built whole: the bytes of the whole object
+ * {"run_id":…,"series":{"key":{…},…}} written compactly. An answer about an ended run of at most
+ * METRICS_WHOLE_MAX_POINTS points (what the reply cache keeps) is made whole from the same pieces and
+ * kept first instead. */
+#define METRICS_WHOLE_MAX_POINTS 200000
+typedef struct {
+    app *a;
+    long long id;
+    store_metric *points;
+    size_t n, pos;         /* the next series starts at points[pos] */
+    int max_points, stage; /* 0 the head, 1 the series, 2 done */
+    char *text;            /* the piece being sent: text[sent..len) */
+    size_t len, sent;
+    kept_answer kept;
+} metrics_answer;
+
+static char *dump_compact(const json_t *v) {
+    return json_text_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
+}
+
+/* The next piece into m->text: the head, one series (with its key), or the tail. -1 on failure. */
+static int metrics_piece(metrics_answer *m) {
+    free(m->text);
+    m->text = NULL;
+    m->len = m->sent = 0;
+    if (m->stage == 0) {
+        m->stage = 1;
+        m->text = malloc(64);
+        if (m->text) m->len = (size_t)snprintf(m->text, 64, "{\"run_id\":%lld,\"series\":{", m->id);
+    } else if (m->pos < m->n) {
+        size_t lo = m->pos, hi = lo;
+        while (hi < m->n && !strcmp(m->points[hi].key, m->points[lo].key)) hi++;
+        json_t *series = api_series_one_json(m->points + lo, hi - lo, m->max_points),
+               *k = json_string(m->points[lo].key);
+        char *st = series ? dump_compact(series) : NULL, *kt = k ? dump_compact(k) : NULL;
+        json_decref(series);
+        json_decref(k);
+        if (st && kt && asprintf(&m->text, "%s%s:%s", lo ? "," : "", kt, st) >= 0)
+            m->len = strlen(m->text);
+        else
+            m->text = NULL;
+        free(st);
+        free(kt);
+        m->pos = hi;
+    } else {
+        m->stage = 2;
+        m->text = strdup("}}");
+        m->len = 2;
+    }
+    if (!m->text) return -1;
+    keep_piece(&m->kept, m->text, m->len);
+    if (m->stage == 2) keep_done(m->a, &m->kept);
+    return 0;
+}
+
+/* The points an answer of these series holds (each series downsampled to max_points, 0: all). */
+static size_t answer_points(const store_metric *p, size_t n, int max_points) {
+    size_t total = 0;
+    for (size_t lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && !strcmp(p[hi].key, p[lo].key);) hi++;
+        total += max_points > 0 && hi - lo > (size_t)max_points ? (size_t)max_points : hi - lo;
+    }
+    return total;
+}
+
+static ssize_t metrics_next(void *ctx, char *buf, size_t max) {
+    metrics_answer *m = ctx;
+    if (m->sent == m->len) {
+        if (m->stage == 2) return 0;
+        if (metrics_piece(m) < 0) return -1;
+    }
+    size_t k = m->len - m->sent < max ? m->len - m->sent : max;
+    memcpy(buf, m->text + m->sent, k);
+    m->sent += k;
+    return (ssize_t)k;
+}
+
+static void metrics_done(void *ctx) {
+    metrics_answer *m = ctx;
+    free(m->points);
+    free(m->text);
+    free(m->kept.text);
+    free(m);
+}
+
+/* metrics.csv as the pipe's source (api_pipe.h): rows a piece at a time. */
+#define CSV_PIECE_BYTES (64 * 1024)
+typedef struct {
+    app *a;
+    api_series_csv *rows;
+    kept_answer kept;
+} csv_answer;
+
+static int csv_answer_next(void *ctx, char **text, size_t *len) {
+    csv_answer *c = ctx;
+    int got = api_series_csv_next(c->rows, CSV_PIECE_BYTES, text, len);
+    if (got > 0) keep_piece(&c->kept, *text, *len);
+    if (got == 0) keep_done(c->a, &c->kept);
+    return got;
+}
+
+static void csv_answer_free(void *ctx) {
+    csv_answer *c = ctx;
+    api_series_csv_close(c->rows);
+    free(c->kept.text);
+    free(c);
+}
+
 void api_runs_metrics(http_request *req, void *ctx) {
     app *a = ctx;
     long long id, since, max_points;
@@ -362,22 +519,29 @@ void api_runs_metrics(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    json_t *series = api_series_json(points, n, (int)max_points);
-    free(points);
-    if (!series) {
+    metrics_answer *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(points);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    json_t *body = json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "series", series);
-    char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    json_decref(body);
-    if (!text) {
-        http_reply_error(req, 500, "internal", NULL, "out of memory");
+    *m = (metrics_answer){.a = a, .id = id, .points = points, .n = n, .max_points = (int)max_points};
+    snprintf(m->kept.key, sizeof m->kept.key, "%s", key);
+    if (key[0] && answer_points(points, n, (int)max_points) <= METRICS_WHOLE_MAX_POINTS) {
+        /* An answer the cache will keep is made whole at once and kept before it is sent, so that
+         * clients asking together are answered from the cache instead of each writing it anew. */
+        while (m->stage != 2 && metrics_piece(m) == 0) {}
+        char *text = m->stage == 2 ? m->kept.text : NULL;
+        size_t len = m->kept.len;
+        if (text) m->kept.text = NULL;
+        metrics_done(m);
+        if (text)
+            http_reply_take(req, 200, "application/json", text, len);
+        else
+            http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    size_t len = strlen(text);
-    if (key[0]) reply_cache_put(a->replies, key, text, len);
-    http_reply_take(req, 200, "application/json", text, len);
+    http_reply_chunks(req, 200, "application/json", HTTP_SIZE_UNKNOWN, metrics_next, metrics_done, m);
 }
 
 void api_runs_summary(http_request *req, void *ctx) {
@@ -411,17 +575,19 @@ void api_runs_csv(http_request *req, void *ctx) {
         api_store_failed(req);
         return;
     }
-    char *csv;
-    size_t len;
-    int rc = api_series_csv(points, n, &csv, &len);
-    free(points);
-    if (rc < 0) {
+    csv_answer *c = calloc(1, sizeof *c);
+    if (!c || !(c->rows = api_series_csv_open(points, n))) {
+        if (!c) free(points);
+        free(c);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    if (key[0]) reply_cache_put(a->replies, key, csv, len);
+    c->a = a;
+    snprintf(c->kept.key, sizeof c->kept.key, "%s", key);
+    api_pipe_source src = {.next = csv_answer_next, .free = csv_answer_free, .ctx = c};
+    snprintf(src.what, sizeof src.what, "the metrics.csv of run %lld", id);
     http_reply_header(req, "Content-Disposition", disp);
-    http_reply_take(req, 200, "text/csv; charset=utf-8", csv, len);
+    api_pipe_reply(req, "text/csv; charset=utf-8", &src);
 }
 
 static void no_checkpoint(http_request *req, long long id) {

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One series: the n points share a key and are in step order. */
-static json_t *series_json(const store_metric *p, size_t n, int max_points) {
+json_t *api_series_one_json(const store_metric *p, size_t n, int max_points) {
     json_t *steps = json_array(), *values = json_array(), *walls = json_array(), *o = json_object();
     int bad = !steps || !values || !walls || !o;
     if (!bad && (max_points <= 0 || n <= (size_t)max_points)) {
@@ -60,7 +59,7 @@ json_t *api_series_json(const store_metric *points, size_t n, int max_points) {
     for (size_t lo = 0; lo < n;) {
         size_t hi = lo + 1;
         while (hi < n && !strcmp(points[hi].key, points[lo].key)) hi++;
-        if (json_object_set_new(out, points[lo].key, series_json(points + lo, hi - lo, max_points)) < 0) {
+        if (json_object_set_new(out, points[lo].key, api_series_one_json(points + lo, hi - lo, max_points)) < 0) {
             json_decref(out);
             return NULL;
         }
@@ -82,48 +81,76 @@ static int by_step_then_col(const void *a, const void *b) {
     return (x->col > y->col) - (x->col < y->col);
 }
 
-int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len) {
-    *csv = NULL;
-    *len = 0;
-    csv_buf t = {0};
+struct api_series_csv {
+    store_metric *points; /* taken */
+    cell *cells;          /* the points by step, then column */
+    const char **keys;    /* the columns, pointing into points */
+    size_t n, pos;        /* cells written so far */
+    int n_keys, header;   /* header: written */
+};
+
+void api_series_csv_close(api_series_csv *c) {
+    if (!c) return;
+    free(c->points);
+    free(c->cells);
+    free(c->keys);
+    free(c);
+}
+
+api_series_csv *api_series_csv_open(store_metric *points, size_t n) {
+    api_series_csv *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(points);
+        return NULL;
+    }
+    c->points = points;
+    c->n = n;
     /* Keys become columns in their sorted order (the points come grouped by key, sorted). */
-    cell *cells = malloc((n ? n : 1) * sizeof *cells);
-    const char **keys = malloc((n ? n : 1) * sizeof *keys);
-    int n_keys = 0;
-    if (!cells || !keys) {
-        free(cells);
-        free(keys);
-        return -1;
+    c->cells = malloc((n ? n : 1) * sizeof *c->cells);
+    c->keys = malloc((n ? n : 1) * sizeof *c->keys);
+    if (!c->cells || !c->keys) {
+        api_series_csv_close(c);
+        return NULL;
     }
     for (size_t i = 0; i < n; i++) {
-        if (i == 0 || strcmp(points[i].key, points[i - 1].key)) keys[n_keys++] = points[i].key;
-        cells[i] = (cell){points[i].step, n_keys - 1, &points[i]};
+        if (i == 0 || strcmp(points[i].key, points[i - 1].key)) c->keys[c->n_keys++] = points[i].key;
+        c->cells[i] = (cell){points[i].step, c->n_keys - 1, &points[i]};
     }
-    qsort(cells, n, sizeof *cells, by_step_then_col);
-    csv_cells(&t, "step,wall_time");
-    for (int k = 0; k < n_keys; k++) csv_text(&t, keys[k]);
-    csv_end_row(&t);
-    for (size_t lo = 0; lo < n;) {
-        size_t hi = lo;
-        while (hi < n && cells[hi].step == cells[lo].step) hi++;
+    qsort(c->cells, n, sizeof *c->cells, by_step_then_col);
+    return c;
+}
+
+int api_series_csv_next(api_series_csv *c, size_t max, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    if (c->header && c->pos >= c->n) return 0;
+    csv_buf t = {0};
+    if (!c->header) {
+        csv_cells(&t, "step,wall_time");
+        for (int k = 0; k < c->n_keys; k++) csv_text(&t, c->keys[k]);
+        csv_end_row(&t);
+        c->header = 1;
+    }
+    const cell *cells = c->cells;
+    while (c->pos < c->n && t.len < max && !t.failed) { /* whole rows, one per step */
+        size_t lo = c->pos, hi = lo;
+        while (hi < c->n && cells[hi].step == cells[lo].step) hi++;
         csv_int(&t, cells[lo].step);
         csv_cellf(&t, "%.3f", cells[hi - 1].p->wall_time);
-        size_t c = lo;
-        for (int k = 0; k < n_keys; k++) {
-            if (c < hi && cells[c].col == k) {
-                csv_real(&t, cells[c].p->value, 9);
-                c++;
+        size_t k = lo;
+        for (int col = 0; col < c->n_keys; col++) {
+            if (k < hi && cells[k].col == col) {
+                csv_real(&t, cells[k].p->value, 9);
+                k++;
             } else {
                 csv_empty(&t, 1);
             }
         }
         csv_end_row(&t);
-        lo = hi;
+        c->pos = hi;
     }
-    free(cells);
-    free(keys);
-    *csv = csv_take(&t, len);
-    return *csv ? 0 : -1;
+    *text = csv_take(&t, len);
+    return *text ? 1 : -1;
 }
 
 /* ---- experiments ------------------------------------------------------------------------- */

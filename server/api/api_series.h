@@ -16,11 +16,19 @@
  * its minimum and its maximum point (once if they coincide), in step order, so spikes survive any
  * zoom; "count" is always the full series' length. NULL when out of memory. */
 json_t *api_series_json(const store_metric *points, size_t n, int max_points);
+/* One series of that object: {"steps","values","wall_times","count"} of n points of one key. */
+json_t *api_series_one_json(const store_metric *points, size_t n, int max_points);
 
-/* CSV with the header "step,wall_time,key1,key2,…" (keys sorted) and one row per step, empty
- * cells where a key has no point at that step; wall_time is that of the step's last key. Points
- * ordered by key then step. 0 with *csv (to free) and *len set, or -1 when out of memory. */
-int api_series_csv(const store_metric *points, size_t n, char **csv, size_t *len);
+/* The CSV of a run's points (ordered by key then step), written a piece at a time so that a long
+ * one is never held whole: the header "step,wall_time,key1,key2,…" (keys sorted) and one row per
+ * step, empty cells where a key has no point at that step; wall_time is that of the step's last
+ * key. api_series_csv_open takes points (freed by close; NULL when out of memory, points freed);
+ * api_series_csv_next gives the next whole rows, about max bytes (the header with the first):
+ * 1 with *text (to free) and *len, 0 at the end, -1 when out of memory. */
+typedef struct api_series_csv api_series_csv;
+api_series_csv *api_series_csv_open(store_metric *points, size_t n);
+int api_series_csv_next(api_series_csv *c, size_t max, char **text, size_t *len);
+void api_series_csv_close(api_series_csv *c);
 
 /* ---- experiments: replicate bands and statistics (svc_stats.h) ---- */
 

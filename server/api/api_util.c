@@ -122,6 +122,26 @@ bad:
     return -1;
 }
 
+int api_idempotency(http_request *req, app *a, const char *kind, const json_t *body, svc_idem *idem, svc_idem **use) {
+    *use = NULL;
+    const char *key = http_request_header(req, "Idempotency-Key");
+    if (!key) return 0;
+    svc_error err;
+    if (svc_idempotency_begin(a, kind, key, body, idem, &err) != SVC_OK) {
+        api_reply_svc_error(req, &err);
+        return -1;
+    }
+    *use = idem;
+    return 0;
+}
+
+void api_reply_replayed(http_request *req, const char *path, long long id) {
+    char loc[96];
+    snprintf(loc, sizeof loc, "%s/%lld", path, id);
+    http_reply_header(req, "Location", loc);
+    http_reply_header(req, "Idempotent-Replayed", "true");
+}
+
 void api_store_failed(http_request *req) {
     if (store_unavailable())
         http_reply_error(req, 503, "unavailable", NULL, "the database cannot be reached: %s", store_last_error());

@@ -16,6 +16,7 @@
 #include "api/reply_cache.h"
 #include "store/store.h"
 #include "services/svc.h"
+#include "services/svc_idempotency.h"
 
 typedef struct app {
     store *store;
@@ -57,6 +58,13 @@ int api_opt_string(http_request *req, const json_t *obj, const char *field, size
 int api_opt_tags(http_request *req, const json_t *obj, const char *field, json_t **out);
 /* Answers 500 for a store failure. */
 void api_store_failed(http_request *req);
+/* The Idempotency-Key header of a creation of `kind` (svc_idempotency.h) with its request body:
+ * 0 with *use NULL when there is none, or pointing at idem (prepared; idem->replay > 0 for a retry
+ * of a creation that committed: answer that with api_reply_replayed first). -1 once a 422 or 500 has
+ * been answered. */
+int api_idempotency(http_request *req, app *a, const char *kind, const json_t *body, svc_idem *idem, svc_idem **use);
+/* Marks the coming answer as a retry's (Idempotent-Replayed: true) and sets Location to path/id. */
+void api_reply_replayed(http_request *req, const char *path, long long id);
 /* Answers a service's refusal: its status as the HTTP status (422, 404, 409, 429 with
  * Retry-After, 500), its code, field and message. */
 void api_reply_svc_error(http_request *req, const svc_error *err);
@@ -126,11 +134,13 @@ void api_experiments_bundle_csv(http_request *req, void *app);
 void api_experiments_import(http_request *req, void *app);
 /* Runs trained elsewhere (api_external.c, svc_external.h): POST /api/runs with "source":"external"
  * is handed to api_runs_create_external (body owned by the caller); their points. */
-void api_runs_create_external(http_request *req, app *a, json_t *body);
+void api_runs_create_external(http_request *req, app *a, json_t *body, svc_idem *idem);
 void api_runs_metrics_post(http_request *req, void *app);
 void api_runs_weights_upload(http_request *req, void *app);
 /* Answers `status` with {"run": the run's view} (api_runs.c). */
 void api_runs_reply(http_request *req, app *a, long long id, int status);
+/* Answers 201 for run id just created, with its Location (marked a retry's when idem->replay). */
+void api_runs_created(http_request *req, app *a, long long id, const svc_idem *idem);
 /* An experiment's figure as SVG (api_plots.c, svc_plots.h). */
 void api_experiments_plot_svg(http_request *req, void *app);
 

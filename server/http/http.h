@@ -95,7 +95,8 @@ void http_server_free(http_server *s);
  * (429 and 503) and cancelled (the client left) since the start. */
 void http_server_compute_counts(http_server *s, unsigned *running, unsigned *queued, unsigned long long *admitted,
                                 unsigned long long *refused, unsigned long long *cancelled);
-/* Requests that may have changed something (any method but GET and HEAD) answered so far: an answer
+/* Requests that may have changed something (any method but GET and HEAD) answered so far, counted
+ * when the answer is queued (before its client can read it) and again when it is over: an answer
  * built from the state may be kept until this moves (with what else changes the state). */
 uint64_t http_server_changes(const http_server *s);
 /* Counts of answered requests by status code (index 100..599), for /metrics. */

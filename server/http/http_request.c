@@ -171,6 +171,10 @@ void http_reply_queue(http_request *req, int status, struct MHD_Response *resp, 
         return;
     }
     req->replied = 1;
+    /* A change is counted as soon as it is answered, before its client can see the answer and ask
+     * again: an answer kept until the count moves (the runs list) is then never given after it. */
+    if (req->method && strcmp(req->method, "GET") && strcmp(req->method, "HEAD"))
+        atomic_fetch_add(&req->server->changes, 1);
     if (!resp) {
         status = 500;
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);

@@ -63,19 +63,6 @@ struct svc_bundle {
     size_t next;
 };
 
-/* keys as store_metrics_points reads them: comma-separated names, a trailing '*' a prefix. */
-static int key_matches(const char *key, const char *keys) {
-    if (!keys || !*keys) return 1;
-    for (const char *p = keys;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len && p[len - 1] == '*' ? !strncmp(key, p, len - 1) : len == strlen(key) && !strncmp(key, p, len))
-            return 1;
-        if (!end) return 0;
-        p = end + 1;
-    }
-}
-
 void svc_bundle_close(svc_bundle *b) {
     if (!b) return;
     json_decref(b->exp);
@@ -124,7 +111,7 @@ svc_status svc_bundle_open(app *a, long long id, const char *keys, int max_point
         const char *k;
         json_t *v;
         json_object_foreach(summary, k, v) {
-            if (!key_matches(k, keys)) continue;
+            if (!store_keys_match(k, keys)) continue;
             size_t count = (size_t)json_integer_value(json_object_get(v, "count"));
             bound += max_points > 0 && count > (size_t)max_points ? (size_t)max_points : count;
         }

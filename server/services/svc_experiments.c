@@ -445,14 +445,23 @@ svc_status svc_experiments_commit(app *a, const svc_experiment_plan *p, long lon
                                   .base_json = base_text,
                                   .variants_json = variants_text,
                                   .replicates = p->replicates,
-                                  .rename_if_taken = !p->name_given};
+                                  .rename_if_taken = !p->name_given,
+                                  .idempotency = p->idem && !p->into ? &p->idem->record : NULL};
         long long id = p->into;
         store_status s = STORE_CONFLICT;
-        /* on a shared database another node may take the free name first: try the next */
-        for (int tries = 0; !p->into && s == STORE_CONFLICT && tries < 3; tries++)
+        svc_status key = SVC_NOT_FOUND; /* what a conflict with the idempotency key says; NOT_FOUND: none */
+        /* on a shared database another node may take the free name first: try the next; a conflict
+         * may also be the idempotency key, recorded by a request alongside (then it is a retry) */
+        for (int tries = 0; !p->into && key == SVC_NOT_FOUND && s == STORE_CONFLICT && tries < 3; tries++) {
             s = store_experiment_create(a->store, &e, rows, n, &id, run_ids);
+            if (s == STORE_CONFLICT && p->idem) key = svc_idempotency_settle(a, p->idem, err);
+        }
         if (p->into) s = store_experiment_add_runs(a->store, id, variants_text, p->replicates, rows, n, run_ids);
-        if (s == STORE_CONFLICT) {
+        if (key == SVC_OK) {
+            *exp_id = p->idem->replay;
+        } else if (key != SVC_NOT_FOUND) {
+            v = key; /* the key was used for another request, or could not be read */
+        } else if (s == STORE_CONFLICT) {
             v = svc_fail(err, SVC_CONFLICT, "conflict", "name",
                          "an experiment named '%s' exists: choose another name, or rename or delete that one", e.name);
         } else if (s == STORE_NOT_FOUND) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "services/svc.h"
+#include "services/svc_idempotency.h"
 
 struct app;
 
@@ -57,6 +58,8 @@ typedef struct {
     size_t n_runs;        /* variants x (replicates - first_replicate) */
     long long into;       /* 0: a new experiment; else the existing experiment the runs join */
     json_t *all_variants; /* into an experiment: its variants once the plan's are in (else NULL) */
+    svc_idem *idem;       /* NULL, or the request's idempotency key (set by the caller after planning; a
+                             new experiment's only) */
 } svc_experiment_plan;
 
 /* Checks a request and plans its runs: the preset or base, overrides, the variants (given, or

@@ -119,9 +119,18 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
                                             ? (int)json_integer_value(steps)
                                             : 0,
                          .tags = r->tags,
-                         .external = 1};
+                         .external = 1,
+                         .idempotency = r->idem ? &r->idem->record : NULL};
     store_status s = store_run_create(a->store, &row, id);
     free(text);
+    if (s == STORE_CONFLICT && r->idem) {
+        free(prov);
+        svc_status v = svc_idempotency_settle(a, r->idem, err);
+        if (v == SVC_OK) *id = r->idem->replay;
+        if (v == SVC_NOT_FOUND)
+            v = svc_fail(err, SVC_CONFLICT, "conflict", NULL, "the run conflicted with another change; try again");
+        return v;
+    }
     if (s == STORE_OK && prov) s = store_run_set_provenance(a->store, *id, prov);
     free(prov);
     if (s != STORE_OK) return svc_store_failed(err);

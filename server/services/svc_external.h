@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "services/svc.h"
+#include "services/svc_idempotency.h"
 
 struct app;
 
@@ -23,13 +24,15 @@ typedef struct {
     long long experiment_id;  /* 0: none; else it joins that experiment */
     int replicate;            /* its replicate within the experiment (pairs with the others' of that index) */
     const json_t *provenance; /* where its numbers come from, as its client says (an object, or NULL) */
+    svc_idem *idem;           /* NULL, or its idempotency key (as svc_new_run's) */
 } svc_external_run;
 
 /* Checks and creates an external run, running from now; *id gets its id. The variant defaults to
  * the config's "attention" when that is a variant-like name, else "external"; the seed, corpus and
  * total steps are the config's "seed", "corpus" and "steps" when it has them; a provenance object
  * (at most 16 KiB as JSON) is kept as the run's. SVC_INVALID names the field ("config", "variant",
- * "experiment_id", "replicate", "provenance"); SVC_FAILED when the store fails. */
+ * "experiment_id", "replicate", "provenance"); SVC_FAILED when the store fails. With r->idem, a
+ * retry as svc_runs_create says. */
 svc_status svc_external_create(struct app *a, const svc_external_run *r, long long *id, svc_error *err);
 
 /* Stores a batch of points {"step","key","value","wall_time"?} of running external run `id`, all or

@@ -90,6 +90,7 @@ typedef struct {
     const probe_kind *kind;
     const json_t *params;
     long long run_id;
+    const atomic_int *cancel; /* NULL: never */
     /* out */
     json_t *result;
     probe_error err;
@@ -194,9 +195,12 @@ static void run_probe(void *arg) {
     corpus *data = NULL;
     corpus_loader_config lc;
     probe_engine_model pm;
-    probe_context pctx = {NULL};
+    probe_context pctx = {.cancel = c->cancel};
     c->status = ENGINE_OK;
-    if (c->kind->needs_model) {
+    if (c->cancel && atomic_load(c->cancel)) { /* the client left while it waited for the worker */
+        snprintf(c->err.message, sizeof c->err.message, "cancelled");
+        c->status = ENGINE_ERR_CANCELLED;
+    } else if (c->kind->needs_model) {
         if (!c->run_id) {
             snprintf(c->err.field, sizeof c->err.field, "run_id");
             snprintf(c->err.message, sizeof c->err.message, "probe %s needs a run_id with trained weights",
@@ -230,11 +234,13 @@ static svc_status probe_refused(const probe_call *c, svc_error *err) {
                  !strcmp(f, "run") ? "run_id" : f);
         return svc_fail(err, SVC_INVALID, "invalid_field", f[0] ? field : "params", "%s", c->err.message);
     }
+    if (c->status == ENGINE_ERR_CANCELLED)
+        return svc_fail(err, SVC_FAILED, "cancelled", NULL, "the probe was cancelled: its client left");
     return svc_fail(err, SVC_FAILED, "probe_failed", NULL, "%s", c->err.message[0] ? c->err.message : "probe failed");
 }
 
-svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, long long run_id, long long *id,
-                          int *cached, svc_error *err) {
+svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, long long run_id,
+                          const atomic_int *cancel, long long *id, int *cached, svc_error *err) {
     *id = 0;
     *cached = 0;
     probe_error perr = {0};
@@ -265,7 +271,7 @@ svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, 
     } else if (v == SVC_OK && fs != STORE_NOT_FOUND) {
         v = svc_store_failed(err);
     } else if (v == SVC_OK) {
-        probe_call call = {.a = a, .kind = kind, .params = resolved, .run_id = run_id};
+        probe_call call = {.a = a, .kind = kind, .params = resolved, .run_id = run_id, .cancel = cancel};
         if (jobs_probe_call(a->jobs, run_probe, &call) < 0) {
             v = svc_fail(err, SVC_BUSY, "queue_full", NULL, "the probe queue is full; try again shortly");
             err->retry_after = 1;

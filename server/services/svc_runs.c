@@ -97,8 +97,16 @@ svc_status svc_runs_create(app *a, const svc_new_run *r, long long *id, svc_erro
     if (svc_runs_store_row(r, &row, &config_text) < 0)
         return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory");
     long long new_id = 0;
+    row.idempotency = r->idem ? &r->idem->record : NULL;
     store_status s = store_run_create(a->store, &row, &new_id);
     free(config_text);
+    if (s == STORE_CONFLICT && r->idem) {
+        svc_status v = svc_idempotency_settle(a, r->idem, err);
+        if (v == SVC_OK) *id = r->idem->replay;
+        if (v == SVC_NOT_FOUND)
+            v = svc_fail(err, SVC_CONFLICT, "conflict", NULL, "the run conflicted with another change; try again");
+        return v;
+    }
     if (s != STORE_OK) return svc_store_failed(err);
     if (jobs_submit_run(a->jobs, new_id) < 0) {
         /* Not queued after all: take the row back out so nothing waits forever. */

@@ -7,6 +7,7 @@
 
 #include "store/store.h"
 #include "services/svc.h"
+#include "services/svc_idempotency.h"
 
 struct app;
 
@@ -25,13 +26,15 @@ typedef struct {
     const char *variant; /* NULL: the config's attention */
     const json_t *tags;  /* may be NULL */
     const json_t *config;
+    svc_idem *idem; /* NULL, or its idempotency key (svc_idempotency_begin's, not a retry) */
 } svc_new_run;
 
 /* The store row of a new run: row's strings point into r and into *config_text, which the caller
  * frees. -1 when out of memory (nothing to free). */
 int svc_runs_store_row(const svc_new_run *r, store_new_run *row, char **config_text);
 /* Creates a queued run and hands it to the training queue; *id gets its id. SVC_BUSY, with no
- * run left behind, when the queue is full. */
+ * run left behind, when the queue is full. With r->idem, a request with the same key that committed
+ * meanwhile makes this a retry: SVC_OK with r->idem->replay (= *id) and nothing created. */
 svc_status svc_runs_create(struct app *a, const svc_new_run *r, long long *id, svc_error *err);
 /* Cancels a queued run, or asks a running one to stop (it keeps a checkpoint). SVC_NOT_FOUND,
  * SVC_CONFLICT when the run is neither queued nor running. */

@@ -527,15 +527,43 @@ static int by_step(const void *x, const void *y) {
 }
 
 /* A run's series of `key` as stats points (*pts malloc'd, NULL when none). */
+/* The stored keys a band of key reads (a pattern of store_metrics_points). */
+static void series_pattern(const char *key, key_kind kind, char *pattern, size_t cap) {
+    if (kind == KEY_STORED)
+        snprintf(pattern, cap, "%s", key);
+    else
+        snprintf(pattern, cap, "%.*s.*", (int)(strchr(key, '.') - key), key);
+}
+
+/* The points a band reads, bounded before any is read: the summaries count each series' points. */
+static svc_status check_band_points(app *a, const experiment_runs *e, long long exp_id, const char *key, key_kind kind,
+                                    svc_error *err) {
+    char pattern[40];
+    series_pattern(key, kind, pattern, sizeof pattern);
+    unsigned long long total = 0;
+    for (size_t g = 0; g < e->n_groups; g++)
+        for (size_t i = 0; i < e->groups[g].n_runs; i++) {
+            json_t *summary = NULL;
+            if (store_metrics_summary(a->store, e->groups[g].runs[i]->id, &summary) != STORE_OK)
+                return svc_store_failed(err);
+            const char *k;
+            json_t *v;
+            json_object_foreach(summary, k, v) if (store_keys_match(k, pattern)) total +=
+                (unsigned long long)json_integer_value(json_object_get(v, "count"));
+            json_decref(summary);
+        }
+    if (total <= SVC_STATS_MAX_BAND_POINTS) return SVC_OK;
+    return svc_fail(err, SVC_INVALID, "too_large", "key",
+                    "the series %s of experiment %lld would read %llu points, over the bound of %llu per request", key,
+                    exp_id, total, SVC_STATS_MAX_BAND_POINTS);
+}
+
 static svc_status run_series(app *a, long long id, const char *key, key_kind kind, stats_point **pts, size_t *n_out,
                              svc_error *err) {
     *pts = NULL;
     *n_out = 0;
     char pattern[40];
-    if (kind == KEY_STORED)
-        snprintf(pattern, sizeof pattern, "%s", key);
-    else
-        snprintf(pattern, sizeof pattern, "%.*s.*", (int)(strchr(key, '.') - key), key);
+    series_pattern(key, kind, pattern, sizeof pattern);
     store_metric *p = NULL;
     size_t n = 0;
     if (store_metrics_points(a->store, id, pattern, 0, &p, &n) != STORE_OK) return svc_store_failed(err);
@@ -600,6 +628,11 @@ svc_status svc_stats_bands_get(app *a, long long exp_id, const char *key, svc_st
     experiment_runs e;
     svc_status st = experiment_runs_load(a, exp_id, &e, err);
     if (st != SVC_OK) return st;
+    st = check_band_points(a, &e, exp_id, key, kind, err);
+    if (st != SVC_OK) {
+        experiment_runs_free(&e);
+        return st;
+    }
     out->variants = calloc(e.n_groups ? e.n_groups : 1, sizeof *out->variants);
     if (!out->variants) st = oom(err);
     for (size_t g = 0; g < e.n_groups && st == SVC_OK; g++) {

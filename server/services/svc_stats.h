@@ -96,8 +96,10 @@ typedef struct {
  * n says how many replicates it holds). key is a stored key ("loss", "val_loss", "tau.0.3") or
  * one of SVC_STATS_DERIVED_KEYS, computed per run and step over its layers and heads (mean, or
  * max - min). SVC_INVALID (field "key") for a malformed key, SVC_NOT_FOUND (field "id") when there
- * is no such experiment, SVC_FAILED otherwise; on failure *out is empty. Free with
- * svc_stats_bands_free. */
+ * is no such experiment, SVC_INVALID (code "too_large", field "key") when the series it would read
+ * hold more than SVC_STATS_MAX_BAND_POINTS points (counted from the stored summaries before any point
+ * is read), SVC_FAILED otherwise; on failure *out is empty. Free with svc_stats_bands_free. */
+#define SVC_STATS_MAX_BAND_POINTS 5000000ULL
 svc_status svc_stats_bands_get(struct app *a, long long exp_id, const char *key, svc_stats_bands *out, svc_error *err);
 void svc_stats_bands_free(svc_stats_bands *b);
 

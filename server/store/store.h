@@ -2,11 +2,11 @@
  * catalogue, probe results) behind one contract that names no database.
  *
  * store_open() (store_open.c) is the one place that picks and opens a backend, by the URL it is
- * given: SQLite (sqlite/: one file, one connection in WAL mode serialised by a mutex, migrations
- * from db/migrations applied in order) or PostgreSQL (postgres/: a pool of connections to a
- * database several nodes may share, migrations from db/migrations/pg). The backend fills one table
- * of functions once, as it opens (store_backend.h); every function below is a call through it, so
- * callers never know which backend they use. Every function may be called from any thread.
+ * given: SQLite (sqlite/: one file in WAL mode, one writer connection serialised by a mutex and
+ * read connections beside it that never wait for it, migrations from db/migrations applied in order) or PostgreSQL
+ * (postgres/: a pool of connections to a database several nodes may share, migrations from db/migrations/pg). The
+ * backend fills one table of functions once, as it opens (store_backend.h); every function below is a call through it,
+ * so callers never know which backend they use. Every function may be called from any thread.
  *
  * THE RULE FOR ERRORS. Every function that returns a store_status follows it: on STORE_OK its
  * outputs are set and the caller owns what they point to (json_decref() a json_t *, free() any
@@ -66,6 +66,19 @@ extern const char *const store_run_statuses[];
 /* 1 when a run in this status has ended (succeeded, failed, cancelled, interrupted): only a resume
  * moves it again. */
 int store_run_status_ended(const char *status);
+/* ---- idempotency keys -----------------------------------------------------------------------
+ * A creation may record a client's key in its own transaction (store_run_create,
+ * store_experiment_create), so that a retry of a request whose answer was lost finds what the first
+ * one created. A key is recorded once: a second creation with it is STORE_CONFLICT and creates
+ * nothing. It goes with what it created (deleted with the run or the experiment). */
+typedef struct {
+    const char *key;          /* 1-255 bytes, as the client sent it */
+    const char *request_hash; /* what the first request asked for (a hash of it), to tell a retry from a reuse */
+} store_idempotency;
+/* {"kind":"run"|"experiment","id":…,"request_hash":…,"created_at":…} of a recorded key; STORE_NOT_FOUND
+ * when none. */
+store_status store_idempotency_get(store *st, const char *key, json_t **out);
+
 typedef struct {
     const char *name, *variant, *note, *corpus;
     const char *config_json; /* normalised config, stored as given */
@@ -75,10 +88,12 @@ typedef struct {
     int total_steps;
     const json_t *tags; /* array of strings, may be NULL */
     int external;       /* 1: a run trained elsewhere (migration 0009): inserted running, started now */
+    const store_idempotency *idempotency; /* store_run_create only: NULL, or the key to record with it */
 } store_new_run;
 
 /* Inserts a queued run (an external one: running); *id_out gets its id (never one used before, even
- * after deletes). */
+ * after deletes). With run->idempotency, records its key with it: STORE_CONFLICT, nothing created,
+ * when the key is recorded already. */
 store_status store_run_create(store *st, const store_new_run *run, long long *id_out);
 /* One run; STORE_NOT_FOUND when there is none. */
 store_status store_run_get(store *st, long long id, json_t **out);
@@ -171,6 +186,9 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
 /* A run's points with step >= since_step whose key matches `keys` (comma-separated names, a
  * trailing '*' matches a prefix, NULL or "" matches all), ordered by key and then step: an array
  * of *n (NULL when there are none). */
+/* 1 when metric key `key` matches `keys` as store_metrics_points reads them (a summary's series
+ * counted the same way before its points are read). */
+int store_keys_match(const char *key, const char *keys);
 store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
                                   size_t *n);
 /* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the
@@ -190,6 +208,7 @@ typedef struct {
     const char *name, *preset;             /* preset may be NULL */
     const char *base_json, *variants_json; /* JSON text */
     int replicates;                        /* runs per variant (>= 1; 0 is taken as 1) */
+    const store_idempotency *idempotency;  /* NULL, or the key to record with it */
     /* Names are unique (migration 0011). 0: a name in use is STORE_CONFLICT; 1: the experiment takes
      * the first free of name, "name (2)", "name (3)", … (store_experiment_name_nth), and its runs
      * named "name/…" are named after the name it took ("name (2)/…"). */
@@ -203,10 +222,11 @@ typedef struct {
 void store_experiment_name_nth(const char *name, int n, char *buf, size_t len);
 
 /* Creates an experiment and its n runs (queued, each with experiment_id set to the new
- * experiment; their own experiment_id is ignored) in one transaction: all of it or nothing.
- * *exp_id gets the experiment's id and run_ids[0..n) the runs' ids, in order. STORE_CONFLICT when
- * its name is in use (see rename_if_taken; on PostgreSQL also when another node took the free name
- * meanwhile: try again). */
+ * experiment; their own experiment_id and idempotency are ignored) in one transaction: all of it or
+ * nothing (with e->idempotency, its key too). *exp_id gets the experiment's id and run_ids[0..n) the
+ * runs' ids, in order. STORE_CONFLICT when its name is in use (see rename_if_taken; on PostgreSQL
+ * also when another node took the free name meanwhile: try again) or its idempotency key is recorded
+ * already. */
 store_status store_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                      long long *exp_id, long long *run_ids);
 /* Adds n runs (queued, in experiment id) to an existing experiment in one transaction, with its

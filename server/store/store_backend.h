@@ -45,6 +45,7 @@
     X(pfx, store_status, metrics_summary, (store *st, long long run_id, json_t **out), (st, run_id, out))                  \
     X(pfx, store_status, run_brief, (store *st, long long run_id, json_t **out), (st, run_id, out))                        \
     X(pfx, store_status, run_briefs, (store *st, const long long *ids, size_t n, json_t **out), (st, ids, n, out))         \
+    X(pfx, store_status, idempotency_get, (store *st, const char *key, json_t **out), (st, key, out))                      \
     X(pfx, store_status, experiment_create,                                                                                 \
       (store *st, const store_new_experiment *e, const store_new_run *runs, size_t n, long long *exp_id,              \
        long long *run_ids),                                                                                            \

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "store/common/store_query.h"
 #include "store/store_backend.h"
 #include "store/store_migrations.h"
 
@@ -72,3 +73,5 @@ store_status store_listen(store *st, store_notify_fn fn, void *ctx) {
     /* Nobody else writes a store whose queue is in the process: nothing to hear. */
     return st->ops->listen ? st->ops->listen(st, fn, ctx) : STORE_OK;
 }
+
+int store_keys_match(const char *key, const char *keys) { return store_key_matches(key, keys); }

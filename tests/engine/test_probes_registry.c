@@ -2,6 +2,7 @@
  * error names the field), the result shape, determinism (for a timing kind: the same shape, and
  * times that are finite and positive), and the time the defaults take. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,54 @@ TEST(defaults_answer_within_20ms) {
 #endif
 }
 
+/* Parameters whose product is over a kind's bound are refused as they are resolved: before the
+ * request waits for a probe worker, not once it runs. */
+TEST(work_over_a_bound_is_refused_before_the_probe_runs) {
+    static const struct {
+        const char *kind, *params, *field;
+    } over[] = {
+        {"scaling", "{\"dks\": [4096, 4096, 4096], \"trials\": 1024, \"n_keys\": 4096}", "trials"},
+        {"cosine_scores", "{\"max_offset\": 65536, \"d\": 1024}", "max_offset"},
+    };
+    for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+        json_t *params = json_loads(over[i].params, 0, NULL);
+        probe_error err = {0};
+        json_t *resolved = probe_params_resolve(probe_find(over[i].kind), params, &err);
+        CHECK_MSG(resolved == NULL, "%s %s was resolved", over[i].kind, over[i].params);
+        CHECK_MSG(!strcmp(err.field, over[i].field), "%s: field '%s'", over[i].kind, err.field);
+        CHECK(err.status == ENGINE_ERR_INVALID);
+        json_decref(resolved);
+        json_decref(params);
+    }
+}
+
+/* A probe whose client has gone stops at its next safe point: with the flag set it does nothing. */
+TEST(a_cancelled_probe_stops) {
+    static const struct {
+        const char *kind, *params;
+    } kinds[] = {
+        {"sparse_cost", "{\"ns\": [64, 128], \"ks\": [8], \"min_ms\": 0.05, \"rounds\": 1}"},
+        {"scaling", NULL},
+    };
+    atomic_int cancel = 1;
+    probe_context ctx = {.cancel = &cancel};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        json_t *params = kinds[i].params ? json_loads(kinds[i].params, 0, NULL) : NULL, *res = NULL;
+        probe_error err = {0};
+        engine_status st = probe_run(kinds[i].kind, params, &ctx, &res, &err);
+        CHECK_MSG(st == ENGINE_ERR_CANCELLED, "%s answered %d (%s)", kinds[i].kind, (int)st, err.message);
+        CHECK(res == NULL);
+        json_decref(res);
+        /* and the same with the flag down runs to its result */
+        atomic_store(&cancel, 0);
+        st = probe_run(kinds[i].kind, params, &ctx, &res, &err);
+        CHECK_MSG(st == ENGINE_OK, "%s: %s", kinds[i].kind, err.message);
+        json_decref(res);
+        atomic_store(&cancel, 1);
+        json_decref(params);
+    }
+}
+
 int main(void) {
     RUN(registry_lists_every_kind_with_a_title_and_schema);
     RUN(defaults_fill_every_param_and_shape_is_right);
@@ -333,5 +382,7 @@ int main(void) {
     RUN(every_json_allocation_failure_is_reported);
     RUN(integral_reals_are_taken_as_ints);
     RUN(defaults_answer_within_20ms);
+    RUN(work_over_a_bound_is_refused_before_the_probe_runs);
+    RUN(a_cancelled_probe_stops);
     return test_summary();
 }

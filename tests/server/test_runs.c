@@ -325,6 +325,68 @@ TEST(csv_export_has_a_row_per_step) {
     harness_response_free(&r);
 }
 
+/* A run's CSV and series are written while they are read (chunked, never built whole), in pieces
+ * whose joins the answer does not show: 5,000 steps of two keys, several pieces of CSV. */
+TEST(long_answers_are_written_while_they_are_read) {
+    long code;
+    json_t *j = api_call(&srv, "POST", "/api/runs", "{\"source\":\"external\",\"name\":\"long\"}", &code);
+    long long id = (long long)json_integer_value(json_object_get(json_object_get(j, "run"), "id"));
+    json_decref(j);
+    CHECK(code == 201 && id > 0);
+    char path[128];
+    snprintf(path, sizeof path, "/api/runs/%lld/metrics", id);
+    for (int b = 0; b < 5; b++) {
+        json_t *pts = json_array();
+        for (int i = 0; i < 1000; i++) {
+            int step = b * 1000 + i + 1;
+            json_array_append_new(pts, json_pack("{s:i, s:s, s:f}", "step", step, "key", "loss", "value", 1.0 / step));
+            if (i % 2 == 0)
+                json_array_append_new(pts, json_pack("{s:i, s:s, s:f}", "step", step, "key", "lr", "value", 3e-4));
+        }
+        /* 1,500 points a batch is over the bound of 1,000: two batches each */
+        for (int half = 0; half < 2; half++) {
+            json_t *part = json_array();
+            for (size_t i = (size_t)half * 750; i < (size_t)(half + 1) * 750; i++)
+                json_array_append(part, json_array_get(pts, i));
+            json_t *body = json_pack("{s:o}", "points", part);
+            char *text = json_dumps(body, JSON_COMPACT);
+            json_decref(body);
+            json_decref(api_call(&srv, "POST", path, text, &code));
+            free(text);
+            CHECK_EQ_INT(code, 200);
+        }
+        json_decref(pts);
+    }
+    const char *paths[] = {"metrics.csv", "metrics?keys=loss,lr"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "/api/runs/%lld/%s", id, paths[k]);
+        harness_response r;
+        CHECK(harness_get(&srv, path, &r) == 0);
+        CHECK_EQ_INT(r.status, 200);
+        char te[32], cl[32];
+        CHECK_MSG(harness_header(&r, "Transfer-Encoding", te, sizeof te) && !strcmp(te, "chunked") &&
+                      !harness_header(&r, "Content-Length", cl, sizeof cl),
+                  "%s was not written while it was read", paths[k]);
+        if (k == 0) {
+            int lines = 0;
+            for (char *p = r.body; *p; p++) lines += *p == '\n';
+            CHECK_EQ_INT(lines, 1 + 5000);
+            CHECK(!strncmp(r.body, "step,wall_time,loss,lr\n", 23));
+        } else {
+            json_t *m = harness_json(&r);
+            json_t *series = json_object_get(m, "series");
+            CHECK_EQ_INT(json_array_size(json_object_get(json_object_get(series, "loss"), "values")), 5000);
+            CHECK_EQ_INT(json_array_size(json_object_get(json_object_get(series, "lr"), "steps")), 2500);
+            CHECK_EQ_INT(json_integer_value(json_object_get(m, "run_id")), id);
+            json_decref(m);
+        }
+        harness_response_free(&r);
+    }
+    snprintf(path, sizeof path, "/api/runs/%lld", id); /* ended: the later tests count running runs */
+    json_decref(api_call(&srv, "PATCH", path, "{\"status\":\"succeeded\"}", &code));
+    CHECK_EQ_INT(code, 200);
+}
+
 typedef struct {
     int created, listed, failures;
 } worker_result;
@@ -487,6 +549,7 @@ int main(void) {
     RUN(tags_note_and_list_filters);
     RUN(downsampling_keeps_each_buckets_extremes);
     RUN(csv_export_has_a_row_per_step);
+    RUN(long_answers_are_written_while_they_are_read);
     RUN(concurrent_clients_create_and_read);
     RUN(full_queue_answers_429);
     RUN(the_runs_list_is_kept_between_changes_and_never_stale);

@@ -162,7 +162,8 @@ static const backend sqlite_backend = {
     .raw = sqlite_raw,
     .raw_count = sqlite_count,
     .from_rows = sqlite_from_rows,
-    .to_version_7 = "DROP TRIGGER run_words_insert; DROP TRIGGER run_words_update; DROP TRIGGER run_words_delete; "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP TRIGGER run_words_insert; DROP TRIGGER run_words_update; DROP "
+                    "TRIGGER run_words_delete; "
                     "DROP TRIGGER run_words_tag_insert; DROP TRIGGER run_words_tag_delete; DROP TRIGGER "
                     "experiment_words_insert; DROP TRIGGER experiment_words_update; DROP TRIGGER "
                     "experiment_words_delete; DROP TABLE run_words; DROP TABLE experiment_words; DROP INDEX "
@@ -271,7 +272,7 @@ static const backend pg_backend = {
     .raw = pg_raw,
     .raw_count = pg_count,
     .from_rows = pg_from_rows,
-    .to_version_7 = "DROP INDEX experiments_name; "
+    .to_version_7 = "DROP TABLE idempotency_keys; DROP INDEX experiments_name; "
                     "DROP TABLE metric_summaries; ALTER TABLE runs DROP COLUMN source, DROP COLUMN provenance; "
                     "DELETE FROM attnlab_schema WHERE version >= 8; "
                     "INSERT INTO metrics (run_id, key, step, value, wall_time) "
@@ -828,6 +829,70 @@ TEST(both_backends_give_the_same_briefs) {
     store_close(lite);
 }
 
+/* The key's row: its kind and id, or kind "" when there is none. */
+static long long key_target(store *st, const char *key, char *kind, size_t cap) {
+    json_t *o = NULL;
+    kind[0] = 0;
+    if (store_idempotency_get(st, key, &o) != STORE_OK) return 0;
+    snprintf(kind, cap, "%s", json_string_value(json_object_get(o, "kind")));
+    long long id = (long long)json_integer_value(json_object_get(o, "id"));
+    json_decref(o);
+    return id;
+}
+
+TEST(an_idempotency_key_is_recorded_once_with_what_it_created) {
+    char where[1024], kind[32];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    json_t *none = (json_t *)0x1;
+    CHECK(store_idempotency_get(st, "k1", &none) == STORE_NOT_FOUND);
+    CHECK(none == NULL);
+    store_idempotency k1 = {.key = "k1", .request_hash = "h1"}, k2 = {.key = "k2", .request_hash = "h2"};
+    store_new_run nr = {
+        .name = "keyed", .config_json = "{\"steps\":5}", .total_steps = 5, .corpus = "small", .idempotency = &k1};
+    long long id = 0, again = 7;
+    CHECK(store_run_create(st, &nr, &id) == STORE_OK && id > 0);
+    CHECK_EQ_INT(key_target(st, "k1", kind, sizeof kind), id);
+    CHECK(!strcmp(kind, "run"));
+    json_t *o = NULL;
+    CHECK(store_idempotency_get(st, "k1", &o) == STORE_OK);
+    CHECK(!strcmp(json_string_value(json_object_get(o, "request_hash")), "h1"));
+    json_decref(o);
+    /* A second creation with the key creates nothing. */
+    CHECK(store_run_create(st, &nr, &again) == STORE_CONFLICT);
+    CHECK_EQ_INT(again, 0);
+    json_t *list;
+    long long total = 0;
+    store_run_filter f = {.limit = 100};
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    json_decref(list);
+    CHECK_EQ_INT(total, 1);
+    /* An experiment records its key with it, all or nothing. */
+    /* (a name taken is renamed, so that the only conflict left is the key's) */
+    store_new_experiment e = {
+        .name = "x", .base_json = "{}", .variants_json = "[]", .idempotency = &k2, .rename_if_taken = 1};
+    store_new_run runs[1] = {{.name = "x/a", .config_json = "{\"steps\":5}", .total_steps = 5, .corpus = "small"}};
+    long long exp_id = 0, ids[1] = {0};
+    CHECK(store_experiment_create(st, &e, runs, 1, &exp_id, ids) == STORE_OK);
+    CHECK_EQ_INT(key_target(st, "k2", kind, sizeof kind), exp_id);
+    CHECK(!strcmp(kind, "experiment"));
+    e.idempotency = &k1; /* the run's key: nothing of the experiment is created */
+    long long exp2 = 9, ids2[1] = {9};
+    CHECK(store_experiment_create(st, &e, runs, 1, &exp2, ids2) == STORE_CONFLICT);
+    CHECK_EQ_INT(exp2, 0);
+    CHECK_EQ_INT(ids2[0], 0);
+    CHECK(store_run_list(st, &f, &list, &total) == STORE_OK);
+    json_decref(list);
+    CHECK_EQ_INT(total, 2);
+    /* A key goes with what it created. */
+    CHECK(store_run_transition(st, id, (const char *const[]){"queued", NULL}, "cancelled", NULL) == STORE_OK);
+    CHECK(store_run_delete(st, id) == STORE_OK);
+    CHECK_EQ_INT(key_target(st, "k1", kind, sizeof kind), 0);
+    CHECK(store_experiment_delete(st, exp_id) == STORE_OK);
+    CHECK_EQ_INT(key_target(st, "k2", kind, sizeof kind), 0);
+    store_close(st);
+}
+
 /* The names of the experiments a search finds, newest first, joined by "|". */
 static void found_experiments(store *st, const char *q, char *out, size_t len) {
     json_t *list = NULL;
@@ -950,6 +1015,8 @@ static const contract_case contract[] = {
     {"summaries_equal_a_recomputation_from_the_rows", summaries_equal_a_recomputation_from_the_rows},
     {"an_old_database_gets_its_summaries_from_the_migration", an_old_database_gets_its_summaries_from_the_migration},
     {"a_page_of_briefs_is_each_runs_brief", a_page_of_briefs_is_each_runs_brief},
+    {"an_idempotency_key_is_recorded_once_with_what_it_created",
+     an_idempotency_key_is_recorded_once_with_what_it_created},
     {"experiment_names_are_unique_and_words_are_searchable", experiment_names_are_unique_and_words_are_searchable},
 };
 

@@ -16,6 +16,7 @@
 #include "../support/pg.h"
 #include "../support/test.h"
 #include "store/postgres/pg.h"
+#include "store/postgres/store_pg.h"
 #include "store/store.h"
 #include "store/store_nodes.h"
 
@@ -417,6 +418,37 @@ TEST(two_node_processes_drain_a_queue_each_run_once) {
     store_close(st);
 }
 
+typedef struct {
+    store *st;
+    store_status s;
+} ping_job;
+
+static void ping_alone(void *arg) {
+    ping_job *j = arg;
+    j->s = store_ping(j->st);
+}
+
+TEST(health_answers_while_every_pooled_connection_is_busy) {
+    char url[1024];
+    setenv("ATTNLAB_DB_POOL", "2", 1);
+    store *st = open_fresh(url, sizeof url);
+    unsetenv("ATTNLAB_DB_POOL");
+    CHECK(st);
+    /* The whole pool taken, as long reads (bundles of large runs) would take it. */
+    pg_conn *held[2] = {spg_get(st), spg_get(st)};
+    CHECK(held[0] && held[1]);
+    ping_job j = {.st = st, .s = STORE_ERROR};
+    test_thread *t = test_thread_start(ping_alone, &j);
+    int done = test_thread_done_within(t, 60); /* the ping need not wait for the pool at all */
+    spg_put(st, held[0]);
+    spg_put(st, held[1]);
+    test_thread_join(t);
+    CHECK(t != NULL);
+    CHECK_MSG(done, "the health check waited for a pooled connection");
+    CHECK(j.s == STORE_OK);
+    store_close(st);
+}
+
 int main(void) {
     if (!pgtest_server_url()) {
         printf("FAIL test_store_pg: no PostgreSQL server for the tests\n");
@@ -429,6 +461,7 @@ int main(void) {
     RUN(nodes_are_listed_with_their_runs);
     RUN(other_nodes_hear_queued_runs_metrics_and_status);
     RUN(a_lost_database_is_an_unavailable_error_until_it_returns);
+    RUN(health_answers_while_every_pooled_connection_is_busy);
     RUN(two_node_processes_drain_a_queue_each_run_once);
     return test_summary();
 }

@@ -1,6 +1,7 @@
-/* The SQLite backend's own failures, against a real file: pages that are corrupt under a running
- * store make every read an error, never a short list reported as complete. The contract both
- * backends keep is test_store.c's. */
+/* The SQLite backend's own, against a real file: pages that are corrupt under a running store make
+ * every read an error, never a short list reported as complete; reads and the health check do not
+ * wait for the writer (they take read connections of their own: this test holds the writer's lock
+ * through the backend's header). The contract both backends keep is test_store.c's. */
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "../support/harness.h"
 #include "../support/test.h"
+#include "store/sqlite/store_sqlite.h"
 #include "store/store.h"
 
 static int fresh_store(store **st, char *path, size_t len) {
@@ -98,7 +100,66 @@ TEST(a_read_error_is_an_error_not_the_end_of_the_rows) {
     store_close(st);
 }
 
+/* The reads a busy writer must not hold up, on a thread of their own. */
+typedef struct {
+    store *st;
+    long long run;
+    const char *failed; /* the first read that did not answer STORE_OK */
+} reads_job;
+
+static void reads_alone(void *arg) {
+    reads_job *j = arg;
+    json_t *o = NULL;
+    long long total = 0;
+    store_metric *pts = NULL;
+    size_t n = 0;
+    store_run_filter f = {.limit = 10};
+    if (store_ping(j->st) != STORE_OK) j->failed = "ping";
+    if (!j->failed && store_run_get(j->st, j->run, &o) != STORE_OK) j->failed = "run_get";
+    json_decref(o);
+    o = NULL;
+    if (!j->failed && store_run_list(j->st, &f, &o, &total) != STORE_OK) j->failed = "run_list";
+    json_decref(o);
+    o = NULL;
+    if (!j->failed && (store_metrics_points(j->st, j->run, NULL, 0, &pts, &n) != STORE_OK || n != 3))
+        j->failed = "metrics_points";
+    free(pts);
+    if (!j->failed && store_metrics_summary(j->st, j->run, &o) != STORE_OK) j->failed = "metrics_summary";
+    json_decref(o);
+    o = NULL;
+    if (!j->failed && store_run_briefs(j->st, &j->run, 1, &o) != STORE_OK) j->failed = "run_briefs";
+    json_decref(o);
+}
+
+TEST(reads_and_health_answer_while_the_writer_is_held) {
+    store *st;
+    char path[320];
+    CHECK(fresh_store(&st, path, sizeof path) == 0);
+    reads_job j = {.st = st, .run = new_run(st, "read-me")};
+    CHECK(j.run > 0);
+    store_metric pts[3];
+    for (int i = 0; i < 3; i++)
+        pts[i] = (store_metric){.run_id = j.run, .step = i + 1, .key = "loss", .value = 3.0 - i};
+    CHECK(store_metrics_insert(st, pts, 3) == STORE_OK);
+    /* The writer busy for as long as it takes (a long write, a write stuck on a full disk). */
+    db_lock(st);
+    test_thread *t = test_thread_start(reads_alone, &j);
+    int done = test_thread_done_within(t, 60); /* the reads need not wait for the writer at all */
+    db_unlock(st);
+    test_thread_join(t);
+    CHECK(t != NULL);
+    CHECK_MSG(done, "the reads waited for the writer's lock");
+    CHECK_MSG(!j.failed, "%s failed while the writer was held", j.failed);
+    /* What is written is read back at once: the readers see the last commit. */
+    long long id = new_run(st, "just-written");
+    json_t *o = NULL;
+    CHECK(id > 0 && store_run_get(st, id, &o) == STORE_OK);
+    json_decref(o);
+    store_close(st);
+}
+
 int main(void) {
     RUN(a_read_error_is_an_error_not_the_end_of_the_rows);
+    RUN(reads_and_health_answer_while_the_writer_is_held);
     return test_summary();
 }

@@ -18,6 +18,16 @@ void test_run(const char *name, void (*fn)(void));
 void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int test_summary(void); /* prints nothing extra; returns the exit status (0 iff all passed) */
 
+/* Work on a thread of its own, for a case that checks that something does not wait for what the
+ * case holds (a lock, a pool's connections): test_thread_start runs fn(arg) (NULL when no thread
+ * could start); test_thread_done_within says whether fn has returned within `seconds` (an upper
+ * bound on the wait, never a measure of speed); test_thread_join waits for fn however long it takes
+ * and frees the handle (t may be NULL). */
+typedef struct test_thread test_thread;
+test_thread *test_thread_start(void (*fn)(void *), void *arg);
+int test_thread_done_within(test_thread *t, int seconds);
+void test_thread_join(test_thread *t);
+
 #define TEST(name) static void name(void)
 /* Skips the rest of the running case when cond holds (see test_skip). */
 #define SKIP_IF(cond, ...)                                                                                             \

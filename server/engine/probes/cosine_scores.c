@@ -66,13 +66,18 @@ static engine_status get_vector(const json_t *p, const char *name, double *v, in
     return ENGINE_OK;
 }
 
+/* The scores a run computes, bounded before it starts. */
+static engine_status check(const json_t *p, probe_error *err) {
+    if ((double)(probe_p_int(p, "max_offset") + 1) * (double)probe_p_int(p, "d") > 2e6)
+        return probe_fail(err, ENGINE_ERR_INVALID, "max_offset", "(max_offset + 1) * d must stay under 2000000");
+    return ENGINE_OK;
+}
+
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
     int d = (int)probe_p_int(p, "d");
     if (d % 2) return probe_fail(err, ENGINE_ERR_INVALID, "d", "d must be even (got %d)", d);
     double base = probe_p_num(p, "base"), tau = probe_p_num(p, "tau"), taus[MAX_TAUS];
     int nt = probe_p_list(p, "taus", taus, MAX_TAUS), T = (int)probe_p_int(p, "max_offset") + 1;
-    if ((double)T * d > 2e6)
-        return probe_fail(err, ENGINE_ERR_INVALID, "max_offset", "(max_offset + 1) * d must stay under 2000000");
     double *buf = malloc(sizeof(double) * (size_t)(3 * d + 2 * T));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     double *q = buf, *k = q + d, *theta = k + d, *dot = theta + d, *cosv = dot + T;
@@ -130,4 +135,5 @@ const probe_kind probe_kind_cosine_scores = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .run = run,
+    .check = check,
 };

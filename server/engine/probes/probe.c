@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static const probe_kind *const kinds[] = {
@@ -299,8 +300,14 @@ json_t *probe_params_resolve(const probe_kind *kind, const json_t *params, probe
             return NULL;
         }
     }
+    if (kind->check && kind->check(out, err) != ENGINE_OK) { /* the work, bounded before any is done */
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
+
+int probe_cancelled(const probe_context *ctx) { return ctx && ctx->cancel && atomic_load(ctx->cancel); }
 
 /* ---- resolved parameter access ----------------------------------------------------------- */
 

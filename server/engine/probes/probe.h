@@ -27,6 +27,7 @@
 #define PROBE_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 
 #include "error.h"
 #include "sparse.h"
@@ -76,8 +77,14 @@ typedef struct {
     int timing;      /* 1: the result holds measured times: not deterministic, never answered from the
                         store (svc_probes), and the tests check its shape and that times are finite and
                         positive instead of comparing two runs */
-    /* Fills out (see probe_impl.h); params are already validated and complete. */
+    /* Fills out (see probe_impl.h); params are already validated and complete. A run that loops
+     * long polls probe_cancelled(ctx) at safe points and returns ENGINE_ERR_CANCELLED once it says so. */
     engine_status (*run)(probe_out *out, const json_t *params, const probe_context *ctx, probe_error *err);
+    /* May be NULL. The work the complete params ask for, bounded before any is done (and before the
+     * request waits for a probe worker): ENGINE_ERR_INVALID naming the parameter to lower, with the
+     * bound, when it is over. For a kind whose parameters multiply (each bounded alone, not their
+     * product); a timing kind is bounded by its budget instead. */
+    engine_status (*check)(const json_t *params, probe_error *err);
 } probe_kind;
 
 /* ---- the model seen by the model probes -------------------------------------------------
@@ -123,6 +130,9 @@ typedef struct {
 
 struct probe_context {
     const probe_model *model; /* NULL when no run is loaded */
+    /* NULL, or a flag that becomes non-zero when nobody waits for the result any more (the client
+     * left): the kinds poll it through probe_cancelled() and stop with ENGINE_ERR_CANCELLED. */
+    const atomic_int *cancel;
 };
 
 /* The registry, in a fixed order. */
@@ -135,12 +145,14 @@ const probe_kind *probe_find(const char *name); /* NULL when unknown */
 json_t *probe_kinds_json(void);
 
 /* Validates params against the kind's schema and returns a new object with every parameter set
- * (defaults filled). On a bad value: NULL, err->field names it, err->status ENGINE_ERR_INVALID. */
+ * (defaults filled), then bounds their work (probe_kind.check). On a bad value or too much work:
+ * NULL, err->field names it, err->status ENGINE_ERR_INVALID. */
 json_t *probe_params_resolve(const probe_kind *kind, const json_t *params, probe_error *err);
 
 /* Runs kind `kind` with `params` (NULL or an object). On success *result is a new reference.
  * Errors: ENGINE_ERR_INVALID (unknown kind: field "kind"; bad parameter: its name; a model
- * probe without a model: field "run"), ENGINE_ERR_NOMEM, or what the model adapter returned. */
+ * probe without a model: field "run"), ENGINE_ERR_NOMEM, ENGINE_ERR_CANCELLED (ctx->cancel was
+ * set), or what the model adapter returned. */
 engine_status probe_run(const char *kind, const json_t *params, const probe_context *ctx, json_t **result,
                         probe_error *err);
 

@@ -20,6 +20,10 @@ const char *probe_p_str(const json_t *params, const char *name);
  * a VECTOR parameter is null. */
 int probe_p_list(const json_t *params, const char *name, double *out, int cap);
 
+/* 1 once ctx's cancel flag is set (never for a NULL ctx or flag): the run should stop and return
+ * probe_fail(err, ENGINE_ERR_CANCELLED, ...). */
+int probe_cancelled(const probe_context *ctx);
+
 /* Fills err (field may be "") and returns status. */
 engine_status probe_fail(probe_error *err, engine_status status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -41,19 +41,26 @@ static const probe_param params[] = {
     {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
 };
 
+/* The normals a run draws, bounded before it starts. */
+static engine_status check(const json_t *p, probe_error *err) {
+    double dks[MAX_DKS];
+    int nd = probe_p_list(p, "dks", dks, MAX_DKS);
+    int n = (int)probe_p_int(p, "n_keys"), trials = (int)probe_p_int(p, "trials");
+    double work = 0;
+    for (int i = 0; i < nd; i++) work += dks[i] * (n + 1.0) * trials;
+    if (work > MAX_WORK)
+        return probe_fail(err, ENGINE_ERR_INVALID, "trials",
+                          "sum(dks) * (n_keys + 1) * trials is %.0f, above the limit of %.0f", work, MAX_WORK);
+    return ENGINE_OK;
+}
+
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
     double dks[MAX_DKS], taus[MAX_TAUS];
     int nd = probe_p_list(p, "dks", dks, MAX_DKS), nt = probe_p_list(p, "taus", taus, MAX_TAUS);
     int n = (int)probe_p_int(p, "n_keys"), trials = (int)probe_p_int(p, "trials");
-    double work = 0;
     int dmax = 0;
-    for (int i = 0; i < nd; i++) {
-        work += dks[i] * (n + 1.0) * trials;
+    for (int i = 0; i < nd; i++)
         if (dks[i] > dmax) dmax = (int)dks[i];
-    }
-    if (work > MAX_WORK)
-        return probe_fail(err, ENGINE_ERR_INVALID, "trials",
-                          "sum(dks) * (n_keys + 1) * trials is %.0f, above the limit of %.0f", work, MAX_WORK);
 
     double *buf = malloc(sizeof(double) * (size_t)(2 * dmax + 2 * n));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
@@ -83,6 +90,10 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     int flat[MAX_TAUS];
     for (int t = 0; t < nt; t++) flat[t] = 1;
     for (int di = 0; di < nd; di++) {
+        if (probe_cancelled(ctx)) {
+            free(buf);
+            return probe_fail(err, ENGINE_ERR_CANCELLED, "", "cancelled");
+        }
         int dk = (int)dks[di];
         double sum = 0, sq = 0, stats[4 + 2 * MAX_TAUS] = {0};
         for (int t = 0; t < trials; t++) {
@@ -147,4 +158,5 @@ const probe_kind probe_kind_scaling = {
     .params = params,
     .n_params = sizeof params / sizeof params[0],
     .run = run,
+    .check = check,
 };

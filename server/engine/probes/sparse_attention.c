@@ -246,6 +246,10 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                     c.hamming_bits = (int)probe_p_int(p, "hamming_bits");
                     c.seed = (uint64_t)probe_p_int(p, "seed");
                     double v = 0;
+                    if (probe_cancelled(ctx)) {
+                        st = probe_fail(err, ENGINE_ERR_CANCELLED, "", "cancelled");
+                        goto done;
+                    }
                     if ((st = m->sparse_loss(m->self, src, nw_tok, &c, &v, &e))) {
                         st = probe_fail(err, st, "run", "the %s loss failed: %s", sparse_predictor_name(c.predictor),
                                         e.message);

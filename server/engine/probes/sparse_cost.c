@@ -4,8 +4,10 @@
  * kernels and the timing are sparse_timing.h's, the same code `make bench` (bench_sparse) runs.
  *
  * A timing probe (probe_kind.timing): its figures are measurements and differ between runs, so the
- * service never answers it from the store. A wall-clock budget bounds the request: before each
- * measurement its time is estimated (the same series at the previous N scaled as N^2, the worst
+ * service never answers it from the store. A budget of the probe thread's CPU time bounds the
+ * request (the clock its figures are measured in, so that an estimate and what is left are in one
+ * unit whatever the machine's load; a client that leaves cancels the rest): before each
+ * measurement its CPU time is estimated (the same series at the previous N scaled as N^2, the worst
  * any of these kernels grows per call; a series' first N from a calibration call of the dense
  * kernel), and a measurement that would not fit in what is left is skipped (its cells null,
  * counted in summary.skipped). Exact top-k is timed up to N = 4096, as in the benchmark. */
@@ -60,7 +62,7 @@ static const probe_param params[] = {
     {.name = "rounds", .type = PROBE_PARAM_INT, .help = "timed rounds, the best kept", .def = 3, .min = 1, .max = 5},
     {.name = "budget_ms",
      .type = PROBE_PARAM_INT,
-     .help = "wall-clock ms for all measurements; what would not fit is skipped",
+     .help = "CPU ms of the probe's thread for all measurements; what would not fit is skipped",
      .def = 10000,
      .min = 50,
      .max = 20000},
@@ -121,14 +123,13 @@ static int parse_predictors(const char *s, sparse_predictor *out, probe_error *e
 typedef struct {
     double last_call_s[MAX_SERIES]; /* CPU s per call at last_n; 0: not measured yet */
     int last_n[MAX_SERIES];
-    double dense_coef; /* CPU s per call per N^2, from the calibration call */
-    double cpu_used, wall_used;
-    double t0, budget_s;
+    double dense_coef;         /* CPU s per call per N^2, from the calibration call */
+    double t0, cpu0, budget_s; /* wall and CPU clocks at the start; the CPU budget */
     sparse_timing_cfg timing;
 } planner;
 
-/* Estimated wall seconds of `calls_sets` timings (1 dense, 2 sparse: with and without the
- * attention) of series s at N. */
+/* Estimated CPU seconds of `sets` timings (1 dense, 2 sparse: with and without the attention) of
+ * series s at N. */
 static double estimate(const planner *pl, int s, int N, int sets) {
     double call;
     double r = pl->last_n[s] ? (double)N / pl->last_n[s] : 0;
@@ -136,22 +137,24 @@ static double estimate(const planner *pl, int s, int N, int sets) {
         call = pl->last_call_s[s] * r * r;
     else
         call = pl->dense_coef * (double)N * N * (s == 0 ? 1 : 8); /* a first sparse series: a margin */
-    double cpu = sets * (pl->timing.rounds * fmax(pl->timing.min_s, call) + call);
-    double slow = pl->cpu_used > 0 ? fmax(1, pl->wall_used / pl->cpu_used) : 1;
-    return cpu * slow;
+    return sets * (pl->timing.rounds * fmax(pl->timing.min_s, call) + call);
 }
 
-static int fits(const planner *pl, double est) { return wall_s() - pl->t0 + est <= pl->budget_s; }
+static int fits(const planner *pl, double est) { return sparse_timing_cpu_s() - pl->cpu0 + est <= pl->budget_s; }
 
-static void account(planner *pl, int s, int N, double us_per_query, double cpu0, double w0) {
+static void account(planner *pl, int s, int N, double us_per_query) {
     pl->last_call_s[s] = us_per_query * N / 1e6;
     pl->last_n[s] = N;
-    pl->cpu_used += sparse_timing_cpu_s() - cpu0;
-    pl->wall_used += wall_s() - w0;
+}
+
+/* Before each measurement: ENGINE_ERR_CANCELLED once nobody waits for the result. */
+static engine_status still_wanted(const probe_context *ctx, engine_error *ee) {
+    if (!probe_cancelled(ctx)) return ENGINE_OK;
+    snprintf(ee->message, sizeof ee->message, "cancelled");
+    return ENGINE_ERR_CANCELLED;
 }
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
-    (void)ctx;
     double nsd[MAX_NS], ksd[MAX_KS];
     int nn = probe_p_list(p, "ns", nsd, MAX_NS), nk = probe_p_list(p, "ks", ksd, MAX_KS);
     int ns[MAX_NS], ks[MAX_KS];
@@ -178,6 +181,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     engine_status st = sparse_timing_new(&tm, ns[nn - 1], d, (uint64_t)probe_p_int(p, "seed"), &ee);
     if (st) return probe_fail(err, st, "", "%s", ee.message);
     pl.t0 = wall_s();
+    pl.cpu0 = sparse_timing_cpu_s();
     /* Calibration: one dense call at a small N gives the first estimate of every series. */
     {
         int n0 = ns[0] < 256 ? ns[0] : 256;
@@ -197,11 +201,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         int N = ns[i];
         dense[i] = NAN;
         double est = estimate(&pl, 0, N, 1);
+        if ((st = still_wanted(ctx, &ee))) break;
         if (fits(&pl, est)) {
-            double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
             st = sparse_timing_dense(tm, N, &pl.timing, &dense[i], &ee);
             if (st) break;
-            account(&pl, 0, N, dense[i], cpu0, w0);
+            account(&pl, 0, N, dense[i]);
         } else {
             skipped++;
         }
@@ -217,15 +221,15 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                     skipped++;
                     continue;
                 }
+                if ((st = still_wanted(ctx, &ee))) break;
                 sparse_config cfg;
                 sparse_config_defaults(&cfg, preds[pp], ks[kk]);
-                double cpu0 = sparse_timing_cpu_s(), w0 = wall_s();
                 st = sparse_timing_sparse(tm, &cfg, N, &pl.timing, &total[kk][pp][i], &pred[kk][pp][i], &ee);
-                if (!st) account(&pl, s, N, total[kk][pp][i], cpu0, w0);
+                if (!st) account(&pl, s, N, total[kk][pp][i]);
             }
         if (st) break;
     }
-    double wall_ms = (wall_s() - pl.t0) * 1e3;
+    double wall_ms = (wall_s() - pl.t0) * 1e3, cpu_ms = (sparse_timing_cpu_s() - pl.cpu0) * 1e3;
     sparse_timing_free(tm);
     if (st) return probe_fail(err, st, "", "%s", ee.message);
 
@@ -305,6 +309,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_num(out, "dense_us_per_query_at_largest_N", dense[nn - 1]);
     probe_summary_int(out, "skipped", skipped);
     probe_summary_num(out, "wall_ms", wall_ms);
+    probe_summary_num(out, "cpu_ms", cpu_ms);
     double load = NAN;
     FILE *lf = fopen("/proc/loadavg", "r");
     if (lf) {

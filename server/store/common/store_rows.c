@@ -140,6 +140,16 @@ json_t *store_probe_table_from_row(const store_row *r, int with_rows) {
     return whole(t, bad);
 }
 
+json_t *store_idempotency_from_row(const store_row *r) {
+    json_t *o = json_object();
+    int bad = !o;
+    bad |= json_object_set_new(o, "kind", store_col_text(r, 0));
+    bad |= json_object_set_new(o, "id", store_col_int(r, 1));
+    bad |= json_object_set_new(o, "request_hash", store_col_text(r, 2));
+    bad |= json_object_set_new(o, "created_at", store_col_real(r, 3));
+    return whole(o, bad);
+}
+
 json_t *store_artifact_from_row(const store_row *r) {
     json_t *o = json_object();
     int bad = !o;

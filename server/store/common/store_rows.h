@@ -61,6 +61,15 @@ json_t *store_probe_from_row(const store_row *r);
 json_t *store_probe_table_from_row(const store_row *r, int with_rows);
 
 /* An artefact: columns path, kind, run_id, step, bytes, sha256, created_at. */
+/* An idempotency key: what it created ("run" or "experiment", its id), the request's hash, when. */
+#define STORE_IDEMPOTENCY_COLUMNS "kind, coalesce(run_id, experiment_id), request_hash, created_at"
+json_t *store_idempotency_from_row(const store_row *r);
+/* The SQL that records one (parameters: key, kind, run id or NULL, experiment id or NULL, request
+ * hash, time), the same in both dialects but for the placeholders' spelling. */
+#define STORE_IDEMPOTENCY_INSERT(a, b, c, d, e, f)                                                                     \
+    "INSERT INTO idempotency_keys (key, kind, run_id, experiment_id, request_hash, created_at) VALUES (" a ", " b      \
+    ", " c ", " d ", " e ", " f ")"
+
 #define STORE_ARTIFACT_COLUMNS "path, kind, run_id, step, bytes, sha256, created_at"
 json_t *store_artifact_from_row(const store_row *r);
 

@@ -36,6 +36,10 @@ typedef struct {
     int busy[POOL_MAX];
     int n, max;
     double down_until;
+    /* The health check's own connection (outside the pool, so that it answers while every pooled
+     * connection is busy), used under ping_lock. */
+    pg_conn *pinger;
+    pthread_mutex_t ping_lock;
     char node[128];
     pthread_mutex_t held_lock;
     struct {
@@ -74,6 +78,33 @@ store_status spg_fail(pg_conn *c, store_status s) {
 
 /* ---- the pool -------------------------------------------------------------------------------- */
 
+/* *c made usable: left as it is when alive, else connected (a NULL *c: a new connection) or
+ * reconnected, unless the database was found unreachable less than DOWN_BACKOFF_S ago (down_until).
+ * 0: it was alive; 1: it is now; -1: it is not, with the reason in err (*c may have changed). */
+static int conn_ready(store_pg *p, pg_conn **c, double down_until, char *err, size_t errlen) {
+    if (*c && pg_alive(*c)) return 0;
+    if (mono_now() < down_until) {
+        snprintf(err, errlen, "the database %s is unreachable", p->masked);
+    } else if (!*c) {
+        *c = pg_connect(p->url, CONNECT_TIMEOUT_S, "attnlabd", err, errlen);
+    } else if (pg_reconnect(*c, 0) != STORE_OK) {
+        snprintf(err, errlen, "the database %s is unreachable: %s", p->masked, pg_error(*c));
+    } else {
+        log_info("store: reconnected to %s", p->masked);
+    }
+    return *c && pg_alive(*c) ? 1 : -1;
+}
+
+/* After conn_ready: the database reached (its back-off cleared) or not (the back-off started). */
+static void mark_reached(store_pg *p, int reached) {
+    pthread_mutex_lock(&p->lock);
+    if (reached)
+        p->down_until = 0;
+    else if (mono_now() >= p->down_until)
+        p->down_until = mono_now() + DOWN_BACKOFF_S;
+    pthread_mutex_unlock(&p->lock);
+}
+
 pg_conn *spg_get(store *st) {
     store_pg *p = pgs(st);
     pthread_mutex_lock(&p->lock);
@@ -96,31 +127,21 @@ pg_conn *spg_get(store *st) {
     pthread_mutex_unlock(&p->lock);
 
     pg_conn *c = p->conns[slot];
-    if (!c || !pg_alive(c)) {
-        char err[600];
-        if (mono_now() < down_until) {
-            snprintf(err, sizeof err, "the database %s is unreachable", p->masked);
-        } else if (!c) {
-            c = pg_connect(p->url, CONNECT_TIMEOUT_S, "attnlabd", err, sizeof err);
-        } else if (pg_reconnect(c, 0) != STORE_OK) {
-            snprintf(err, sizeof err, "the database %s is unreachable: %s", p->masked, pg_error(c));
-        } else {
-            log_info("store: reconnected to %s", p->masked);
-        }
-        if (!c || !pg_alive(c)) {
-            pthread_mutex_lock(&p->lock);
-            if (mono_now() >= p->down_until) p->down_until = mono_now() + DOWN_BACKOFF_S;
-            p->conns[slot] = c;
-            p->busy[slot] = 0;
-            pthread_cond_signal(&p->free_cv);
-            pthread_mutex_unlock(&p->lock);
-            store_fail_as(1, "%s", err);
-            return NULL;
-        }
+    char err[600];
+    int ready = conn_ready(p, &c, down_until, err, sizeof err);
+    if (ready != 0) {
         pthread_mutex_lock(&p->lock);
         p->conns[slot] = c;
-        p->down_until = 0;
+        if (ready < 0) {
+            p->busy[slot] = 0;
+            pthread_cond_signal(&p->free_cv);
+        }
         pthread_mutex_unlock(&p->lock);
+        mark_reached(p, ready > 0);
+    }
+    if (ready < 0) {
+        store_fail_as(1, "%s", err);
+        return NULL;
     }
     return c;
 }
@@ -447,6 +468,7 @@ store_status store_pg_open(store **out, const char *url, char *err, size_t errle
     }
     pthread_cond_init(&p->free_cv, NULL);
     pthread_mutex_init(&p->held_lock, NULL);
+    pthread_mutex_init(&p->ping_lock, NULL);
     snprintf(p->url, sizeof p->url, "%s", url);
     snprintf(p->masked, sizeof p->masked, "%s", masked);
     const char *pool = getenv("ATTNLAB_DB_POOL");
@@ -467,6 +489,8 @@ static void pg_store_close(store *st) {
         pthread_join(p->listener, NULL);
     }
     for (int i = 0; i < p->n; i++) pg_close(p->conns[i]);
+    if (p->pinger) pg_close(p->pinger);
+    pthread_mutex_destroy(&p->ping_lock);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->free_cv);
     pthread_mutex_destroy(&p->held_lock);
@@ -482,9 +506,21 @@ int store_pg_schema_version(store *st) {
     return v;
 }
 
+/* On the health check's own connection: health answers while every pooled connection is busy. */
 store_status store_pg_ping(store *st) {
-    pg_conn *c = spg_get(st);
-    if (!c) return STORE_ERROR;
+    store_pg *p = pgs(st);
+    pthread_mutex_lock(&p->ping_lock);
+    pthread_mutex_lock(&p->lock);
+    double down_until = p->down_until;
+    pthread_mutex_unlock(&p->lock);
+    char err[600];
+    int ready = conn_ready(p, &p->pinger, down_until, err, sizeof err);
+    if (ready != 0) mark_reached(p, ready > 0);
+    if (ready < 0) {
+        pthread_mutex_unlock(&p->ping_lock);
+        return store_fail_as(1, "%s", err);
+    }
+    pg_conn *c = p->pinger;
     pg_res *r = NULL;
     store_status s = pg_exec(c, "ping",
                              "SELECT (SELECT coalesce(max(version), 0) FROM attnlab_schema), "
@@ -497,7 +533,7 @@ store_status store_pg_ping(store *st) {
     else if (pg_get_bool(r, 0, 1))
         s = spg_fail_msg("the database is read-only");
     pg_clear(r);
-    spg_put(st, c);
+    pthread_mutex_unlock(&p->ping_lock);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /* Inside the PostgreSQL store: what the resource files (store_pg_runs.c, store_pg_metrics.c,
  * store_pg_experiments.c, store_pg_corpora.c, store_pg_probes.c, store_pg_cluster.c) share with
- * the connection code in store_pg.c. Nothing outside server/store/ includes this header.
+ * the connection code in store_pg.c. Nothing outside server/store/ includes this header but the
+ * backend's own test (tests/server/test_store_pg.c, which holds the pool's connections).
  *
  * The backend keeps a small pool of connections (pg.h); each public function takes one for its
  * whole body (spg_get/spg_put), so functions run in parallel on different connections. Each
@@ -88,5 +89,9 @@ void store_pg_lease_drop(store *st, long long run_id);
  * (store_experiment_create uses it for an experiment's runs). */
 store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run, long long experiment_id,
                                  long long *id_out);
+
+/* Records an idempotency key for the run (run_id) or else the experiment just inserted, on c inside
+ * the creating transaction. STORE_CONFLICT when the key is recorded already. store_pg_runs.c. */
+store_status spg_idempotency_put(pg_conn *c, const store_idempotency *k, long long run_id, long long experiment_id);
 
 #endif

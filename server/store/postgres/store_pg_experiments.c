@@ -67,6 +67,7 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
         s = store_pg_run_insert(st, c, &r, id, &ids[i]);
         free(renamed);
     }
+    if (s == STORE_OK && e->idempotency) s = spg_idempotency_put(c, e->idempotency, 0, id);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
     if (s == STORE_OK) {

@@ -79,6 +79,43 @@ store_status store_pg_run_insert(store *st, pg_conn *c, const store_new_run *run
     return STORE_OK;
 }
 
+store_status spg_idempotency_put(pg_conn *c, const store_idempotency *k, long long run_id, long long experiment_id) {
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, k->key);
+    pg_p_text(&p, run_id ? "run" : "experiment");
+    if (run_id)
+        pg_p_int(&p, run_id);
+    else
+        pg_p_null(&p);
+    if (experiment_id && !run_id)
+        pg_p_int(&p, experiment_id);
+    else
+        pg_p_null(&p);
+    pg_p_text(&p, k->request_hash);
+    pg_p_double(&p, spg_now());
+    /* STORE_CONFLICT (a unique violation): recorded already, by an earlier request or one alongside. */
+    return spg_fail(c, pg_cmd(c, "record idempotency key",
+                              STORE_IDEMPOTENCY_INSERT("$1", "$2", "$3", "$4", "$5", "$6::float8"), &p, NULL));
+}
+
+store_status store_pg_idempotency_get(store *st, const char *key, json_t **out) {
+    *out = NULL;
+    pg_conn *c = spg_get(st);
+    if (!c) return STORE_ERROR;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_text(&p, key);
+    pg_res *r = NULL;
+    store_status s =
+        spg_fail(c, pg_exec(c, "get idempotency key",
+                            "SELECT " STORE_IDEMPOTENCY_COLUMNS " FROM idempotency_keys WHERE key = $1", &p, &r));
+    spg_put(st, c);
+    if (s == STORE_OK) s = spg_one(r, store_idempotency_from_row, out, "get idempotency key");
+    pg_clear(r);
+    return s;
+}
+
 store_status store_pg_run_create(store *st, const store_new_run *run, long long *id_out) {
     *id_out = 0;
     pg_conn *c = spg_get(st);
@@ -86,6 +123,7 @@ store_status store_pg_run_create(store *st, const store_new_run *run, long long 
     long long id = 0;
     store_status s = spg_fail(c, pg_begin(c));
     if (s == STORE_OK) s = store_pg_run_insert(st, c, run, run->experiment_id, &id);
+    if (s == STORE_OK && run->idempotency) s = spg_idempotency_put(c, run->idempotency, id, 0);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
     if (s == STORE_OK) *id_out = id;

@@ -26,7 +26,7 @@ store_status store_sqlite_artifact_put(store *st, const store_artifact *a) {
 
 store_status store_sqlite_artifact_get(store *st, const char *path, json_t **out) {
     *out = NULL;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_ARTIFACT_COLUMNS " FROM artifacts WHERE path = ?");
     store_status s = q ? STORE_OK : STORE_ERROR;
     if (s == STORE_OK) {
@@ -36,6 +36,6 @@ store_status store_sqlite_artifact_get(store *st, const char *path, json_t **out
     store_row r = db_row(q);
     if (s == STORE_OK && !(*out = store_artifact_from_row(&r))) s = db_fail("get artefact: out of memory");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }

@@ -45,7 +45,7 @@ store_status store_sqlite_corpus_create(store *st, const store_corpus *c) { retu
 
 store_status store_sqlite_corpus_get(store *st, const char *name, json_t **out) {
     *out = NULL;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_CORPUS_COLUMNS " FROM corpora c WHERE name = ?");
     store_status s = q ? STORE_OK : STORE_ERROR;
     if (s == STORE_OK) {
@@ -55,14 +55,14 @@ store_status store_sqlite_corpus_get(store *st, const char *name, json_t **out) 
         if (s == STORE_OK && !(*out = store_corpus_from_row(&r))) s = db_fail("get corpus: out of memory");
     }
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }
 
 store_status store_sqlite_corpus_list(store *st, json_t **out) {
     *out = NULL;
     json_t *list = json_array();
-    db_lock(st);
+    db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list corpora: out of memory");
     sqlite3_stmt *q = s == STORE_OK
                           ? db_prepare(st, "SELECT " STORE_CORPUS_COLUMNS " FROM corpora c ORDER BY builtin DESC, name")
@@ -70,7 +70,7 @@ store_status store_sqlite_corpus_list(store *st, json_t **out) {
     if (s == STORE_OK && !q) s = STORE_ERROR;
     if (s == STORE_OK) s = db_rows(st, q, store_corpus_from_row, list, "list corpora");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, list, 0, out, NULL);
 }
 

@@ -59,6 +59,7 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
         s = store_sqlite_run_insert(st, &r, id, &ids[i]);
         free(renamed);
     }
+    if (s == STORE_OK && e->idempotency) s = db_idempotency_put(st, e->idempotency, 0, id);
     s = db_finish(st, s);
     db_unlock(st);
     if (s == STORE_OK) {
@@ -151,7 +152,7 @@ store_status store_sqlite_experiment_discard(store *st, long long id) {
 
 store_status store_sqlite_experiment_get(store *st, long long id, json_t **out) {
     *out = NULL;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_EXPERIMENT_COLUMNS " FROM experiments e WHERE e.id = ?");
     store_status s = q ? STORE_OK : STORE_ERROR;
     if (s == STORE_OK) {
@@ -161,7 +162,7 @@ store_status store_sqlite_experiment_get(store *st, long long id, json_t **out) 
         if (s == STORE_OK && !(*out = store_experiment_from_row(&r))) s = db_fail("get experiment: out of memory");
     }
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }
 
@@ -184,7 +185,7 @@ store_status store_sqlite_experiment_list(store *st, int limit, int offset, cons
     snprintf(count_sql, sizeof count_sql, "SELECT count(*) FROM experiments e%s", where);
     json_t *list = json_array();
     long long count = 0;
-    db_lock(st);
+    db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list experiments: out of memory");
     sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, sql) : NULL;
     sqlite3_stmt *c = q ? db_prepare(st, count_sql) : NULL;
@@ -198,6 +199,6 @@ store_status store_sqlite_experiment_list(store *st, int limit, int offset, cons
     if (s == STORE_OK) s = db_count(st, c, &count, "count experiments");
     sqlite3_finalize(q);
     sqlite3_finalize(c);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, list, count, out, total);
 }

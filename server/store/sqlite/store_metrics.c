@@ -168,7 +168,7 @@ store_status store_sqlite_metrics_points(store *st, long long run_id, const char
     *points = NULL;
     *n = 0;
     store_points got = {0};
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT key, step, value, wall_time FROM metrics WHERE run_id = ? AND step >= ? "
                                      "ORDER BY key, step");
     store_status s = q ? STORE_OK : STORE_ERROR;
@@ -183,7 +183,7 @@ store_status store_sqlite_metrics_points(store *st, long long run_id, const char
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "read metrics");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_points_done(s, &got, points, n);
 }
 
@@ -191,7 +191,7 @@ store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **
     *out = NULL;
     json_t *sum = json_object();
     int flags = db_summary_flags();
-    db_lock(st);
+    db_read_lock(st);
     store_status s = sum ? STORE_OK : db_fail("summary: out of memory");
     /* One row per series (migration 0008): step_of_min is the first step holding the minimum,
      * mean the one avg() gives over the rows. */
@@ -209,7 +209,7 @@ store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **
     }
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "summary");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, sum, 0, out, NULL);
 }
 
@@ -229,7 +229,7 @@ store_status store_sqlite_run_briefs(store *st, const long long *ids, size_t n, 
 store_status store_sqlite_run_brief(store *st, long long run_id, json_t **out) {
     *out = NULL;
     json_t *brief = json_object();
-    db_lock(st);
+    db_read_lock(st);
     store_status s = brief ? STORE_OK : db_fail("brief: out of memory");
     static const char *const keys[] = {"loss", "val_loss"};
     /* Index lookups in the series' summaries (migration 0008): a series without points has none. */
@@ -268,6 +268,6 @@ store_status store_sqlite_run_brief(store *st, long long run_id, json_t **out) {
             s = db_fail("brief: out of memory");
     }
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, brief, 0, out, NULL);
 }

@@ -50,7 +50,7 @@ store_status store_sqlite_node_stopped(store *st, const char *node_id) {
 store_status store_sqlite_node_list(store *st, double stale_s, json_t **out) {
     *out = NULL;
     json_t *list = json_array();
-    db_lock(st);
+    db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list nodes: out of memory");
     /* One node owns the file: the runs running are its own. */
     sqlite3_stmt *q =
@@ -70,6 +70,6 @@ store_status store_sqlite_node_list(store *st, double stale_s, json_t **out) {
     }
     if (s == STORE_OK) s = db_rows(st, q, store_node_from_row, list, "list nodes");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, list, 0, out, NULL);
 }

@@ -66,7 +66,7 @@ store_status store_sqlite_probe_insert(store *st, const store_new_probe *p, long
 
 store_status store_sqlite_probe_find(store *st, const char *kind, const char *cache_key, long long *id_out) {
     *id_out = 0;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT id FROM probes WHERE kind = ? AND cache_key = ? AND status = 'succeeded' "
                                      "ORDER BY id DESC LIMIT 1");
     store_status s = q ? STORE_OK : STORE_ERROR;
@@ -77,7 +77,7 @@ store_status store_sqlite_probe_find(store *st, const char *kind, const char *ca
         if (s == STORE_OK) *id_out = sqlite3_column_int64(q, 0);
     }
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }
 
@@ -109,7 +109,7 @@ static store_status attach_tables(store *st, json_t *probe, int with_rows) {
 store_status store_sqlite_probe_get(store *st, long long id, json_t **out) {
     *out = NULL;
     json_t *p = NULL;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_PROBE_COLUMNS " FROM probes WHERE id = ?");
     store_status s = q ? STORE_OK : STORE_ERROR;
     if (s == STORE_OK) {
@@ -119,7 +119,7 @@ store_status store_sqlite_probe_get(store *st, long long id, json_t **out) {
     }
     sqlite3_finalize(q);
     if (s == STORE_OK) s = attach_tables(st, p, 1);
-    db_unlock(st);
+    db_read_unlock(st);
     if (s != STORE_OK) {
         json_decref(p);
         return s;
@@ -134,7 +134,7 @@ store_status store_sqlite_probe_list(store *st, const char *kind, int limit, int
     *total = 0;
     json_t *list = json_array();
     long long count = 0;
-    db_lock(st);
+    db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list probes: out of memory");
     sqlite3_stmt *q = s == STORE_OK
                           ? db_prepare(st, "SELECT " STORE_PROBE_COLUMNS " FROM probes WHERE (?1 IS NULL OR kind = ?1) "
@@ -162,13 +162,13 @@ store_status store_sqlite_probe_list(store *st, const char *kind, int limit, int
     if (s == STORE_OK) s = db_count(st, c, &count, "count probes");
     sqlite3_finalize(q);
     sqlite3_finalize(c);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, list, count, out, total);
 }
 
 store_status store_sqlite_probe_table(store *st, long long id, const char *name, json_t **out) {
     *out = NULL;
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT name, columns, rows FROM probe_tables WHERE probe_id = ? "
                                      "AND (?2 IS NULL OR name = ?2) ORDER BY idx LIMIT 1");
     store_status s = q ? STORE_OK : STORE_ERROR;
@@ -180,6 +180,6 @@ store_status store_sqlite_probe_table(store *st, long long id, const char *name,
         if (s == STORE_OK && !(*out = store_probe_table_from_row(&r, 1))) s = db_fail("probe table: out of memory");
     }
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }

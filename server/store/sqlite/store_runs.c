@@ -62,12 +62,56 @@ store_status store_sqlite_run_insert(store *st, const store_new_run *run, long l
     return STORE_OK;
 }
 
+store_status db_idempotency_put(store *st, const store_idempotency *k, long long run_id, long long experiment_id) {
+    sqlite3_stmt *q = db_prepare(st, STORE_IDEMPOTENCY_INSERT("?1", "?2", "?3", "?4", "?5", "?6"));
+    if (!q) return STORE_ERROR;
+    db_bind_text(q, 1, k->key);
+    db_bind_text(q, 2, run_id ? "run" : "experiment");
+    if (run_id)
+        sqlite3_bind_int64(q, 3, run_id);
+    else
+        sqlite3_bind_null(q, 3);
+    if (experiment_id && !run_id)
+        sqlite3_bind_int64(q, 4, experiment_id);
+    else
+        sqlite3_bind_null(q, 4);
+    db_bind_text(q, 5, k->request_hash);
+    sqlite3_bind_double(q, 6, db_now());
+    int rc = sqlite3_step(q);
+    store_status s = STORE_OK;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT &&
+        (db_errcode(st) == SQLITE_CONSTRAINT_PRIMARYKEY || db_errcode(st) == SQLITE_CONSTRAINT_UNIQUE))
+        s = STORE_CONFLICT; /* recorded already: by an earlier request, or one that ran alongside */
+    else if (rc != SQLITE_DONE)
+        s = db_error(st, "record idempotency key");
+    sqlite3_finalize(q);
+    return s;
+}
+
+store_status store_sqlite_idempotency_get(store *st, const char *key, json_t **out) {
+    *out = NULL;
+    db_read_lock(st);
+    sqlite3_stmt *q = db_prepare(st, "SELECT " STORE_IDEMPOTENCY_COLUMNS " FROM idempotency_keys WHERE key = ?");
+    store_status s = q ? STORE_OK : STORE_ERROR;
+    if (s == STORE_OK) {
+        db_bind_text(q, 1, key);
+        s = db_step_one(st, q, "get idempotency key");
+    }
+    store_row r = db_row(q);
+    if (s == STORE_OK && !(*out = store_idempotency_from_row(&r))) s = db_fail("get idempotency key: out of memory");
+    sqlite3_finalize(q);
+    db_read_unlock(st);
+    return s;
+}
+
 store_status store_sqlite_run_create(store *st, const store_new_run *run, long long *id_out) {
     *id_out = 0;
     long long id = 0;
     db_lock(st);
     store_status s = db_begin(st);
-    if (s == STORE_OK) s = db_finish(st, store_sqlite_run_insert(st, run, run->experiment_id, &id));
+    if (s == STORE_OK) s = store_sqlite_run_insert(st, run, run->experiment_id, &id);
+    if (s == STORE_OK && run->idempotency) s = db_idempotency_put(st, run->idempotency, id, 0);
+    s = db_finish(st, s);
     db_unlock(st);
     if (s == STORE_OK) *id_out = id;
     return s;
@@ -85,9 +129,9 @@ static store_status run_get_locked(store *st, long long id, json_t **out) {
 }
 
 store_status store_sqlite_run_get(store *st, long long id, json_t **out) {
-    db_lock(st);
+    db_read_lock(st);
     store_status s = run_get_locked(st, id, out);
-    db_unlock(st);
+    db_read_unlock(st);
     return s;
 }
 
@@ -139,7 +183,7 @@ store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t 
 
     json_t *list = json_array();
     long long count = 0;
-    db_lock(st);
+    db_read_lock(st);
     store_status s = list ? STORE_OK : db_fail("list runs: out of memory");
     sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, sql) : NULL;
     sqlite3_stmt *c = q ? db_prepare(st, count_sql) : NULL;
@@ -164,7 +208,7 @@ store_status store_sqlite_run_list(store *st, const store_run_filter *f, json_t 
     if (s == STORE_OK) s = db_count(st, c, &count, "count runs");
     sqlite3_finalize(q);
     sqlite3_finalize(c);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, list, count, runs, total);
 }
 
@@ -273,7 +317,7 @@ store_status store_sqlite_runs_queued(store *st, long long **ids, int *n) {
     *ids = NULL;
     *n = 0;
     store_ids got = {0};
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = db_prepare(st, "SELECT id FROM runs WHERE status = 'queued' ORDER BY id");
     store_status s = q ? STORE_OK : STORE_ERROR;
     int rc = SQLITE_DONE;
@@ -281,7 +325,7 @@ store_status store_sqlite_runs_queued(store *st, long long **ids, int *n) {
         if (store_ids_push(&got, sqlite3_column_int64(q, 0), "queued runs") < 0) s = STORE_ERROR;
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "queued runs");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_ids_done(s, &got, ids, n);
 }
 
@@ -289,7 +333,7 @@ store_status store_sqlite_run_counts(store *st, json_t **out) {
     *out = NULL;
     json_t *counts = store_run_counts_zero();
     store_status s = counts ? STORE_OK : db_fail("run counts: out of memory");
-    db_lock(st);
+    db_read_lock(st);
     sqlite3_stmt *q = s == STORE_OK ? db_prepare(st, "SELECT status, count(*) FROM runs GROUP BY status") : NULL;
     if (s == STORE_OK && !q) s = STORE_ERROR;
     int rc = SQLITE_DONE;
@@ -299,6 +343,6 @@ store_status store_sqlite_run_counts(store *st, json_t **out) {
             s = db_fail("run counts: out of memory");
     if (s == STORE_OK && rc != SQLITE_DONE) s = db_error(st, "run counts");
     sqlite3_finalize(q);
-    db_unlock(st);
+    db_read_unlock(st);
     return store_list_done(s, counts, 0, out, NULL);
 }

@@ -21,19 +21,57 @@ static const store_ops sqlite_ops;
 
 static store_sqlite *lite(store *st) { return (store_sqlite *)st; }
 
-store_status db_error(store *st, const char *what) { return store_fail("%s: %s", what, sqlite3_errmsg(lite(st)->db)); }
+/* The read connection this thread holds (db_read_lock), or NULL: the statements of a thread that
+ * holds none go to the writer (db_lock). A thread holds at most one of either at a time. */
+static _Thread_local db_reader *reading;
+
+static sqlite3 *conn(store *st) { return reading ? reading->db : lite(st)->db; }
+
+store_status db_error(store *st, const char *what) { return store_fail("%s: %s", what, sqlite3_errmsg(conn(st))); }
 
 void db_lock(store *st) { pthread_mutex_lock(&lite(st)->lock); }
 void db_unlock(store *st) { pthread_mutex_unlock(&lite(st)->lock); }
 
-int db_changes(store *st) { return sqlite3_changes(lite(st)->db); }
-int db_errcode(store *st) { return sqlite3_extended_errcode(lite(st)->db); }
+/* Holds r and opens a read transaction on it, so that the statements of one function see one
+ * snapshot (a deferred BEGIN: the snapshot is taken by the first statement). */
+static void reader_hold(db_reader *r) {
+    reading = r;
+    /* A BEGIN that fails leaves each statement its own snapshot: still committed data. */
+    sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
+}
+
+void db_read_lock(store *st) {
+    store_sqlite *l = lite(st);
+    unsigned first = atomic_fetch_add(&l->next_reader, 1);
+    for (unsigned k = 0; k < DB_READERS; k++) {
+        db_reader *r = &l->readers[(first + k) % DB_READERS];
+        if (pthread_mutex_trylock(&r->lock) == 0) {
+            reader_hold(r);
+            return;
+        }
+    }
+    db_reader *r = &l->readers[first % DB_READERS]; /* all busy: wait for one */
+    pthread_mutex_lock(&r->lock);
+    reader_hold(r);
+}
+
+void db_read_unlock(store *st) {
+    (void)st;
+    db_reader *r = reading;
+    /* Ends the read transaction: it wrote nothing, so there is nothing its COMMIT could lose. */
+    if (!sqlite3_get_autocommit(r->db)) sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
+    reading = NULL;
+    pthread_mutex_unlock(&r->lock);
+}
+
+int db_changes(store *st) { return sqlite3_changes(conn(st)); }
+int db_errcode(store *st) { return sqlite3_extended_errcode(conn(st)); }
 
 int db_summary_flags(void) { return sqlite3_libversion_number() >= 3043000 ? STORE_SUMMARY_COMPENSATED : 0; }
 
 sqlite3_stmt *db_prepare(store *st, const char *sql) {
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(lite(st)->db, sql, -1, &q, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(conn(st), sql, -1, &q, NULL) != SQLITE_OK) {
         db_error(st, "prepare");
         sqlite3_finalize(q);
         return NULL;
@@ -104,12 +142,11 @@ store_status db_count(store *st, sqlite3_stmt *q, long long *n, const char *what
 }
 
 store_status db_begin(store *st) {
-    return sqlite3_exec(lite(st)->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK
-                                                                                        : db_error(st, "begin");
+    return sqlite3_exec(conn(st), "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK ? STORE_OK : db_error(st, "begin");
 }
 
 store_status db_finish(store *st, store_status s) {
-    sqlite3 *db = lite(st)->db;
+    sqlite3 *db = conn(st);
     if (s == STORE_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) s = db_error(st, "commit");
     /* After a failed COMMIT SQLite may have rolled back already; a second ROLLBACK is harmless. */
     if (s != STORE_OK && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -235,6 +272,51 @@ static store_status open_file(const char *path, sqlite3 **out, char *err, size_t
     return STORE_OK;
 }
 
+/* A read connection to the file the writer opened (after its migrations): it may not write
+ * (query_only), and in WAL mode it reads the last commit without waiting for the writer. */
+static store_status reader_open(db_reader *r, const char *file, char *err, size_t errlen) {
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+    store_status s = STORE_ERROR;
+    if (pthread_mutex_init(&r->lock, NULL) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return STORE_ERROR;
+    }
+    if (sqlite3_open_v2(file, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK)
+        s = open_fail(err, errlen, db, "a read connection");
+    else if (sqlite3_exec(db, "PRAGMA busy_timeout=5000; PRAGMA query_only=ON;", NULL, NULL, &msg) != SQLITE_OK)
+        snprintf(err, errlen, "a read connection: %s", msg ? msg : "?");
+    else
+        s = STORE_OK;
+    sqlite3_free(msg);
+    if (s != STORE_OK) {
+        sqlite3_close(db);
+        pthread_mutex_destroy(&r->lock);
+        return s;
+    }
+    r->db = db;
+    return STORE_OK;
+}
+
+static void reader_close(db_reader *r) {
+    if (!r->db) return;
+    if (sqlite3_close(r->db) != SQLITE_OK) log_warn("store: close: %s", sqlite3_errmsg(r->db));
+    pthread_mutex_destroy(&r->lock);
+    r->db = NULL;
+}
+
+/* The read connections (DB_READERS for the reads, one for the health check), or STORE_ERROR with
+ * none left open. */
+static store_status readers_open(store_sqlite *st, char *err, size_t errlen) {
+    store_status s = reader_open(&st->pinger, st->path, err, errlen);
+    for (int i = 0; s == STORE_OK && i < DB_READERS; i++) s = reader_open(&st->readers[i], st->path, err, errlen);
+    if (s != STORE_OK) {
+        for (int i = 0; i < DB_READERS; i++) reader_close(&st->readers[i]);
+        reader_close(&st->pinger);
+    }
+    return s;
+}
+
 store_status store_sqlite_open(store **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
     if (strlen(path) >= sizeof((store_sqlite *)0)->path) {
@@ -265,6 +347,14 @@ store_status store_sqlite_open(store **out, const char *path, char *err, size_t 
         st->ino = sb.st_ino;
         sqlite3_commit_hook(db, refuse_lost_file, st);
     }
+    atomic_init(&st->next_reader, 0);
+    s = readers_open(st, err, errlen);
+    if (s != STORE_OK) {
+        sqlite3_close(db);
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+        return s;
+    }
     *out = &st->base;
     return STORE_OK;
 }
@@ -285,6 +375,9 @@ static int refuse_lost_file(void *ctx) {
 
 static void sqlite_close(store *base) {
     store_sqlite *st = lite(base);
+    /* The readers first: the last connection to close checkpoints the WAL into the file. */
+    for (int i = 0; i < DB_READERS; i++) reader_close(&st->readers[i]);
+    reader_close(&st->pinger);
     if (sqlite3_close(st->db) != SQLITE_OK) log_warn("store: close: %s", sqlite3_errmsg(st->db));
     pthread_mutex_destroy(&st->lock);
     free(st);
@@ -303,10 +396,15 @@ static const char *file_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* Health takes a connection of its own, so that it answers while the writer and every reader are
+ * busy (a long write, a bundle reading a large run). The writer cannot turn read-only: the file
+ * that cannot be written is what the checks below notice. */
 store_status store_sqlite_ping(store *base) {
     store_sqlite *st = lite(base);
-    db_lock(base);
-    int v = read_user_version(st->db);
+    db_reader *r = &st->pinger;
+    pthread_mutex_lock(&r->lock);
+    reading = r;
+    int v = read_user_version(r->db);
     store_status s = STORE_OK;
     char why[4300] = "";
     struct stat sb;
@@ -314,8 +412,6 @@ store_status store_sqlite_ping(store *base) {
         s = db_error(base, "reading the schema version");
     } else if (v != store_migration_count) {
         s = db_fail("the database is not at this attnlabd's schema version");
-    } else if (sqlite3_db_readonly(st->db, "main") == 1) {
-        s = db_fail("the database is read-only");
     } else if (stat(st->path, &sb) != 0) {
         /* (Health is open to anyone: the file is named without the server's directories.) */
         /* SQLite goes on writing to the unlinked file: all of it would be gone at the next start. */
@@ -328,7 +424,8 @@ store_status store_sqlite_ping(store *base) {
         snprintf(why, sizeof why, "the database file %s cannot be written: %s", file_name(st->path), strerror(errno));
     }
     if (why[0]) s = db_fail(why);
-    db_unlock(base);
+    reading = NULL;
+    pthread_mutex_unlock(&r->lock);
     return s;
 }
 

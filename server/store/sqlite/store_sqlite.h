@@ -1,12 +1,13 @@
 /* Inside the SQLite store: what the resource files (store_runs.c, store_metrics.c,
  * store_experiments.c, store_corpora.c, store_probes.c, store_artifacts.c, store_nodes.c) share
  * with the connection code in store_sqlite.c, and the functions of the backend's table
- * (store_backend.h). Nothing outside server/store/sqlite/ includes this header.
+ * (store_backend.h). Nothing outside server/store/sqlite/ includes this header but the backend's
+ * own test (tests/server/test_store_sqlite.c, which holds the writer's lock).
  *
- * Conventions of the resource files: every public function takes the lock (db_lock) for its whole
- * body, prepares its statements with db_prepare, checks every sqlite3_step result (a step that is
- * neither SQLITE_ROW nor SQLITE_DONE is an error, never the end of the rows), and follows store.h's
- * rule for outputs: they are set only on STORE_OK.
+ * Conventions of the resource files: every public function takes the writer's lock (db_lock), or
+ * a read connection (db_read_lock) when it only reads, for its whole body, prepares its statements with db_prepare,
+ * checks every sqlite3_step result (a step that is neither SQLITE_ROW nor SQLITE_DONE is an error, never the end of the
+ * rows), and follows store.h's rule for outputs: they are set only on STORE_OK.
  *
  * The results of sqlite3_bind_* are not checked, and cannot fail here: a bind fails only on an
  * index its statement does not have (each index here is one its SQL names), on a statement that is
@@ -19,6 +20,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "store/common/store_error.h"
@@ -26,17 +28,36 @@
 #include "store/common/store_rows.h"
 #include "store/store_backend.h"
 
+/* Read connections: reads that need not wait for the writer (a run, a list, a series' points,
+ * summaries) take one of DB_READERS of them (db_read_lock) instead of the writer's lock, and the
+ * health check has one of its own, so that neither waits behind a long write or a long read. */
+#define DB_READERS 4
 typedef struct {
-    store base; /* first: a store * is a store_sqlite * */
     sqlite3 *db;
     pthread_mutex_t lock;
-    char path[4096]; /* the database file, to notice it being deleted or replaced */
+} db_reader;
+
+typedef struct {
+    store base;  /* first: a store * is a store_sqlite * */
+    sqlite3 *db; /* the writer: every write, and reads inside a write */
+    pthread_mutex_t lock;
+    db_reader readers[DB_READERS];
+    db_reader pinger;
+    atomic_uint next_reader; /* where the next reader search starts */
+    char path[4096];         /* the database file, to notice it being deleted or replaced */
     dev_t dev;
     ino_t ino;
 } store_sqlite;
 
+/* The writer's lock: held for the whole body of a function that writes (and of a read that must
+ * see the writer's own uncommitted work). */
 void db_lock(store *st);
 void db_unlock(store *st);
+/* A read connection held for the whole body of a function that only reads: its statements see the
+ * last commit as one snapshot, never wait for the writer, and may not write. Every helper below
+ * (db_prepare, db_error, ...) uses the connection this thread holds. */
+void db_read_lock(store *st);
+void db_read_unlock(store *st);
 
 /* Records SQLite's message for the failing call as this thread's last error, logs it and returns
  * STORE_ERROR. Call with the lock held. */
@@ -84,6 +105,10 @@ int db_summary_flags(void);
 /* Inserts one queued run (experiment_id 0: none) and its tags; call inside a transaction.
  * store_runs.c; store_experiment_create uses it for an experiment's runs. */
 store_status store_sqlite_run_insert(store *st, const store_new_run *run, long long experiment_id, long long *id_out);
+
+/* Records an idempotency key for the run (run_id) or else the experiment just inserted; call inside
+ * the creating transaction. STORE_CONFLICT when the key is recorded already. store_runs.c. */
+store_status db_idempotency_put(store *st, const store_idempotency *k, long long run_id, long long experiment_id);
 
 /* The backend's table (store_backend.h): store_sqlite_<name> for each function of STORE_CONTRACT,
  * in the resource file of its resource (store_sqlite.c for ping and schema_version). */
