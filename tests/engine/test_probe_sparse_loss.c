@@ -15,7 +15,7 @@
 
 static json_t *run_on(const char *kind, const probe_engine_model *pm, const char *params, probe_error *err) {
     json_t *p = json_loads(params, 0, NULL), *res = NULL;
-    probe_context ctx = {&pm->view};
+    probe_context ctx = {.model = &pm->view};
     engine_status st = probe_run(kind, p, &ctx, &res, err);
     json_decref(p);
     return st ? NULL : res;

@@ -104,7 +104,7 @@ static probe_model toy_model(toy *m) {
 
 static json_t *run_with(const char *kind, const char *params, const probe_model *pm, probe_error *err) {
     json_t *p = params ? json_loads(params, 0, NULL) : NULL, *res = NULL;
-    probe_context ctx = {pm};
+    probe_context ctx = {.model = pm};
     engine_status st = probe_run(kind, p, &ctx, &res, err);
     json_decref(p);
     return st ? NULL : res;
@@ -272,7 +272,7 @@ TEST(model_probes_report_json_allocation_failures) {
     static const char *const kinds[] = {"attention_map", "topk_prediction"};
     json_t *params = json_loads("{\"text\": \"abcdef\", \"max_tokens\": 5}", 0, NULL);
     CHECK(params != NULL);
-    probe_context ctx = {&pm};
+    probe_context ctx = {.model = &pm};
     for (int c = 0; c < 2; c++) {
         int ok = 0;
         for (long n = 0; n < 100000 && !ok; n++) {

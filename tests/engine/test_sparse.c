@@ -572,7 +572,7 @@ TEST(split_evaluation_is_the_runs_validation_loss_and_scores_task_answers) {
 
 static json_t *probe_on(const probe_engine_model *pm, const char *params, probe_error *err) {
     json_t *p = json_loads(params, 0, NULL), *res = NULL;
-    probe_context ctx = {&pm->view};
+    probe_context ctx = {.model = &pm->view};
     engine_status st = probe_run("sparse_attention", p, &ctx, &res, err);
     json_decref(p);
     return st ? NULL : res;
