@@ -580,7 +580,15 @@ TEST(presets_ask_the_questions) {
     CHECK(json_is_false(json_object_get(json_object_get(json_array_get(vs, 2), "config"), "tau_weight_decay")));
     /* the classroom version: tiny overrides on the built-in corpus */
     json_t *tiny = json_object_get(sc, "tiny");
-    CHECK(!strcmp(json_string_value(json_object_get(tiny, "corpus")), "small"));
+    {
+        char cpath[128];
+        snprintf(cpath, sizeof cpath, "/api/corpora/%s", json_string_value(json_object_get(tiny, "corpus")));
+        long cc;
+        json_t *corpus = api_call(&srv, "GET", cpath, NULL, &cc);
+        CHECK_MSG(cc == 200 && json_is_true(json_object_get(json_object_get(corpus, "corpus"), "builtin")),
+                  "the classroom corpus %s is not a built-in one", cpath);
+        json_decref(corpus);
+    }
     /* smaller still, so that the four runs end in moments (under sanitizers too) */
     json_t *smaller = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "steps", 3, "n_layer", 1, "n_head", 2, "d_model",
                                 16, "seq_len", 16, "batch", 2, "threads", 1);
