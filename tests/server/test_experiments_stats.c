@@ -605,7 +605,7 @@ TEST(presets_ask_the_questions) {
     json_t *runs = json_object_get(j, "runs");
     CHECK_EQ_INT(json_array_size(runs), 4);
     json_t *cfg = json_object_get(json_array_get(runs, 3), "config");
-    CHECK(!strcmp(json_string_value(json_object_get(cfg, "corpus")), "small"));
+    CHECK(!strcmp(json_string_value(json_object_get(cfg, "corpus")), "small-bytes")); /* the tiny overrides' */
     CHECK(json_number_value(json_object_get(cfg, "scale_init")) == 10);
     CHECK(json_number_value(json_object_get(cfg, "scale_clamp")) == 100);
     CHECK(!strcmp(json_string_value(json_object_get(cfg, "scale_param")), "log"));
