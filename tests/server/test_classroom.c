@@ -18,15 +18,7 @@
 
 static harness_server srv;
 
-static json_t *get(const char *path) {
-    long status;
-    json_t *r = api_call(&srv, "GET", path, NULL, &status);
-    if (status != 200) {
-        json_decref(r);
-        return NULL;
-    }
-    return r;
-}
+static json_t *get(const char *path) { return api_expect(&srv, "GET", path, NULL, 200); }
 
 TEST(the_byte_level_classroom_corpus_is_built_in_and_its_name_reserved) {
     json_t *c = get("/api/corpora/small-bytes");

@@ -46,13 +46,7 @@ static int same_without_ids(json_t *a, json_t *b) {
 static json_t *get(const char *fmt, long long id) {
     char path[160];
     snprintf(path, sizeof path, fmt, id);
-    long status;
-    json_t *r = api_call(&srv, "GET", path, NULL, &status);
-    if (status != 200) {
-        json_decref(r);
-        return NULL;
-    }
-    return r;
+    return api_expect(&srv, "GET", path, NULL, 200);
 }
 
 static long long experiments_total(void) {
