@@ -12,6 +12,7 @@ that every quoted figure can be regenerated from data in the tree.
                                                      <!-- results:NAME/TABLE --> and <!-- /results -->
 
 A request.json: {"server": [flags of attnlabd], "corpora": [{"name", "encoding", "file"}],
+"data_corpora": [names of built-in corpora copied from --data-dir, e.g. "default" from `make corpus`],
 "experiment": the body of POST /api/experiments, "bundle": {"keys", "max_points"},
 "probes": [{"kind", "variant", "replicate", "params"}]}. Standard library and the in-tree Python
 client only; the server is the release build (make build)."""
@@ -22,6 +23,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -38,11 +40,17 @@ RESULTS = os.path.join(ROOT, "results")
 class Server:
     """attnlabd on a free loopback port and a temporary data directory, for the length of a with."""
 
-    def __init__(self, binary, flags=()):
+    def __init__(self, binary, flags=(), corpora=(), corpora_from=None):
         self.binary, self.flags = binary, list(flags)
+        self.corpora, self.corpora_from = list(corpora), corpora_from
 
     def __enter__(self):
         self.dir = tempfile.TemporaryDirectory(prefix="attnlab-results-")
+        for name in self.corpora:  # a built-in corpus (the default one) that the server finds at start
+            src = os.path.join(self.corpora_from, "corpora", name)
+            if not os.path.isfile(os.path.join(src, "meta.json")):
+                raise SystemExit(f"corpus {name} not found in {src} (make corpus)")
+            shutil.copytree(src, os.path.join(self.dir.name, "corpora", name))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -106,7 +114,7 @@ def cpu_model():
 def run(args):
     req = load_request(args.name)
     out = os.path.join(RESULTS, args.name)
-    with Server(args.attnlabd, req.get("server", [])) as srv:
+    with Server(args.attnlabd, req.get("server", []), req.get("data_corpora", []), args.data_dir) as srv:
         c = srv.client
         health = c.health()
         upload_corpora(c, req)
@@ -162,6 +170,7 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("name")
     r.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
+    r.add_argument("--data-dir", default=os.path.join(ROOT, "var"), help="where data_corpora are (default: var)")
     t = sub.add_parser("tables")
     t.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
     t.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
