@@ -15,7 +15,7 @@
 
 #include "api/api_pipe.h"
 #include "api/api_series.h"
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_bundle.h"
 #include "util/csv.h"
 #include "util/log.h"
@@ -265,7 +265,7 @@ static int bundle_query(http_request *req, long long def_points, long long *id, 
     return 0;
 }
 
-static void reply_bundle(http_request *req, app *a, int as_csv) {
+static void reply_bundle(http_request *req, const api_ctx *api, int as_csv) {
     long long id, max_points;
     const char *keys;
     if (bundle_query(req, as_csv ? 0 : 1000, &id, &max_points, &keys) < 0) return;
@@ -280,7 +280,7 @@ static void reply_bundle(http_request *req, app *a, int as_csv) {
     s->max_points = (int)max_points;
     size_t bound;
     svc_error err;
-    if (svc_bundle_open(a, id, keys, (int)max_points, BUNDLE_MAX_POINTS, &s->b, &bound, &err) != SVC_OK) {
+    if (svc_bundle_open(api->svc, id, keys, (int)max_points, BUNDLE_MAX_POINTS, &s->b, &bound, &err) != SVC_OK) {
         free(s->keys);
         free(s);
         api_reply_svc_error(req, &err);
@@ -294,5 +294,5 @@ static void reply_bundle(http_request *req, app *a, int as_csv) {
     api_pipe_reply(req, as_csv ? "text/csv; charset=utf-8" : "application/json", &src);
 }
 
-void api_experiments_bundle(http_request *req, void *ctx) { reply_bundle(req, ctx, 0); }
-void api_experiments_bundle_csv(http_request *req, void *ctx) { reply_bundle(req, ctx, 1); }
+void api_experiments_bundle(http_request *req, const api_ctx *api) { reply_bundle(req, api, 0); }
+void api_experiments_bundle_csv(http_request *req, const api_ctx *api) { reply_bundle(req, api, 1); }

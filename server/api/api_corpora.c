@@ -5,49 +5,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_corpora.h"
 
-void api_corpora_list(http_request *req, void *ctx) {
+void api_corpora_list(http_request *req, const api_ctx *api) {
     json_t *list;
     svc_error err;
-    if (svc_corpora_list(ctx, &list, &err) != SVC_OK)
+    if (svc_corpora_list(api->svc, &list, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_json(req, 200, json_pack("{s:o}", "corpora", list));
 }
 
-void api_corpora_get(http_request *req, void *ctx) {
+void api_corpora_get(http_request *req, const api_ctx *api) {
     json_t *c;
     svc_error err;
-    if (svc_corpora_get(ctx, http_request_param(req, "name"), &c, &err) != SVC_OK)
+    if (svc_corpora_get(api->svc, http_request_param(req, "name"), &c, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_json(req, 200, json_pack("{s:o}", "corpus", c));
 }
 
-void api_corpora_upload(http_request *req, void *ctx) {
+void api_corpora_upload(http_request *req, const api_ctx *api) {
     size_t size;
     const char *upload = http_request_upload_path(req, &size);
     json_t *c;
     svc_error err;
-    if (svc_corpora_upload(ctx, http_request_query(req, "name"), http_request_query(req, "encoding"), upload, size, &c,
-                           &err) != SVC_OK)
+    if (svc_corpora_upload(api->svc, http_request_query(req, "name"), http_request_query(req, "encoding"), upload, size,
+                           &c, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_json(req, 202, json_pack("{s:o}", "corpus", c));
 }
 
-void api_corpora_delete(http_request *req, void *ctx) {
+void api_corpora_delete(http_request *req, const api_ctx *api) {
     svc_error err;
-    if (svc_corpora_delete(ctx, http_request_param(req, "name"), &err) != SVC_OK)
+    if (svc_corpora_delete(api->svc, http_request_param(req, "name"), &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_bytes(req, 204, NULL, "", 0);
 }
 
-void api_tokenize(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_tokenize(http_request *req, const api_ctx *api) {
     json_t *body = http_request_json_object(req);
     if (!body) return;
     static const char *const fields[] = {"text", "encoding", NULL};
@@ -60,7 +59,7 @@ void api_tokenize(http_request *req, void *ctx) {
         goto done;
     }
     if (!encoding) encoding = "gpt2";
-    const tokenizer *tok = corpora_tokenizer(a->corpora, encoding);
+    const tokenizer *tok = corpora_tokenizer(api->svc->corpora, encoding);
     if (!tok) {
         http_reply_error(req, 422, "invalid_field", "encoding", "encoding must be gpt2 or bytes (and available)");
         goto done;

@@ -2,7 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "api/app.h"
+#include "api/api.h"
 
 typedef struct {
     events_sub *sub;
@@ -40,9 +40,9 @@ static void sse_close(void *ctx) {
 /* A run that has already ended publishes nothing more: its stream ends after what is due, with
  * its status. Read after subscribing, so a run ending meanwhile is either seen ended here or its
  * last event reaches the subscription. */
-static void end_if_finished(app *a, events_sub *sub, long long run_id) {
+static void end_if_finished(const api_ctx *api, events_sub *sub, long long run_id) {
     json_t *run = NULL;
-    if (store_run_get(a->store, run_id, &run) != STORE_OK) return;
+    if (store_run_get(api->svc->store, run_id, &run) != STORE_OK) return;
     if (store_run_status_ended(json_string_value(json_object_get(run, "status")))) {
         char *text = jobs_status_event(run);
         if (text) events_sub_end(sub, "status", text);
@@ -51,7 +51,7 @@ static void end_if_finished(app *a, events_sub *sub, long long run_id) {
     json_decref(run);
 }
 
-static void serve_stream(http_request *req, app *a, long long run_id) {
+static void serve_stream(http_request *req, const api_ctx *api, long long run_id) {
     /* EventSource resends the id it last saw as a header; a query argument serves first connects. */
     const char *last = http_request_header(req, "Last-Event-ID");
     if (!last) last = http_request_query(req, "last_event_id");
@@ -61,29 +61,28 @@ static void serve_stream(http_request *req, app *a, long long run_id) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    c->capacity = events_capacity(a->events);
+    c->capacity = events_capacity(api->svc->events);
     http_stream *st = http_reply_stream(req, "text/event-stream", sse_read, sse_close, c);
     if (!st) return; /* c was closed by the layer */
     /* A viewer that reads nothing is noticed after some 64 KB, whatever the kernel would buffer. */
     http_stream_send_buffer(st, 32 * 1024);
     atomic_store(&c->stream, st);
     /* The layer reads only after this handler returns, so the subscription is in place by then. */
-    c->sub = events_subscribe(a->events, run_id, last_id, sse_wake, c);
-    if (c->sub && run_id > 0) end_if_finished(a, c->sub, run_id);
+    c->sub = events_subscribe(api->svc->events, run_id, last_id, sse_wake, c);
+    if (c->sub && run_id > 0) end_if_finished(api, c->sub, run_id);
 }
 
-void api_events_all(http_request *req, void *ctx) { serve_stream(req, ctx, 0); }
+void api_events_all(http_request *req, const api_ctx *api) { serve_stream(req, api, 0); }
 
-void api_events_run(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_events_run(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     json_t *row = NULL;
-    store_status s = store_run_get(a->store, id, &row);
+    store_status s = store_run_get(api->svc->store, id, &row);
     json_decref(row);
     if (s == STORE_NOT_FOUND) {
         http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
         return;
     }
-    serve_stream(req, a, id);
+    serve_stream(req, api, id);
 }

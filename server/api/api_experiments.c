@@ -5,27 +5,27 @@
 #include <string.h>
 
 #include "api/api_series.h"
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_run_view.h"
 #include "services/svc_experiments.h"
 #include "services/svc_stats.h"
 
-void api_presets(http_request *req, void *ctx) {
-    (void)ctx;
+void api_presets(http_request *req, const api_ctx *api) {
+    (void)api;
     http_reply_json(req, 200, json_pack("{s:o}", "presets", svc_experiments_presets()));
 }
 
 /* Answers 201 {"experiment","runs"} for experiment id with the n runs ids just made (queued), with
  * the experiment's Location; a retry's answer (idem->replay) reads its runs back in the order they
  * were created instead. */
-static void reply_created(http_request *req, app *a, long long id, const long long *ids, size_t n,
+static void reply_created(http_request *req, const api_ctx *api, long long id, const long long *ids, size_t n,
                           const svc_idem *idem) {
     json_t *exp = NULL, *runs = json_array(), *rows = NULL;
     long long total = 0;
     int replay = idem && idem->replay;
     if (replay) { /* runs are created in their order, so their ids are too */
         store_run_filter f = {.experiment_id = id, .sort = "id", .limit = SVC_EXPERIMENTS_MAX_RUNS};
-        if (store_run_list(a->store, &f, &rows, &total) != STORE_OK) {
+        if (store_run_list(api->svc->store, &f, &rows, &total) != STORE_OK) {
             json_decref(runs);
             api_store_failed(req);
             return;
@@ -36,7 +36,7 @@ static void reply_created(http_request *req, app *a, long long id, const long lo
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    if (store_experiment_get(a->store, id, &exp) != STORE_OK) {
+    if (store_experiment_get(api->svc->store, id, &exp) != STORE_OK) {
         json_decref(rows);
         json_decref(runs);
         api_store_failed(req);
@@ -48,9 +48,9 @@ static void reply_created(http_request *req, app *a, long long id, const long lo
         json_t *row = NULL;
         if (replay)
             row = json_incref(json_array_get(rows, i));
-        else if (store_run_get(a->store, ids[i], &row) != STORE_OK)
+        else if (store_run_get(api->svc->store, ids[i], &row) != STORE_OK)
             continue;
-        bad |= json_array_append_new(runs, svc_run_view(a, row)) < 0;
+        bad |= json_array_append_new(runs, svc_run_view(api->svc, row)) < 0;
     }
     json_decref(rows);
     if (bad) { /* the runs are queued: the answer says what it can */
@@ -67,8 +67,7 @@ static void reply_created(http_request *req, app *a, long long id, const long lo
     http_reply_json(req, 201, json_pack("{s:o, s:o*}", "experiment", exp, "runs", runs));
 }
 
-void api_experiments_create(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_create(http_request *req, const api_ctx *api) {
     json_t *body = http_request_json_object(req);
     if (!body) return;
     static const char *const fields[] = {"name", "preset",     "base", "overrides",   "variants",
@@ -88,12 +87,12 @@ void api_experiments_create(http_request *req, void *ctx) {
     }
     r.tags = tags;
     svc_idem idem, *ip;
-    if (api_idempotency(req, a, "experiment", body, &idem, &ip) < 0) {
+    if (api_idempotency(req, api, "experiment", body, &idem, &ip) < 0) {
         json_decref(body);
         return;
     }
     if (ip && ip->replay) { /* a retry: the first answer again */
-        reply_created(req, a, ip->replay, NULL, 0, ip);
+        reply_created(req, api, ip->replay, NULL, 0, ip);
         json_decref(body);
         return;
     }
@@ -107,14 +106,14 @@ void api_experiments_create(http_request *req, void *ctx) {
             return;
         }
         const char *name = r.name;
-        if (svc_experiments_from_bundle(a, bundle, name, &r, &err) != SVC_OK) {
+        if (svc_experiments_from_bundle(api->svc, bundle, name, &r, &err) != SVC_OK) {
             api_reply_svc_error(req, &err);
             json_decref(body);
             return;
         }
         r.tags = tags;
     }
-    if (svc_experiments_plan(a, &r, &plan, &err) != SVC_OK) {
+    if (svc_experiments_plan(api->svc, &r, &plan, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         json_decref(body);
         return;
@@ -124,19 +123,18 @@ void api_experiments_create(http_request *req, void *ctx) {
     long long exp_id, *ids = calloc(n, sizeof *ids);
     if (!ids)
         http_reply_error(req, 500, "internal", NULL, "out of memory");
-    else if (svc_experiments_commit(a, &plan, &exp_id, ids, &err) != SVC_OK)
+    else if (svc_experiments_commit(api->svc, &plan, &exp_id, ids, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else if (ip && ip->replay) /* another request with the key committed first */
-        reply_created(req, a, exp_id, NULL, 0, ip);
+        reply_created(req, api, exp_id, NULL, 0, ip);
     else
-        reply_created(req, a, exp_id, ids, n, ip);
+        reply_created(req, api, exp_id, ids, n, ip);
     free(ids);
     svc_experiments_plan_free(&plan);
     json_decref(body);
 }
 
-void api_experiments_add_runs(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_add_runs(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     json_t *body = http_request_json_object(req);
@@ -149,22 +147,21 @@ void api_experiments_add_runs(http_request *req, void *ctx) {
         json_decref(body);
         return;
     }
-    if (svc_experiments_add_runs(a, id, json_object_get(body, "variants"), json_object_get(body, "replicates"), &ids,
-                                 &n, &err) != SVC_OK)
+    if (svc_experiments_add_runs(api->svc, id, json_object_get(body, "variants"), json_object_get(body, "replicates"),
+                                 &ids, &n, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        reply_created(req, a, id, ids, n, NULL);
+        reply_created(req, api, id, ids, n, NULL);
     free(ids);
     json_decref(body);
 }
 
-void api_experiments_list(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_list(http_request *req, const api_ctx *api) {
     long long limit, offset, total;
     const char *search;
     if (api_query_page(req, &limit, &offset) < 0 || api_query_search(req, &search) < 0) return;
     json_t *list;
-    store_status s = store_experiment_list(a->store, (int)limit, (int)offset, search, &list, &total);
+    store_status s = store_experiment_list(api->svc->store, (int)limit, (int)offset, search, &list, &total);
     api_reply_list(req, s, "experiments", list, total);
 }
 
@@ -194,24 +191,24 @@ static json_t *final_tau(const json_t *run, const json_t *summary) {
     return json_pack("{s:O, s:o}", "initial", json_object_get(cfg, "tau_init"), "final", final);
 }
 
-void api_experiments_get(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_get(http_request *req, const api_ctx *api) {
     long long id, total;
     json_t *exp, *runs;
-    if (api_load_by_id(req, a, "experiment", store_experiment_get, &id, &exp) < 0) return;
+    if (api_load_by_id(req, api, "experiment", store_experiment_get, &id, &exp) < 0) return;
     /* Every run: at most SVC_EXPERIMENTS_MAX_RUNS (older experiments: 16 variants x 32 replicates). */
     store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
-    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) {
+    if (store_run_list(api->svc->store, &f, &runs, &total) != STORE_OK) {
         json_decref(exp);
         api_store_failed(req);
         return;
     }
-    int bad = svc_run_views(a, runs) < 0;
+    int bad = svc_run_views(api->svc, runs) < 0;
     size_t i;
     json_t *r;
     json_array_foreach(runs, i, r) {
         json_t *summary = NULL;
-        if (bad || store_metrics_summary(a->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
+        if (bad ||
+            store_metrics_summary(api->svc->store, json_integer_value(json_object_get(r, "id")), &summary) != STORE_OK)
             continue;
         json_t *tau = final_tau(r, summary);
         bad |= json_object_set_new(r, "summary", summary) < 0;
@@ -244,7 +241,7 @@ static int stats_options(http_request *req, svc_stats_options *o) {
 /* GET /api/experiments/{id}/stats (JSON) and /stats.csv: on the compute pool (a heavy route), the
  * work bounded before it starts (SVC_STATS_MAX_WORK), stopped when the client leaves, and the
  * answer about an ended experiment kept. */
-static void reply_stats(http_request *req, app *a, int as_csv) {
+static void reply_stats(http_request *req, const api_ctx *api, int as_csv) {
     long long id;
     svc_stats_options o;
     svc_error err;
@@ -256,40 +253,39 @@ static void reply_stats(http_request *req, app *a, int as_csv) {
              (unsigned long long)o.seed);
     snprintf(disp, sizeof disp, "attachment; filename=\"experiment-%lld-stats.csv\"", id);
     const char *type = as_csv ? "text/csv; charset=utf-8" : "application/json";
-    if (api_experiment_key(a, id, what, key, sizeof key) < 0) key[0] = 0;
+    if (api_experiment_key(api, id, what, key, sizeof key) < 0) key[0] = 0;
     if (as_csv) http_reply_header(req, "Content-Disposition", disp);
-    if (api_reply_cached(req, a, key, type)) return;
-    if (svc_stats_experiment(a, id, &o, &stats, &err) != SVC_OK) {
+    if (api_reply_cached(req, api, key, type)) return;
+    if (svc_stats_experiment(api->svc, id, &o, &stats, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }
     if (!as_csv) {
-        api_reply_json_keeping(req, a, key, json_pack("{s:o}", "stats", stats));
+        api_reply_json_keeping(req, api, key, json_pack("{s:o}", "stats", stats));
         return;
     }
     char *csv;
     size_t len;
     int rc = api_stats_csv(stats, &csv, &len);
     json_decref(stats);
-    api_reply_keeping(req, a, key, type, rc < 0 ? NULL : csv, len);
+    api_reply_keeping(req, api, key, type, rc < 0 ? NULL : csv, len);
 }
 
-void api_experiments_stats(http_request *req, void *ctx) { reply_stats(req, ctx, 0); }
+void api_experiments_stats(http_request *req, const api_ctx *api) { reply_stats(req, api, 0); }
 
-void api_experiments_stats_csv(http_request *req, void *ctx) { reply_stats(req, ctx, 1); }
+void api_experiments_stats_csv(http_request *req, const api_ctx *api) { reply_stats(req, api, 1); }
 
-void api_experiments_series(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_series(http_request *req, const api_ctx *api) {
     long long id, max_points;
     if (api_path_id(req, &id) < 0 || api_query_max_points(req, 0, &max_points) < 0) return;
     const char *key = http_request_query(req, "key");
     char what[160], ckey[320];
     snprintf(what, sizeof what, "series|%lld|%.64s", max_points, key ? key : "");
-    if (!key || strlen(key) > 64 || api_experiment_key(a, id, what, ckey, sizeof ckey) < 0) ckey[0] = 0;
-    if (api_reply_cached(req, a, ckey, "application/json")) return;
+    if (!key || strlen(key) > 64 || api_experiment_key(api, id, what, ckey, sizeof ckey) < 0) ckey[0] = 0;
+    if (api_reply_cached(req, api, ckey, "application/json")) return;
     svc_stats_bands bands;
     svc_error err;
-    if (svc_stats_bands_get(a, id, key, &bands, &err) != SVC_OK) {
+    if (svc_stats_bands_get(api->svc, id, key, &bands, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }
@@ -307,11 +303,11 @@ void api_experiments_series(http_request *req, void *ctx) {
         return;
     }
     api_reply_json_keeping(
-        req, a, ckey, json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
+        req, api, ckey,
+        json_pack("{s:I, s:s, s:o}", "experiment_id", (json_int_t)id, "key", key, "variants", variants));
 }
 
-void api_experiments_patch(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_patch(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     json_t *body = http_request_json_object(req);
@@ -322,23 +318,22 @@ void api_experiments_patch(http_request *req, void *ctx) {
     if (api_only_fields(req, body, fields) == 0 && api_opt_string(req, body, "name", 200, &name) == 0) {
         if (!name || !*name)
             http_reply_error(req, 422, "invalid_field", "name", "name must be 1 to 200 characters");
-        else if (svc_experiments_rename(a, id, name, &err) != SVC_OK)
+        else if (svc_experiments_rename(api->svc, id, name, &err) != SVC_OK)
             api_reply_svc_error(req, &err);
         else
-            api_experiments_get(req, ctx);
+            api_experiments_get(req, api);
     }
     json_decref(body);
 }
 
-void api_experiments_delete(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_delete(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     static const char *const modes[] = {"keep", "delete", NULL};
     const char *runs = NULL;
     if (api_query_enum(req, "runs", modes, &runs) < 0) return;
     svc_error err;
-    if (svc_experiments_delete(a, id, runs && !strcmp(runs, "delete"), &err) != SVC_OK)
+    if (svc_experiments_delete(api->svc, id, runs && !strcmp(runs, "delete"), &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_bytes(req, 204, NULL, "", 0);

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_external.h"
 
-void api_runs_create_external(http_request *req, app *a, json_t *body, svc_idem *idem) {
+void api_runs_create_external(http_request *req, const api_ctx *api, json_t *body, svc_idem *idem) {
     static const char *const fields[] = {"source",        "name",    "tags",      "note",       "config",
                                          "experiment_id", "variant", "replicate", "provenance", NULL};
     const char *source, *name, *note, *variant;
@@ -46,15 +46,14 @@ void api_runs_create_external(http_request *req, app *a, json_t *body, svc_idem 
                           .idem = idem};
     long long id;
     svc_error err;
-    if (svc_external_create(a, &r, &id, &err) != SVC_OK) {
+    if (svc_external_create(api->svc, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }
-    api_runs_created(req, a, id, idem);
+    api_runs_created(req, api, id, idem);
 }
 
-void api_runs_metrics_post(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_metrics_post(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     json_t *body = http_request_json_object(req);
@@ -63,7 +62,7 @@ void api_runs_metrics_post(http_request *req, void *ctx) {
     if (api_only_fields(req, body, fields) == 0) {
         int stored = 0;
         svc_error err;
-        if (svc_external_log(a, id, json_object_get(body, "points"), &stored, &err) != SVC_OK)
+        if (svc_external_log(api->svc, id, json_object_get(body, "points"), &stored, &err) != SVC_OK)
             api_reply_svc_error(req, &err);
         else
             http_reply_json(req, 200, json_pack("{s:I, s:i}", "run_id", (json_int_t)id, "stored", stored));
@@ -71,8 +70,7 @@ void api_runs_metrics_post(http_request *req, void *ctx) {
     json_decref(body);
 }
 
-void api_runs_weights_upload(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_weights_upload(http_request *req, const api_ctx *api) {
     long long id;
     size_t size = 0;
     const char *upload = http_request_upload_path(req, &size);
@@ -83,7 +81,7 @@ void api_runs_weights_upload(http_request *req, void *ctx) {
     }
     json_t *info = NULL;
     svc_error err;
-    if (svc_external_weights(a, id, upload, &info, &err) != SVC_OK) {
+    if (svc_external_weights(api->svc, id, upload, &info, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }

@@ -3,11 +3,10 @@
  * route (the body goes to a file, up to SVC_IMPORT_MAX_BYTES) that runs on the compute pool. */
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_import.h"
 
-void api_experiments_import(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_import(http_request *req, const api_ctx *api) {
     size_t size = 0;
     const char *upload = http_request_upload_path(req, &size);
     const char *name = http_request_query(req, "name");
@@ -22,7 +21,7 @@ void api_experiments_import(http_request *req, void *ctx) {
     }
     json_t *out = NULL;
     svc_error err;
-    if (svc_import_bundle(a, upload, name, &out, &err) != SVC_OK) {
+    if (svc_import_bundle(api->svc, upload, name, &out, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }

@@ -3,11 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_plots.h"
 
-void api_experiments_plot_svg(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_experiments_plot_svg(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     const char *kind = http_request_query(req, "kind"), *key = http_request_query(req, "key");
@@ -35,7 +34,7 @@ void api_experiments_plot_svg(http_request *req, void *ctx) {
     }
     char *svg = NULL;
     svc_error err;
-    if (svc_plot_experiment(a, id, kind, arg, &svg, &err) != SVC_OK) {
+    if (svc_plot_experiment(api->svc, id, kind, arg, &svg, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return;
     }

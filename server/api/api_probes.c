@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "util/csv.h"
 #include "engine/probes/probe.h"
 #include "services/svc_probes.h"
 
-void api_probe_kinds(http_request *req, void *ctx) {
-    (void)ctx;
+void api_probe_kinds(http_request *req, const api_ctx *api) {
+    (void)api;
     json_t *kinds = probe_kinds_json();
     if (!kinds) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
@@ -19,9 +19,9 @@ void api_probe_kinds(http_request *req, void *ctx) {
     http_reply_json(req, 200, json_pack("{s:o}", "kinds", kinds));
 }
 
-static void reply_probe(http_request *req, app *a, long long id, int status, int cached) {
+static void reply_probe(http_request *req, const api_ctx *api, long long id, int status, int cached) {
     json_t *p = NULL;
-    if (store_probe_get(a->store, id, &p) != STORE_OK) {
+    if (store_probe_get(api->svc->store, id, &p) != STORE_OK) {
         api_store_failed(req);
         return;
     }
@@ -32,8 +32,7 @@ static void reply_probe(http_request *req, app *a, long long id, int status, int
     http_reply_json(req, status, json_pack("{s:o}", "probe", p));
 }
 
-void api_probes_create(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_probes_create(http_request *req, const api_ctx *api) {
     json_t *body = http_request_json_object(req);
     if (!body) return;
     static const char *const fields[] = {"kind", "params", "run_id", NULL};
@@ -52,17 +51,16 @@ void api_probes_create(http_request *req, void *ctx) {
         http_reply_error(req, 422, "invalid_field", "params", "params must be an object");
     } else if (run && (!json_is_integer(run) || json_integer_value(run) <= 0)) {
         http_reply_error(req, 422, "invalid_field", "run_id", "run_id must be a positive integer");
-    } else if (svc_probes_run(a, kind, params, run ? json_integer_value(run) : 0, http_request_cancel_flag(req), &id,
-                              &cached, &err) != SVC_OK) {
+    } else if (svc_probes_run(api->svc, kind, params, run ? json_integer_value(run) : 0, http_request_cancel_flag(req),
+                              &id, &cached, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
     } else {
-        reply_probe(req, a, id, cached ? 200 : 201, cached);
+        reply_probe(req, api, id, cached ? 200 : 201, cached);
     }
     json_decref(body);
 }
 
-void api_probes_list(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_probes_list(http_request *req, const api_ctx *api) {
     long long limit, offset, total;
     if (api_query_page(req, &limit, &offset) < 0) return;
     const char *kind = http_request_query(req, "kind");
@@ -71,19 +69,18 @@ void api_probes_list(http_request *req, void *ctx) {
         return;
     }
     json_t *list;
-    store_status s = store_probe_list(a->store, kind, (int)limit, (int)offset, &list, &total);
+    store_status s = store_probe_list(api->svc->store, kind, (int)limit, (int)offset, &list, &total);
     api_reply_list(req, s, "probes", list, total);
 }
 
-void api_probes_get(http_request *req, void *ctx) { api_reply_by_id(req, ctx, "probe", store_probe_get); }
+void api_probes_get(http_request *req, const api_ctx *api) { api_reply_by_id(req, api, "probe", store_probe_get); }
 
-void api_probes_csv(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_probes_csv(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     const char *name = http_request_query(req, "table");
     json_t *t = NULL;
-    store_status s = store_probe_table(a->store, id, name, &t);
+    store_status s = store_probe_table(api->svc->store, id, name, &t);
     if (s == STORE_NOT_FOUND) {
         http_reply_error(req, 404, "not_found", name ? "table" : "id", "no such probe or table");
         return;

@@ -11,7 +11,7 @@
 
 #include "api/api_pipe.h"
 #include "api/api_series.h"
-#include "api/app.h"
+#include "api/api.h"
 #include "services/checkpoints.h"
 #include "util/log.h"
 #include "api/reply_cache.h"
@@ -21,16 +21,16 @@
 #include "services/svc_runs.h"
 #include "util/json_text.h"
 
-void api_runs_reply(http_request *req, app *a, long long id, int status) {
+void api_runs_reply(http_request *req, const api_ctx *api, long long id, int status) {
     json_t *row = NULL;
-    if (store_run_get(a->store, id, &row) != STORE_OK) {
+    if (store_run_get(api->svc->store, id, &row) != STORE_OK) {
         api_store_failed(req);
         return;
     }
-    http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(a, row)));
+    http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(api->svc, row)));
 }
 
-void api_runs_created(http_request *req, app *a, long long id, const svc_idem *idem) {
+void api_runs_created(http_request *req, const api_ctx *api, long long id, const svc_idem *idem) {
     if (idem && idem->replay) { /* another request with the key committed first */
         api_reply_replayed(req, "/api/runs", id);
     } else {
@@ -38,26 +38,25 @@ void api_runs_created(http_request *req, app *a, long long id, const svc_idem *i
         snprintf(loc, sizeof loc, "/api/runs/%lld", id);
         http_reply_header(req, "Location", loc);
     }
-    api_runs_reply(req, a, id, 201);
+    api_runs_reply(req, api, id, 201);
 }
 
-void api_runs_create(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_create(http_request *req, const api_ctx *api) {
     json_t *body = http_request_json_object(req);
     if (!body) return;
     svc_idem idem, *ip;
-    if (api_idempotency(req, a, "run", body, &idem, &ip) < 0) {
+    if (api_idempotency(req, api, "run", body, &idem, &ip) < 0) {
         json_decref(body);
         return;
     }
     if (ip && ip->replay) { /* a retry: the first answer again */
         api_reply_replayed(req, "/api/runs", ip->replay);
-        api_runs_reply(req, a, ip->replay, 201);
+        api_runs_reply(req, api, ip->replay, 201);
         json_decref(body);
         return;
     }
     if (json_object_get(body, "source")) { /* a run trained elsewhere (api_external.c) */
-        api_runs_create_external(req, a, body, ip);
+        api_runs_create_external(req, api, body, ip);
         json_decref(body);
         return;
     }
@@ -75,11 +74,12 @@ void api_runs_create(http_request *req, void *ctx) {
         goto done;
     }
     svc_new_run r = {.name = name, .note = note, .tags = tags, .config = config, .idem = ip};
-    if (svc_runs_admit(a, config, "config.", 1, &err) != SVC_OK || svc_runs_create(a, &r, &id, &err) != SVC_OK) {
+    if (svc_runs_admit(api->svc, config, "config.", 1, &err) != SVC_OK ||
+        svc_runs_create(api->svc, &r, &id, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         goto done;
     }
-    api_runs_created(req, a, id, ip);
+    api_runs_created(req, api, id, ip);
 done:
     json_decref(config);
     json_decref(body);
@@ -196,12 +196,11 @@ static void runs_list_keep(const char *query, uint64_t events_id, uint64_t chang
     pthread_mutex_unlock(&runs_list_lock);
 }
 
-void api_runs_list(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_list(http_request *req, const api_ctx *api) {
     /* What the answer is built from, read before it is built: a change meanwhile moves it. */
-    uint64_t events_id = events_last_id(a->events), changes = http_server_changes(a->http);
+    uint64_t events_id = events_last_id(api->svc->events), changes = http_server_changes(api->http);
     char *query = NULL;
-    int cacheable = !store_shared(a->store) && !http_request_each_query(req, query_text, &query);
+    int cacheable = !store_shared(api->svc->store) && !http_request_each_query(req, query_text, &query);
     char *cached;
     size_t cached_len;
     if (cacheable && runs_list_cached(query ? query : "", events_id, changes, &cached, &cached_len)) {
@@ -237,14 +236,14 @@ void api_runs_list(http_request *req, void *ctx) {
     f.offset = (int)offset;
     json_t *runs;
     long long total;
-    store_status s = store_run_list(a->store, &f, &runs, &total);
+    store_status s = store_run_list(api->svc->store, &f, &runs, &total);
     for (int i = 0; i < f.n_config; i++) free(cf.values[i]);
     if (s != STORE_OK) {
         free(query);
         api_store_failed(req);
         return;
     }
-    if (svc_run_views(a, runs) < 0) {
+    if (svc_run_views(api->svc, runs) < 0) {
         json_decref(runs);
         free(query);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
@@ -263,16 +262,14 @@ void api_runs_list(http_request *req, void *ctx) {
     http_reply_take(req, 200, "application/json", text, strlen(text));
 }
 
-void api_runs_get(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_get(http_request *req, const api_ctx *api) {
     long long id;
     json_t *row;
-    if (api_load_by_id(req, a, "run", store_run_get, &id, &row) < 0) return;
-    http_reply_json(req, 200, json_pack("{s:o}", "run", svc_run_view(a, row)));
+    if (api_load_by_id(req, api, "run", store_run_get, &id, &row) < 0) return;
+    http_reply_json(req, 200, json_pack("{s:o}", "run", svc_run_view(api->svc, row)));
 }
 
-void api_runs_patch(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_patch(http_request *req, const api_ctx *api) {
     long long id;
     if (api_path_id(req, &id) < 0) return;
     json_t *body = http_request_json_object(req);
@@ -289,55 +286,52 @@ void api_runs_patch(http_request *req, void *ctx) {
         /* an external run's end first: a refused status leaves the run as it was */
         if (!status && error)
             http_reply_error(req, 422, "invalid_field", "error", "error goes with a status");
-        else if (status && svc_external_finish(a, id, status, error, &err) != SVC_OK)
+        else if (status && svc_external_finish(api->svc, id, status, error, &err) != SVC_OK)
             api_reply_svc_error(req, &err);
-        else if ((s = store_run_update(a->store, id, name, note, tags)) == STORE_NOT_FOUND)
+        else if ((s = store_run_update(api->svc->store, id, name, note, tags)) == STORE_NOT_FOUND)
             http_reply_error(req, 404, "not_found", "id", "no run %lld", id);
         else if (s != STORE_OK)
             api_store_failed(req);
         else
-            api_runs_reply(req, a, id, 200);
+            api_runs_reply(req, api, id, 200);
     }
     json_decref(body);
 }
 
-void api_runs_delete(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_delete(http_request *req, const api_ctx *api) {
     long long id;
     svc_error err;
     if (api_path_id(req, &id) < 0) return;
-    if (svc_runs_delete(a, id, &err) != SVC_OK)
+    if (svc_runs_delete(api->svc, id, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
         http_reply_bytes(req, 204, NULL, "", 0);
 }
 
-void api_runs_cancel(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_cancel(http_request *req, const api_ctx *api) {
     long long id;
     svc_error err;
     if (api_path_id(req, &id) < 0) return;
-    if (svc_runs_cancel(a, id, &err) != SVC_OK)
+    if (svc_runs_cancel(api->svc, id, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        api_runs_reply(req, a, id, 202);
+        api_runs_reply(req, api, id, 202);
 }
 
-void api_runs_resume(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_resume(http_request *req, const api_ctx *api) {
     long long id;
     svc_error err;
     if (api_path_id(req, &id) < 0) return;
-    if (svc_runs_resume(a, id, &err) != SVC_OK)
+    if (svc_runs_resume(api->svc, id, &err) != SVC_OK)
         api_reply_svc_error(req, &err);
     else
-        api_runs_reply(req, a, id, 202);
+        api_runs_reply(req, api, id, 202);
 }
 
 /* The {id} run exists (answers 404 or 500 and returns 0 if not). */
-static int run_exists(http_request *req, app *a, long long *id) {
+static int run_exists(http_request *req, const api_ctx *api, long long *id) {
     json_t *row;
-    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return 0;
+    if (api_load_by_id(req, api, "run", store_run_get, id, &row) < 0) return 0;
     json_decref(row);
     return 1;
 }
@@ -345,19 +339,20 @@ static int run_exists(http_request *req, app *a, long long *id) {
 /* Loads the run of the {id} path (404 otherwise) and writes into key the cache key of the answer
  * `what` about it (svc_run_cache_key: "" while the run can still write metrics). Returns 0, or -1
  * once an answer has been sent. */
-static int run_series_key(http_request *req, app *a, const char *what, long long *id, char *key, size_t cap) {
+static int run_series_key(http_request *req, const api_ctx *api, const char *what, long long *id, char *key,
+                          size_t cap) {
     json_t *row;
-    if (api_load_by_id(req, a, "run", store_run_get, id, &row) < 0) return -1;
+    if (api_load_by_id(req, api, "run", store_run_get, id, &row) < 0) return -1;
     svc_run_cache_key(row, what, key, cap);
     json_decref(row);
     return 0;
 }
 
 /* Answers a cached body for key; 1 when it did. */
-static int reply_cached(http_request *req, app *a, const char *key, const char *content_type) {
+static int reply_cached(http_request *req, const api_ctx *api, const char *key, const char *content_type) {
     char *body;
     size_t len;
-    if (!key[0] || !reply_cache_get(a->replies, key, &body, &len)) return 0;
+    if (!key[0] || !reply_cache_get(api->replies, key, &body, &len)) return 0;
     http_reply_take(req, 200, content_type, body, len);
     return 1;
 }
@@ -386,8 +381,8 @@ static void keep_piece(kept_answer *k, const char *piece, size_t len) {
 }
 
 /* The answer is whole: kept under its key. */
-static void keep_done(app *a, kept_answer *k) {
-    if (k->key[0]) reply_cache_put(a->replies, k->key, k->text ? k->text : "", k->len);
+static void keep_done(const api_ctx *api, kept_answer *k) {
+    if (k->key[0]) reply_cache_put(api->replies, k->key, k->text ? k->text : "", k->len);
 }
 
 /* GET /api/runs/{id}/metrics written a series at a time as the client reads it (http_reply_chunks),
@@ -397,7 +392,7 @@ static void keep_done(app *a, kept_answer *k) {
  * kept first instead. */
 #define METRICS_WHOLE_MAX_POINTS 200000
 typedef struct {
-    app *a;
+    const api_ctx *api;
     long long id;
     store_metric *points;
     size_t n, pos;         /* the next series starts at points[pos] */
@@ -442,7 +437,7 @@ static int metrics_piece(metrics_answer *m) {
     }
     if (!m->text) return -1;
     keep_piece(&m->kept, m->text, m->len);
-    if (m->stage == 2) keep_done(m->a, &m->kept);
+    if (m->stage == 2) keep_done(m->api, &m->kept);
     return 0;
 }
 
@@ -479,7 +474,7 @@ static void metrics_done(void *ctx) {
 /* metrics.csv as the pipe's source (api_pipe.h): rows a piece at a time. */
 #define CSV_PIECE_BYTES (64 * 1024)
 typedef struct {
-    app *a;
+    const api_ctx *api;
     api_series_csv *rows;
     kept_answer kept;
 } csv_answer;
@@ -488,7 +483,7 @@ static int csv_answer_next(void *ctx, char **text, size_t *len) {
     csv_answer *c = ctx;
     int got = api_series_csv_next(c->rows, CSV_PIECE_BYTES, text, len);
     if (got > 0) keep_piece(&c->kept, *text, *len);
-    if (got == 0) keep_done(c->a, &c->kept);
+    if (got == 0) keep_done(c->api, &c->kept);
     return got;
 }
 
@@ -499,8 +494,7 @@ static void csv_answer_free(void *ctx) {
     free(c);
 }
 
-void api_runs_metrics(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_metrics(http_request *req, const api_ctx *api) {
     long long id, since, max_points;
     char what[2100], key[2400];
     if (api_query_int(req, "since_step", 0, 100000000, 0, &since) < 0 || api_query_max_points(req, 0, &max_points) < 0)
@@ -511,11 +505,11 @@ void api_runs_metrics(http_request *req, void *ctx) {
         return;
     }
     snprintf(what, sizeof what, "metrics|%lld|%lld|%s", since, max_points, keys ? keys : "\x01all");
-    if (run_series_key(req, a, what, &id, key, sizeof key) < 0) return;
-    if (reply_cached(req, a, key, "application/json")) return;
+    if (run_series_key(req, api, what, &id, key, sizeof key) < 0) return;
+    if (reply_cached(req, api, key, "application/json")) return;
     store_metric *points;
     size_t n;
-    if (store_metrics_points(a->store, id, keys, (int)since, &points, &n) != STORE_OK) {
+    if (store_metrics_points(api->svc->store, id, keys, (int)since, &points, &n) != STORE_OK) {
         api_store_failed(req);
         return;
     }
@@ -525,7 +519,7 @@ void api_runs_metrics(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    *m = (metrics_answer){.a = a, .id = id, .points = points, .n = n, .max_points = (int)max_points};
+    *m = (metrics_answer){.api = api, .id = id, .points = points, .n = n, .max_points = (int)max_points};
     snprintf(m->kept.key, sizeof m->kept.key, "%s", key);
     if (key[0] && answer_points(points, n, (int)max_points) <= METRICS_WHOLE_MAX_POINTS) {
         /* An answer the cache will keep is made whole at once and kept before it is sent, so that
@@ -544,34 +538,32 @@ void api_runs_metrics(http_request *req, void *ctx) {
     http_reply_chunks(req, 200, "application/json", HTTP_SIZE_UNKNOWN, metrics_next, metrics_done, m);
 }
 
-void api_runs_summary(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_summary(http_request *req, const api_ctx *api) {
     long long id;
-    if (!run_exists(req, a, &id)) return;
+    if (!run_exists(req, api, &id)) return;
     json_t *summary;
-    if (store_metrics_summary(a->store, id, &summary) != STORE_OK) {
+    if (store_metrics_summary(api->svc->store, id, &summary) != STORE_OK) {
         api_store_failed(req);
         return;
     }
     http_reply_json(req, 200, json_pack("{s:I, s:o}", "run_id", (json_int_t)id, "summary", summary));
 }
 
-void api_runs_csv(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_csv(http_request *req, const api_ctx *api) {
     long long id;
     char key[256], disp[80];
-    if (run_series_key(req, a, "csv", &id, key, sizeof key) < 0) return;
+    if (run_series_key(req, api, "csv", &id, key, sizeof key) < 0) return;
     snprintf(disp, sizeof disp, "attachment; filename=\"run-%lld-metrics.csv\"", id);
     char *body;
     size_t blen;
-    if (key[0] && reply_cache_get(a->replies, key, &body, &blen)) {
+    if (key[0] && reply_cache_get(api->replies, key, &body, &blen)) {
         http_reply_header(req, "Content-Disposition", disp);
         http_reply_take(req, 200, "text/csv; charset=utf-8", body, blen);
         return;
     }
     store_metric *points;
     size_t n;
-    if (store_metrics_points(a->store, id, NULL, 0, &points, &n) != STORE_OK) {
+    if (store_metrics_points(api->svc->store, id, NULL, 0, &points, &n) != STORE_OK) {
         api_store_failed(req);
         return;
     }
@@ -582,7 +574,7 @@ void api_runs_csv(http_request *req, void *ctx) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    c->a = a;
+    c->api = api;
     snprintf(c->kept.key, sizeof c->kept.key, "%s", key);
     api_pipe_source src = {.next = csv_answer_next, .free = csv_answer_free, .ctx = c};
     snprintf(src.what, sizeof src.what, "the metrics.csv of run %lld", id);
@@ -600,10 +592,9 @@ static void weights_done(void *ctx) { checkpoint_weights_close(ctx); }
 /* GET /api/runs/{id}/weights: the model weights of the run's latest checkpoint (no optimiser
  * state); ?optimizer=1: the whole checkpoint, AdamW moments included, as the run resumes from it
  * (with a token, only to a request that carries it). */
-void api_runs_weights(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_runs_weights(http_request *req, const api_ctx *api) {
     long long id, optimizer;
-    if (!run_exists(req, a, &id)) return;
+    if (!run_exists(req, api, &id)) return;
     if (api_query_int(req, "optimizer", 0, 1, 0, &optimizer) < 0) return;
     /* The whole training state is a privileged read: with a token it needs it, --private or not. */
     if (optimizer && !http_request_has_token(req)) {
@@ -611,9 +602,9 @@ void api_runs_weights(http_request *req, void *ctx) {
         return;
     }
     char path[PATH_MAX], disp[96], why[512];
-    jobs_run_checkpoint(a->jobs, id, path, sizeof path);
+    jobs_run_checkpoint(api->svc->jobs, id, path, sizeof path);
     /* what is served is what the run wrote: a file changed since is refused, not handed out */
-    int sealed = checkpoint_check_sealed(a->store, id, path, why, sizeof why);
+    int sealed = checkpoint_check_sealed(api->svc->store, id, path, why, sizeof why);
     if (sealed > 0) {
         no_checkpoint(req, id);
         return;

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/checkpoints.h"
 #include "engine/kernel_path.h"
 #include "services/run_config.h"
@@ -41,20 +41,20 @@ static json_t *kernel_paths_json(void) {
                      precision_name(precision_default()), "paths", paths);
 }
 
-void api_health(http_request *req, void *ctx) {
-    app *a = ctx;
-    int db_ok = store_ping(a->store) == STORE_OK;
+void api_health(http_request *req, const api_ctx *api) {
+    int db_ok = store_ping(api->svc->store) == STORE_OK;
     char why[256];
     double failing_s = 0;
-    int writes_ok = !metrics_writer_failing(a->writer, &failing_s, why, sizeof why);
+    int writes_ok = !metrics_writer_failing(api->writer, &failing_s, why, sizeof why);
     struct statvfs vfs;
-    int have_disk = statvfs(a->data_dir, &vfs) == 0;
+    int have_disk = statvfs(api->svc->data_dir, &vfs) == 0;
     unsigned long long free_bytes = have_disk ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
     int disk_ok = !have_disk || free_bytes >= HEALTH_MIN_FREE_BYTES;
     int ok = db_ok && writes_ok && disk_ok;
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:f, s:i}", "status", ok ? "ok" : "degraded", "version",
-                             ATTNLAB_VERSION, "db", db_ok ? "ok" : "error", "writes", writes_ok ? "ok" : "failing",
-                             "uptime_s", app_now() - a->started_at, "schema_version", store_schema_version(a->store));
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:s, s:f, s:i}", "status", ok ? "ok" : "degraded", "version", ATTNLAB_VERSION, "db",
+                  db_ok ? "ok" : "error", "writes", writes_ok ? "ok" : "failing", "uptime_s",
+                  app_now() - api->started_at, "schema_version", store_schema_version(api->svc->store));
     /* Why the database is not usable (it cannot be written, its file is gone). */
     int bad = !body;
     if (!db_ok && !bad) bad |= json_object_set_new(body, "db_error", json_string(store_last_error())) < 0;
@@ -74,13 +74,12 @@ void api_health(http_request *req, void *ctx) {
     http_reply_json(req, ok ? 200 : 503, body);
 }
 
-void api_openapi(http_request *req, void *ctx) {
-    (void)ctx;
+void api_openapi(http_request *req, const api_ctx *api) {
+    (void)api;
     http_reply_json(req, 200, json_incref((json_t *)run_config_openapi()));
 }
 
-void api_prometheus(http_request *req, void *ctx) {
-    app *a = ctx;
+void api_prometheus(http_request *req, const api_ctx *api) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -90,7 +89,7 @@ void api_prometheus(http_request *req, void *ctx) {
     }
     json_t *counts = NULL;
     fprintf(f, "# HELP attnlab_runs Runs in the database by status.\n# TYPE attnlab_runs gauge\n");
-    if (store_run_counts(a->store, &counts) == STORE_OK) {
+    if (store_run_counts(api->svc->store, &counts) == STORE_OK) {
         const char *k;
         json_t *v;
         json_object_foreach(counts, k, v)
@@ -99,7 +98,7 @@ void api_prometheus(http_request *req, void *ctx) {
     json_decref(counts);
     int queued, running;
     double tps;
-    jobs_stats(a->jobs, &queued, &running, &tps);
+    jobs_stats(api->svc->jobs, &queued, &running, &tps);
     fprintf(
         f,
         "# HELP attnlab_training_jobs Training jobs in this process by state.\n# TYPE attnlab_training_jobs gauge\n");
@@ -110,7 +109,7 @@ void api_prometheus(http_request *req, void *ctx) {
             "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n",
             tps);
     uint64_t status_counts[600];
-    http_server_status_counts(a->http, status_counts);
+    http_server_status_counts(api->http, status_counts);
     fprintf(f, "# HELP attnlab_http_requests_total HTTP requests answered, by status code.\n"
                "# TYPE attnlab_http_requests_total counter\n");
     for (int i = 100; i < 600; i++)
@@ -119,11 +118,11 @@ void api_prometheus(http_request *req, void *ctx) {
     fprintf(f,
             "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
             "attnlab_event_subscribers %zu\n",
-            events_subscriber_count(a->events));
-    nodes_prometheus(a->nodes, f); /* this node: id, role, capacity, leases, claims */
+            events_subscriber_count(api->svc->events));
+    nodes_prometheus(api->nodes, f); /* this node: id, role, capacity, leases, claims */
     unsigned long long hits, misses;
     size_t cached_bytes;
-    reply_cache_stats(a->replies, &hits, &misses, NULL, &cached_bytes);
+    reply_cache_stats(api->replies, &hits, &misses, NULL, &cached_bytes);
     fprintf(f,
             "# HELP attnlab_reply_cache_requests_total Metric answers about ended runs, served from the cache "
             "or not.\n# TYPE attnlab_reply_cache_requests_total counter\n"
@@ -139,7 +138,7 @@ void api_prometheus(http_request *req, void *ctx) {
             checkpoint_hashes_computed());
     unsigned heavy_running, heavy_queued;
     unsigned long long heavy_admitted, heavy_refused, heavy_cancelled;
-    http_server_compute_counts(a->http, &heavy_running, &heavy_queued, &heavy_admitted, &heavy_refused,
+    http_server_compute_counts(api->http, &heavy_running, &heavy_queued, &heavy_admitted, &heavy_refused,
                                &heavy_cancelled);
     fprintf(f,
             "# HELP attnlab_heavy_requests Heavy requests (statistics, exports, probes) on the compute pool now.\n"
@@ -154,15 +153,15 @@ void api_prometheus(http_request *req, void *ctx) {
     fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
-            (unsigned long long)metrics_writer_dropped(a->writer));
+            (unsigned long long)metrics_writer_dropped(api->writer));
     fprintf(f,
             "# HELP attnlab_metric_write_failures_total Metric writes that failed (their points kept and retried).\n"
             "# TYPE attnlab_metric_write_failures_total counter\nattnlab_metric_write_failures_total %llu\n",
-            (unsigned long long)metrics_writer_failures(a->writer));
+            (unsigned long long)metrics_writer_failures(api->writer));
     fprintf(f,
             "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
             "attnlab_uptime_seconds %.0f\n",
-            app_now() - a->started_at);
+            app_now() - api->started_at);
     fclose(f);
     http_reply_bytes(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     free(buf);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_experiments.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -122,12 +122,13 @@ bad:
     return -1;
 }
 
-int api_idempotency(http_request *req, app *a, const char *kind, const json_t *body, svc_idem *idem, svc_idem **use) {
+int api_idempotency(http_request *req, const api_ctx *api, const char *kind, const json_t *body, svc_idem *idem,
+                    svc_idem **use) {
     *use = NULL;
     const char *key = http_request_header(req, "Idempotency-Key");
     if (!key) return 0;
     svc_error err;
-    if (svc_idempotency_begin(a, kind, key, body, idem, &err) != SVC_OK) {
+    if (svc_idempotency_begin(api->svc, kind, key, body, idem, &err) != SVC_OK) {
         api_reply_svc_error(req, &err);
         return -1;
     }
@@ -168,10 +169,11 @@ void api_reply_svc_error(http_request *req, const svc_error *err) {
                      err->message);
 }
 
-int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, long long *id, json_t **out) {
+int api_load_by_id(http_request *req, const api_ctx *api, const char *what, api_get_fn get, long long *id,
+                   json_t **out) {
     *out = NULL;
     if (api_path_id(req, id) < 0) return -1;
-    store_status s = get(a->store, *id, out);
+    store_status s = get(api->svc->store, *id, out);
     if (s == STORE_NOT_FOUND) {
         http_reply_error(req, 404, "not_found", "id", "no %s %lld", what, *id);
         return -1;
@@ -183,10 +185,10 @@ int api_load_by_id(http_request *req, app *a, const char *what, api_get_fn get, 
     return 0;
 }
 
-void api_reply_by_id(http_request *req, app *a, const char *what, api_get_fn get) {
+void api_reply_by_id(http_request *req, const api_ctx *api, const char *what, api_get_fn get) {
     long long id;
     json_t *obj;
-    if (api_load_by_id(req, a, what, get, &id, &obj) == 0) http_reply_json(req, 200, json_pack("{s:o}", what, obj));
+    if (api_load_by_id(req, api, what, get, &id, &obj) == 0) http_reply_json(req, 200, json_pack("{s:o}", what, obj));
 }
 
 int api_query_page(http_request *req, long long *limit, long long *offset) {
@@ -213,12 +215,12 @@ void api_reply_list(http_request *req, store_status s, const char *member, json_
     http_reply_json(req, 200, json_pack("{s:o, s:I}", member, list, "total", (json_int_t)total));
 }
 
-int api_experiment_key(app *a, long long id, const char *what, char *key, size_t cap) {
+int api_experiment_key(const api_ctx *api, long long id, const char *what, char *key, size_t cap) {
     key[0] = 0;
     json_t *runs = NULL;
     long long total = 0;
     store_run_filter f = {.experiment_id = id, .sort = "id", .limit = 16 * SVC_EXPERIMENTS_MAX_REPLICATES};
-    if (store_run_list(a->store, &f, &runs, &total) != STORE_OK) return -1;
+    if (store_run_list(api->svc->store, &f, &runs, &total) != STORE_OK) return -1;
     hash_sha256 h;
     hash_sha256_init(&h);
     int ended = total == (long long)json_array_size(runs);
@@ -244,25 +246,26 @@ int api_experiment_key(app *a, long long id, const char *what, char *key, size_t
     return 0;
 }
 
-int api_reply_cached(http_request *req, app *a, const char *key, const char *content_type) {
+int api_reply_cached(http_request *req, const api_ctx *api, const char *key, const char *content_type) {
     char *body;
     size_t len;
-    if (!key[0] || !reply_cache_get(a->replies, key, &body, &len)) return 0;
+    if (!key[0] || !reply_cache_get(api->replies, key, &body, &len)) return 0;
     http_reply_take(req, 200, content_type, body, len);
     return 1;
 }
 
-void api_reply_keeping(http_request *req, app *a, const char *key, const char *content_type, char *body, size_t len) {
+void api_reply_keeping(http_request *req, const api_ctx *api, const char *key, const char *content_type, char *body,
+                       size_t len) {
     if (!body) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    if (key[0]) reply_cache_put(a->replies, key, body, len);
+    if (key[0]) reply_cache_put(api->replies, key, body, len);
     http_reply_take(req, 200, content_type, body, len);
 }
 
-void api_reply_json_keeping(http_request *req, app *a, const char *key, json_t *body) {
+void api_reply_json_keeping(http_request *req, const api_ctx *api, const char *key, json_t *body) {
     char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
-    api_reply_keeping(req, a, key, "application/json", text, text ? strlen(text) : 0);
+    api_reply_keeping(req, api, key, "application/json", text, text ? strlen(text) : 0);
 }

@@ -3,7 +3,7 @@
  * on an HTTP thread (http_route_heavy). The query keys a route takes are the ones its operation in
  * openapi.json documents (`"in": "query"`): that is their one table, which the router enforces (any
  * other key is a 422 naming it) and the description publishes. */
-#include "api/app.h"
+#include "api/api.h"
 #include "services/svc_import.h"
 
 #include <ctype.h>
@@ -64,13 +64,13 @@ static int routes_done(http_server *s, int rc) {
     return rc || t.failed ? -1 : 0;
 }
 
-int routes_register(http_server *s, const app *a) {
+int routes_register(http_server *s, const api_ctx *api) {
     int rc = 0;
     rc |= http_route(s, "GET", "/api/health", api_health);
     rc |= http_route(s, "GET", "/api/openapi.json", api_openapi);
     rc |= http_route(s, "GET", "/metrics", api_prometheus);
     rc |= http_route(s, "GET", "/api/nodes", api_nodes);
-    if (a->worker_only) return routes_done(s, rc); /* a worker node trains; the API is served by others */
+    if (api->worker_only) return routes_done(s, rc); /* a worker node trains; the API is served by others */
     rc |= http_route(s, "GET", "/api/presets", api_presets);
 
     rc |= http_route(s, "GET", "/api/runs", api_runs_list);
@@ -85,7 +85,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route(s, "GET", "/api/runs/{id}/summary", api_runs_summary);
     rc |= http_route_heavy(s, "GET", "/api/runs/{id}/metrics.csv", api_runs_csv);
     rc |= http_route(s, "GET", "/api/runs/{id}/weights", api_runs_weights);
-    rc |= http_route_upload(s, "POST", "/api/runs/{id}/weights", api_runs_weights_upload, a->max_model_bytes);
+    rc |= http_route_upload(s, "POST", "/api/runs/{id}/weights", api_runs_weights_upload, api->svc->max_model_bytes);
     rc |= http_route(s, "GET", "/api/runs/{id}/events", api_events_run);
     rc |= http_route(s, "GET", "/api/events", api_events_all);
 
@@ -109,7 +109,7 @@ int routes_register(http_server *s, const app *a) {
     rc |= http_route_heavy(s, "GET", "/api/experiments/{id}/accuracy.csv", api_experiments_accuracy_csv);
 
     rc |= http_route(s, "GET", "/api/corpora", api_corpora_list);
-    rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, a->max_upload_bytes);
+    rc |= http_route_upload(s, "POST", "/api/corpora", api_corpora_upload, api->max_upload_bytes);
     rc |= http_route(s, "GET", "/api/corpora/{name}", api_corpora_get);
     rc |= http_route(s, "DELETE", "/api/corpora/{name}", api_corpora_delete);
     rc |= http_route(s, "POST", "/api/tokenize", api_tokenize);

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/app.h"
+#include "api/api.h"
 #include "cmd/args.h"
 #include "cmd/commands.h"
 #include "util/fsutil.h"
@@ -341,7 +341,9 @@ typedef struct {
     char node_id[128];
     char db_path[PATH_MAX], upload_dir[PATH_MAX];
     int shared, trains;
-    app a;
+    app a;        /* what the services share */
+    api_ctx api;  /* what the handlers are given (api->svc is &a) */
+    queue *queue; /* the shared training queue (PostgreSQL, a training node); NULL otherwise */
 } serve;
 
 /* Each step returns 0, or the exit status after printing one line saying why. */
@@ -449,11 +451,11 @@ static int catch_signals(serve *s) {
  * folder per node, so a node cleaning up its own leaves the others' alone). */
 static int open_port(serve *s) {
     serve_flags *f = &s->f;
-    s->a = (app){.data_dir = s->artifacts,
-                 .worker_only = !strcmp(f->role, "worker"),
-                 .started_at = app_now(),
-                 .max_model_bytes = (size_t)f->max_model_mb << 20,
-                 .max_upload_bytes = (size_t)f->max_upload_mb << 20};
+    s->a = (app){.data_dir = s->artifacts, .max_model_bytes = (size_t)f->max_model_mb << 20};
+    s->api = (api_ctx){.svc = &s->a,
+                       .worker_only = !strcmp(f->role, "worker"),
+                       .started_at = app_now(),
+                       .max_upload_bytes = (size_t)f->max_upload_mb << 20};
     snprintf(s->db_path, sizeof s->db_path, "%s/attnlab.db", f->data_dir);
     if (f->artifacts)
         snprintf(s->upload_dir, sizeof s->upload_dir, "%s/tmp/%s", s->artifacts, s->node_id);
@@ -475,13 +477,13 @@ static int open_port(serve *s) {
                       .token = f->token,
                       .private_reads = f->private_reads,
                       .allowed_hosts = f->allowed_hosts,
-                      .app = &s->a};
-    s->a.http = http_server_new(&hc);
-    if (!s->a.http || routes_register(s->a.http, &s->a) < 0) {
+                      .handler_ctx = &s->api};
+    s->api.http = http_server_new(&hc);
+    if (!s->api.http || routes_register(s->api.http, &s->api) < 0) {
         fprintf(stderr, "attnlabd: out of memory setting up routes\n");
         return 1;
     }
-    if (http_server_listen(s->a.http, s->err, sizeof s->err) < 0) {
+    if (http_server_listen(s->api.http, s->err, sizeof s->err) < 0) {
         fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
@@ -521,28 +523,28 @@ static int recover(serve *s) {
 static int start_workers(serve *s) {
     app *a = &s->a;
     if (s->shared && s->trains) {
-        a->queue = queue_start(a->store, s->node_id, s->f.lease_s, 500);
-        if (!a->queue) {
+        s->queue = queue_start(a->store, s->node_id, s->f.lease_s, 500);
+        if (!s->queue) {
             fprintf(stderr, "attnlabd: out of memory starting the shared queue\n");
             return 1;
         }
     }
     a->events = events_new(s->f.event_ring ? s->f.event_ring : 8192, 15);
     /* Ended runs' metric answers: up to 64 MiB in 256 answers (one above 16 MiB is not kept). */
-    a->replies = reply_cache_new(64u << 20, 256);
-    a->writer = metrics_writer_start(a->store, 1000, 4096, 1u << 20);
-    a->corpora = a->writer ? corpora_start(a->store, s->artifacts, NULL) : NULL;
+    s->api.replies = reply_cache_new(64u << 20, 256);
+    s->api.writer = metrics_writer_start(a->store, 1000, 4096, 1u << 20);
+    a->corpora = s->api.writer ? corpora_start(a->store, s->artifacts, NULL) : NULL;
     jobs_config jc = {.store = a->store,
                       .events = a->events,
-                      .writer = a->writer,
+                      .writer = s->api.writer,
                       .corpora = a->corpora,
                       .data_dir = s->artifacts,
                       .train_workers = s->trains ? s->f.train_workers : 0,
                       .probe_workers = s->f.probe_workers,
                       .compute_threads = s->f.compute_threads,
                       .max_queued = s->f.max_queued,
-                      .queue = a->queue};
-    a->jobs = a->events && a->replies && a->corpora ? jobs_start(&jc) : NULL;
+                      .queue = s->queue};
+    a->jobs = a->events && s->api.replies && a->corpora ? jobs_start(&jc) : NULL;
     if (!a->jobs) {
         fprintf(stderr, "attnlabd: out of memory starting the workers\n");
         return 1;
@@ -559,7 +561,7 @@ static int start_workers(serve *s) {
  * where (tests and scripts read it). */
 static int start_serving(serve *s) {
     serve_flags *f = &s->f;
-    if (http_server_start(s->a.http, s->err, sizeof s->err) < 0) {
+    if (http_server_start(s->api.http, s->err, sizeof s->err) < 0) {
         fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
@@ -571,10 +573,10 @@ static int start_serving(serve *s) {
         snprintf(node_url, sizeof node_url, "%s", f->node_url);
     else
         snprintf(node_url, sizeof node_url, "http://%s:%d/", !strcmp(f->bind, "0.0.0.0") && host[0] ? host : shown,
-                 http_server_port(s->a.http));
+                 http_server_port(s->api.http));
     nodes_config nc = {.store = s->a.store,
                        .events = s->a.events,
-                       .queue = s->a.queue,
+                       .queue = s->queue,
                        .id = s->node_id,
                        .host = host,
                        .url = node_url,
@@ -583,8 +585,8 @@ static int start_serving(serve *s) {
                        .capacity = s->trains ? f->train_workers : 0,
                        .heartbeat_s = f->lease_s / 3,
                        .stale_s = f->lease_s};
-    s->a.nodes = nodes_start(&nc, s->err, sizeof s->err);
-    if (!s->a.nodes) {
+    s->api.nodes = nodes_start(&nc, s->err, sizeof s->err);
+    if (!s->api.nodes) {
         fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
@@ -592,10 +594,10 @@ static int start_serving(serve *s) {
     int every = !strcmp(f->bind, "0.0.0.0") || !strcmp(f->bind, "::");
     char listen_url[128], here[200] = "";
     snprintf(listen_url, sizeof listen_url, strchr(f->bind, ':') ? "http://[%s]:%d/" : "http://%s:%d/", f->bind,
-             http_server_port(s->a.http));
+             http_server_port(s->api.http));
     if (every) {
         snprintf(here, sizeof here, " (every address of this machine; from it: http://%s:%d/)", shown,
-                 http_server_port(s->a.http));
+                 http_server_port(s->api.http));
         log_warn("listening on every address (--bind %s): other machines can reach the API%s", f->bind,
                  f->token ? "; changes need the token" : " and, without a token, change anything");
     }
@@ -618,17 +620,17 @@ static const serve_step start_steps[] = {
 static void serve_stop(serve *s) {
     app *a = &s->a;
     if (a->events) events_close_all(a->events);
-    http_server_free(a->http);
+    http_server_free(s->api.http);
     jobs_stop(a->jobs); /* running trainings checkpoint and become interrupted */
-    queue_stop(a->queue);
-    metrics_writer_stop(a->writer);
-    nodes_stop(a->nodes);
+    queue_stop(s->queue);
+    metrics_writer_stop(s->api.writer);
+    nodes_stop(s->api.nodes);
     events_free(a->events);
-    reply_cache_free(a->replies);
+    reply_cache_free(s->api.replies);
     corpora_free(a->corpora);
     run_config_cleanup();
     store_close(a->store);
-    nodes_free(a->nodes); /* after the store's listener has ended */
+    nodes_free(s->api.nodes); /* after the store's listener has ended */
     if (stop_pipe[0] >= 0) close(stop_pipe[0]);
     if (stop_pipe[1] >= 0) close(stop_pipe[1]);
 }

@@ -25,7 +25,11 @@
 
 typedef struct http_server http_server;
 typedef struct http_request http_request;
-typedef void (*http_handler_fn)(http_request *req, void *app);
+/* What the layer that registers the routes hands every handler (http_config.handler_ctx): declared,
+ * not defined, here; that layer completes the struct (the API's is api_ctx, api/api.h), so its
+ * handlers take it typed, and this layer only passes the pointer on. */
+typedef struct http_handler_ctx http_handler_ctx;
+typedef void (*http_handler_fn)(http_request *req, const http_handler_ctx *ctx);
 
 typedef struct {
     const char *bind_addr;  /* numeric IPv4 or IPv6 address */
@@ -57,7 +61,7 @@ typedef struct {
      * and bind_addr ("*": any), also the origins whose pages may make changes. NULL-terminated;
      * may be NULL. */
     const char *const *allowed_hosts;
-    void *app; /* passed to every handler */
+    const http_handler_ctx *handler_ctx; /* passed to every handler */
 } http_config;
 
 /* Allocates a server (not yet listening). NULL only when out of memory. */

@@ -158,7 +158,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&c->lock);
         wake_watcher(c);
         if (!atomic_load(&req->cancelled)) {
-            req->route->fn(req, s->cfg.app);
+            req->route->fn(req, s->cfg.handler_ctx);
             if (!req->replied) http_reply_error(req, 500, "internal", NULL, "the handler gave no answer");
         } else {
             http_reply_error(req, 503, "unavailable", NULL, "the client left before its request ran");

@@ -257,7 +257,7 @@ void http_router_dispatch(http_request *req) {
         return;
     }
     if (req->route) {
-        req->route->fn(req, s->cfg.app);
+        req->route->fn(req, s->cfg.handler_ctx);
         if (!req->replied) http_reply_error(req, 500, "internal", NULL, "the handler gave no answer");
         return;
     }

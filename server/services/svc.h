@@ -2,7 +2,7 @@
  *
  * A service holds the domain rules between the HTTP handlers and the store, the job queues and the
  * engine. It never answers a request itself: it returns SVC_OK, or a status with an svc_error that
- * the handler turns into the API's error reply (api_reply_svc_error in app.h). */
+ * the handler turns into the API's error reply (api_reply_svc_error in api/api.h). */
 #ifndef ATTNLAB_SVC_H
 #define ATTNLAB_SVC_H
 

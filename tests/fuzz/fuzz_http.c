@@ -38,8 +38,8 @@ static int add_query(const char *key, const char *value, void *ctx) {
     return 0;
 }
 
-static void h_item(http_request *req, void *app) {
-    (void)app;
+static void h_item(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     json_t *o = json_object();
     json_t *q = json_object();
     const char *id = http_request_param(req, "id"), *name = http_request_param(req, "name");
@@ -54,29 +54,29 @@ static void h_item(http_request *req, void *app) {
     http_reply_json(req, 200, o);
 }
 
-static void h_json(http_request *req, void *app) {
-    (void)app;
+static void h_json(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     json_t *o = http_request_json_object(req);
     if (!o) return;
     http_reply_json(req, 201, o);
 }
 
-static void h_error(http_request *req, void *app) {
-    (void)app;
+static void h_error(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     const char *v = http_request_query(req, "v");
     http_reply_error(req, 422, "invalid_field", http_request_query(req, "f"), "bad value '%s' at %s", v ? v : "",
                      http_request_path(req));
 }
 
-static void h_upload(http_request *req, void *app) {
-    (void)app;
+static void h_upload(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     size_t n = 0;
     const char *p = http_request_upload_path(req, &n);
     http_reply_json(req, 201, json_pack("{s:b, s:I}", "stored", p != NULL, "bytes", (json_int_t)n));
 }
 
-static void h_file(http_request *req, void *app) {
-    (void)app;
+static void h_file(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     char path[300];
     snprintf(path, sizeof path, "%s/static/index.html", dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -102,8 +102,8 @@ static ssize_t stream_read(void *ctx, char *buf, size_t max) {
 
 static void stream_close(void *ctx) { free(ctx); }
 
-static void h_stream(http_request *req, void *app) {
-    (void)app;
+static void h_stream(http_request *req, const http_handler_ctx *ctx) {
+    (void)ctx;
     stream_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         http_reply_error(req, 500, "internal", NULL, "out of memory");
@@ -112,9 +112,9 @@ static void h_stream(http_request *req, void *app) {
     http_reply_stream(req, "text/event-stream", stream_read, stream_close, c);
 }
 
-static void h_silent(http_request *req, void *app) {
+static void h_silent(http_request *req, const http_handler_ctx *ctx) {
     (void)req;
-    (void)app; /* answers nothing: the layer must answer 500 */
+    (void)ctx; /* answers nothing: the layer must answer 500 */
 }
 
 static void write_file(const char *rel, const char *text) {

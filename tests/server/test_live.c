@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "../support/api.h"
-#include "api/app.h"
+#include "api/api.h"
 #include "../support/test.h"
 
 static harness_server srv;
@@ -368,7 +368,8 @@ TEST(openapi_describes_every_route) {
     json_t *paths = json_object_get(doc, "paths");
     /* The routed table is the server's own: registered here exactly as attnlabd does. */
     http_config hc = {.bind_addr = "127.0.0.1"};
-    app a = {.max_upload_bytes = 1};
+    app svc = {0};
+    api_ctx a = {.svc = &svc, .max_upload_bytes = 1};
     http_server *hs = http_server_new(&hc);
     CHECK(hs && routes_register(hs, &a) == 0);
     route_check rcheck = {paths, 0, 0};
@@ -450,7 +451,8 @@ TEST(every_route_takes_exactly_the_query_keys_it_documents) {
     json_t *doc = api_call(&srv, "GET", "/api/openapi.json", NULL, &code);
     CHECK_EQ_INT(code, 200);
     http_config hc = {.bind_addr = "127.0.0.1"};
-    app a = {.max_upload_bytes = 1};
+    app svc = {0};
+    api_ctx a = {.svc = &svc, .max_upload_bytes = 1};
     http_server *hs = http_server_new(&hc);
     CHECK(hs && routes_register(hs, &a) == 0);
     query_probe q = {json_object_get(doc, "paths"), 0, 0};
