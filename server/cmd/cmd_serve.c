@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <libgen.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,205 +47,180 @@ typedef struct {
     double lease_s;
 } serve_flags;
 
+/* ---- the flags, as one table ----------------------------------------------------------------- */
+
+typedef enum {
+    FLAG_TEXT,    /* a string (with `valid`, one it accepts) */
+    FLAG_SWITCH,  /* no value: sets an int to 1 */
+    FLAG_INT,     /* an integer in lo..hi, into an int, */
+    FLAG_UINT,    /* an unsigned */
+    FLAG_LONG,    /* or a long */
+    FLAG_SECONDS, /* a number in lo..hi, into a double */
+    FLAG_HOST,    /* one more of allowed_hosts (repeatable) */
+} flag_kind;
+
+typedef struct {
+    const char *name;
+    flag_kind kind;
+    size_t at;                     /* the field of serve_flags it sets (offsetof) */
+    double lo, hi;                 /* numbers: the bounds */
+    int nonempty;                  /* text: "" is refused as a missing value */
+    int (*valid)(const char *val); /* text: 1 for a value it takes; NULL takes any */
+    const char *must;              /* what a refused value is told; NULL: "must be an integer in lo..hi" */
+    const char *help;              /* its --help text after the name */
+} serve_flag;
+
+static int valid_node_id(const char *v) {
+    return strlen(v) <= 100 &&
+           strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == strlen(v);
+}
+static int valid_log_level(const char *v) { return log_level_parse(v) >= 0; }
+static int valid_host(const char *v) { return v[0] && strlen(v) <= 253 && !strpbrk(v, " \t/@?#"); }
+
+#define AT(field) offsetof(serve_flags, field)
+/* In the order --help lists them. */
+static const serve_flag serve_flag_table[] = {
+    {"--bind", FLAG_TEXT, AT(bind), .help = " ADDR        address to listen on (default 127.0.0.1)\n"},
+    {"--port", FLAG_INT, AT(port), 0, 65535, .help = " N           TCP port, 0 picks a free one (default 8080)\n"},
+    {"--data-dir", FLAG_TEXT, AT(data_dir), .help = " DIR     database, checkpoints and corpora (default ./var)\n"},
+    {"--db", FLAG_TEXT, AT(db), .nonempty = 1,
+     .help = " URL           the database: postgresql://user:password@host:port/db shares it among\n"
+             "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env "
+             "ATTNLAB_DB)\n"},
+    {"--artifacts", FLAG_TEXT, AT(artifacts), .nonempty = 1,
+     .help = " DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
+             "                     (default: the data directory)\n"},
+    {"--role", FLAG_TEXT, AT(role), .valid = nodes_role_valid, .must = "must be api, worker or all",
+     .help = " ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
+             "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"},
+    {"--node-id", FLAG_TEXT, AT(node_id), .nonempty = 1, .valid = valid_node_id,
+     .must = "must be 1..100 letters, digits, '-', '_' or '.'",
+     .help = " ID       this node's name (default: kept in DATA-DIR/node-id)\n"},
+    {"--node-url", FLAG_TEXT, AT(node_url), .nonempty = 1,
+     .help = " URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"},
+    {"--lease-timeout", FLAG_SECONDS, AT(lease_s), 0.5, 3600, .must = "must be a number of seconds in 0.5..3600",
+     .help = " S  seconds before another node takes over a run whose node stopped renewing\n"
+             "                     its lease (PostgreSQL; default 15)\n"},
+    {"--static-dir", FLAG_TEXT, AT(static_dir),
+     .help = " DIR   dashboard files (default ./static, or the one beside the binary)\n"},
+    {"--log-level", FLAG_TEXT, AT(log_level), .valid = valid_log_level, .must = "must be debug, info, warn or error",
+     .help = " LEVEL  debug, info, warn or error (default info)\n"},
+    {"--http-threads", FLAG_UINT, AT(http_threads), 1, 64, .must = "must be in 1..64",
+     .help = " N   HTTP worker threads (default 4)\n"},
+    {"--max-connections", FLAG_UINT, AT(max_connections), 1, 65536,
+     .help = " N  API connections at once, all clients (default 256; past it: 503)\n"},
+    {"--max-connections-per-ip", FLAG_UINT, AT(max_per_ip), 1, 65536,
+     .help = " N  API connections from one address (default 128; past it: 429)\n"},
+    {"--max-streams", FLAG_UINT, AT(max_streams), 1, 65536,
+     .help = " N    live event streams at once, counted apart from the API (default 256)\n"},
+    {"--event-ring", FLAG_UINT, AT(event_ring), 16, 1 << 20,
+     .help = " N     live events kept for late readers; a stream that falls this far behind\n"
+             "                     (its client reads nothing) is told to resync and dropped (default 8192)\n"},
+    {"--header-timeout", FLAG_UINT, AT(header_timeout_s), 1, 3600,
+     .help = " S  seconds a client has to send a request head (default 10)\n"},
+    {"--heavy-workers", FLAG_UINT, AT(heavy_workers), 1, 64,
+     .help = " N  threads of the compute pool that runs heavy requests (statistics,\n"
+             "                     exports, probes) apart from the HTTP threads (default 2)\n"},
+    {"--max-heavy-queued", FLAG_UINT, AT(max_heavy_queued), 1, 4096,
+     .help = " N  heavy requests waiting for a worker (default 64; past it: 503)\n"},
+    {"--max-heavy-per-ip", FLAG_UINT, AT(max_heavy_per_ip), 1, 4096,
+     .help = " N  heavy requests of one address waiting or running (default 24; past it: 429)\n"},
+    {"--token", FLAG_TEXT, AT(token),
+     .help = " SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"},
+    {"--private", FLAG_SWITCH, AT(private_reads),
+     .help = "          with a token, require it for reads too (except /api/health)\n"},
+    {"--allowed-host", FLAG_HOST, AT(allowed_hosts), .valid = valid_host, .must = "needs a host name",
+     .help = " NAME  also answer requests for this host name (the Host header; the loopback\n"
+             "                     names and the --bind address always are), and take changes from pages\n"
+             "                     served under it; repeatable, at most 32; '*' answers any name\n"},
+    {"--insecure", FLAG_SWITCH, AT(insecure), .help = "         allow a non-loopback --bind without a token\n"},
+    {"--train-workers", FLAG_INT, AT(train_workers), 1, 256,
+     .help = " N  trainings that run at once (default 2 on two cores or more, else 1)\n"},
+    {"--probe-workers", FLAG_INT, AT(probe_workers), 1, 256, .help = " N  probe workers (default 1)\n"},
+    {"--compute-threads", FLAG_INT, AT(compute_threads), 1, 256,
+     .help = " N  threads shared by running trainings (default: all cores)\n"},
+    {"--max-queued", FLAG_INT, AT(max_queued), 1, 100000, .help = " N     queued trainings before 429 (default 512)\n"},
+    {"--max-model-mb", FLAG_LONG, AT(max_model_mb), 1, 1 << 20,
+     .help = " N   refuse runs estimated above this memory (default 4096)\n"},
+    {"--max-upload-mb", FLAG_LONG, AT(max_upload_mb), 1, 1 << 20, .help = " N  corpus upload size cap (default 64)\n"},
+};
+#undef AT
+#define N_SERVE_FLAGS (sizeof serve_flag_table / sizeof serve_flag_table[0])
+
 static void serve_usage(FILE *out) {
-    fprintf(
-        out,
-        "usage: attnlabd [serve] [flags]\n"
-        "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
-        "  --port N           TCP port, 0 picks a free one (default 8080)\n"
-        "  --data-dir DIR     database, checkpoints and corpora (default ./var)\n"
-        "  --db URL           the database: postgresql://user:password@host:port/db shares it among\n"
-        "                     several nodes, a file path is SQLite (default DATA-DIR/attnlab.db; or env ATTNLAB_DB)\n"
-        "  --artifacts DIR    checkpoints, weights and corpora, in a directory all nodes mount\n"
-        "                     (default: the data directory)\n"
-        "  --role ROLE        api (serve the API, train nothing), worker (train; serve health, metrics\n"
-        "                     and nodes only) or all (default); api and worker need a PostgreSQL --db\n"
-        "  --node-id ID       this node's name (default: kept in DATA-DIR/node-id)\n"
-        "  --node-url URL     how other nodes and GET /api/nodes reach this one (default: from --bind/--port)\n"
-        "  --lease-timeout S  seconds before another node takes over a run whose node stopped renewing\n"
-        "                     its lease (PostgreSQL; default 15)\n"
-        "  --static-dir DIR   dashboard files (default ./static, or the one beside the binary)\n"
-        "  --log-level LEVEL  debug, info, warn or error (default info)\n"
-        "  --http-threads N   HTTP worker threads (default 4)\n"
-        "  --max-connections N  API connections at once, all clients (default 256; past it: 503)\n"
-        "  --max-connections-per-ip N  API connections from one address (default 128; past it: 429)\n"
-        "  --max-streams N    live event streams at once, counted apart from the API (default 256)\n"
-        "  --event-ring N     live events kept for late readers; a stream that falls this far behind\n"
-        "                     (its client reads nothing) is told to resync and dropped (default 8192)\n"
-        "  --header-timeout S  seconds a client has to send a request head (default 10)\n"
-        "  --heavy-workers N  threads of the compute pool that runs heavy requests (statistics,\n"
-        "                     exports, probes) apart from the HTTP threads (default 2)\n"
-        "  --max-heavy-queued N  heavy requests waiting for a worker (default 64; past it: 503)\n"
-        "  --max-heavy-per-ip N  heavy requests of one address waiting or running (default 24; past it: 429)\n"
-        "  --token SECRET     require 'Authorization: Bearer SECRET' for changes (or env ATTNLAB_TOKEN)\n"
-        "  --private          with a token, require it for reads too (except /api/health)\n"
-        "  --allowed-host NAME  also answer requests for this host name (the Host header; the loopback\n"
-        "                     names and the --bind address always are), and take changes from pages\n"
-        "                     served under it; repeatable, at most 32; '*' answers any name\n"
-        "  --insecure         allow a non-loopback --bind without a token\n"
-        "  --train-workers N  trainings that run at once (default 2 on two cores or more, else 1)\n"
-        "  --probe-workers N  probe workers (default 1)\n"
-        "  --compute-threads N  threads shared by running trainings (default: all cores)\n"
-        "  --max-queued N     queued trainings before 429 (default 512)\n"
-        "  --max-model-mb N   refuse runs estimated above this memory (default 4096)\n"
-        "  --max-upload-mb N  corpus upload size cap (default 64)\n"
-        "  --help             this text\n");
+    fputs("usage: attnlabd [serve] [flags]\n", out);
+    for (size_t i = 0; i < N_SERVE_FLAGS; i++)
+        fprintf(out, "  %s%s", serve_flag_table[i].name, serve_flag_table[i].help);
+    fputs("  --help             this text\n", out);
+}
+
+/* Sets what flag r says from val (NULL for a switch). 0, or -1 after printing why it is refused. */
+static int serve_flag_set(const serve_flag *r, const char *val, serve_flags *f) {
+    void *at = (char *)f + r->at;
+    long n = 0;
+    if (r->kind == FLAG_SWITCH) {
+        *(int *)at = 1;
+        return 0;
+    }
+    if (r->nonempty && !val[0]) {
+        fprintf(stderr, "attnlabd: %s needs a value\n", r->name);
+        return -1;
+    }
+    int ok;
+    double v = 0;
+    if (r->kind == FLAG_TEXT || r->kind == FLAG_HOST) {
+        ok = !r->valid || r->valid(val);
+    } else if (r->kind == FLAG_SECONDS) {
+        char *end = NULL;
+        v = strtod(val, &end);
+        ok = end && !*end && v >= r->lo && v <= r->hi;
+    } else {
+        ok = args_long(val, (long)r->lo, (long)r->hi, &n) == 0;
+    }
+    if (!ok && r->must)
+        fprintf(stderr, "attnlabd: %s %s, not '%s'\n", r->name, r->must, val);
+    else if (!ok)
+        fprintf(stderr, "attnlabd: %s must be an integer in %ld..%ld, not '%s'\n", r->name, (long)r->lo, (long)r->hi,
+                val);
+    if (!ok) return -1;
+    switch (r->kind) {
+    case FLAG_TEXT: *(const char **)at = val; break;
+    case FLAG_INT: *(int *)at = (int)n; break;
+    case FLAG_UINT: *(unsigned *)at = (unsigned)n; break;
+    case FLAG_LONG: *(long *)at = n; break;
+    case FLAG_SECONDS: *(double *)at = v; break;
+    case FLAG_HOST:
+        if (f->n_allowed_hosts == 32) {
+            fprintf(stderr, "attnlabd: at most 32 --allowed-host names\n");
+            return -1;
+        }
+        f->allowed_hosts[f->n_allowed_hosts++] = val;
+        break;
+    case FLAG_SWITCH: break;
+    }
+    return 0;
 }
 
 /* Returns 0 and fills flags, 1 after --help, 2 on a bad flag (message already printed). */
 static int parse_flags(int argc, char **argv, serve_flags *f) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
-        long n;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             serve_usage(stdout);
             return 1;
         }
-#define NEED_VALUE()                                                                                                   \
-    do {                                                                                                               \
-        if (!val) {                                                                                                    \
-            fprintf(stderr, "attnlabd: %s needs a value\n", a);                                                        \
-            return 2;                                                                                                  \
-        }                                                                                                              \
-        i++;                                                                                                           \
-    } while (0)
-        if (!strcmp(a, "--bind")) {
-            NEED_VALUE();
-            f->bind = val;
-        } else if (!strcmp(a, "--port")) {
-            NEED_VALUE();
-            if (args_long(val, 0, 65535, &n) < 0) {
-                fprintf(stderr, "attnlabd: --port must be an integer in 0..65535, not '%s'\n", val);
-                return 2;
-            }
-            f->port = (int)n;
-        } else if (!strcmp(a, "--data-dir")) {
-            NEED_VALUE();
-            f->data_dir = val;
-        } else if (!strcmp(a, "--db") || !strcmp(a, "--artifacts") || !strcmp(a, "--node-id") ||
-                   !strcmp(a, "--node-url")) {
-            NEED_VALUE();
-            if (!val[0]) {
-                fprintf(stderr, "attnlabd: %s needs a value\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--node-id") &&
-                (strlen(val) > 100 || strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                  "0123456789-_.") != strlen(val))) {
-                fprintf(stderr, "attnlabd: --node-id must be 1..100 letters, digits, '-', '_' or '.', not '%s'\n", val);
-                return 2;
-            }
-            *(!strcmp(a, "--db")          ? &f->db
-              : !strcmp(a, "--artifacts") ? &f->artifacts
-              : !strcmp(a, "--node-id")   ? &f->node_id
-                                          : &f->node_url) = val;
-        } else if (!strcmp(a, "--role")) {
-            NEED_VALUE();
-            if (!nodes_role_valid(val)) {
-                fprintf(stderr, "attnlabd: --role must be api, worker or all, not '%s'\n", val);
-                return 2;
-            }
-            f->role = val;
-        } else if (!strcmp(a, "--lease-timeout")) {
-            NEED_VALUE();
-            char *end = NULL;
-            double v = strtod(val, &end);
-            if (!end || *end || !(v >= 0.5 && v <= 3600)) {
-                fprintf(stderr, "attnlabd: --lease-timeout must be a number of seconds in 0.5..3600, not '%s'\n", val);
-                return 2;
-            }
-            f->lease_s = v;
-        } else if (!strcmp(a, "--static-dir")) {
-            NEED_VALUE();
-            f->static_dir = val;
-        } else if (!strcmp(a, "--log-level")) {
-            NEED_VALUE();
-            if (log_level_parse(val) < 0) {
-                fprintf(stderr, "attnlabd: --log-level must be debug, info, warn or error, not '%s'\n", val);
-                return 2;
-            }
-            f->log_level = val;
-        } else if (!strcmp(a, "--token")) {
-            NEED_VALUE();
-            f->token = val;
-        } else if (!strcmp(a, "--allowed-host")) {
-            NEED_VALUE();
-            if (!val[0] || strlen(val) > 253 || strpbrk(val, " \t/@?#")) {
-                fprintf(stderr, "attnlabd: --allowed-host needs a host name, not '%s'\n", val);
-                return 2;
-            }
-            if (f->n_allowed_hosts == 32) {
-                fprintf(stderr, "attnlabd: at most 32 --allowed-host names\n");
-                return 2;
-            }
-            f->allowed_hosts[f->n_allowed_hosts++] = val;
-        } else if (!strcmp(a, "--private")) {
-            f->private_reads = 1;
-        } else if (!strcmp(a, "--insecure")) {
-            f->insecure = 1;
-        } else if (!strcmp(a, "--train-workers") || !strcmp(a, "--probe-workers") || !strcmp(a, "--compute-threads") ||
-                   !strcmp(a, "--max-queued")) {
-            NEED_VALUE();
-            long hi = !strcmp(a, "--max-queued") ? 100000 : 256;
-            if (args_long(val, 1, hi, &n) < 0) {
-                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
-                return 2;
-            }
-            int *dst = !strcmp(a, "--train-workers")     ? &f->train_workers
-                       : !strcmp(a, "--probe-workers")   ? &f->probe_workers
-                       : !strcmp(a, "--compute-threads") ? &f->compute_threads
-                                                         : &f->max_queued;
-            *dst = (int)n;
-        } else if (!strcmp(a, "--max-model-mb") || !strcmp(a, "--max-upload-mb")) {
-            NEED_VALUE();
-            if (args_long(val, 1, 1 << 20, &n) < 0) {
-                fprintf(stderr, "attnlabd: %s must be an integer in 1..1048576, not '%s'\n", a, val);
-                return 2;
-            }
-            *(!strcmp(a, "--max-model-mb") ? &f->max_model_mb : &f->max_upload_mb) = n;
-        } else if (!strcmp(a, "--http-threads")) {
-            NEED_VALUE();
-            if (args_long(val, 1, 64, &n) < 0) {
-                fprintf(stderr, "attnlabd: --http-threads must be in 1..64, not '%s'\n", val);
-                return 2;
-            }
-            f->http_threads = (unsigned)n;
-        } else if (!strcmp(a, "--heavy-workers") || !strcmp(a, "--max-heavy-queued") ||
-                   !strcmp(a, "--max-heavy-per-ip")) {
-            NEED_VALUE();
-            long hi = !strcmp(a, "--heavy-workers") ? 64 : 4096;
-            if (args_long(val, 1, hi, &n) < 0) {
-                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
-                return 2;
-            }
-            *(!strcmp(a, "--heavy-workers")      ? &f->heavy_workers
-              : !strcmp(a, "--max-heavy-queued") ? &f->max_heavy_queued
-                                                 : &f->max_heavy_per_ip) = (unsigned)n;
-        } else if (!strcmp(a, "--event-ring")) {
-            NEED_VALUE();
-            if (args_long(val, 16, 1 << 20, &n) < 0) {
-                fprintf(stderr, "attnlabd: --event-ring must be an integer in 16..1048576, not '%s'\n", val);
-                return 2;
-            }
-            f->event_ring = (unsigned)n;
-        } else if (!strcmp(a, "--max-connections") || !strcmp(a, "--max-connections-per-ip") ||
-                   !strcmp(a, "--max-streams") || !strcmp(a, "--header-timeout")) {
-            NEED_VALUE();
-            long hi = !strcmp(a, "--header-timeout") ? 3600 : 65536;
-            if (args_long(val, 1, hi, &n) < 0) {
-                fprintf(stderr, "attnlabd: %s must be an integer in 1..%ld, not '%s'\n", a, hi, val);
-                return 2;
-            }
-            *(!strcmp(a, "--max-connections")          ? &f->max_connections
-              : !strcmp(a, "--max-connections-per-ip") ? &f->max_per_ip
-              : !strcmp(a, "--max-streams")            ? &f->max_streams
-                                                       : &f->header_timeout_s) = (unsigned)n;
-        } else {
+        const serve_flag *r = NULL;
+        for (size_t k = 0; k < N_SERVE_FLAGS && !r; k++)
+            if (!strcmp(a, serve_flag_table[k].name)) r = &serve_flag_table[k];
+        if (!r) {
             fprintf(stderr, "attnlabd: unknown flag '%s' (see attnlabd --help)\n", a);
             return 2;
         }
-#undef NEED_VALUE
+        if (r->kind != FLAG_SWITCH && i + 1 >= argc) {
+            fprintf(stderr, "attnlabd: %s needs a value\n", a);
+            return 2;
+        }
+        if (serve_flag_set(r, r->kind == FLAG_SWITCH ? NULL : argv[++i], f) < 0) return 2;
     }
     return 0;
 }

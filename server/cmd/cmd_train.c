@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,14 +218,6 @@ static int cb_stop(void *ctx) {
     return stop_requested != 0;
 }
 
-#define BAD(...)                                                                                                       \
-    do {                                                                                                               \
-        fprintf(stderr, "attnlabd train: " __VA_ARGS__);                                                               \
-        fputc('\n', stderr);                                                                                           \
-        rc = 2;                                                                                                        \
-        goto done;                                                                                                     \
-    } while (0)
-
 /* The vocabulary of corpus `name` as the catalogue in data_dir records it (the server's database,
  * opened only if it exists), or -1 with the reason in why: a byte corpus trains with 256, not GPT-2's
  * 50,257 whatever the flags' default. */
@@ -261,111 +254,132 @@ static long corpus_vocab_in_catalogue(const char *data_dir, const char *name, ch
     return vocab;
 }
 
-int cmd_train(int argc, char **argv) {
-    if (run_config_init() < 0) {
-        fprintf(stderr, "attnlabd train: the embedded OpenAPI document is broken\n");
-        return 1;
-    }
-    int rc = 0;
-    const char *data = NULL, *data_dir = "var", *resume = NULL, *init = NULL, *save = NULL, *checkpoint = NULL;
-    long vocab = 0; /* 0: not given (the catalogue's with --corpus, else GPT-2's) */
-    json_t *given = json_object(), *cfg = NULL;
-    if (!given) {
-        fprintf(stderr, "attnlabd train: out of memory\n");
-        return 1;
-    }
+/* Says why the command cannot run (one line on stderr) and returns 2, its exit status. */
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("attnlabd train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* What the command line says: the run-config flags given (`given`, then normalised into `cfg`) and
+ * this command's own. */
+typedef struct {
+    const char *data, *data_dir, *resume, *init, *save, *checkpoint;
+    long vocab; /* 0: not given (the catalogue's with --corpus, else GPT-2's) */
+    json_t *given, *cfg;
+} train_args;
+
+/* Reads the flags into a: 0, -1 after --help, 2 after saying what is wrong. */
+static int train_parse(int argc, char **argv, train_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             usage(stdout);
-            goto done;
+            return -1;
         }
-        if (strncmp(f, "--", 2) != 0) BAD("unexpected argument '%s' (see --help)", f);
-        if (i + 1 >= argc) BAD("%s needs a value", f);
+        if (strncmp(f, "--", 2) != 0) return bad("unexpected argument '%s' (see --help)", f);
+        if (i + 1 >= argc) return bad("%s needs a value", f);
         const char *v = argv[++i];
         char keybuf[64];
         const char *key = key_of(f, keybuf, sizeof keybuf);
         if (key) {
             json_t *val = parse_value(json_object_get(schema_props(), key), v);
-            if (!val) BAD("%s does not take '%s' (see --help)", f, v);
-            if (json_object_set_new(given, key, val) < 0) BAD("out of memory");
-        } else if (!strcmp(f, "--data"))
-            data = v;
-        else if (!strcmp(f, "--data-dir"))
-            data_dir = v;
-        else if (!strcmp(f, "--init"))
-            init = v;
-        else if (!strcmp(f, "--save"))
-            save = v;
-        else if (!strcmp(f, "--checkpoint"))
-            checkpoint = v;
-        else if (!strcmp(f, "--resume"))
-            resume = v;
-        else if (!strcmp(f, "--vocab")) {
-            if (args_long(v, 2, 1L << 20, &vocab)) BAD("--vocab wants an integer in 2..%ld, not '%s'", 1L << 20, v);
-        } else
-            BAD("unknown flag '%s' (see --help)", f);
+            if (!val) return bad("%s does not take '%s' (see --help)", f, v);
+            if (json_object_set_new(a->given, key, val) < 0) return bad("out of memory");
+        } else if (!strcmp(f, "--vocab")) {
+            if (args_long(v, 2, 1L << 20, &a->vocab))
+                return bad("--vocab wants an integer in 2..%ld, not '%s'", 1L << 20, v);
+        } else {
+            const char **dst = !strcmp(f, "--data")         ? &a->data
+                               : !strcmp(f, "--data-dir")   ? &a->data_dir
+                               : !strcmp(f, "--init")       ? &a->init
+                               : !strcmp(f, "--save")       ? &a->save
+                               : !strcmp(f, "--checkpoint") ? &a->checkpoint
+                               : !strcmp(f, "--resume")     ? &a->resume
+                                                            : NULL;
+            if (!dst) return bad("unknown flag '%s' (see --help)", f);
+            *dst = v;
+        }
     }
-    if (data && json_object_get(given, "corpus")) BAD("give --data FILE.u16 or --corpus NAME, not both");
+    return 0;
+}
+
+/* The run config (a->cfg) from the flags given, checked as the REST API checks it, and the
+ * vocabulary (a corpus's from the catalogue, else --vocab, else GPT-2's): 0, or 2 after saying why. */
+static int train_resolve(train_args *a) {
+    if (a->data && json_object_get(a->given, "corpus")) return bad("give --data FILE.u16 or --corpus NAME, not both");
     run_config_error cerr;
-    if (run_config_normalize(given, "", &cfg, &cerr) < 0) {
+    if (run_config_normalize(a->given, "", &a->cfg, &cerr) < 0) {
         char flag[72];
         flag_of(cerr.field, flag, sizeof flag);
         size_t fl = strlen(cerr.field);
-        BAD("%s%s", flag, strncmp(cerr.message, cerr.field, fl) ? cerr.message : cerr.message + fl);
+        return bad("%s%s", flag, strncmp(cerr.message, cerr.field, fl) ? cerr.message : cerr.message + fl);
     }
-    if (!data) {
+    if (!a->data) {
         char why[512];
-        long known =
-            corpus_vocab_in_catalogue(data_dir, json_string_value(json_object_get(cfg, "corpus")), why, sizeof why);
-        if (known < 0) BAD("%s", why);
-        if (vocab && vocab != known)
-            BAD("--vocab %ld disagrees with corpus '%s', whose tokenizer has %ld", vocab,
-                json_string_value(json_object_get(cfg, "corpus")), known);
-        vocab = known;
+        const char *corpus_name = json_string_value(json_object_get(a->cfg, "corpus"));
+        long known = corpus_vocab_in_catalogue(a->data_dir, corpus_name, why, sizeof why);
+        if (known < 0) return bad("%s", why);
+        if (a->vocab && a->vocab != known)
+            return bad("--vocab %ld disagrees with corpus '%s', whose tokenizer has %ld", a->vocab, corpus_name, known);
+        a->vocab = known;
     }
-    if (!vocab) vocab = 50257;
-    train_config c;
-    run_config_to_train(cfg, (int)vocab, &c);
-    c.init_weights = init;
-    c.save_path = save;
-    c.checkpoint_path = checkpoint;
-    long threads = (long)json_integer_value(json_object_get(cfg, "threads"));
-    if (threads == 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    if (threads > 64) threads = 64;
-    engine_error err;
-    if (train_config_validate(&c, &err)) BAD("%s", err.message);
-    /* a token file carries no answer positions; the service knows a task corpus's (POST /api/runs) */
-    if (c.loss_on == TRAIN_LOSS_ANSWERS)
-        BAD("--loss-on answers needs a task corpus's answer positions, which a token file does not carry: run it "
-            "through the service (POST /api/runs)");
+    if (!a->vocab) a->vocab = 50257;
+    return 0;
+}
 
+/* The engine's config and thread count for a, with the provenance its weights and checkpoints
+ * carry (prov: c points into it): 0, or 2 after saying why the engine refuses it. */
+static int train_configure(const train_args *a, train_config *c, long *threads, checkpoint_provenance *prov) {
+    run_config_to_train(a->cfg, (int)a->vocab, c);
+    c->init_weights = a->init;
+    c->save_path = a->save;
+    c->checkpoint_path = a->checkpoint;
+    *threads = (long)json_integer_value(json_object_get(a->cfg, "threads"));
+    if (*threads == 0) *threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (*threads < 1) *threads = 1;
+    if (*threads > 64) *threads = 64;
+    engine_error err;
+    if (train_config_validate(c, &err)) return bad("%s", err.message);
+    /* a token file carries no answer positions; the service knows a task corpus's (POST /api/runs) */
+    if (c->loss_on == TRAIN_LOSS_ANSWERS)
+        return bad("--loss-on answers needs a task corpus's answer positions, which a token file does not carry: run "
+                   "it through the service (POST /api/runs)");
     /* where the tokens come from, in the weights and checkpoints: the vocabulary tells the tokenizer
      * apart for the two this service makes (a task corpus's file cannot be told from its size) */
-    const char *from = data ? strrchr(data, '/') : NULL;
-    checkpoint_provenance prov;
+    const char *from = a->data ? strrchr(a->data, '/') : NULL;
     checkpoint_provenance_set(
-        &prov, NULL, data ? (from ? from + 1 : data) : json_string_value(json_object_get(cfg, "corpus")),
-        vocab == 50257 ? "gpt2"
-        : vocab == 256 ? "bytes"
-                       : NULL,
+        prov, NULL, a->data ? (from ? from + 1 : a->data) : json_string_value(json_object_get(a->cfg, "corpus")),
+        a->vocab == 50257 ? "gpt2"
+        : a->vocab == 256 ? "bytes"
+                          : NULL,
         NULL, "a token file given to attnlabd train with a vocabulary of neither GPT-2 nor bytes");
-    c.meta_kv = prov.kv;
-    c.n_meta = prov.n;
+    c->meta_kv = prov->kv;
+    c->n_meta = prov->n;
+    return 0;
+}
 
+/* Trains on the token file (--data, or the corpus's in the data directory), printing a line per
+ * event: 0 done, 1 failed or stopped, 2 when the file's path is too long. */
+static int train_execute(const train_args *a, const train_config *c, long threads) {
     char path[4096];
+    const char *data = a->data;
     if (!data) {
-        const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
-        if (snprintf(path, sizeof path, "%s/corpora/%s/tokens.u16", data_dir, corpus_name) >= (int)sizeof path)
-            BAD("--data-dir is too long");
+        const char *corpus_name = json_string_value(json_object_get(a->cfg, "corpus"));
+        if (snprintf(path, sizeof path, "%s/corpora/%s/tokens.u16", a->data_dir, corpus_name) >= (int)sizeof path)
+            return bad("--data-dir is too long");
         data = path;
     }
+    engine_error err;
     corpus *cp;
     if (corpus_open_u16(&cp, data, &err)) {
         fprintf(stderr, "attnlabd train: %s\n", err.message);
-        rc = 1;
-        goto done;
+        return 1;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -374,25 +388,42 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     /* the first line: what this run computes with, before any step */
-    emit(json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "start", "kernel_path", train_config_kernel_path(&c),
-                   "precision", precision_name(c.precision), "vocab", (json_int_t)vocab, "threads",
+    emit(json_pack("{s:s, s:s, s:s, s:I, s:I}", "type", "start", "kernel_path", train_config_kernel_path(c),
+                   "precision", precision_name(c->precision), "vocab", (json_int_t)a->vocab, "threads",
                    (json_int_t)threads));
     train_callbacks cb = {.on_step = cb_step,
                           .on_eval = cb_eval,
                           .should_stop = cb_stop,
                           .on_checkpoint = cb_checkpoint,
                           .on_notice = cb_notice};
-    engine_status st = train_run(&c, cp, (int)threads, resume, &cb, &err);
+    engine_status st = train_run(c, cp, (int)threads, a->resume, &cb, &err);
     corpus_free(cp);
     emit(st ? json_pack("{s:s, s:s, s:s}", "type", "done", "status", engine_status_name(st), "error", err.message)
             : json_pack("{s:s, s:s}", "type", "done", "status", engine_status_name(st)));
-    if (st) {
-        fprintf(stderr, "attnlabd train: %s\n", err.message);
-        rc = 1;
+    if (!st) return 0;
+    fprintf(stderr, "attnlabd train: %s\n", err.message);
+    return 1;
+}
+
+int cmd_train(int argc, char **argv) {
+    if (run_config_init() < 0) {
+        fprintf(stderr, "attnlabd train: the embedded OpenAPI document is broken\n");
+        return 1;
     }
-done:
-    json_decref(given);
-    json_decref(cfg);
+    train_args a = {.data_dir = "var", .given = json_object()};
+    if (!a.given) {
+        fprintf(stderr, "attnlabd train: out of memory\n");
+        return 1;
+    }
+    train_config c;
+    checkpoint_provenance prov;
+    long threads = 0;
+    int rc = train_parse(argc, argv, &a);
+    if (!rc) rc = train_resolve(&a);
+    if (!rc) rc = train_configure(&a, &c, &threads, &prov);
+    if (!rc) rc = train_execute(&a, &c, threads);
+    json_decref(a.given);
+    json_decref(a.cfg);
     run_config_cleanup();
-    return rc;
+    return rc < 0 ? 0 : rc; /* -1: after --help */
 }

@@ -333,7 +333,7 @@ static void publish_status(jobs *j, long long run_id) {
 static const char *const FROM_QUEUED[] = {"queued", NULL};
 static const char *const FROM_RUNNING[] = {"running", NULL};
 
-/* Trains one run from its stored config; every outcome ends in a final status. */
+/* For queue_claim and the waits below: the service is stopping. */
 static int jobs_stopping(void *ctx);
 
 /* Removes every "<dir>/" from msg in place: a run's error names its files relative to the data
@@ -350,10 +350,12 @@ static void scrub_dir(char *msg, const char *dir) {
     }
 }
 
-static void train_one(jobs *j, live_run *live, long long run_id) {
-    json_t *run = NULL;
-    store_status got = store_run_get(j->cfg.store, run_id, &run);
-    if (got == STORE_NOT_FOUND) return; /* deleted while queued */
+/* Takes the run off the queue: read, and moved to running (a run claimed from the shared queue is
+ * running already: the claim moved it). 0 with *run set, or -1 when there is nothing to train
+ * (deleted or cancelled while queued, or unreadable: then marked failed here). */
+static int run_begin(jobs *j, const live_run *live, long long run_id, json_t **run) {
+    store_status got = store_run_get(j->cfg.store, run_id, run);
+    if (got == STORE_NOT_FOUND) return -1; /* deleted while queued */
     if (got != STORE_OK) {
         /* It has left the queue: it must not stay queued with nobody to train it. */
         char why[300];
@@ -364,95 +366,107 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
             publish_status(j, run_id);
         else
             log_error("run %lld: could not be marked failed either: %s", run_id, store_last_error());
-        return;
+        return -1;
     }
-    /* A run claimed from the shared queue is running already (the claim moved it). */
     if (!live->lease && store_run_transition(j->cfg.store, run_id, FROM_QUEUED, "running", NULL) != STORE_OK) {
-        json_decref(run); /* cancelled or deleted while queued */
-        return;
+        json_decref(*run); /* cancelled or deleted while queued */
+        *run = NULL;
+        return -1;
     }
     publish_status(j, run_id);
-    const json_t *cfg = json_object_get(run, "config");
-    const char *corpus_name = json_string_value(json_object_get(cfg, "corpus"));
-    int threads = (int)json_integer_value(json_object_get(cfg, "threads"));
-    if (threads <= 0) threads = jobs_threads_per_run(j, 1);
+    return 0;
+}
+
+/* What one run trains from: read from its row by run_open, the files closed by train_one. */
+typedef struct {
+    const json_t *cfg; /* the run's stored config */
+    const char *corpus_name;
+    int vocab, threads;
+    const char *resume;  /* the checkpoint training continues from; NULL: from the start */
+    corpus *data;        /* the corpus's tokens */
+    tasks_corpus *tasks; /* a task corpus's answer labels, for accuracy at every evaluation; or NULL */
+} run_inputs;
+
+/* Fills `in` from the run's row and opens what training reads: the run's folder, the checkpoint to
+ * resume from, the corpus and its task labels. t is NULL when it could not be allocated. */
+static engine_status run_open(jobs *j, train_ctx *t, long long run_id, const json_t *run, run_inputs *in,
+                              engine_error *err) {
+    in->cfg = json_object_get(run, "config");
+    in->corpus_name = json_string_value(json_object_get(in->cfg, "corpus"));
+    in->threads = (int)json_integer_value(json_object_get(in->cfg, "threads"));
+    if (in->threads <= 0) in->threads = jobs_threads_per_run(j, 1);
     /* Admission refuses more; a run made before a restart with fewer threads computes the same
      * with fewer (training does not depend on the thread count). */
-    if (threads > j->cfg.compute_threads) threads = j->cfg.compute_threads;
-
-    train_ctx *t = calloc(1, sizeof *t);
-    engine_error err = {0};
-    engine_status s = ENGINE_OK;
-    corpus *data = NULL;
+    if (in->threads > j->cfg.compute_threads) in->threads = j->cfg.compute_threads;
     char dir[PATH_MAX];
     jobs_run_dir(j, run_id, dir, sizeof dir);
-    const char *resume = NULL;
-    if (t) {
-        t->j = j;
-        t->live = live;
-        t->run_id = run_id;
-        checkpoint_paths(j->data_dir, run_id, t->staging, sizeof t->staging, t->final, sizeof t->final);
-    }
-    int vocab = corpora_vocab(j->cfg.corpora, corpus_name);
+    in->vocab = corpora_vocab(j->cfg.corpora, in->corpus_name);
+    engine_status s;
     if (!t)
-        s = engine_fail(&err, ENGINE_ERR_NOMEM, "out of memory");
-    else if (vocab < 0)
-        s = engine_fail(&err, ENGINE_ERR_INVALID, "corpus '%s' is not available", corpus_name);
+        s = engine_fail(err, ENGINE_ERR_NOMEM, "out of memory");
+    else if (in->vocab < 0)
+        s = engine_fail(err, ENGINE_ERR_INVALID, "corpus '%s' is not available", in->corpus_name);
     else if (fs_mkdirs(dir) < 0)
-        s = engine_fail(&err, ENGINE_ERR_IO, "cannot create %s", dir);
+        s = engine_fail(err, ENGINE_ERR_IO, "cannot create %s", dir);
     else if (checkpoint_choose(j->cfg.store, j->data_dir, run_id,
                                (int)json_integer_value(json_object_get(run, "checkpoint_step")), t->staging, t->final,
-                               &resume, err.message, sizeof err.message) < 0)
+                               &in->resume, err->message, sizeof err->message) < 0)
         s = ENGINE_ERR_INVALID;
     else
-        s = corpora_open(j->cfg.corpora, corpus_name, &data, &err);
-    /* a task corpus: its answer labels, for accuracy at every evaluation */
-    tasks_corpus *tasks = NULL;
-    if (s == ENGINE_OK) s = corpora_open_tasks(j->cfg.corpora, corpus_name, &tasks, &err);
+        s = corpora_open(j->cfg.corpora, in->corpus_name, &in->data, err);
+    if (s == ENGINE_OK) s = corpora_open_tasks(j->cfg.corpora, in->corpus_name, &in->tasks, err);
+    return s;
+}
 
-    if (s == ENGINE_OK) {
-        train_config tc;
-        run_config_to_train(cfg, vocab, &tc);
-        tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
-        checkpoint_provenance prov;      /* the tokenizer and run in the checkpoint's metadata */
-        checkpoint_provenance_fill(&prov, j->cfg.store, run_id, corpus_name);
-        tc.meta_kv = prov.kv;
-        tc.n_meta = prov.n;
-        t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
-        tc.tasks = tasks;
-        pthread_mutex_lock(&j->lock);
-        live->total_steps = tc.steps;
-        live->wall_start = wall_now();
-        pthread_mutex_unlock(&j->lock);
-        train_callbacks cb = {.ctx = t,
-                              .on_step = on_step,
-                              .on_eval = on_eval,
-                              .on_eval_metrics = on_eval_metrics,
-                              .should_stop = should_stop,
-                              .on_checkpoint = on_checkpoint,
-                              .on_notice = on_notice};
-        /* where these numbers come from: recorded before the first step (again at a resume) */
-        char tokens[4096];
-        corpora_dir(j->cfg.corpora, corpus_name, tokens, sizeof tokens - 16);
-        strcat(tokens, "/tokens.u16");
-        json_t *origin =
-            svc_provenance_new(corpus_name, tokens, train_config_kernel_path(&tc), precision_name(tc.precision));
-        char *prov_text = origin ? json_dumps(origin, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        if (!prov_text || store_run_set_provenance(j->cfg.store, run_id, prov_text) != STORE_OK)
-            log_warn("run %lld: its provenance could not be recorded: %s", run_id,
-                     prov_text ? store_last_error() : "out of memory");
-        free(prov_text);
-        json_decref(origin);
-        log_info("run %lld: training %s on '%s' with %d threads on kernel path %s%s", run_id,
-                 json_string_value(json_object_get(cfg, "attention")), corpus_name, threads,
-                 train_config_kernel_path(&tc), resume ? " (resuming from its checkpoint)" : "");
-        s = train_run(&tc, data, threads, resume, &cb, &err);
-    }
-    corpus_free(data);
-    tasks_corpus_free(tasks);
-    /* Everything the run reported is stored before anyone is told it ended; what cannot be
-     * stored fails the run rather than leaving a curve with a silent hole. */
-    /* A store away for a moment at the end gets the same grace as at a checkpoint. */
+/* Where the run's numbers come from (corpus, kernel path, precision), recorded before its first
+ * step and again at a resume; a failure to record it is logged, not fatal. */
+static void run_record_provenance(jobs *j, long long run_id, const char *corpus_name, const train_config *tc) {
+    char tokens[4096];
+    corpora_dir(j->cfg.corpora, corpus_name, tokens, sizeof tokens - 16);
+    strcat(tokens, "/tokens.u16");
+    json_t *origin =
+        svc_provenance_new(corpus_name, tokens, train_config_kernel_path(tc), precision_name(tc->precision));
+    char *prov_text = origin ? json_dumps(origin, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!prov_text || store_run_set_provenance(j->cfg.store, run_id, prov_text) != STORE_OK)
+        log_warn("run %lld: its provenance could not be recorded: %s", run_id,
+                 prov_text ? store_last_error() : "out of memory");
+    free(prov_text);
+    json_decref(origin);
+}
+
+/* Trains the opened run until it ends, stops or fails, reporting through t's callbacks. */
+static engine_status run_train(jobs *j, train_ctx *t, const run_inputs *in, engine_error *err) {
+    train_config tc;
+    run_config_to_train(in->cfg, in->vocab, &tc);
+    tc.checkpoint_path = t->staging; /* sealed under its name by on_checkpoint */
+    checkpoint_provenance prov;      /* the tokenizer and run in the checkpoint's metadata */
+    checkpoint_provenance_fill(&prov, j->cfg.store, t->run_id, in->corpus_name);
+    tc.meta_kv = prov.kv;
+    tc.n_meta = prov.n;
+    t->learned_scale = model_config_attention(&tc.model)->scale != ATTENTION_SCALE_FIXED;
+    tc.tasks = in->tasks;
+    pthread_mutex_lock(&j->lock);
+    t->live->total_steps = tc.steps;
+    t->live->wall_start = wall_now();
+    pthread_mutex_unlock(&j->lock);
+    train_callbacks cb = {.ctx = t,
+                          .on_step = on_step,
+                          .on_eval = on_eval,
+                          .on_eval_metrics = on_eval_metrics,
+                          .should_stop = should_stop,
+                          .on_checkpoint = on_checkpoint,
+                          .on_notice = on_notice};
+    run_record_provenance(j, t->run_id, in->corpus_name, &tc);
+    log_info("run %lld: training %s on '%s' with %d threads on kernel path %s%s", t->run_id,
+             json_string_value(json_object_get(in->cfg, "attention")), in->corpus_name, in->threads,
+             train_config_kernel_path(&tc), in->resume ? " (resuming from its checkpoint)" : "");
+    return train_run(&tc, in->data, in->threads, in->resume, &cb, err);
+}
+
+/* Everything the run reported is stored before anyone is told it ended; what cannot be stored
+ * fails the run (t->failure) rather than leaving a curve with a silent hole. A store away for a
+ * moment at the end gets the same grace as at a checkpoint. */
+static void run_flush(jobs *j, train_ctx *t) {
     int flushed = metrics_writer_flush(j->cfg.writer) == 0;
     for (double failing_s = 0; !flushed && !jobs_stopping(j);) {
         metrics_writer_failing(j->cfg.writer, &failing_s, NULL, 0);
@@ -466,36 +480,14 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         metrics_writer_failing(j->cfg.writer, NULL, why, sizeof why);
         fail_run(t, "its metrics could not be stored: %s", why);
     }
-    if (t && t->failure[0] && (s == ENGINE_OK || s == ENGINE_ERR_CANCELLED))
-        s = engine_fail(&err, ENGINE_ERR_IO, "%s", t->failure);
+}
 
-    const char *final;
-    pthread_mutex_lock(&j->lock);
-    int stopping = j->stopping;
-    pthread_mutex_unlock(&j->lock);
-    int lost = 0;
-    if (live->lease) queue_check(j->cfg.queue, run_id, &lost, NULL);
-    if (lost) {
-        /* Another node continues from the last checkpoint (or will, once it can claim the run):
-         * this one writes nothing more about it. */
-        log_warn("run %lld: stopped here: its lease is no longer this node's", run_id);
-        free(t);
-        json_decref(run);
-        return;
-    }
-    if (s == ENGINE_OK)
-        final = "succeeded";
-    else if (s == ENGINE_ERR_CANCELLED)
-        final = atomic_load(&live->cancel) ? "cancelled" : stopping ? "interrupted" : "cancelled";
-    else
-        final = "failed";
-    /* The final status must reach the store, or the run would look alive for ever (a full disk, a
-     * database away for a moment): retried every second until it is stored or the service stops.
-     * A service that stops first leaves it "running", which the next start marks interrupted. */
-    scrub_dir(err.message, j->data_dir);
+/* The final status must reach the store, or the run would look alive for ever (a full disk, a
+ * database away for a moment): retried every second until it is stored or the service stops.
+ * A service that stops first leaves it "running", which the next start marks interrupted. */
+static void run_store_final(jobs *j, long long run_id, const char *final, const char *error) {
     for (int attempt = 0;; attempt++) {
-        store_status ts = store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final,
-                                               s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? NULL : err.message);
+        store_status ts = store_run_transition(j->cfg.store, run_id, FROM_RUNNING, final, error);
         if (ts != STORE_ERROR) break; /* stored, or no longer running here (deleted, taken over) */
         if (attempt == 0)
             log_error("run %lld: its final status '%s' cannot be stored yet (retrying every second): %s", run_id, final,
@@ -505,9 +497,52 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         nanosleep(&one, NULL);
         if (attempt > 0 && attempt % 60 == 0) log_warn("run %lld: still retrying its final status '%s'", run_id, final);
     }
-    log_info("run %lld: %s%s%s", run_id, final, s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : ": ",
-             s == ENGINE_OK || s == ENGINE_ERR_CANCELLED ? "" : err.message);
-    publish_status(j, run_id);
+}
+
+/* The status a run ends with: a cancelled training was stopped by a cancel request, or by the
+ * service stopping (interrupted: a resume continues it), or by what the engine saw (cancelled). */
+static const char *final_status(engine_status s, int cancel_requested, int stopping) {
+    if (s == ENGINE_OK) return "succeeded";
+    if (s != ENGINE_ERR_CANCELLED) return "failed";
+    return cancel_requested ? "cancelled" : stopping ? "interrupted" : "cancelled";
+}
+
+/* Trains one run from its stored config; every outcome ends in a final status (unless another node
+ * has taken the run over, which then writes it). */
+static void train_one(jobs *j, live_run *live, long long run_id) {
+    json_t *run = NULL;
+    if (run_begin(j, live, run_id, &run) < 0) return;
+    train_ctx *t = calloc(1, sizeof *t);
+    if (t) {
+        t->j = j;
+        t->live = live;
+        t->run_id = run_id;
+        checkpoint_paths(j->data_dir, run_id, t->staging, sizeof t->staging, t->final, sizeof t->final);
+    }
+    engine_error err = {0};
+    run_inputs in = {0};
+    engine_status s = run_open(j, t, run_id, run, &in, &err);
+    if (s == ENGINE_OK) s = run_train(j, t, &in, &err);
+    corpus_free(in.data);
+    tasks_corpus_free(in.tasks);
+    run_flush(j, t);
+    if (t && t->failure[0] && (s == ENGINE_OK || s == ENGINE_ERR_CANCELLED))
+        s = engine_fail(&err, ENGINE_ERR_IO, "%s", t->failure);
+
+    int stopping = jobs_stopping(j), lost = 0;
+    if (live->lease) queue_check(j->cfg.queue, run_id, &lost, NULL);
+    if (lost) {
+        /* Another node continues from the last checkpoint (or will, once it can claim the run):
+         * this one writes nothing more about it. */
+        log_warn("run %lld: stopped here: its lease is no longer this node's", run_id);
+    } else {
+        int no_error = s == ENGINE_OK || s == ENGINE_ERR_CANCELLED;
+        const char *final = final_status(s, atomic_load(&live->cancel), stopping);
+        scrub_dir(err.message, j->data_dir);
+        run_store_final(j, run_id, final, no_error ? NULL : err.message);
+        log_info("run %lld: %s%s%s", run_id, final, no_error ? "" : ": ", no_error ? "" : err.message);
+        publish_status(j, run_id);
+    }
     free(t);
     json_decref(run);
 }
