@@ -79,14 +79,8 @@ void api_openapi(http_request *req, const api_ctx *api) {
     http_reply_json(req, 200, json_incref((json_t *)run_config_openapi()));
 }
 
-void api_prometheus(http_request *req, const api_ctx *api) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
-        http_reply_error(req, 500, "internal", NULL, "out of memory");
-        return;
-    }
+/* Runs in the store by status; this process's training jobs and their throughput. */
+static void prom_training(FILE *f, const api_ctx *api) {
     json_t *counts = NULL;
     fprintf(f, "# HELP attnlab_runs Runs in the database by status.\n# TYPE attnlab_runs gauge\n");
     if (store_run_counts(api->svc->store, &counts) == STORE_OK) {
@@ -108,6 +102,10 @@ void api_prometheus(http_request *req, const api_ctx *api) {
             "# HELP attnlab_training_tokens_per_second Tokens per second over all running trainings.\n"
             "# TYPE attnlab_training_tokens_per_second gauge\nattnlab_training_tokens_per_second %.1f\n",
             tps);
+}
+
+/* Answers by status code, and open live streams. */
+static void prom_http(FILE *f, const api_ctx *api) {
     uint64_t status_counts[600];
     http_server_status_counts(api->http, status_counts);
     fprintf(f, "# HELP attnlab_http_requests_total HTTP requests answered, by status code.\n"
@@ -119,7 +117,13 @@ void api_prometheus(http_request *req, const api_ctx *api) {
             "# HELP attnlab_event_subscribers Open live streams.\n# TYPE attnlab_event_subscribers gauge\n"
             "attnlab_event_subscribers %zu\n",
             events_subscriber_count(api->svc->events));
-    nodes_prometheus(api->nodes, f); /* this node: id, role, capacity, leases, claims */
+}
+
+/* This node: id, role, capacity, leases, claims. */
+static void prom_node(FILE *f, const api_ctx *api) { nodes_prometheus(api->nodes, f); }
+
+/* The reply cache, and checkpoints hashed. */
+static void prom_caches(FILE *f, const api_ctx *api) {
     unsigned long long hits, misses;
     size_t cached_bytes;
     reply_cache_stats(api->replies, &hits, &misses, NULL, &cached_bytes);
@@ -136,6 +140,10 @@ void api_prometheus(http_request *req, const api_ctx *api) {
             "start; not per download).\n# TYPE attnlab_checkpoint_hashes_total counter\n"
             "attnlab_checkpoint_hashes_total %llu\n",
             checkpoint_hashes_computed());
+}
+
+/* The compute pool of heavy requests. */
+static void prom_heavy(FILE *f, const api_ctx *api) {
     unsigned heavy_running, heavy_queued;
     unsigned long long heavy_admitted, heavy_refused, heavy_cancelled;
     http_server_compute_counts(api->http, &heavy_running, &heavy_queued, &heavy_admitted, &heavy_refused,
@@ -150,6 +158,10 @@ void api_prometheus(http_request *req, const api_ctx *api) {
             "attnlab_heavy_requests_total{result=\"refused\"} %llu\n"
             "attnlab_heavy_requests_total{result=\"cancelled\"} %llu\n",
             heavy_running, heavy_queued, heavy_admitted, heavy_refused, heavy_cancelled);
+}
+
+/* The metrics writer, and the uptime. */
+static void prom_writes(FILE *f, const api_ctx *api) {
     fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
@@ -162,6 +174,21 @@ void api_prometheus(http_request *req, const api_ctx *api) {
             "# HELP attnlab_uptime_seconds Seconds since start.\n# TYPE attnlab_uptime_seconds gauge\n"
             "attnlab_uptime_seconds %.0f\n",
             app_now() - api->started_at);
+}
+
+/* /metrics in Prometheus's text format: its sections, in order. */
+static void (*const prom_sections[])(FILE *f, const api_ctx *api) = {prom_training, prom_http,  prom_node,
+                                                                     prom_caches,   prom_heavy, prom_writes};
+
+void api_prometheus(http_request *req, const api_ctx *api) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < sizeof prom_sections / sizeof prom_sections[0]; i++) prom_sections[i](f, api);
     fclose(f);
     http_reply_bytes(req, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len);
     free(buf);
