@@ -85,6 +85,10 @@ void api_runs_weights_upload(http_request *req, const api_ctx *api) {
         api_reply_svc_error(req, &err);
         return;
     }
-    json_object_set_new(info, "bytes", json_integer((json_int_t)size));
+    if (json_object_set_new(info, "bytes", json_integer((json_int_t)size)) < 0) {
+        json_decref(info);
+        http_reply_error(req, 500, "internal", NULL, "out of memory");
+        return;
+    }
     http_reply_json(req, 201, json_pack("{s:o}", "weights", info));
 }

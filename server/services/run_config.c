@@ -22,7 +22,10 @@ int run_config_init(void) {
     if (!json_is_object(schema_props)) return -1;
     /* the default precision is this CPU's (asked at run time), so forms, flags and stored configs show it */
     json_t *prec = json_object_get(schema_props, "precision");
-    if (prec) json_object_set_new(prec, "default", json_string(precision_name(precision_default())));
+    if (prec && json_object_set_new(prec, "default", json_string(precision_name(precision_default()))) < 0) {
+        run_config_cleanup(); /* out of memory: the next call tries again */
+        return -1;
+    }
     return 0;
 }
 
@@ -208,7 +211,10 @@ int run_config_field_from_text(const char *key, const char *text, const char *pr
 
 json_t *run_config_merge(const json_t *base, const json_t *overrides) {
     json_t *m = base ? json_deep_copy(base) : json_object();
-    if (m && overrides) json_object_update(m, (json_t *)overrides);
+    if (m && json_is_object(m) && json_is_object(overrides) && json_object_update(m, (json_t *)overrides) < 0) {
+        json_decref(m); /* out of memory */
+        return NULL;
+    }
     return m;
 }
 

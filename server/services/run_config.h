@@ -41,7 +41,8 @@ int run_config_field_from_text(const char *key, const char *text, const char *pr
  * scale_clamp without a learned multiplier s, tau_weight_decay and scale_lr_mult with a fixed
  * scale, warmup_steps and min_lr_ratio with the constant lr schedule. One table, in run_config.c. */
 int run_config_key_used(const json_t *cfg, const char *key);
-/* Copies the fields of `overrides` over `base` (both objects); a new reference. */
+/* Copies the fields of `overrides` over `base` (both objects; an overrides that is not one changes
+ * nothing); a new reference, NULL when out of memory. */
 json_t *run_config_merge(const json_t *base, const json_t *overrides);
 /* A normalised config -> the engine's config. vocab comes from the corpus's tokenizer. */
 void run_config_to_train(const json_t *cfg, int vocab, train_config *tc);

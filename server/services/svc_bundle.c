@@ -46,8 +46,10 @@ static json_t *differing_keys(const json_t *runs) {
                        *y = json_string_value(json_array_get(out, b));
             if (strcmp(x, y) <= 0) break;
             json_t *t = json_incref(json_array_get(out, b - 1));
-            json_array_set(out, b - 1, json_array_get(out, b));
-            json_array_set_new(out, b, t);
+            if (json_array_set(out, b - 1, json_array_get(out, b)) < 0 || json_array_set_new(out, b, t) < 0) {
+                json_decref(out);
+                return NULL;
+            }
         }
     return out;
 fail:

@@ -67,9 +67,11 @@ json_t *svc_provenance_new(const char *corpus_name, const char *tokens_path, con
     if (uname(&u) == 0) snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
     json_t *corpus = json_pack("{s:s}", "name", corpus_name ? corpus_name : "");
     long long bytes = 0;
-    if (corpus && svc_provenance_corpus_sha256(tokens_path, hex, &bytes) == 0) {
-        json_object_set_new(corpus, "sha256", json_string(hex));
-        json_object_set_new(corpus, "bytes", json_integer(bytes));
+    if (corpus && svc_provenance_corpus_sha256(tokens_path, hex, &bytes) == 0 &&
+        (json_object_set_new(corpus, "sha256", json_string(hex)) < 0 ||
+         json_object_set_new(corpus, "bytes", json_integer(bytes)) < 0)) {
+        json_decref(corpus);
+        return NULL;
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
