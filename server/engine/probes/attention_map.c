@@ -7,25 +7,14 @@
 
 #include "probe_impl.h"
 
-#define MAX_TOKENS 256
-
 static const probe_param params[] = {
-    {.name = "text",
-     .type = PROBE_PARAM_TEXT,
-     .help = "text to run through the model",
-     .def_str = "The cat sat on the mat because it was tired, and then it slept.",
-     .max_len = 4096},
-    {.name = "max_tokens",
-     .type = PROBE_PARAM_INT,
-     .help = "tokens kept from the start of the text",
-     .def = 64,
-     .min = 1,
-     .max = MAX_TOKENS},
+    PROBE_ROW_MODEL_TEXT("The cat sat on the mat because it was tired, and then it slept.", 4096),
+    PROBE_ROW_MAX_TOKENS("tokens kept from the start of the text", 1, PROBE_MODEL_MAX_TOKENS),
 };
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
     const probe_model *m = ctx->model;
-    int ids[MAX_TOKENS], T = 0, cut = 0;
+    int ids[PROBE_MODEL_MAX_TOKENS], T = 0, cut = 0;
     engine_status st =
         probe_model_tokens(m, probe_p_str(p, "text"), (int)probe_p_int(p, "max_tokens"), ids, &T, &cut, err);
     if (st) return st;

@@ -17,29 +17,14 @@ static const double def_offsets[] = {0, 16, 256, 1024};
 static const char *const seedings[] = {"single", "per_vector_lcg", NULL};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 16, .min = 2, .max = 256},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "offsets",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "relative offsets between query and key",
-     .min = 0,
-     .max = 1000000,
-     .def_list = def_offsets,
-     .def_len = 4,
-     .min_len = 1,
-     .max_len = MAX_OFFSETS},
-    {.name = "n_pairs",
-     .type = PROBE_PARAM_INT,
-     .help = "random (q, k) pairs averaged",
-     .def = 600,
-     .min = 1,
-     .max = 10000},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
-    {.name = "seeding",
-     .type = PROBE_PARAM_CHOICE,
-     .help = "single: one generator for the study; per_vector_lcg: also the seeded-per-vector mistake",
-     .def_str = "single",
-     .choices = seedings},
+    PROBE_ROW_D(16, 256),
+    PROBE_ROW_BASE,
+    PROBE_ROW_INT_LIST("offsets", "relative offsets between query and key", 0, 1000000, def_offsets, MAX_OFFSETS),
+    PROBE_ROW_INT("n_pairs", "random (q, k) pairs averaged", 600, 1, 10000),
+    PROBE_ROW_RANDOM_SEED,
+    PROBE_ROW_CHOICE("seeding",
+                     "single: one generator for the study; per_vector_lcg: also the seeded-per-vector mistake",
+                     "single", seedings),
 };
 
 /* Sum and |sum| of q . R(off) k over pairs, for every offset; cs holds cos, sin per offset and pair. */

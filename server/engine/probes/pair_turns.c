@@ -12,17 +12,9 @@
 static const double def_gaps[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 4096},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "gaps",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "distances between query and key",
-     .min = 1,
-     .max = 1e9,
-     .def_list = def_gaps,
-     .def_len = 13,
-     .min_len = 1,
-     .max_len = MAX_GAPS},
+    PROBE_ROW_D(64, 4096),
+    PROBE_ROW_BASE,
+    PROBE_ROW_INT_LIST("gaps", "distances between query and key", 1, 1e9, def_gaps, MAX_GAPS),
 };
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {

@@ -12,6 +12,53 @@ struct probe_out {
     int oom;
 };
 
+/* ---- parameter rows -----------------------------------------------------------------------
+ * A kind's table (probe_kind.params) is written with these, one row per parameter, so that a
+ * parameter several kinds share is defined once. The first group is one row of each type:
+ * name, help, then what that type has (probe.h: default, bounds, list lengths). A list's default
+ * is a static array, its length taken from the array; a list takes 1 to max_len items. */
+#define PROBE_ROW_INT(name_, help_, def_, min_, max_)                                                                  \
+    { .name = (name_), .type = PROBE_PARAM_INT, .help = (help_), .def = (def_), .min = (min_), .max = (max_) }
+#define PROBE_ROW_NUMBER(name_, help_, def_, min_, max_)                                                               \
+    { .name = (name_), .type = PROBE_PARAM_NUMBER, .help = (help_), .def = (def_), .min = (min_), .max = (max_) }
+#define PROBE_ROW_TEXT(name_, help_, def_, max_len_)                                                                   \
+    { .name = (name_), .type = PROBE_PARAM_TEXT, .help = (help_), .def_str = (def_), .max_len = (max_len_) }
+#define PROBE_ROW_CHOICE(name_, help_, def_, choices_)                                                                 \
+    { .name = (name_), .type = PROBE_PARAM_CHOICE, .help = (help_), .def_str = (def_), .choices = (choices_) }
+#define PROBE_ROW_LIST_(type_, name_, help_, min_, max_, defs_, max_len_)                                              \
+    {                                                                                                                  \
+        .name = (name_), .type = (type_), .help = (help_), .min = (min_), .max = (max_), .def_list = (defs_),          \
+        .def_len = (int)(sizeof(defs_) / sizeof((defs_)[0])), .min_len = 1, .max_len = (max_len_)                      \
+    }
+#define PROBE_ROW_INT_LIST(name_, help_, min_, max_, defs_, max_len_)                                                  \
+    PROBE_ROW_LIST_(PROBE_PARAM_INT_LIST, name_, help_, min_, max_, defs_, max_len_)
+#define PROBE_ROW_NUMBER_LIST(name_, help_, min_, max_, defs_, max_len_)                                               \
+    PROBE_ROW_LIST_(PROBE_PARAM_NUMBER_LIST, name_, help_, min_, max_, defs_, max_len_)
+/* A vector (default null: drawn at random) of min_len to max_len numbers in [min, max]. */
+#define PROBE_ROW_VECTOR(name_, help_, min_, max_, min_len_, max_len_)                                                 \
+    {                                                                                                                  \
+        .name = (name_), .type = PROBE_PARAM_VECTOR, .help = (help_), .min = (min_), .max = (max_),                    \
+        .min_len = (min_len_), .max_len = (max_len_)                                                                   \
+    }
+
+/* The parameters several kinds share. "d": a rotary vector's dimension (the kind checks it is
+ * even), from 2 to max; "base": the rotary base; "seed": a seed, 1234 by default, help saying what
+ * it draws. */
+#define PROBE_ROW_D(def_, max_) PROBE_ROW_INT("d", "vector dimension (even)", def_, 2, max_)
+#define PROBE_ROW_BASE PROBE_ROW_NUMBER("base", "rotary base", 10000, 1.5, 1e7)
+#define PROBE_ROW_SEED(help_) PROBE_ROW_INT("seed", help_, 1234, 0, 2147483647)
+#define PROBE_ROW_RANDOM_SEED PROBE_ROW_SEED("random seed")
+/* The model probes' (probe_model_input's) input: at most PROBE_MODEL_MAX_TOKENS tokens, and "ks",
+ * how many keys each query keeps (at most PROBE_MODEL_MAX_KS values, each at most the tokens). */
+#define PROBE_MODEL_MAX_TOKENS 256
+#define PROBE_MODEL_MAX_KS 16
+/* "text", with the default text of the kinds that read a long passage. */
+extern const char probe_model_default_text[];
+#define PROBE_ROW_MODEL_TEXT(def_, max_len_) PROBE_ROW_TEXT("text", "text to run through the model", def_, max_len_)
+#define PROBE_ROW_MAX_TOKENS(help_, min_, max_) PROBE_ROW_INT("max_tokens", help_, 64, min_, max_)
+#define PROBE_ROW_MODEL_KS(defs_)                                                                                      \
+    PROBE_ROW_INT_LIST("ks", "how many keys each query keeps", 1, PROBE_MODEL_MAX_TOKENS, defs_, PROBE_MODEL_MAX_KS)
+
 /* Parameters (already validated, so these cannot fail). */
 long probe_p_int(const json_t *params, const char *name);
 double probe_p_num(const json_t *params, const char *name);

@@ -6,6 +6,10 @@
 
 #define MAX_MODEL_FLOATS (16L * 1024 * 1024) /* per buffer: 64 MiB of float */
 
+const char probe_model_default_text[] =
+    "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river all his life, "
+    "listened to it every night before he slept. One winter the river froze, and the mill stood still.";
+
 engine_status probe_model_tokens(const probe_model *m, const char *text, int max_tokens, int *ids, int *n,
                                  int *truncated, probe_error *err) {
     int cap = max_tokens < m->max_seq ? max_tokens : m->max_seq, total = 0;

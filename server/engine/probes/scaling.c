@@ -18,27 +18,11 @@ static const double def_dks[] = {16, 32, 64, 128, 256, 512, 1024};
 static const double def_taus[] = {0.05, 0.1, 0.2, 0.5, 1.0};
 
 static const probe_param params[] = {
-    {.name = "dks",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "key dimensions",
-     .min = 1,
-     .max = 4096,
-     .def_list = def_dks,
-     .def_len = 7,
-     .min_len = 1,
-     .max_len = MAX_DKS},
-    {.name = "n_keys", .type = PROBE_PARAM_INT, .help = "keys per softmax", .def = 32, .min = 2, .max = 4096},
-    {.name = "trials", .type = PROBE_PARAM_INT, .help = "queries averaged per d_k", .def = 8, .min = 1, .max = 1024},
-    {.name = "taus",
-     .type = PROBE_PARAM_NUMBER_LIST,
-     .help = "temperatures for cos/tau",
-     .min = 1e-4,
-     .max = 100,
-     .def_list = def_taus,
-     .def_len = 5,
-     .min_len = 1,
-     .max_len = MAX_TAUS},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
+    PROBE_ROW_INT_LIST("dks", "key dimensions", 1, 4096, def_dks, MAX_DKS),
+    PROBE_ROW_INT("n_keys", "keys per softmax", 32, 2, 4096),
+    PROBE_ROW_INT("trials", "queries averaged per d_k", 8, 1, 1024),
+    PROBE_ROW_NUMBER_LIST("taus", "temperatures for cos/tau", 1e-4, 100, def_taus, MAX_TAUS),
+    PROBE_ROW_RANDOM_SEED,
 };
 
 /* The normals a run draws, bounded before it starts. */

@@ -23,84 +23,31 @@
 #include "rope_math.h"
 #include "sparse.h"
 
-#define MAX_TOKENS 256
-#define MAX_KS 16
 #define MAX_WINDOWS 16
 
 static const double def_ks[] = {1, 2, 4, 8, 16, 32};
 
 static const probe_param params[] = {
-    {.name = "text",
-     .type = PROBE_PARAM_TEXT,
-     .help = "text to run through the model",
-     .def_str = "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river "
-                "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
-                "stood still.",
-     .max_len = 8192},
+    PROBE_ROW_MODEL_TEXT(probe_model_default_text, 8192),
     {.name = "ids",
      .type = PROBE_PARAM_INT_LIST,
      .help = "token ids to run instead of the text (a task corpus has no text tokenizer)",
      .min = 0,
      .max = 1048575,
      .min_len = 0,
-     .max_len = MAX_TOKENS + 1},
-    {.name = "window",
-     .type = PROBE_PARAM_INT,
-     .help = "a validation window of the run's corpus instead of the text (-1: the text or ids)",
-     .def = -1,
-     .min = -1,
-     .max = 100000000},
-    {.name = "windows",
-     .type = PROBE_PARAM_INT,
-     .help = "validation windows from `window` that the loss is averaged over (recall and mass: the first)",
-     .def = 1,
-     .min = 1,
-     .max = MAX_WINDOWS},
-    {.name = "max_tokens",
-     .type = PROBE_PARAM_INT,
-     .help = "tokens kept from the start of the input",
-     .def = 64,
-     .min = 2,
-     .max = MAX_TOKENS + 1},
-    {.name = "ks",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "how many keys each query keeps",
-     .min = 1,
-     .max = MAX_TOKENS,
-     .def_list = def_ks,
-     .def_len = 6,
-     .min_len = 1,
-     .max_len = MAX_KS},
-    {.name = "lsh_tables",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: hash tables",
-     .def = 4,
-     .min = 1,
-     .max = SPARSE_MAX_TABLES},
-    {.name = "lsh_bits",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: hyperplanes per table (0: about k keys per bucket)",
-     .def = 0,
-     .min = 0,
-     .max = SPARSE_MAX_LSH_BITS},
-    {.name = "lsh_candidates",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: most recent bucket mates taken per table (0: k)",
-     .def = 0,
-     .min = 0,
-     .max = 4096},
-    {.name = "hamming_bits",
-     .type = PROBE_PARAM_INT,
-     .help = "Hamming ranking: code length",
-     .def = 32,
-     .min = 1,
-     .max = SPARSE_MAX_HAMMING_BITS},
-    {.name = "seed",
-     .type = PROBE_PARAM_INT,
-     .help = "seed of the hyperplanes",
-     .def = 1234,
-     .min = 0,
-     .max = 2147483647},
+     .max_len = PROBE_MODEL_MAX_TOKENS + 1},
+    PROBE_ROW_INT("window", "a validation window of the run's corpus instead of the text (-1: the text or ids)", -1, -1,
+                  100000000),
+    PROBE_ROW_INT("windows",
+                  "validation windows from `window` that the loss is averaged over (recall and mass: the first)", 1, 1,
+                  MAX_WINDOWS),
+    PROBE_ROW_MAX_TOKENS("tokens kept from the start of the input", 2, PROBE_MODEL_MAX_TOKENS + 1),
+    PROBE_ROW_MODEL_KS(def_ks),
+    PROBE_ROW_INT("lsh_tables", "LSH: hash tables", 4, 1, SPARSE_MAX_TABLES),
+    PROBE_ROW_INT("lsh_bits", "LSH: hyperplanes per table (0: about k keys per bucket)", 0, 0, SPARSE_MAX_LSH_BITS),
+    PROBE_ROW_INT("lsh_candidates", "LSH: most recent bucket mates taken per table (0: k)", 0, 0, 4096),
+    PROBE_ROW_INT("hamming_bits", "Hamming ranking: code length", 32, 1, SPARSE_MAX_HAMMING_BITS),
+    PROBE_ROW_SEED("seed of the hyperplanes"),
 };
 
 /* The predictors reported, in column order. */
@@ -134,9 +81,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     const int D = m->head_dim;
     if (D < 1 || D > 1024 || (m->rope_base > 0 && D % 2))
         return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", D);
-    double ks_d[MAX_KS];
-    const int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
-    int ids[MAX_TOKENS + 1], n_in = 0, cut = 0;
+    double ks_d[PROBE_MODEL_MAX_KS];
+    const int nk = probe_p_list(p, "ks", ks_d, PROBE_MODEL_MAX_KS);
+    int ids[PROBE_MODEL_MAX_TOKENS + 1], n_in = 0, cut = 0;
     char source[64];
     engine_status st =
         probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source, sizeof source, err);
@@ -153,7 +100,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *rnd = calloc((size_t)nk, sizeof(double));
     /* loss[pred][k] (pred 0: dense, then preds[]), summed over the windows */
     double *loss = calloc((size_t)(NP + 1) * nk, sizeof(double));
-    int *wids = malloc(sizeof(int) * (MAX_TOKENS + 1));
+    int *wids = malloc(sizeof(int) * (PROBE_MODEL_MAX_TOKENS + 1));
     sparse_ws *ws = NULL;
     if (!q || !k || !w || !vec || !theta || !acc || !rnd || !loss || !wids) {
         st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
@@ -168,7 +115,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
          *att = kr + (size_t)T * D;
     double *tmp = theta + D;
     if (m->rope_base > 0) probe_rope_thetas(D, m->rope_base, theta);
-    int lsh_bits_used[MAX_KS] = {0};
+    int lsh_bits_used[PROBE_MODEL_MAX_KS] = {0};
 
     for (int pi = 0; pi < NP; pi++)
         for (int j = 0; j < nk; j++) {

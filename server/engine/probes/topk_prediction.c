@@ -12,34 +12,12 @@
 #include "probe_impl.h"
 #include "rope_math.h"
 
-#define MAX_TOKENS 256
-#define MAX_KS 16
-
 static const double def_ks[] = {4, 8, 16, 32};
 
 static const probe_param params[] = {
-    {.name = "text",
-     .type = PROBE_PARAM_TEXT,
-     .help = "text to run through the model",
-     .def_str = "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river "
-                "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
-                "stood still.",
-     .max_len = 8192},
-    {.name = "max_tokens",
-     .type = PROBE_PARAM_INT,
-     .help = "tokens kept from the start of the text",
-     .def = 64,
-     .min = 2,
-     .max = MAX_TOKENS},
-    {.name = "ks",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "how many keys each query keeps",
-     .min = 1,
-     .max = MAX_TOKENS,
-     .def_list = def_ks,
-     .def_len = 4,
-     .min_len = 1,
-     .max_len = MAX_KS},
+    PROBE_ROW_MODEL_TEXT(probe_model_default_text, 8192),
+    PROBE_ROW_MAX_TOKENS("tokens kept from the start of the text", 2, PROBE_MODEL_MAX_TOKENS),
+    PROBE_ROW_MODEL_KS(def_ks),
 };
 
 /* idx[0..k) = the k largest of v[0..n), largest first; ties go to the lower index. O(n k). */
@@ -65,9 +43,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     int D = m->head_dim;
     if (D < 1 || D > 1024 || (m->rope_base > 0 && D % 2))
         return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", D);
-    double ks_d[MAX_KS];
-    int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
-    int ids[MAX_TOKENS + 1], T = 0, cut = 0;
+    double ks_d[PROBE_MODEL_MAX_KS];
+    int nk = probe_p_list(p, "ks", ks_d, PROBE_MODEL_MAX_KS);
+    int ids[PROBE_MODEL_MAX_TOKENS + 1], T = 0, cut = 0;
     char source[64];
     /* text, or validation window 0 of a run without a text tokenizer (a task corpus) */
     engine_status st =
