@@ -86,9 +86,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         probe_rope_softmax_stats(cosv, T, 1 / taus[t], &e, &m);
         probe_row(out, rows, "dddd", taus[t], e, m, hmax > 0 ? e / hmax : NAN);
     }
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+    probe_vectors_table(out, q, k, d);
     free(buf);
 
     static const char *const y[] = {"rope", "cosine_rope", NULL};

@@ -31,18 +31,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     probe_rope_thetas(d, base, theta);
 
-    json_t *cols = json_array();
     static const char *const fixed[] = {"pair", "theta", "wavelength"};
-    for (int i = 0; cols && i < 3; i++) json_array_append_new(cols, json_string(fixed[i]));
-    char name[48];
-    for (int g = 0; cols && g < ng; g++) {
-        snprintf(name, sizeof name, "turns_gap_%.0f", gaps[g]);
-        json_array_append_new(cols, json_string(name));
-    }
-    if (cols && json_array_size(cols) != (size_t)(3 + ng)) { /* an append failed */
-        json_decref(cols);
-        cols = NULL;
-    }
+    json_t *cols = probe_cols(fixed, 3);
+    for (int g = 0; g < ng; g++) cols = probe_cols_add(cols, "turns_gap_%.0f", gaps[g]);
     json_t *rows = probe_table_cols(out, "turns", cols);
     for (int i = 0; i < h; i++) {
         row[0] = i, row[1] = theta[i], row[2] = 2 * M_PI / theta[i];

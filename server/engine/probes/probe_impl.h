@@ -86,6 +86,14 @@ void probe_summary_bool(probe_out *out, const char *key, int v);
 json_t *probe_table(probe_out *out, const char *name, const char *const *cols, int ncols);
 /* Same, column names built by the caller (the array is stolen). */
 json_t *probe_table_cols(probe_out *out, const char *name, json_t *cols);
+/* Column names for probe_table_cols: a new array of names[0..n), or NULL on allocation failure. */
+json_t *probe_cols(const char *const *names, int n);
+/* Appends the name printed from fmt (at most 127 bytes) to cols and returns cols; on failure, or
+ * for a NULL cols, frees cols and returns NULL (which probe_table_cols records as oom), so a
+ * kind can chain the calls and hand the result over unchecked. */
+json_t *probe_cols_add(json_t *cols, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the table "vectors" (component, q, k) of the d-vectors q and k a kind drew. */
+void probe_vectors_table(probe_out *out, const double *q, const double *k, int d);
 /* Appends a row of n numbers. */
 void probe_row_nums(probe_out *out, json_t *rows, const double *v, int n);
 /* Appends a row described by fmt, one letter per cell: 'd' double, 'i' int, 's' string. */
@@ -120,6 +128,16 @@ engine_status probe_model_tokens(const probe_model *m, const char *text, int max
  * "validation window N". Errors name the field ("ids", "window", "text", "max_tokens"). */
 engine_status probe_model_input(const probe_model *m, const json_t *params, int max_tokens, int *ids, int *n,
                                 int *truncated, char *source, size_t source_len, probe_error *err);
+/* One forward pass of a model probe over ids[0..T): q and k ([L][H][T][head_dim], before the
+ * rotary embedding; only when with_qk), the weights w ([L][H][T][T]) and, when with_tau, tau
+ * ([L][H]); the arrays not asked for stay NULL. Allocated here: free with probe_model_pass_free,
+ * also after an error. Errors: ENGINE_ERR_NOMEM, or the adapter's (field "run"). */
+typedef struct {
+    float *q, *k, *w, *tau;
+} probe_model_pass;
+engine_status probe_model_forward(const probe_model *m, const int *ids, int T, int with_qk, int with_tau,
+                                  probe_model_pass *pass, probe_error *err);
+void probe_model_pass_free(probe_model_pass *pass);
 /* Appends the table "tokens" (index, id, piece). */
 void probe_model_token_table(probe_out *out, const probe_model *m, const int *ids, int n);
 

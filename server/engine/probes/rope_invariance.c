@@ -86,9 +86,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double scale = 0;
     for (int i = 0; i < d / 2; i++) scale += hypot(q[2 * i], q[2 * i + 1]) * hypot(k[2 * i], k[2 * i + 1]);
     probe_summary_num(out, "worst_rotary_relative_deviation", worst / scale);
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+    probe_vectors_table(out, q, k, d);
     free(buf);
 
     static const char *const gy[] = {"rotary", "additive", NULL};

@@ -172,9 +172,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         last_tv = tv;
     }
     probe_summary_num(out, "cache_tv_distance_at_longest", last_tv);
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+    probe_vectors_table(out, q, k, d);
     free(buf);
     free(fbuf);
 

@@ -53,20 +53,12 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
 
     int ncols = 6 + 2 * nt;
-    json_t *cols = json_array();
     static const char *const fixed[] = {
         "dk", "var_dot", "entropy_raw", "max_weight_raw", "entropy_scaled", "max_weight_scaled"};
-    for (int i = 0; cols && i < 6; i++) json_array_append_new(cols, json_string(fixed[i]));
-    char name[64];
-    for (int t = 0; cols && t < nt; t++) {
-        snprintf(name, sizeof name, "entropy_cos_tau_%g", taus[t]);
-        json_array_append_new(cols, json_string(name));
-        snprintf(name, sizeof name, "max_weight_cos_tau_%g", taus[t]);
-        json_array_append_new(cols, json_string(name));
-    }
-    if (cols && json_array_size(cols) != (size_t)ncols) {
-        json_decref(cols);
-        cols = NULL;
+    json_t *cols = probe_cols(fixed, 6);
+    for (int t = 0; t < nt; t++) {
+        cols = probe_cols_add(cols, "entropy_cos_tau_%g", taus[t]);
+        cols = probe_cols_add(cols, "max_weight_cos_tau_%g", taus[t]);
     }
     json_t *rows = probe_table_cols(out, "scaling", cols);
     double row[6 + 2 * MAX_TAUS];

@@ -228,11 +228,11 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         }
     ys[ny] = NULL;
     rys[ny - 1] = NULL;
-    if (wcols && json_array_append_new(wcols, json_string("N"))) json_decref(wcols), wcols = NULL;
-    if (rcols && json_array_append_new(rcols, json_string("N"))) json_decref(rcols), rcols = NULL;
+    wcols = probe_cols_add(wcols, "N");
+    rcols = probe_cols_add(rcols, "N");
     for (int j = 0; j < ny; j++) {
-        if (wcols && json_array_append_new(wcols, json_string(ys[j]))) json_decref(wcols), wcols = NULL;
-        if (j && rcols && json_array_append_new(rcols, json_string(ys[j]))) json_decref(rcols), rcols = NULL;
+        wcols = probe_cols_add(wcols, "%s", ys[j]);
+        if (j) rcols = probe_cols_add(rcols, "%s", ys[j]);
     }
     json_t *wrows = probe_table_cols(out, "us_per_query", wcols);
     json_t *rrows = probe_table_cols(out, "ratio_to_dense", rcols);
