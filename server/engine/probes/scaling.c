@@ -44,42 +44,42 @@ typedef struct {
     int n, trials, nt;
     const double *taus;
     double *q, *k, *dot, *cosv;
-    rng_state rng;
 } scaling_work;
 
-/* The row of d_k dk: dk, the variance of q.k, then the mean entropy and largest weight of the
- * softmax raw, scaled by 1/sqrt(dk) and of cos/tau for each tau (6 + 2 nt numbers). */
-static void measure_dk(scaling_work *w, int dk, double *row) {
-    const int n = w->n;
+/* The row of d_k dk, drawing from rng: dk, the variance of q.k, then the mean entropy and largest
+ * weight of the softmax raw, scaled by 1/sqrt(dk) and of cos/tau for each tau (6 + 2 nt numbers). */
+static void measure_dk(const scaling_work *w, rng_state *rng, int dk, double *row) {
+    const int n = w->n, trials = w->trials, nt = w->nt;
+    double *q = w->q, *k = w->k, *dot = w->dot, *cosv = w->cosv;
     double sum = 0, sq = 0, stats[4 + 2 * MAX_TAUS] = {0};
-    for (int t = 0; t < w->trials; t++) {
+    for (int t = 0; t < trials; t++) {
         double nq = 0;
-        for (int i = 0; i < dk; i++) w->q[i] = rng_normal_polar(&w->rng), nq += w->q[i] * w->q[i];
+        for (int i = 0; i < dk; i++) q[i] = rng_normal_polar(rng), nq += q[i] * q[i];
         for (int j = 0; j < n; j++) {
             double s = 0, nk = 0;
             for (int i = 0; i < dk; i++) {
-                w->k[i] = rng_normal_polar(&w->rng);
-                s += w->q[i] * w->k[i];
-                nk += w->k[i] * w->k[i];
+                k[i] = rng_normal_polar(rng);
+                s += q[i] * k[i];
+                nk += k[i] * k[i];
             }
-            w->dot[j] = s;
-            w->cosv[j] = s / sqrt(nq * nk);
+            dot[j] = s;
+            cosv[j] = s / sqrt(nq * nk);
             sum += s, sq += s * s;
         }
         double e, m;
-        probe_rope_softmax_stats(w->dot, n, 1.0, &e, &m);
+        probe_rope_softmax_stats(dot, n, 1.0, &e, &m);
         stats[0] += e, stats[1] += m;
-        probe_rope_softmax_stats(w->dot, n, 1.0 / sqrt((double)dk), &e, &m);
+        probe_rope_softmax_stats(dot, n, 1.0 / sqrt((double)dk), &e, &m);
         stats[2] += e, stats[3] += m;
-        for (int ti = 0; ti < w->nt; ti++) {
-            probe_rope_softmax_stats(w->cosv, n, 1.0 / w->taus[ti], &e, &m);
+        for (int ti = 0; ti < nt; ti++) {
+            probe_rope_softmax_stats(cosv, n, 1.0 / w->taus[ti], &e, &m);
             stats[4 + 2 * ti] += e, stats[5 + 2 * ti] += m;
         }
     }
-    double cnt = (double)w->trials * n, mean = sum / cnt;
+    double cnt = (double)trials * n, mean = sum / cnt;
     row[0] = dk;
     row[1] = cnt > 1 ? (sq - cnt * mean * mean) / (cnt - 1) : NAN;
-    for (int i = 0; i < 4 + 2 * w->nt; i++) row[2 + i] = stats[i] / w->trials;
+    for (int i = 0; i < 4 + 2 * nt; i++) row[2 + i] = stats[i] / trials;
 }
 
 /* The table "scaling" with its columns: dk, var_dot, raw and scaled figures, then per tau. */
@@ -118,7 +118,8 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double *buf = malloc(sizeof(double) * (size_t)(2 * dmax + 2 * n));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     w.q = buf, w.k = w.q + dmax, w.dot = w.k + dmax, w.cosv = w.dot + n;
-    rng_seed(&w.rng, (uint64_t)probe_p_int(p, "seed"));
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
 
     json_t *rows = scaling_table(out, taus, nt);
     double row[6 + 2 * MAX_TAUS];
@@ -130,7 +131,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
             free(buf);
             return probe_fail(err, ENGINE_ERR_CANCELLED, "", "cancelled");
         }
-        measure_dk(&w, (int)dks[di], row);
+        measure_dk(&w, &rng, (int)dks[di], row);
         probe_row_nums(out, rows, row, 6 + 2 * nt);
         if (isnan(saturates_at) && row[3] > 0.9) saturates_at = row[0];
         scaled_lo = fmin(scaled_lo, row[4]), scaled_hi = fmax(scaled_hi, row[4]);
