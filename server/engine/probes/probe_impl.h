@@ -48,11 +48,12 @@ struct probe_out {
 #define PROBE_ROW_BASE PROBE_ROW_NUMBER("base", "rotary base", 10000, 1.5, 1e7)
 #define PROBE_ROW_SEED(help_) PROBE_ROW_INT("seed", help_, 1234, 0, 2147483647)
 #define PROBE_ROW_RANDOM_SEED PROBE_ROW_SEED("random seed")
-/* The model probes' (probe_model_input's) input: at most PROBE_MODEL_MAX_TOKENS tokens, and "ks",
- * how many keys each query keeps (at most PROBE_MODEL_MAX_KS values, each at most the tokens). */
+/* The model probes': "text" (its default given: probe_model_default_text is the passage of the
+ * kinds that read more tokens than a short sentence has), "max_tokens" (64 by default; at most
+ * PROBE_MODEL_MAX_TOKENS, or one more where the last is only a target) and "ks", how many keys each
+ * query keeps (at most PROBE_MODEL_MAX_KS values, each at most PROBE_MODEL_MAX_TOKENS). */
 #define PROBE_MODEL_MAX_TOKENS 256
 #define PROBE_MODEL_MAX_KS 16
-/* "text", with the default text of the kinds that read a long passage. */
 extern const char probe_model_default_text[];
 #define PROBE_ROW_MODEL_TEXT(def_, max_len_) PROBE_ROW_TEXT("text", "text to run through the model", def_, max_len_)
 #define PROBE_ROW_MAX_TOKENS(help_, min_, max_) PROBE_ROW_INT("max_tokens", help_, 64, min_, max_)

@@ -99,6 +99,8 @@ typedef struct {
     real *vec;                     /* qu ... att, in one allocation */
 } sparse_run;
 
+/* Makes r's working arrays for its T and D and its rotary angles: 0, or -1 when an allocation
+ * failed (what was made is freed with the rest by run). */
 static int run_buffers(sparse_run *r) {
     const size_t TD = (size_t)r->T * r->D;
     r->vec = malloc(sizeof(real) * (4 * TD + (size_t)r->T * r->T));

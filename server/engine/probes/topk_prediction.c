@@ -50,6 +50,8 @@ typedef struct {
     int *idx;                     /* the index lists, in one allocation */
 } topk_scratch;
 
+/* Makes s for a window of T tokens of model m and the k values ks[0..nk): 0, or -1 when an
+ * allocation failed (scratch_free frees what was made). */
 static int scratch_init(topk_scratch *s, const probe_model *m, int T, const double *ks, int nk) {
     const int D = m->head_dim;
     *s = (topk_scratch){.T = T, .D = D, .rope = m->rope_base > 0, .half = m->rope_half_split, .nk = nk, .ks = ks};
