@@ -1,5 +1,5 @@
 /* What the model probes share: turning text (or token ids, or a validation window) into a bounded
- * token window. */
+ * token window, the forward pass over it, and the default text of their parameters. */
 #include <stdio.h>
 #include <stdlib.h>
 
