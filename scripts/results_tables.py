@@ -185,6 +185,57 @@ def spread_figures(name, c, exp_id, bundle, prov, out, val, at):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
+def pair_figures(name, c, exp_id, bundle, prov, out, val):
+    """One seed per arm, as in the blog: the validation curves side by side, each head's final tau and
+    entropy, and the service's statistics of the pair (no interval: one replicate has no spread)."""
+    runs = {r["variant"]: r for r in bundle["runs"]}
+    a, b = "rope", "cosine_rope"
+    va, vb = (dict(zip(runs[v]["series"]["val_loss"]["steps"], runs[v]["series"]["val_loss"]["values"]))
+              for v in (a, b))
+    steps = sorted(set(va) & set(vb))
+    shown = [s for s in steps if s in (steps[0], steps[-1]) or s % max(1, steps[-1] // 8) == 0]
+    out[f"{name}/curve"] = table(["step", f"`{a}`", f"`{b}` (cos/τ)", f"{b} − {a}"],
+                                 [[str(s), num(va[s], 4), num(vb[s], 4), num(vb[s] - va[s], 4, True)] for s in shown])
+    gaps = [vb[s] - va[s] for s in steps]
+    val[f"{name}/gap_range"] = f"{num(min(gaps), 3, True)} to {num(max(gaps), 3, True)}"
+    st = c.stats(exp_id)
+    fin = {v["name"]: v for v in st["variants"]}
+    for v in (a, b):
+        m = fin[v]["metrics"]
+        val[f"{name}/{v}/val_loss"] = num(m["final_val_loss"]["mean"], 4)
+        val[f"{name}/{v}/train_loss"] = num(m["final_train_loss"]["mean"], 4)
+        val[f"{name}/{v}/entropy"] = num(m["final_entropy_mean"]["mean"], 3)
+        r = runs[v]
+        cfg = r["config"]
+        tokens = cfg["steps"] * cfg["batch"] * cfg["seq_len"]
+        val[f"{name}/{v}/tokens_per_s"] = f"{tokens / (r['finished_at'] - r['started_at']):,.0f}"
+    val[f"{name}/gap"] = num(fin[b]["metrics"]["final_val_loss"]["mean"] - fin[a]["metrics"]["final_val_loss"]["mean"],
+                             4, True)
+    val[f"{name}/train_gap"] = num(fin[b]["metrics"]["final_train_loss"]["mean"]
+                                   - fin[a]["metrics"]["final_train_loss"]["mean"], 4, True)
+    tau0 = fin[b]["tau_initial"]
+    val[f"{name}/tau0"] = num(tau0, 3)
+    cfg = runs[b]["config"]
+    t = cfg["seq_len"]
+    val[f"{name}/uniform_entropy"] = num(sum(math.log(i) for i in range(1, t + 1)) / t, 3)
+    heads = sorted((k[4:] for k in runs[b]["series"] if re.fullmatch(r"tau\.\d+\.\d+", k)),
+                   key=lambda h: tuple(map(int, h.split("."))))
+    last = lambda v, k: runs[v]["series"][k]["values"][-1] if k in runs[v]["series"] else None
+    rows, finals = [], []
+    for h in heads:
+        tau = last(b, "tau." + h)
+        finals.append(tau)
+        rows.append([h, num(tau, 3), num(tau - tau0, 3, True), num(last(b, "entropy." + h), 3),
+                     num(last(a, "entropy." + h), 3)])
+    out[f"{name}/heads"] = table(["layer.head", "final τ (cos/τ)", "τ − τ₀", "entropy, cos/τ (nats)",
+                                  "entropy, rope (nats)"], rows)
+    if finals:
+        val[f"{name}/tau_down"] = f"{sum(x < tau0 for x in finals)} of {len(finals)}"
+        val[f"{name}/tau_range"] = f"{num(min(finals), 3)} to {num(max(finals), 3)}"
+        val[f"{name}/tau_drift"] = num(fin[b]["metrics"]["tau_drift"]["mean"], 4, True)
+    val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
+
+
 PREDICTOR_LABEL = {"dense": "dense", "topk": "top-k", "lsh": "LSH", "hamming": "Hamming", "unrotated": "unrotated",
                    "window": "window"}
 
@@ -257,6 +308,7 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
 
 
 FIGURES = {  # results/<name>: how its figures are made
+    "seed-blog": lambda *a: pair_figures(*a),
     "attention-scale-bytes": lambda *a: scale_figures(*a),
     "tau-long-bytes": lambda *a: spread_figures(*a, at=600),
     "positional-precision": lambda *a: accuracy_figures(*a),
@@ -267,6 +319,7 @@ FIGURES = {  # results/<name>: how its figures are made
 # The SVG figures of each experiment kept beside its data (results/<name>/<kind>[-<arg>].svg) and
 # embedded in the README: GET /api/experiments/{id}/plot.svg over the import, compared byte for byte.
 SVG_FILES = {
+    "seed-blog": [("bands", "key", "val_loss"), ("tau", None, None)],
     "attention-scale-bytes": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "tau-long-bytes": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
 }

@@ -12,9 +12,6 @@ import { corpusUploadCard } from './upload.js';
 
 // A classroom-speed version of the preset: the built-in corpus and a model that trains in about a
 // minute on a laptop, same two variants, same seed and data order.
-export const TINY_OVERRIDES = { corpus: 'small', steps: 200, n_layer: 2, n_head: 4, d_model: 64, seq_len: 64, batch: 8,
-  eval_every: 20, checkpoint_every: 50 };
-
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'];
 const ACTIVE = new Set(['queued', 'running']);
 
@@ -517,21 +514,21 @@ export function mount(root) {
   return () => { m.alive = false; unsub(); nodes.stop(); upload.stop(); for (const f of [...estimates.listeners]) estimates.listeners.delete(f); };
 }
 
-// A preset's own classroom overrides, or TINY_OVERRIDES when the server gives none.
-const overridesOf = (p) => (p && p.tiny) || TINY_OVERRIDES;
+// A preset's own classroom overrides (the server's `tiny`), or null for a preset without them.
+const overridesOf = (p) => (p && p.tiny) || null;
 
 // What the preset card says of a preset, full-size or tiny, with n replicates: its plan, its button,
 // what the classroom version changes (from the preset's own overrides) and the time estimate.
 function presetTexts(p, tiny, n) {
-  const cfg = { ...p.base, ...(tiny ? overridesOf(p) : {}) };
-  const o = overridesOf(p);
+  const o = overridesOf(p) || {};
+  const cfg = { ...p.base, ...(tiny ? o : {}) };
   const configs = p.variants.flatMap((v) => Array.from({ length: n }, () => ({ ...cfg, ...(v.config || {}) })));
   return {
     detail: `${p.variants.map((v) => v.name).join(' vs ')} · ` +
       `L${cfg.n_layer} H${cfg.n_head} d${cfg.d_model} T${cfg.seq_len} B${cfg.batch} · ${cfg.steps} steps · corpus “${cfg.corpus}” · ` +
       (n > 1 ? `${n} replicates (seeds ${cfg.seed}–${cfg.seed + n - 1}), ${n * p.variants.length} runs` : `seed ${cfg.seed}`),
     button: p.name === 'seed-blog' ? 'Reproduce the blog experiment' : `Start “${p.name}”`,
-    tinyWhat: `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
+    tinyWhat: !overridesOf(p) ? '(this preset has no classroom version)' : `(classroom speed: ${[o.corpus ? `corpus “${o.corpus}”` : null, o.d_model ? `L${o.n_layer ?? cfg.n_layer} d${o.d_model}` : null,
       o.steps ? `${o.steps} steps` : null].filter(Boolean).join(', ') || 'the preset’s own overrides'})`,
     estimate: estimateFor(configs),
   };
@@ -539,7 +536,7 @@ function presetTexts(p, tiny, n) {
 
 // The presets (GET /api/presets): the blog's experiment and the questions it leaves (replicates,
 // the attention scale), each startable full-size or classroom-sized (the preset's own `tiny`
-// overrides; TINY_OVERRIDES when a server gives none), with its replicate count.
+// overrides; the tiny box is off for a preset without them), with its replicate count.
 function presetCard() {
   const tiny = h('input#preset-tiny', { type: 'checkbox', checked: true });
   const choice = h('select#preset-name', { 'aria-label': 'preset' });
@@ -553,6 +550,8 @@ function presetCard() {
   let presets = [], presetObj = null;
   const describe = () => {
     if (!presetObj) return;
+    tiny.disabled = !overridesOf(presetObj);
+    if (tiny.disabled) tiny.checked = false;
     const t = presetTexts(presetObj, tiny.checked, Number(reps.value) || 1);
     desc.textContent = presetObj.description;
     detail.textContent = t.detail;
@@ -592,7 +591,7 @@ function presetCard() {
     err.textContent = '';
     try {
       const body = { preset: presetObj.name, replicates: n };
-      if (tiny.checked) { body.overrides = { ...overridesOf(presetObj) }; body.name = `${presetObj.name} (tiny)`; body.tags = ['tiny']; }
+      if (tiny.checked && overridesOf(presetObj)) { body.overrides = { ...overridesOf(presetObj) }; body.name = `${presetObj.name} (tiny)`; body.tags = ['tiny']; }
       const res = await post('/api/experiments', body);
       location.hash = `#/experiment/${res.experiment.id}`;
     } catch (e) {

@@ -269,11 +269,11 @@ static void *failing_malloc(size_t n) { return alloc_left-- > 0 ? malloc(n) : NU
 TEST(model_probes_report_json_allocation_failures) {
     toy m = {1, 10000, 0};
     probe_model pm = toy_model(&m);
-    static const char *const kinds[] = {"attention_map", "topk_prediction"};
+    static const char *const kinds[] = {"attention_map", "topk_prediction", "sparse_attention"};
     json_t *params = json_loads("{\"text\": \"abcdef\", \"max_tokens\": 5}", 0, NULL);
     CHECK(params != NULL);
     probe_context ctx = {.model = &pm};
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         int ok = 0;
         for (long n = 0; n < 100000 && !ok; n++) {
             json_t *res = NULL;

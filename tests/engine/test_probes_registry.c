@@ -298,7 +298,9 @@ TEST(integral_reals_are_taken_as_ints) {
     json_decref(res);
 }
 
-TEST(defaults_answer_within_20ms) {
+/* The budget is CPU time, not wall time: a busy machine must not fail it (tests never assume the
+ * machine's speed beyond what the probe itself costs). */
+TEST(defaults_cost_under_20ms_of_cpu) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__OPTIMIZE__) == 0
     /* Under the sanitizers (or unoptimised) only the running matters; the budget is for release. */
     for (int i = 0; i < N_ANALYTIC; i++) {
@@ -309,16 +311,16 @@ TEST(defaults_answer_within_20ms) {
 #else
     for (int i = 0; i < N_ANALYTIC; i++) {
         double best = 1e9;
-        for (int rep = 0; rep < 5; rep++) { /* best of five: the machine is shared */
-            double t0 = tp_now_ms();
+        for (int rep = 0; rep < 5; rep++) { /* best of five: caches are shared with other work */
+            double t0 = tp_cpu_ms();
             json_t *res = tp_run(analytic[i], NULL, NULL);
-            double dt = tp_now_ms() - t0;
+            double dt = tp_cpu_ms() - t0;
             CHECK(res != NULL);
             json_decref(res);
             if (dt < best) best = dt;
         }
-        printf("# %s defaults: %.2f ms\n", analytic[i], best);
-        CHECK_MSG(best < 20.0, "%s took %.2f ms", analytic[i], best);
+        printf("# %s defaults: %.2f ms of CPU\n", analytic[i], best);
+        CHECK_MSG(best < 20.0, "%s took %.2f ms of CPU", analytic[i], best);
     }
 #endif
 }
@@ -381,7 +383,7 @@ int main(void) {
     RUN(null_error_pointer_is_fine);
     RUN(every_json_allocation_failure_is_reported);
     RUN(integral_reals_are_taken_as_ints);
-    RUN(defaults_answer_within_20ms);
+    RUN(defaults_cost_under_20ms_of_cpu);
     RUN(work_over_a_bound_is_refused_before_the_probe_runs);
     RUN(a_cancelled_probe_stops);
     return test_summary();

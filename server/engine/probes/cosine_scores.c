@@ -14,44 +14,14 @@
 static const double def_taus[] = {0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = MAX_D},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "q",
-     .type = PROBE_PARAM_VECTOR,
-     .help = "query (d numbers); null: random",
-     .min = -1e6,
-     .max = 1e6,
-     .min_len = 2,
-     .max_len = MAX_D},
-    {.name = "k",
-     .type = PROBE_PARAM_VECTOR,
-     .help = "key (d numbers); null: random",
-     .min = -1e6,
-     .max = 1e6,
-     .min_len = 2,
-     .max_len = MAX_D},
-    {.name = "tau",
-     .type = PROBE_PARAM_NUMBER,
-     .help = "temperature of the score curve",
-     .def = 0.1,
-     .min = 1e-4,
-     .max = 100},
-    {.name = "max_offset",
-     .type = PROBE_PARAM_INT,
-     .help = "offsets 0..max_offset",
-     .def = 128,
-     .min = 0,
-     .max = 65536},
-    {.name = "taus",
-     .type = PROBE_PARAM_NUMBER_LIST,
-     .help = "temperatures for the sharpness table",
-     .min = 1e-4,
-     .max = 100,
-     .def_list = def_taus,
-     .def_len = 8,
-     .min_len = 1,
-     .max_len = MAX_TAUS},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
+    PROBE_ROW_D(64, MAX_D),
+    PROBE_ROW_BASE,
+    PROBE_ROW_VECTOR("q", "query (d numbers); null: random", -1e6, 1e6, 2, MAX_D),
+    PROBE_ROW_VECTOR("k", "key (d numbers); null: random", -1e6, 1e6, 2, MAX_D),
+    PROBE_ROW_NUMBER("tau", "temperature of the score curve", 0.1, 1e-4, 100),
+    PROBE_ROW_INT("max_offset", "offsets 0..max_offset", 128, 0, 65536),
+    PROBE_ROW_NUMBER_LIST("taus", "temperatures for the sharpness table", 1e-4, 100, def_taus, MAX_TAUS),
+    PROBE_ROW_RANDOM_SEED,
 };
 
 static engine_status get_vector(const json_t *p, const char *name, double *v, int d, rng_state *rng, probe_error *err) {
@@ -116,9 +86,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         probe_rope_softmax_stats(cosv, T, 1 / taus[t], &e, &m);
         probe_row(out, rows, "dddd", taus[t], e, m, hmax > 0 ? e / hmax : NAN);
     }
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+    probe_vectors_table(out, q, k, d);
     free(buf);
 
     static const char *const y[] = {"rope", "cosine_rope", NULL};

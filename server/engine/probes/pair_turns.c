@@ -12,17 +12,9 @@
 static const double def_gaps[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 4096},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "gaps",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "distances between query and key",
-     .min = 1,
-     .max = 1e9,
-     .def_list = def_gaps,
-     .def_len = 13,
-     .min_len = 1,
-     .max_len = MAX_GAPS},
+    PROBE_ROW_D(64, 4096),
+    PROBE_ROW_BASE,
+    PROBE_ROW_INT_LIST("gaps", "distances between query and key", 1, 1e9, def_gaps, MAX_GAPS),
 };
 
 static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
@@ -39,18 +31,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     probe_rope_thetas(d, base, theta);
 
-    json_t *cols = json_array();
     static const char *const fixed[] = {"pair", "theta", "wavelength"};
-    for (int i = 0; cols && i < 3; i++) json_array_append_new(cols, json_string(fixed[i]));
-    char name[48];
-    for (int g = 0; cols && g < ng; g++) {
-        snprintf(name, sizeof name, "turns_gap_%.0f", gaps[g]);
-        json_array_append_new(cols, json_string(name));
-    }
-    if (cols && json_array_size(cols) != (size_t)(3 + ng)) { /* an append failed */
-        json_decref(cols);
-        cols = NULL;
-    }
+    json_t *cols = probe_cols(fixed, 3);
+    for (int g = 0; g < ng; g++) cols = probe_cols_add(cols, "turns_gap_%.0f", gaps[g]);
     json_t *rows = probe_table_cols(out, "turns", cols);
     for (int i = 0; i < h; i++) {
         row[0] = i, row[1] = theta[i], row[2] = 2 * M_PI / theta[i];

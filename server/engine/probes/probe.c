@@ -178,92 +178,85 @@ static engine_status check_scalar(const probe_param *p, const json_t *v, const c
     return ENGINE_OK;
 }
 
+/* A CHOICE parameter: a copy of v when it is one of p's choices. */
+static json_t *resolve_choice(const probe_param *p, const json_t *v, probe_error *err, engine_status *st) {
+    const char *s = json_string_value(v);
+    int match = 0;
+    for (int i = 0; s && p->choices && p->choices[i] && !match; i++) match = strcmp(s, p->choices[i]) == 0;
+    if (match) return json_string(s);
+    char list[160] = "";
+    for (int i = 0; p->choices && p->choices[i]; i++) {
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->choices[i]);
+    }
+    *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be one of: %s", p->name, list);
+    return NULL;
+}
+
+/* A TEXT parameter: a copy of v when it is a string of 1 to max_len bytes. */
+static json_t *resolve_text(const probe_param *p, const json_t *v, probe_error *err, engine_status *st) {
+    if (!json_is_string(v)) {
+        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be a string", p->name);
+        return NULL;
+    }
+    if (json_string_length(v) > (size_t)p->max_len || json_string_length(v) == 0) {
+        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be 1 to %d bytes long", p->name, p->max_len);
+        return NULL;
+    }
+    return json_string(json_string_value(v));
+}
+
+/* A list (or a given vector): a new array of its items, each checked against p's bounds. */
+static json_t *resolve_list(const probe_param *p, const json_t *v, probe_error *err, engine_status *st) {
+    if (!json_is_array(v)) {
+        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be an array", p->name);
+        return NULL;
+    }
+    int n = (int)json_array_size(v);
+    if (n < p->min_len || n > p->max_len) {
+        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must have %d to %d items (got %d)", p->name, p->min_len,
+                         p->max_len, n);
+        return NULL;
+    }
+    json_t *r = json_array();
+    char what[96];
+    for (int i = 0; r && i < n; i++) {
+        const json_t *item = json_array_get(v, (size_t)i);
+        snprintf(what, sizeof what, "%s[%d]", p->name, i);
+        if ((*st = check_scalar(p, item, what, err))) {
+            json_decref(r);
+            return NULL;
+        }
+        double d = json_number_value(item);
+        json_t *x = p->type == PROBE_PARAM_INT_LIST ? json_integer((json_int_t)d) : json_real(d);
+        if (json_array_append_new(r, x)) {
+            json_decref(r);
+            r = NULL;
+        }
+    }
+    return r;
+}
+
 /* Returns a new, normalised value for parameter p from the client's v (NULL: absent). */
 static json_t *resolve_one(const probe_param *p, const json_t *v, probe_error *err, engine_status *st) {
     *st = ENGINE_OK;
-    if (!v) {
-        json_t *d = default_value(p);
-        if (!d) *st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
-        return d;
-    }
     json_t *r = NULL;
-    char what[96];
-    switch (p->type) {
-    case PROBE_PARAM_INT:
-    case PROBE_PARAM_NUMBER: {
-        snprintf(what, sizeof what, "%s", p->name);
-        if ((*st = check_scalar(p, v, what, err))) return NULL;
+    if (!v) {
+        r = default_value(p);
+    } else if (p->type == PROBE_PARAM_INT || p->type == PROBE_PARAM_NUMBER) {
+        if ((*st = check_scalar(p, v, p->name, err))) return NULL;
         r = p->type == PROBE_PARAM_INT ? json_integer((json_int_t)json_number_value(v))
                                        : json_real(json_number_value(v));
-        break;
+    } else if (p->type == PROBE_PARAM_CHOICE) {
+        r = resolve_choice(p, v, err, st);
+    } else if (p->type == PROBE_PARAM_TEXT) {
+        r = resolve_text(p, v, err, st);
+    } else if (p->type == PROBE_PARAM_VECTOR && json_is_null(v)) {
+        r = json_null();
+    } else { /* a list, or a given vector: a number list */
+        r = resolve_list(p, v, err, st);
     }
-    case PROBE_PARAM_CHOICE: {
-        const char *s = json_string_value(v);
-        int match = 0;
-        for (int i = 0; s && p->choices && p->choices[i] && !match; i++) match = strcmp(s, p->choices[i]) == 0;
-        if (match) {
-            r = json_string(s);
-            break;
-        }
-        char list[160] = "";
-        for (int i = 0; p->choices && p->choices[i]; i++) {
-            size_t n = strlen(list);
-            snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->choices[i]);
-        }
-        *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be one of: %s", p->name, list);
-        return NULL;
-    }
-    case PROBE_PARAM_TEXT: {
-        if (!json_is_string(v)) {
-            *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be a string", p->name);
-            return NULL;
-        }
-        if (json_string_length(v) > (size_t)p->max_len || json_string_length(v) == 0) {
-            *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be 1 to %d bytes long", p->name, p->max_len);
-            return NULL;
-        }
-        r = json_string(json_string_value(v));
-        break;
-    }
-    case PROBE_PARAM_VECTOR:
-        if (json_is_null(v)) {
-            r = json_null();
-            break;
-        }
-        __attribute__((fallthrough)); /* a given vector is a number list */
-    case PROBE_PARAM_INT_LIST:
-    case PROBE_PARAM_NUMBER_LIST: {
-        if (!json_is_array(v)) {
-            *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must be an array", p->name);
-            return NULL;
-        }
-        int n = (int)json_array_size(v);
-        if (n < p->min_len || n > p->max_len) {
-            *st = probe_fail(err, ENGINE_ERR_INVALID, p->name, "%s must have %d to %d items (got %d)", p->name,
-                             p->min_len, p->max_len, n);
-            return NULL;
-        }
-        r = json_array();
-        if (!r) break;
-        for (int i = 0; i < n; i++) {
-            const json_t *item = json_array_get(v, (size_t)i);
-            snprintf(what, sizeof what, "%s[%d]", p->name, i);
-            if ((*st = check_scalar(p, item, what, err))) {
-                json_decref(r);
-                return NULL;
-            }
-            double d = json_number_value(item);
-            json_t *x = p->type == PROBE_PARAM_INT_LIST ? json_integer((json_int_t)d) : json_real(d);
-            if (json_array_append_new(r, x)) {
-                json_decref(r);
-                r = NULL;
-                break;
-            }
-        }
-        break;
-    }
-    }
-    if (!r) *st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
+    if (!r && *st == ENGINE_OK) *st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
     return r;
 }
 
@@ -386,14 +379,34 @@ json_t *probe_table_cols(probe_out *out, const char *name, json_t *cols) {
     return out->oom ? NULL : rows;
 }
 
-json_t *probe_table(probe_out *out, const char *name, const char *const *cols, int ncols) {
+json_t *probe_cols_add(json_t *cols, const char *fmt, ...) {
+    if (!cols) return NULL;
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if (json_array_append_new(cols, json_string(name))) {
+        json_decref(cols);
+        return NULL;
+    }
+    return cols;
+}
+
+json_t *probe_cols(const char *const *names, int n) {
     json_t *c = json_array();
-    for (int i = 0; c && i < ncols; i++)
-        if (json_array_append_new(c, json_string(cols[i]))) {
-            json_decref(c);
-            c = NULL;
-        }
-    return probe_table_cols(out, name, c);
+    for (int i = 0; c && i < n; i++) c = probe_cols_add(c, "%s", names[i]);
+    return c;
+}
+
+json_t *probe_table(probe_out *out, const char *name, const char *const *cols, int ncols) {
+    return probe_table_cols(out, name, probe_cols(cols, ncols));
+}
+
+void probe_vectors_table(probe_out *out, const double *q, const double *k, int d) {
+    static const char *const cols[] = {"component", "q", "k"};
+    json_t *rows = probe_table(out, "vectors", cols, 3);
+    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
 }
 
 void probe_row_nums(probe_out *out, json_t *rows, const double *v, int n) {

@@ -12,6 +12,54 @@ struct probe_out {
     int oom;
 };
 
+/* ---- parameter rows -----------------------------------------------------------------------
+ * A kind's table (probe_kind.params) is written with these, one row per parameter, so that a
+ * parameter several kinds share is defined once. The first group is one row of each type:
+ * name, help, then what that type has (probe.h: default, bounds, list lengths). A list's default
+ * is a static array, its length taken from the array; a list takes 1 to max_len items. */
+#define PROBE_ROW_INT(name_, help_, def_, min_, max_)                                                                  \
+    { .name = (name_), .type = PROBE_PARAM_INT, .help = (help_), .def = (def_), .min = (min_), .max = (max_) }
+#define PROBE_ROW_NUMBER(name_, help_, def_, min_, max_)                                                               \
+    { .name = (name_), .type = PROBE_PARAM_NUMBER, .help = (help_), .def = (def_), .min = (min_), .max = (max_) }
+#define PROBE_ROW_TEXT(name_, help_, def_, max_len_)                                                                   \
+    { .name = (name_), .type = PROBE_PARAM_TEXT, .help = (help_), .def_str = (def_), .max_len = (max_len_) }
+#define PROBE_ROW_CHOICE(name_, help_, def_, choices_)                                                                 \
+    { .name = (name_), .type = PROBE_PARAM_CHOICE, .help = (help_), .def_str = (def_), .choices = (choices_) }
+#define PROBE_ROW_LIST_(type_, name_, help_, min_, max_, defs_, max_len_)                                              \
+    {                                                                                                                  \
+        .name = (name_), .type = (type_), .help = (help_), .min = (min_), .max = (max_), .def_list = (defs_),          \
+        .def_len = (int)(sizeof(defs_) / sizeof((defs_)[0])), .min_len = 1, .max_len = (max_len_)                      \
+    }
+#define PROBE_ROW_INT_LIST(name_, help_, min_, max_, defs_, max_len_)                                                  \
+    PROBE_ROW_LIST_(PROBE_PARAM_INT_LIST, name_, help_, min_, max_, defs_, max_len_)
+#define PROBE_ROW_NUMBER_LIST(name_, help_, min_, max_, defs_, max_len_)                                               \
+    PROBE_ROW_LIST_(PROBE_PARAM_NUMBER_LIST, name_, help_, min_, max_, defs_, max_len_)
+/* A vector (default null: drawn at random) of min_len to max_len numbers in [min, max]. */
+#define PROBE_ROW_VECTOR(name_, help_, min_, max_, min_len_, max_len_)                                                 \
+    {                                                                                                                  \
+        .name = (name_), .type = PROBE_PARAM_VECTOR, .help = (help_), .min = (min_), .max = (max_),                    \
+        .min_len = (min_len_), .max_len = (max_len_)                                                                   \
+    }
+
+/* The parameters several kinds share. "d": a rotary vector's dimension (the kind checks it is
+ * even), from 2 to max; "base": the rotary base; "seed": a seed, 1234 by default, help saying what
+ * it draws. */
+#define PROBE_ROW_D(def_, max_) PROBE_ROW_INT("d", "vector dimension (even)", def_, 2, max_)
+#define PROBE_ROW_BASE PROBE_ROW_NUMBER("base", "rotary base", 10000, 1.5, 1e7)
+#define PROBE_ROW_SEED(help_) PROBE_ROW_INT("seed", help_, 1234, 0, 2147483647)
+#define PROBE_ROW_RANDOM_SEED PROBE_ROW_SEED("random seed")
+/* The model probes': "text" (its default given: probe_model_default_text is the passage of the
+ * kinds that read more tokens than a short sentence has), "max_tokens" (64 by default; at most
+ * PROBE_MODEL_MAX_TOKENS, or one more where the last is only a target) and "ks", how many keys each
+ * query keeps (at most PROBE_MODEL_MAX_KS values, each at most PROBE_MODEL_MAX_TOKENS). */
+#define PROBE_MODEL_MAX_TOKENS 256
+#define PROBE_MODEL_MAX_KS 16
+extern const char probe_model_default_text[];
+#define PROBE_ROW_MODEL_TEXT(def_, max_len_) PROBE_ROW_TEXT("text", "text to run through the model", def_, max_len_)
+#define PROBE_ROW_MAX_TOKENS(help_, min_, max_) PROBE_ROW_INT("max_tokens", help_, 64, min_, max_)
+#define PROBE_ROW_MODEL_KS(defs_)                                                                                      \
+    PROBE_ROW_INT_LIST("ks", "how many keys each query keeps", 1, PROBE_MODEL_MAX_TOKENS, defs_, PROBE_MODEL_MAX_KS)
+
 /* Parameters (already validated, so these cannot fail). */
 long probe_p_int(const json_t *params, const char *name);
 double probe_p_num(const json_t *params, const char *name);
@@ -39,6 +87,14 @@ void probe_summary_bool(probe_out *out, const char *key, int v);
 json_t *probe_table(probe_out *out, const char *name, const char *const *cols, int ncols);
 /* Same, column names built by the caller (the array is stolen). */
 json_t *probe_table_cols(probe_out *out, const char *name, json_t *cols);
+/* Column names for probe_table_cols: a new array of names[0..n), or NULL on allocation failure. */
+json_t *probe_cols(const char *const *names, int n);
+/* Appends the name printed from fmt (at most 127 bytes) to cols and returns cols; on failure, or
+ * for a NULL cols, frees cols and returns NULL (which probe_table_cols records as oom), so a
+ * kind can chain the calls and hand the result over unchecked. */
+json_t *probe_cols_add(json_t *cols, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the table "vectors" (component, q, k) of the d-vectors q and k a kind drew. */
+void probe_vectors_table(probe_out *out, const double *q, const double *k, int d);
 /* Appends a row of n numbers. */
 void probe_row_nums(probe_out *out, json_t *rows, const double *v, int n);
 /* Appends a row described by fmt, one letter per cell: 'd' double, 'i' int, 's' string. */
@@ -73,6 +129,16 @@ engine_status probe_model_tokens(const probe_model *m, const char *text, int max
  * "validation window N". Errors name the field ("ids", "window", "text", "max_tokens"). */
 engine_status probe_model_input(const probe_model *m, const json_t *params, int max_tokens, int *ids, int *n,
                                 int *truncated, char *source, size_t source_len, probe_error *err);
+/* One forward pass of a model probe over ids[0..T): q and k ([L][H][T][head_dim], before the
+ * rotary embedding; only when with_qk), the weights w ([L][H][T][T]) and, when with_tau, tau
+ * ([L][H]); the arrays not asked for stay NULL. Allocated here: free with probe_model_pass_free,
+ * also after an error. Errors: ENGINE_ERR_NOMEM, or the adapter's (field "run"). */
+typedef struct {
+    float *q, *k, *w, *tau;
+} probe_model_pass;
+engine_status probe_model_forward(const probe_model *m, const int *ids, int T, int with_qk, int with_tau,
+                                  probe_model_pass *pass, probe_error *err);
+void probe_model_pass_free(probe_model_pass *pass);
 /* Appends the table "tokens" (index, id, piece). */
 void probe_model_token_table(probe_out *out, const probe_model *m, const int *ids, int n);
 

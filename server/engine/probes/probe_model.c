@@ -1,10 +1,15 @@
 /* What the model probes share: turning text (or token ids, or a validation window) into a bounded
- * token window. */
+ * token window, the forward pass over it, and the default text of their parameters. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "probe_impl.h"
 
 #define MAX_MODEL_FLOATS (16L * 1024 * 1024) /* per buffer: 64 MiB of float */
+
+const char probe_model_default_text[] =
+    "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river all his life, "
+    "listened to it every night before he slept. One winter the river froze, and the mill stood still.";
 
 engine_status probe_model_tokens(const probe_model *m, const char *text, int max_tokens, int *ids, int *n,
                                  int *truncated, probe_error *err) {
@@ -25,6 +30,26 @@ engine_status probe_model_tokens(const probe_model *m, const char *text, int max
     *n = total < cap ? total : cap;
     *truncated = total > cap;
     return ENGINE_OK;
+}
+
+engine_status probe_model_forward(const probe_model *m, const int *ids, int T, int with_qk, int with_tau,
+                                  probe_model_pass *pass, probe_error *err) {
+    const size_t lh = (size_t)m->n_layer * m->n_head, nqk = lh * T * m->head_dim;
+    *pass = (probe_model_pass){0};
+    pass->w = malloc(sizeof(float) * lh * T * T);
+    if (with_qk) pass->q = malloc(sizeof(float) * nqk), pass->k = malloc(sizeof(float) * nqk);
+    if (with_tau) pass->tau = malloc(sizeof(float) * lh);
+    if (!pass->w || (with_qk && (!pass->q || !pass->k)) || (with_tau && !pass->tau))
+        return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
+    engine_error e = {0};
+    engine_status st = m->inspect(m->self, ids, T, pass->q, pass->k, pass->w, pass->tau, &e);
+    if (st) return probe_fail(err, st, "run", "forward pass failed: %s", e.message);
+    return ENGINE_OK;
+}
+
+void probe_model_pass_free(probe_model_pass *pass) {
+    free(pass->q), free(pass->k), free(pass->w), free(pass->tau);
+    *pass = (probe_model_pass){0};
 }
 
 void probe_model_token_table(probe_out *out, const probe_model *m, const int *ids, int n) {

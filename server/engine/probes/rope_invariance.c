@@ -7,52 +7,20 @@
 #include "rng.h"
 #include "rope_math.h"
 
+#define MAX_LIST 64
+
 static const double def_starts[] = {3, 10, 100, 4000};
 static const double def_offsets[] = {0, 1, 2, 5, 16, 64, 256};
 static const double def_shifts[] = {0, 1, 10, 100, 1000, 4000};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 1024},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "gap",
-     .type = PROBE_PARAM_INT,
-     .help = "distance between query and key",
-     .def = 2,
-     .min = 0,
-     .max = 1000000},
-    {.name = "starts",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "query positions for the fixed gap",
-     .min = 0,
-     .max = 1000000,
-     .def_list = def_starts,
-     .def_len = 4,
-     .min_len = 1,
-     .max_len = 64},
-    {.name = "offsets",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "relative offsets of the grid",
-     .min = 0,
-     .max = 1000000,
-     .def_list = def_offsets,
-     .def_len = 7,
-     .min_len = 1,
-     .max_len = 64},
-    {.name = "shifts",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "absolute shifts of the grid",
-     .min = 0,
-     .max = 1000000,
-     .def_list = def_shifts,
-     .def_len = 6,
-     .min_len = 1,
-     .max_len = 64},
-    {.name = "seed",
-     .type = PROBE_PARAM_INT,
-     .help = "random seed for q and k",
-     .def = 1234,
-     .min = 0,
-     .max = 2147483647},
+    PROBE_ROW_D(64, 1024),
+    PROBE_ROW_BASE,
+    PROBE_ROW_INT("gap", "distance between query and key", 2, 0, 1000000),
+    PROBE_ROW_INT_LIST("starts", "query positions for the fixed gap", 0, 1000000, def_starts, MAX_LIST),
+    PROBE_ROW_INT_LIST("offsets", "relative offsets of the grid", 0, 1000000, def_offsets, MAX_LIST),
+    PROBE_ROW_INT_LIST("shifts", "absolute shifts of the grid", 0, 1000000, def_shifts, MAX_LIST),
+    PROBE_ROW_SEED("random seed for q and k"),
 };
 
 static double additive_score(const double *q, const double *k, double *pm, double *pn, int d, double base, double m,
@@ -69,9 +37,9 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     if (d % 2) return probe_fail(err, ENGINE_ERR_INVALID, "d", "d must be even (got %d)", d);
     double base = probe_p_num(p, "base");
     double gap = (double)probe_p_int(p, "gap");
-    double starts[64], offsets[64], shifts[64];
-    int ns = probe_p_list(p, "starts", starts, 64), no = probe_p_list(p, "offsets", offsets, 64),
-        nsh = probe_p_list(p, "shifts", shifts, 64);
+    double starts[MAX_LIST], offsets[MAX_LIST], shifts[MAX_LIST];
+    int ns = probe_p_list(p, "starts", starts, MAX_LIST), no = probe_p_list(p, "offsets", offsets, MAX_LIST),
+        nsh = probe_p_list(p, "shifts", shifts, MAX_LIST);
 
     double *buf = malloc(sizeof(double) * (size_t)(5 * d));
     if (!buf) return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
@@ -118,9 +86,7 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     double scale = 0;
     for (int i = 0; i < d / 2; i++) scale += hypot(q[2 * i], q[2 * i + 1]) * hypot(k[2 * i], k[2 * i + 1]);
     probe_summary_num(out, "worst_rotary_relative_deviation", worst / scale);
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+    probe_vectors_table(out, q, k, d);
     free(buf);
 
     static const char *const gy[] = {"rotary", "additive", NULL};

@@ -18,36 +18,14 @@ static const double def_offsets[] = {0, 1, 2, 4, 8, 16, 64, 256, 1024, 4096};
 static const double def_lengths[] = {1, 4, 16, 64, 256, 1024};
 
 static const probe_param params[] = {
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "vector dimension (even)", .def = 64, .min = 2, .max = 256},
-    {.name = "base", .type = PROBE_PARAM_NUMBER, .help = "rotary base", .def = 10000, .min = 1.5, .max = 1e7},
-    {.name = "positions",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "positions for the matrix, norm and float32 checks",
-     .min = 0,
-     .max = 100000000,
-     .def_list = def_positions,
-     .def_len = 7,
-     .min_len = 1,
-     .max_len = MAX_LIST},
-    {.name = "offsets",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "relative offsets for the layout comparison",
-     .min = 0,
-     .max = 1000000,
-     .def_list = def_offsets,
-     .def_len = 10,
-     .min_len = 1,
-     .max_len = MAX_LIST},
-    {.name = "gen_lengths",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "generation lengths for the cache re-rotation bug",
-     .min = 1,
-     .max = 4096,
-     .def_list = def_lengths,
-     .def_len = 6,
-     .min_len = 1,
-     .max_len = MAX_LIST},
-    {.name = "seed", .type = PROBE_PARAM_INT, .help = "random seed", .def = 1234, .min = 0, .max = 2147483647},
+    PROBE_ROW_D(64, 256),
+    PROBE_ROW_BASE,
+    PROBE_ROW_INT_LIST("positions", "positions for the matrix, norm and float32 checks", 0, 100000000, def_positions,
+                       MAX_LIST),
+    PROBE_ROW_INT_LIST("offsets", "relative offsets for the layout comparison", 0, 1000000, def_offsets, MAX_LIST),
+    PROBE_ROW_INT_LIST("gen_lengths", "generation lengths for the cache re-rotation bug", 1, 4096, def_lengths,
+                       MAX_LIST),
+    PROBE_ROW_RANDOM_SEED,
 };
 
 static void pair_checks(probe_out *out, const double *theta, int h, const double *pos, int np, rng_state *rng) {
@@ -75,38 +53,12 @@ static void pair_checks(probe_out *out, const double *theta, int h, const double
     probe_summary_num(out, "max_complex_vs_2x2", worst_c);
 }
 
-static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
-    int d = (int)probe_p_int(p, "d"), h = d / 2;
-    if (d % 2) return probe_fail(err, ENGINE_ERR_INVALID, "d", "d must be even (got %d)", d);
-    double base = probe_p_num(p, "base"), pos[MAX_LIST], offs[MAX_LIST], lens[MAX_LIST];
-    int np = probe_p_list(p, "positions", pos, MAX_LIST), no = probe_p_list(p, "offsets", offs, MAX_LIST),
-        nl = probe_p_list(p, "gen_lengths", lens, MAX_LIST);
-    int tmax = 0;
-    for (int i = 0; i < nl; i++)
-        if (lens[i] > tmax) tmax = (int)lens[i];
-
-    /* Scratch: q, k, x, y, theta (d each), float copies, and the cache (tmax keys, rotated once
-     * and twice) with its scores. */
-    size_t n_d = (size_t)d * (6 + 3 * (size_t)tmax) + 3 * (size_t)tmax;
-    double *buf = malloc(sizeof(double) * n_d);
-    float *fbuf = malloc(sizeof(float) * (size_t)(4 * d));
-    if (!buf || !fbuf) {
-        free(buf);
-        free(fbuf);
-        return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
-    }
-    double *q = buf, *k = q + d, *x = k + d, *y = x + d, *theta = y + d, *qr = theta + d;
-    double *keys = qr + d, *cache = keys + (size_t)tmax * d, *cache2 = cache + (size_t)tmax * d;
-    double *s_ok = cache2 + (size_t)tmax * d, *s_bug = s_ok + tmax, *w = s_bug + tmax;
+/* Norms and float32 against double at each position: the table "precision". x, y: scratch [d];
+ * fbuf: scratch [4 d]. */
+static void precision_table(probe_out *out, const double *q, const double *k, const double *theta, int d,
+                            const double *pos, int np, double *x, double *y, float *fbuf) {
+    const int h = d / 2;
     float *fx = fbuf, *fy = fx + d, *fth = fy + d, *fq = fth + d;
-    rng_state rng;
-    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
-    probe_rope_thetas(d, base, theta);
-    pair_checks(out, theta, h, pos, np, &rng);
-    for (int i = 0; i < d; i++) q[i] = rng_normal_polar(&rng);
-    for (int i = 0; i < d; i++) k[i] = rng_normal_polar(&rng);
-
-    /* Norms and float32 against double. */
     static const char *const ncols[] = {"position", "norm_relative_error", "f32_max_angle_error",
                                         "f32_max_component_error", "f32_score_error"};
     json_t *rows = probe_table(out, "precision", ncols, 5);
@@ -134,10 +86,14 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     probe_summary_num(out, "max_norm_relative_error", worst_norm);
     probe_summary_num(out, "f32_angle_error_at_last_position", last_angle);
+}
 
-    /* Layouts: the same raw q, k read as interleaved or as half-split pairs. */
+/* Layouts: the same raw q, k read as interleaved or as half-split pairs, at each offset: the
+ * table "layouts". x, y: scratch [d]. */
+static void layout_table(probe_out *out, const double *q, const double *k, const double *theta, int d,
+                         const double *offs, int no, double *x, double *y) {
     static const char *const lcols[] = {"offset", "interleaved", "half_split", "difference"};
-    rows = probe_table(out, "layouts", lcols, 4);
+    json_t *rows = probe_table(out, "layouts", lcols, 4);
     double inv_il = 0, inv_hs = 0, worst_diff = 0, mean_abs = 0;
     for (int o = 0; o < no; o++) {
         double sc[2];
@@ -165,17 +121,24 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     probe_summary_num(out, "half_split_invariance_error", inv_hs);
     probe_summary_num(out, "layout_max_difference", worst_diff);
     probe_summary_num(out, "layout_mean_abs_score", mean_abs);
+}
 
-    /* Cache: keys rotated at their position once (right) or again on reuse (the bug). */
+/* Cache: tmax keys drawn from rng, rotated at their position once (right) or again on reuse (the
+ * bug), scored by q at the end of each generation length: the table "cache_rerotation".
+ * scratch: d + 3 tmax d + 3 tmax doubles. */
+static void cache_table(probe_out *out, rng_state *rng, const double *q, const double *theta, int d, const double *lens,
+                        int nl, int tmax, double *scratch) {
+    double *qr = scratch, *keys = qr + d, *cache = keys + (size_t)tmax * d, *cache2 = cache + (size_t)tmax * d;
+    double *s_ok = cache2 + (size_t)tmax * d, *s_bug = s_ok + tmax, *w = s_bug + tmax;
     for (int j = 0; j < tmax; j++) {
         double *kj = keys + (size_t)j * d;
-        for (int i = 0; i < d; i++) kj[i] = rng_normal_polar(&rng);
+        for (int i = 0; i < d; i++) kj[i] = rng_normal_polar(rng);
         probe_rope_rotate(kj, cache + (size_t)j * d, d, theta, j, PROBE_ROPE_INTERLEAVED);
         probe_rope_rotate(cache + (size_t)j * d, cache2 + (size_t)j * d, d, theta, j, PROBE_ROPE_INTERLEAVED);
     }
     static const char *const ccols[] = {"gen_length", "mean_abs_score_error", "max_abs_score_error",
                                         "attention_tv_distance"};
-    rows = probe_table(out, "cache_rerotation", ccols, 4);
+    json_t *rows = probe_table(out, "cache_rerotation", ccols, 4);
     double scale = 1 / sqrt((double)d), last_tv = 0;
     for (int l = 0; l < nl; l++) {
         int T = (int)lens[l];
@@ -194,9 +157,39 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         last_tv = tv;
     }
     probe_summary_num(out, "cache_tv_distance_at_longest", last_tv);
-    static const char *const vcols[] = {"component", "q", "k"};
-    rows = probe_table(out, "vectors", vcols, 3);
-    for (int i = 0; i < d; i++) probe_row(out, rows, "idd", i, q[i], k[i]);
+}
+
+static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
+    int d = (int)probe_p_int(p, "d"), h = d / 2;
+    if (d % 2) return probe_fail(err, ENGINE_ERR_INVALID, "d", "d must be even (got %d)", d);
+    double base = probe_p_num(p, "base"), pos[MAX_LIST], offs[MAX_LIST], lens[MAX_LIST];
+    int np = probe_p_list(p, "positions", pos, MAX_LIST), no = probe_p_list(p, "offsets", offs, MAX_LIST),
+        nl = probe_p_list(p, "gen_lengths", lens, MAX_LIST);
+    int tmax = 0;
+    for (int i = 0; i < nl; i++)
+        if (lens[i] > tmax) tmax = (int)lens[i];
+
+    /* Scratch: q, k, x, y, theta (d each), float copies, and the cache (tmax keys, rotated once
+     * and twice) with its scores. */
+    size_t n_d = (size_t)d * (6 + 3 * (size_t)tmax) + 3 * (size_t)tmax;
+    double *buf = malloc(sizeof(double) * n_d);
+    float *fbuf = malloc(sizeof(float) * (size_t)(4 * d));
+    if (!buf || !fbuf) {
+        free(buf);
+        free(fbuf);
+        return probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
+    }
+    double *q = buf, *k = q + d, *x = k + d, *y = x + d, *theta = y + d;
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)probe_p_int(p, "seed"));
+    probe_rope_thetas(d, base, theta);
+    pair_checks(out, theta, h, pos, np, &rng);
+    for (int i = 0; i < d; i++) q[i] = rng_normal_polar(&rng);
+    for (int i = 0; i < d; i++) k[i] = rng_normal_polar(&rng);
+    precision_table(out, q, k, theta, d, pos, np, x, y, fbuf);
+    layout_table(out, q, k, theta, d, offs, no, x, y);
+    cache_table(out, &rng, q, theta, d, lens, nl, tmax, theta + d);
+    probe_vectors_table(out, q, k, d);
     free(buf);
     free(fbuf);
 

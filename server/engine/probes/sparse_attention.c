@@ -23,84 +23,31 @@
 #include "rope_math.h"
 #include "sparse.h"
 
-#define MAX_TOKENS 256
-#define MAX_KS 16
 #define MAX_WINDOWS 16
 
 static const double def_ks[] = {1, 2, 4, 8, 16, 32};
 
 static const probe_param params[] = {
-    {.name = "text",
-     .type = PROBE_PARAM_TEXT,
-     .help = "text to run through the model",
-     .def_str = "In the beginning the river ran quietly past the mill, and the miller, who had lived by the river "
-                "all his life, listened to it every night before he slept. One winter the river froze, and the mill "
-                "stood still.",
-     .max_len = 8192},
+    PROBE_ROW_MODEL_TEXT(probe_model_default_text, 8192),
     {.name = "ids",
      .type = PROBE_PARAM_INT_LIST,
      .help = "token ids to run instead of the text (a task corpus has no text tokenizer)",
      .min = 0,
      .max = 1048575,
      .min_len = 0,
-     .max_len = MAX_TOKENS + 1},
-    {.name = "window",
-     .type = PROBE_PARAM_INT,
-     .help = "a validation window of the run's corpus instead of the text (-1: the text or ids)",
-     .def = -1,
-     .min = -1,
-     .max = 100000000},
-    {.name = "windows",
-     .type = PROBE_PARAM_INT,
-     .help = "validation windows from `window` that the loss is averaged over (recall and mass: the first)",
-     .def = 1,
-     .min = 1,
-     .max = MAX_WINDOWS},
-    {.name = "max_tokens",
-     .type = PROBE_PARAM_INT,
-     .help = "tokens kept from the start of the input",
-     .def = 64,
-     .min = 2,
-     .max = MAX_TOKENS + 1},
-    {.name = "ks",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "how many keys each query keeps",
-     .min = 1,
-     .max = MAX_TOKENS,
-     .def_list = def_ks,
-     .def_len = 6,
-     .min_len = 1,
-     .max_len = MAX_KS},
-    {.name = "lsh_tables",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: hash tables",
-     .def = 4,
-     .min = 1,
-     .max = SPARSE_MAX_TABLES},
-    {.name = "lsh_bits",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: hyperplanes per table (0: about k keys per bucket)",
-     .def = 0,
-     .min = 0,
-     .max = SPARSE_MAX_LSH_BITS},
-    {.name = "lsh_candidates",
-     .type = PROBE_PARAM_INT,
-     .help = "LSH: most recent bucket mates taken per table (0: k)",
-     .def = 0,
-     .min = 0,
-     .max = 4096},
-    {.name = "hamming_bits",
-     .type = PROBE_PARAM_INT,
-     .help = "Hamming ranking: code length",
-     .def = 32,
-     .min = 1,
-     .max = SPARSE_MAX_HAMMING_BITS},
-    {.name = "seed",
-     .type = PROBE_PARAM_INT,
-     .help = "seed of the hyperplanes",
-     .def = 1234,
-     .min = 0,
-     .max = 2147483647},
+     .max_len = PROBE_MODEL_MAX_TOKENS + 1},
+    PROBE_ROW_INT("window", "a validation window of the run's corpus instead of the text (-1: the text or ids)", -1, -1,
+                  100000000),
+    PROBE_ROW_INT("windows",
+                  "validation windows from `window` that the loss is averaged over (recall and mass: the first)", 1, 1,
+                  MAX_WINDOWS),
+    PROBE_ROW_MAX_TOKENS("tokens kept from the start of the input", 2, PROBE_MODEL_MAX_TOKENS + 1),
+    PROBE_ROW_MODEL_KS(def_ks),
+    PROBE_ROW_INT("lsh_tables", "LSH: hash tables", 4, 1, SPARSE_MAX_TABLES),
+    PROBE_ROW_INT("lsh_bits", "LSH: hyperplanes per table (0: about k keys per bucket)", 0, 0, SPARSE_MAX_LSH_BITS),
+    PROBE_ROW_INT("lsh_candidates", "LSH: most recent bucket mates taken per table (0: k)", 0, 0, 4096),
+    PROBE_ROW_INT("hamming_bits", "Hamming ranking: code length", 32, 1, SPARSE_MAX_HAMMING_BITS),
+    PROBE_ROW_SEED("seed of the hyperplanes"),
 };
 
 /* The predictors reported, in column order. */
@@ -129,138 +76,134 @@ static void head_vectors(const probe_model *m, const float *Q, const float *K, i
     }
 }
 
-static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
-    const probe_model *m = ctx->model;
-    const int D = m->head_dim;
-    if (D < 1 || D > 1024 || (m->rope_base > 0 && D % 2))
-        return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", D);
-    double ks_d[MAX_KS];
-    const int nk = probe_p_list(p, "ks", ks_d, MAX_KS);
-    int ids[MAX_TOKENS + 1], n_in = 0, cut = 0;
-    char source[64];
-    engine_status st =
-        probe_model_input(m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source, sizeof source, err);
-    if (st) return st;
-    /* attention over at most max_seq positions; the loss also scores the token after them */
-    const int T = n_in < m->max_seq ? n_in : m->max_seq;
-    const int L = m->n_layer, H = m->n_head;
-    const size_t nqk = (size_t)L * H * T * D, nw = (size_t)L * H * T * T;
-    float *q = malloc(sizeof(float) * nqk), *k = malloc(sizeof(float) * nqk), *w = malloc(sizeof(float) * nw);
-    real *vec = malloc(sizeof(real) * (4 * (size_t)T * D + (size_t)T * T));
-    double *theta = malloc(sizeof(double) * (size_t)(3 * D + 1));
-    /* acc[lh][pred][k] and per k the random pick's expectation */
-    sparse_quality *acc = calloc((size_t)L * H * NP * nk, sizeof *acc);
-    double *rnd = calloc((size_t)nk, sizeof(double));
-    /* loss[pred][k] (pred 0: dense, then preds[]), summed over the windows */
-    double *loss = calloc((size_t)(NP + 1) * nk, sizeof(double));
-    int *wids = malloc(sizeof(int) * (MAX_TOKENS + 1));
-    sparse_ws *ws = NULL;
-    if (!q || !k || !w || !vec || !theta || !acc || !rnd || !loss || !wids) {
-        st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
-        goto done;
-    }
+/* The settings of predictor pred at k from the resolved parameters. */
+static void config_for(const json_t *p, sparse_predictor pred, int k, sparse_config *c) {
+    sparse_config_defaults(c, pred, k);
+    c->lsh_tables = (int)probe_p_int(p, "lsh_tables");
+    c->lsh_bits = (int)probe_p_int(p, "lsh_bits");
+    c->lsh_candidates = (int)probe_p_int(p, "lsh_candidates");
+    c->hamming_bits = (int)probe_p_int(p, "hamming_bits");
+    c->seed = (uint64_t)probe_p_int(p, "seed");
+}
+
+/* What the measurements share: the model, its forward pass over T tokens, the k values, and one
+ * head's working arrays (made once per run). */
+typedef struct {
+    const probe_model *m;
+    const json_t *p;
+    probe_model_pass pass;
+    int T, D, L, H, nk;
+    const double *ks;
+    real *qu, *ku, *qr, *kr, *att; /* the head's vectors used and raw [T][D], its weights [T][T] */
+    double *theta, *tmp;           /* rotary angles [D], head_vectors' scratch [2 D] */
+    real *vec;                     /* qu ... att, in one allocation */
+} sparse_run;
+
+/* Makes r's working arrays for its T and D and its rotary angles: 0, or -1 when an allocation
+ * failed (what was made is freed with the rest by run). */
+static int run_buffers(sparse_run *r) {
+    const size_t TD = (size_t)r->T * r->D;
+    r->vec = malloc(sizeof(real) * (4 * TD + (size_t)r->T * r->T));
+    r->theta = malloc(sizeof(double) * (size_t)(3 * r->D + 1));
+    if (!r->vec || !r->theta) return -1;
+    r->qu = r->vec, r->ku = r->qu + TD, r->qr = r->ku + TD, r->kr = r->qr + TD, r->att = r->kr + TD;
+    r->tmp = r->theta + r->D;
+    if (r->m->rope_base > 0) probe_rope_thetas(r->D, r->m->rope_base, r->theta);
+    return 0;
+}
+
+/* Every head's picks by ws, added to acc[lh * stride] (recall, mass and keys per query). */
+static engine_status select_heads(sparse_run *r, sparse_ws *ws, sparse_quality *acc, size_t stride, probe_error *err) {
+    const int T = r->T, D = r->D;
     engine_error e = {0};
-    if ((st = m->inspect(m->self, ids, T, q, k, w, NULL, &e))) {
-        st = probe_fail(err, st, "run", "forward pass failed: %s", e.message);
-        goto done;
+    for (int lh = 0; lh < r->L * r->H; lh++) {
+        head_vectors(r->m, r->pass.q + (size_t)lh * T * D, r->pass.k + (size_t)lh * T * D, T, D, r->theta, r->qu, r->ku,
+                     r->qr, r->kr, r->tmp);
+        for (size_t i = 0; i < (size_t)T * T; i++) r->att[i] = (real)r->pass.w[(size_t)lh * T * T + i];
+        sparse_input in = {.T = T,
+                           .d = D,
+                           .q = r->qu,
+                           .k = r->ku,
+                           .v = r->qu,
+                           .q_stride = D,
+                           .k_stride = D,
+                           .v_stride = D,
+                           .scale = 1,
+                           .q_unrot = r->qr,
+                           .k_unrot = r->kr,
+                           .unrot_stride = D};
+        engine_status st = sparse_select(ws, &in, &e);
+        if (st) return probe_fail(err, st, "run", "%s", e.message);
+        sparse_quality_add(ws, r->att, T, &acc[(size_t)lh * stride]);
     }
-    real *qu = vec, *ku = qu + (size_t)T * D, *qr = ku + (size_t)T * D, *kr = qr + (size_t)T * D,
-         *att = kr + (size_t)T * D;
-    double *tmp = theta + D;
-    if (m->rope_base > 0) probe_rope_thetas(D, m->rope_base, theta);
-    int lsh_bits_used[MAX_KS] = {0};
+    return ENGINE_OK;
+}
 
+/* acc[lh][pred][k]: every predictor's quality at every k on every head; lsh_bits[k]: the LSH
+ * width used at k. */
+static engine_status measure_quality(sparse_run *r, sparse_quality *acc, int *lsh_bits, probe_error *err) {
+    engine_error e = {0};
     for (int pi = 0; pi < NP; pi++)
-        for (int j = 0; j < nk; j++) {
+        for (int j = 0; j < r->nk; j++) {
             sparse_config c;
-            sparse_config_defaults(&c, preds[pi], (int)ks_d[j]);
-            c.lsh_tables = (int)probe_p_int(p, "lsh_tables");
-            c.lsh_bits = (int)probe_p_int(p, "lsh_bits");
-            c.lsh_candidates = (int)probe_p_int(p, "lsh_candidates");
-            c.hamming_bits = (int)probe_p_int(p, "hamming_bits");
-            c.seed = (uint64_t)probe_p_int(p, "seed");
-            if ((st = sparse_ws_new(&ws, &c, T, D, &e))) {
-                st = probe_fail(err, st, st == ENGINE_ERR_NOMEM ? "" : "ks", "%s", e.message);
-                goto done;
-            }
-            if (preds[pi] == SPARSE_LSH) lsh_bits_used[j] = sparse_ws_config(ws)->lsh_bits;
-            for (int lh = 0; lh < L * H; lh++) {
-                head_vectors(m, q + (size_t)lh * T * D, k + (size_t)lh * T * D, T, D, theta, qu, ku, qr, kr, tmp);
-                for (size_t i = 0; i < (size_t)T * T; i++) att[i] = (real)w[(size_t)lh * T * T + i];
-                sparse_input in = {.T = T,
-                                   .d = D,
-                                   .q = qu,
-                                   .k = ku,
-                                   .v = qu,
-                                   .q_stride = D,
-                                   .k_stride = D,
-                                   .v_stride = D,
-                                   .scale = 1,
-                                   .q_unrot = qr,
-                                   .k_unrot = kr,
-                                   .unrot_stride = D};
-                if ((st = sparse_select(ws, &in, &e))) {
-                    st = probe_fail(err, st, "run", "%s", e.message);
-                    goto done;
-                }
-                sparse_quality_add(ws, att, T, &acc[((size_t)lh * NP + pi) * nk + j]);
-            }
+            sparse_ws *ws = NULL;
+            config_for(r->p, preds[pi], (int)r->ks[j], &c);
+            engine_status st = sparse_ws_new(&ws, &c, r->T, r->D, &e);
+            if (st) return probe_fail(err, st, st == ENGINE_ERR_NOMEM ? "" : "ks", "%s", e.message);
+            if (preds[pi] == SPARSE_LSH) lsh_bits[j] = sparse_ws_config(ws)->lsh_bits;
+            st = select_heads(r, ws, acc + (size_t)pi * r->nk + j, (size_t)NP * r->nk, err);
             sparse_ws_free(ws);
-            ws = NULL;
+            if (st) return st;
         }
-    for (int j = 0; j < nk; j++) {
-        double s = 0;
-        long n = 0;
-        for (int t = (int)ks_d[j]; t < T; t++) s += ks_d[j] / (t + 1), n++;
-        rnd[j] = n ? s / n : NAN;
-    }
-    /* the loss with each predictor, next to dense, on the same tokens (or windows) */
-    const int from_window = !strncmp(source, "validation window", 17);
-    const int n_windows = from_window ? (int)probe_p_int(p, "windows") : 1;
-    int loss_tokens = 0;
-    if (m->sparse_loss) {
-        const long w0 = from_window ? (json_is_integer(json_object_get(p, "window")) &&
-                                               json_integer_value(json_object_get(p, "window")) >= 0
-                                           ? (long)json_integer_value(json_object_get(p, "window"))
-                                           : 0)
-                                    : 0;
-        for (int wi = 0; wi < n_windows; wi++) {
-            int nw_tok = n_in;
-            const int *src = ids;
-            if (wi > 0) {
-                if ((st = m->val_window(m->self, w0 + wi, wids, n_in, &nw_tok, &e))) {
-                    st = probe_fail(err, st, "windows", "reading window %ld failed: %s", w0 + wi, e.message);
-                    goto done;
-                }
-                src = wids;
-            }
-            loss_tokens += nw_tok - 1;
-            /* dense (row 0) does not depend on k: computed once, at k index 0 */
-            for (int pi = 0; pi <= NP; pi++)
-                for (int j = 0; j < (pi ? nk : 1); j++) {
-                    sparse_config c;
-                    sparse_config_defaults(&c, pi ? preds[pi - 1] : SPARSE_DENSE, (int)ks_d[j]);
-                    c.lsh_tables = (int)probe_p_int(p, "lsh_tables");
-                    c.lsh_bits = (int)probe_p_int(p, "lsh_bits");
-                    c.lsh_candidates = (int)probe_p_int(p, "lsh_candidates");
-                    c.hamming_bits = (int)probe_p_int(p, "hamming_bits");
-                    c.seed = (uint64_t)probe_p_int(p, "seed");
-                    double v = 0;
-                    if (probe_cancelled(ctx)) {
-                        st = probe_fail(err, ENGINE_ERR_CANCELLED, "", "cancelled");
-                        goto done;
-                    }
-                    if ((st = m->sparse_loss(m->self, src, nw_tok, &c, &v, &e))) {
-                        st = probe_fail(err, st, "run", "the %s loss failed: %s", sparse_predictor_name(c.predictor),
-                                        e.message);
-                        goto done;
-                    }
-                    loss[(size_t)pi * nk + j] += v / n_windows;
-                }
-        }
-        for (int j = 1; j < nk; j++) loss[j] = loss[0];
-    }
+    return ENGINE_OK;
+}
 
+/* Adds the loss of n tokens src under every predictor and k (row 0: dense, once, at k index 0),
+ * divided by n_windows, to loss[pred][k]. */
+static engine_status add_losses(const sparse_run *r, const probe_context *ctx, const int *src, int n, int n_windows,
+                                double *loss, probe_error *err) {
+    engine_error e = {0};
+    for (int pi = 0; pi <= NP; pi++)
+        for (int j = 0; j < (pi ? r->nk : 1); j++) {
+            sparse_config c;
+            config_for(r->p, pi ? preds[pi - 1] : SPARSE_DENSE, (int)r->ks[j], &c);
+            double v = 0;
+            if (probe_cancelled(ctx)) return probe_fail(err, ENGINE_ERR_CANCELLED, "", "cancelled");
+            engine_status st = r->m->sparse_loss(r->m->self, src, n, &c, &v, &e);
+            if (st)
+                return probe_fail(err, st, "run", "the %s loss failed: %s", sparse_predictor_name(c.predictor),
+                                  e.message);
+            loss[(size_t)pi * r->nk + j] += v / n_windows;
+        }
+    return ENGINE_OK;
+}
+
+/* loss[pred][k] averaged over n_windows windows: the input ids (n_in tokens), then the validation
+ * windows after w0; *positions: the positions scored. */
+static engine_status measure_loss(const sparse_run *r, const probe_context *ctx, const int *ids, int n_in, long w0,
+                                  int n_windows, double *loss, int *positions, probe_error *err) {
+    int wids[PROBE_MODEL_MAX_TOKENS + 1];
+    engine_error e = {0};
+    for (int wi = 0; wi < n_windows; wi++) {
+        int n = n_in;
+        const int *src = ids;
+        if (wi > 0) {
+            engine_status st = r->m->val_window(r->m->self, w0 + wi, wids, n_in, &n, &e);
+            if (st) return probe_fail(err, st, "windows", "reading window %ld failed: %s", w0 + wi, e.message);
+            src = wids;
+        }
+        *positions += n - 1;
+        engine_status st = add_losses(r, ctx, src, n, n_windows, loss, err);
+        if (st) return st;
+    }
+    for (int j = 1; j < r->nk; j++) loss[j] = loss[0];
+    return ENGINE_OK;
+}
+
+/* The tables "recall", "mass", "keys_per_query" (per k: each predictor over every head, a random
+ * pick's expectation rnd[k], the queries counted) and "by_head". */
+static void quality_tables(probe_out *out, const sparse_run *r, const sparse_quality *acc, const double *rnd) {
+    const int nk = r->nk, H = r->H;
     static const char *const cols[] = {"k", "topk", "lsh", "hamming", "unrotated", "window", "random", "queries"};
     json_t *rrows = probe_table(out, "recall", cols, 8);
     json_t *mrows = probe_table(out, "mass", cols, 8);
@@ -268,45 +211,51 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     static const char *const hcols[] = {"layer", "head", "predictor", "k", "recall", "mass", "keys_per_query"};
     json_t *hrows = probe_table(out, "by_head", hcols, 7);
     for (int j = 0; j < nk; j++) {
-        double r[NP], ms[NP], kq[NP];
+        double rc[NP], ms[NP], kq[NP];
         long queries = 0;
         for (int pi = 0; pi < NP; pi++) {
             sparse_quality t = {0};
-            for (int lh = 0; lh < L * H; lh++) {
+            for (int lh = 0; lh < r->L * H; lh++) {
                 const sparse_quality *a = &acc[((size_t)lh * NP + pi) * nk + j];
                 t.recall += a->recall, t.mass += a->mass, t.keys += a->keys, t.queries += a->queries;
                 double c = a->queries ? (double)a->queries : NAN;
-                probe_row(out, hrows, "iisiddd", lh / H, lh % H, sparse_predictor_name(preds[pi]), (int)ks_d[j],
+                probe_row(out, hrows, "iisiddd", lh / H, lh % H, sparse_predictor_name(preds[pi]), (int)r->ks[j],
                           a->recall / c, a->mass / c, a->keys / c);
             }
             double c = t.queries ? (double)t.queries : NAN;
-            r[pi] = t.recall / c, ms[pi] = t.mass / c, kq[pi] = t.keys / c;
+            rc[pi] = t.recall / c, ms[pi] = t.mass / c, kq[pi] = t.keys / c;
             queries = t.queries;
         }
-        probe_row(out, rrows, "iddddddi", (int)ks_d[j], r[0], r[1], r[2], r[3], r[4], rnd[j], (int)queries);
-        probe_row(out, mrows, "iddddddi", (int)ks_d[j], ms[0], ms[1], ms[2], ms[3], ms[4], rnd[j], (int)queries);
-        probe_row(out, krows, "iddddddi", (int)ks_d[j], kq[0], kq[1], kq[2], kq[3], kq[4], ks_d[j], (int)queries);
+        const int k = (int)r->ks[j];
+        probe_row(out, rrows, "iddddddi", k, rc[0], rc[1], rc[2], rc[3], rc[4], rnd[j], (int)queries);
+        probe_row(out, mrows, "iddddddi", k, ms[0], ms[1], ms[2], ms[3], ms[4], rnd[j], (int)queries);
+        probe_row(out, krows, "iddddddi", k, kq[0], kq[1], kq[2], kq[3], kq[4], r->ks[j], (int)queries);
     }
-    if (m->sparse_loss) {
-        static const char *const lcols[] = {"k", "dense", "topk", "lsh", "hamming", "unrotated", "window"};
-        json_t *lrows = probe_table(out, "loss", lcols, 7);
-        for (int j = 0; j < nk; j++) {
-            const double *lv = loss;
-            probe_row(out, lrows, "idddddd", (int)ks_d[j], lv[j], lv[nk + j], lv[2 * nk + j], lv[3 * nk + j],
-                      lv[4 * nk + j], lv[5 * nk + j]);
-        }
-        probe_summary_num(out, "dense_loss", loss[0]);
-        probe_summary_int(out, "loss_windows", n_windows);
-        probe_summary_int(out, "loss_positions", loss_tokens);
-    }
+}
+
+/* The table "loss" and its summary figures. */
+static void loss_table(probe_out *out, const double *loss, const double *ks, int nk, int n_windows, int positions) {
+    static const char *const lcols[] = {"k", "dense", "topk", "lsh", "hamming", "unrotated", "window"};
+    json_t *lrows = probe_table(out, "loss", lcols, 7);
+    for (int j = 0; j < nk; j++)
+        probe_row(out, lrows, "idddddd", (int)ks[j], loss[j], loss[nk + j], loss[2 * nk + j], loss[3 * nk + j],
+                  loss[4 * nk + j], loss[5 * nk + j]);
+    probe_summary_num(out, "dense_loss", loss[0]);
+    probe_summary_int(out, "loss_windows", n_windows);
+    probe_summary_int(out, "loss_positions", positions);
+}
+
+/* The summary figures about the input and the predictors, and the charts. */
+static void sparse_summary(probe_out *out, const sparse_run *r, const char *source, int cut, int lsh_bits_at_first_k) {
+    const probe_model *m = r->m;
     probe_summary_str(out, "input", source);
-    probe_summary_int(out, "n_tokens", T);
+    probe_summary_int(out, "n_tokens", r->T);
     probe_summary_bool(out, "truncated", cut);
     probe_summary_bool(out, "rope", m->rope_base > 0);
     probe_summary_bool(out, "cosine_attention", m->cosine);
-    probe_summary_int(out, "lsh_tables", probe_p_int(p, "lsh_tables"));
-    probe_summary_int(out, "lsh_bits_at_first_k", lsh_bits_used[0]);
-    probe_summary_int(out, "hamming_bits", probe_p_int(p, "hamming_bits"));
+    probe_summary_int(out, "lsh_tables", probe_p_int(r->p, "lsh_tables"));
+    probe_summary_int(out, "lsh_bits_at_first_k", lsh_bits_at_first_k);
+    probe_summary_int(out, "hamming_bits", probe_p_int(r->p, "hamming_bits"));
     probe_summary_str(out, "topk_predictor",
                       m->cosine ? "the score itself: keys ranked by cos(R q^, R k^), the cosine of the rotated unit "
                                   "vectors (tau only sharpens it), so the picks are the true top-k weights; recall 1 "
@@ -328,9 +277,58 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
         probe_chart(out, "loss", "line", "k", ly, "validation loss with each predictor's k keys per query, and dense",
                     1);
     }
+}
+
+/* The validation window the loss starts from: `window` when the input is one (else 0). */
+static long first_window(const json_t *p) {
+    const json_t *w = json_object_get(p, "window");
+    return json_is_integer(w) && json_integer_value(w) >= 0 ? (long)json_integer_value(w) : 0;
+}
+
+static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
+    sparse_run r = {
+        .m = ctx->model, .p = p, .D = ctx->model->head_dim, .L = ctx->model->n_layer, .H = ctx->model->n_head};
+    if (r.D < 1 || r.D > 1024 || (r.m->rope_base > 0 && r.D % 2))
+        return probe_fail(err, ENGINE_ERR_INVALID, "run", "head_dim %d is not supported", r.D);
+    double ks[PROBE_MODEL_MAX_KS];
+    r.nk = probe_p_list(p, "ks", ks, PROBE_MODEL_MAX_KS), r.ks = ks;
+    int ids[PROBE_MODEL_MAX_TOKENS + 1], n_in = 0, cut = 0;
+    char source[64];
+    engine_status st =
+        probe_model_input(r.m, p, (int)probe_p_int(p, "max_tokens"), ids, &n_in, &cut, source, sizeof source, err);
+    if (st) return st;
+    /* attention over at most max_seq positions; the loss also scores the token after them */
+    r.T = n_in < r.m->max_seq ? n_in : r.m->max_seq;
+    /* acc[lh][pred][k]; per k the random pick's expectation; loss[pred][k] (pred 0: dense, then
+     * preds[]), summed over the windows */
+    sparse_quality *acc = calloc((size_t)r.L * r.H * NP * r.nk, sizeof *acc);
+    double *rnd = calloc((size_t)r.nk, sizeof(double)), *loss = calloc((size_t)(NP + 1) * r.nk, sizeof(double));
+    if ((st = probe_model_forward(r.m, ids, r.T, 1, 0, &r.pass, err))) goto done;
+    if (run_buffers(&r) || !acc || !rnd || !loss) {
+        st = probe_fail(err, ENGINE_ERR_NOMEM, "", "out of memory");
+        goto done;
+    }
+    int lsh_bits[PROBE_MODEL_MAX_KS] = {0};
+    if ((st = measure_quality(&r, acc, lsh_bits, err))) goto done;
+    for (int j = 0; j < r.nk; j++) {
+        double s = 0;
+        long n = 0;
+        for (int t = (int)ks[j]; t < r.T; t++) s += ks[j] / (t + 1), n++;
+        rnd[j] = n ? s / n : NAN;
+    }
+    /* the loss with each predictor, next to dense, on the same tokens (or windows) */
+    const int from_window = !strncmp(source, "validation window", 17);
+    const int n_windows = from_window ? (int)probe_p_int(p, "windows") : 1;
+    int positions = 0;
+    if (r.m->sparse_loss &&
+        (st = measure_loss(&r, ctx, ids, n_in, from_window ? first_window(p) : 0, n_windows, loss, &positions, err)))
+        goto done;
+    quality_tables(out, &r, acc, rnd);
+    if (r.m->sparse_loss) loss_table(out, loss, ks, r.nk, n_windows, positions);
+    sparse_summary(out, &r, source, cut, lsh_bits[0]);
 done:
-    sparse_ws_free(ws);
-    free(q), free(k), free(w), free(vec), free(theta), free(acc), free(rnd), free(loss), free(wids);
+    probe_model_pass_free(&r.pass);
+    free(r.vec), free(r.theta), free(acc), free(rnd), free(loss);
     return st;
 }
 

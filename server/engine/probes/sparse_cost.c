@@ -29,49 +29,16 @@ static const double def_ns[] = {128, 256, 512, 1024, 2048, 4096};
 static const double def_ks[] = {32, 64};
 
 static const probe_param params[] = {
-    {.name = "ns",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "sequence lengths N (queries and causal keys), increasing",
-     .min = 16,
-     .max = 16384,
-     .def_list = def_ns,
-     .def_len = 6,
-     .min_len = 1,
-     .max_len = MAX_NS},
-    {.name = "ks",
-     .type = PROBE_PARAM_INT_LIST,
-     .help = "keys kept per query",
-     .min = 1,
-     .max = 256,
-     .def_list = def_ks,
-     .def_len = 2,
-     .min_len = 1,
-     .max_len = MAX_KS},
-    {.name = "d", .type = PROBE_PARAM_INT, .help = "head width d_head", .def = 32, .min = 1, .max = 256},
-    {.name = "predictors",
-     .type = PROBE_PARAM_TEXT,
-     .help = "comma-separated predictors: window, lsh, hamming, topk",
-     .def_str = "window,lsh,hamming,topk",
-     .max_len = 64},
-    {.name = "min_ms",
-     .type = PROBE_PARAM_NUMBER,
-     .help = "CPU ms each timed round lasts at least",
-     .def = 2,
-     .min = 0.05,
-     .max = 50},
-    {.name = "rounds", .type = PROBE_PARAM_INT, .help = "timed rounds, the best kept", .def = 3, .min = 1, .max = 5},
-    {.name = "budget_ms",
-     .type = PROBE_PARAM_INT,
-     .help = "CPU ms of the probe's thread for all measurements; what would not fit is skipped",
-     .def = 10000,
-     .min = 50,
-     .max = 20000},
-    {.name = "seed",
-     .type = PROBE_PARAM_INT,
-     .help = "random seed of q, k, v",
-     .def = 1234,
-     .min = 0,
-     .max = 2147483647},
+    PROBE_ROW_INT_LIST("ns", "sequence lengths N (queries and causal keys), increasing", 16, 16384, def_ns, MAX_NS),
+    PROBE_ROW_INT_LIST("ks", "keys kept per query", 1, 256, def_ks, MAX_KS),
+    PROBE_ROW_INT("d", "head width d_head", 32, 1, 256),
+    PROBE_ROW_TEXT("predictors", "comma-separated predictors: window, lsh, hamming, topk", "window,lsh,hamming,topk",
+                   64),
+    PROBE_ROW_NUMBER("min_ms", "CPU ms each timed round lasts at least", 2, 0.05, 50),
+    PROBE_ROW_INT("rounds", "timed rounds, the best kept", 3, 1, 5),
+    PROBE_ROW_INT("budget_ms", "CPU ms of the probe's thread for all measurements; what would not fit is skipped",
+                  10000, 50, 20000),
+    PROBE_ROW_SEED("random seed of q, k, v"),
 };
 
 static double wall_s(void) {
@@ -154,130 +121,149 @@ static engine_status still_wanted(const probe_context *ctx, engine_error *ee) {
     return ENGINE_ERR_CANCELLED;
 }
 
-static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
-    double nsd[MAX_NS], ksd[MAX_KS];
-    int nn = probe_p_list(p, "ns", nsd, MAX_NS), nk = probe_p_list(p, "ks", ksd, MAX_KS);
-    int ns[MAX_NS], ks[MAX_KS];
-    for (int i = 0; i < nn; i++) {
-        ns[i] = (int)nsd[i];
-        if (i && ns[i] <= ns[i - 1])
-            return probe_fail(err, ENGINE_ERR_INVALID, "ns", "ns must be increasing (ns[%d] = %d after %d)", i, ns[i],
-                              ns[i - 1]);
-    }
-    for (int i = 0; i < nk; i++) {
-        ks[i] = (int)ksd[i];
-        for (int j = 0; j < i; j++)
-            if (ks[j] == ks[i]) return probe_fail(err, ENGINE_ERR_INVALID, "ks", "k = %d is named twice", ks[i]);
-    }
+/* What is measured: the N (increasing) and k (each once) lists, the predictors, the head width. */
+typedef struct {
+    int ns[MAX_NS], ks[MAX_KS], nn, nk, np, d;
     sparse_predictor preds[MAX_PRED];
-    int np = parse_predictors(probe_p_str(p, "predictors"), preds, err);
-    if (np < 0) return err->status;
-    int d = (int)probe_p_int(p, "d");
-    planner pl = {.timing = {.min_s = probe_p_num(p, "min_ms") / 1e3, .rounds = (int)probe_p_int(p, "rounds")},
-                  .budget_s = (double)probe_p_int(p, "budget_ms") / 1e3};
+} cost_request;
 
-    engine_error ee = {0};
-    sparse_timing *tm = NULL;
-    engine_status st = sparse_timing_new(&tm, ns[nn - 1], d, (uint64_t)probe_p_int(p, "seed"), &ee);
-    if (st) return probe_fail(err, st, "", "%s", ee.message);
-    pl.t0 = wall_s();
-    pl.cpu0 = sparse_timing_cpu_s();
-    /* Calibration: one dense call at a small N gives the first estimate of every series. */
-    {
-        int n0 = ns[0] < 256 ? ns[0] : 256;
-        sparse_timing_cfg once = {.min_s = 1e-9, .rounds = 1};
-        double us = 0;
-        if ((st = sparse_timing_dense(tm, n0, &once, &us, &ee))) {
-            sparse_timing_free(tm);
-            return probe_fail(err, st, "", "%s", ee.message);
-        }
-        pl.dense_coef = us * n0 / 1e6 / ((double)n0 * n0);
-    }
-
-    /* Measurements: dense[i]; total/pred[kk][pp][i] (NAN: skipped, -1: not timed at this N). */
+/* The measurements: dense[i]; total/pred[kk][pp][i] (NAN: skipped, -1: not timed at this N); what
+ * they took. */
+typedef struct {
     double dense[MAX_NS], total[MAX_KS][MAX_PRED][MAX_NS], pred[MAX_KS][MAX_PRED][MAX_NS];
-    int skipped = 0;
-    for (int i = 0; i < nn; i++) {
-        int N = ns[i];
-        dense[i] = NAN;
-        double est = estimate(&pl, 0, N, 1);
-        if ((st = still_wanted(ctx, &ee))) break;
-        if (fits(&pl, est)) {
-            st = sparse_timing_dense(tm, N, &pl.timing, &dense[i], &ee);
-            if (st) break;
-            account(&pl, 0, N, dense[i]);
-        } else {
-            skipped++;
-        }
-        for (int kk = 0; kk < nk; kk++)
-            for (int pp = 0; pp < np && !st; pp++) {
-                int s = 1 + kk * np + pp;
-                total[kk][pp][i] = pred[kk][pp][i] = NAN;
-                if (preds[pp] == SPARSE_TOPK && N > SPARSE_TIMING_TOPK_MAX_N) {
-                    total[kk][pp][i] = pred[kk][pp][i] = -1;
-                    continue;
-                }
-                if (!fits(&pl, estimate(&pl, s, N, 2))) {
-                    skipped++;
-                    continue;
-                }
-                if ((st = still_wanted(ctx, &ee))) break;
-                sparse_config cfg;
-                sparse_config_defaults(&cfg, preds[pp], ks[kk]);
-                st = sparse_timing_sparse(tm, &cfg, N, &pl.timing, &total[kk][pp][i], &pred[kk][pp][i], &ee);
-                if (!st) account(&pl, s, N, total[kk][pp][i]);
-            }
-        if (st) break;
-    }
-    double wall_ms = (wall_s() - pl.t0) * 1e3, cpu_ms = (sparse_timing_cpu_s() - pl.cpu0) * 1e3;
-    sparse_timing_free(tm);
-    if (st) return probe_fail(err, st, "", "%s", ee.message);
+    int skipped;
+    double wall_ms, cpu_ms;
+} cost_results;
 
-    /* The long table: one row per N, predictor and k. */
+static engine_status read_request(const json_t *p, cost_request *rq, probe_error *err) {
+    double nsd[MAX_NS], ksd[MAX_KS];
+    rq->nn = probe_p_list(p, "ns", nsd, MAX_NS), rq->nk = probe_p_list(p, "ks", ksd, MAX_KS);
+    for (int i = 0; i < rq->nn; i++) {
+        rq->ns[i] = (int)nsd[i];
+        if (i && rq->ns[i] <= rq->ns[i - 1])
+            return probe_fail(err, ENGINE_ERR_INVALID, "ns", "ns must be increasing (ns[%d] = %d after %d)", i,
+                              rq->ns[i], rq->ns[i - 1]);
+    }
+    for (int i = 0; i < rq->nk; i++) {
+        rq->ks[i] = (int)ksd[i];
+        for (int j = 0; j < i; j++)
+            if (rq->ks[j] == rq->ks[i])
+                return probe_fail(err, ENGINE_ERR_INVALID, "ks", "k = %d is named twice", rq->ks[i]);
+    }
+    rq->np = parse_predictors(probe_p_str(p, "predictors"), rq->preds, err);
+    if (rq->np < 0) return err->status;
+    rq->d = (int)probe_p_int(p, "d");
+    return ENGINE_OK;
+}
+
+/* Calibration: one dense call at a small N gives the first estimate of every series. */
+static engine_status calibrate(sparse_timing *tm, int n_first, planner *pl, engine_error *ee) {
+    int n0 = n_first < 256 ? n_first : 256;
+    sparse_timing_cfg once = {.min_s = 1e-9, .rounds = 1};
+    double us = 0;
+    engine_status st = sparse_timing_dense(tm, n0, &once, &us, ee);
+    if (st) return st;
+    pl->dense_coef = us * n0 / 1e6 / ((double)n0 * n0);
+    return ENGINE_OK;
+}
+
+/* Every predictor and k at the i-th N, each when it fits in what is left of the budget. */
+static engine_status measure_sparse_at(sparse_timing *tm, planner *pl, const cost_request *rq, const probe_context *ctx,
+                                       int i, cost_results *res, engine_error *ee) {
+    const int N = rq->ns[i];
+    for (int kk = 0; kk < rq->nk; kk++)
+        for (int pp = 0; pp < rq->np; pp++) {
+            int s = 1 + kk * rq->np + pp;
+            double *total = &res->total[kk][pp][i], *pred = &res->pred[kk][pp][i];
+            *total = *pred = NAN;
+            if (rq->preds[pp] == SPARSE_TOPK && N > SPARSE_TIMING_TOPK_MAX_N) {
+                *total = *pred = -1;
+                continue;
+            }
+            if (!fits(pl, estimate(pl, s, N, 2))) {
+                res->skipped++;
+                continue;
+            }
+            engine_status st = still_wanted(ctx, ee);
+            if (st) return st;
+            sparse_config cfg;
+            sparse_config_defaults(&cfg, rq->preds[pp], rq->ks[kk]);
+            if ((st = sparse_timing_sparse(tm, &cfg, N, &pl->timing, total, pred, ee))) return st;
+            account(pl, s, N, *total);
+        }
+    return ENGINE_OK;
+}
+
+/* Dense, then every predictor and k, at each N in turn. */
+static engine_status measure(sparse_timing *tm, planner *pl, const cost_request *rq, const probe_context *ctx,
+                             cost_results *res, engine_error *ee) {
+    for (int i = 0; i < rq->nn; i++) {
+        int N = rq->ns[i];
+        res->dense[i] = NAN;
+        double est = estimate(pl, 0, N, 1);
+        engine_status st = still_wanted(ctx, ee);
+        if (st) return st;
+        if (fits(pl, est)) {
+            if ((st = sparse_timing_dense(tm, N, &pl->timing, &res->dense[i], ee))) return st;
+            account(pl, 0, N, res->dense[i]);
+        } else {
+            res->skipped++;
+        }
+        if ((st = measure_sparse_at(tm, pl, rq, ctx, i, res, ee))) return st;
+    }
+    return ENGINE_OK;
+}
+
+/* A measured time, NAN for one not taken. */
+static double time_of(double t) { return t < 0 ? NAN : t; }
+
+/* The long table: one row per N, predictor and k. */
+static void cost_table(probe_out *out, const cost_request *rq, const cost_results *res) {
     static const char *const cols[] = {
         "N", "predictor", "k", "us_per_query", "predictor_us_per_query", "dense_us_per_query", "ratio_to_dense"};
     json_t *rows = probe_table(out, "cost", cols, 7);
-    for (int i = 0; i < nn; i++)
-        for (int pp = 0; pp < np; pp++)
-            for (int kk = 0; kk < nk; kk++) {
-                double t = total[kk][pp][i] < 0 ? NAN : total[kk][pp][i];
-                double pr = pred[kk][pp][i] < 0 ? NAN : pred[kk][pp][i];
-                probe_row(out, rows, "isidddd", ns[i], sparse_predictor_name(preds[pp]), ks[kk], t, pr, dense[i],
-                          t / dense[i]);
+    for (int i = 0; i < rq->nn; i++)
+        for (int pp = 0; pp < rq->np; pp++)
+            for (int kk = 0; kk < rq->nk; kk++) {
+                double t = time_of(res->total[kk][pp][i]), pr = time_of(res->pred[kk][pp][i]);
+                probe_row(out, rows, "isidddd", rq->ns[i], sparse_predictor_name(rq->preds[pp]), rq->ks[kk], t, pr,
+                          res->dense[i], t / res->dense[i]);
             }
+}
 
-    /* The chart's table: N, dense, then one column per predictor and k. */
-    json_t *wcols = json_array(), *rcols = json_array();
+/* The charts' tables: N, dense, then one column per predictor and k (µs per query; and the ratio
+ * to dense), with their charts. */
+static void chart_tables(probe_out *out, const cost_request *rq, const cost_results *res) {
+    const int np = rq->np;
     const char *ys[2 + MAX_KS * MAX_PRED], *rys[1 + MAX_KS * MAX_PRED];
     char names[MAX_KS * MAX_PRED][40];
     int ny = 0;
     ys[ny++] = "dense";
-    for (int kk = 0; kk < nk; kk++)
+    for (int kk = 0; kk < rq->nk; kk++)
         for (int pp = 0; pp < np; pp++) {
             char *nm = names[kk * np + pp];
-            snprintf(nm, sizeof names[0], "%s_k%d", sparse_predictor_name(preds[pp]), ks[kk]);
+            snprintf(nm, sizeof names[0], "%s_k%d", sparse_predictor_name(rq->preds[pp]), rq->ks[kk]);
             rys[ny - 1] = nm;
             ys[ny++] = nm;
         }
     ys[ny] = NULL;
     rys[ny - 1] = NULL;
-    if (wcols && json_array_append_new(wcols, json_string("N"))) json_decref(wcols), wcols = NULL;
-    if (rcols && json_array_append_new(rcols, json_string("N"))) json_decref(rcols), rcols = NULL;
+    json_t *wcols = probe_cols_add(json_array(), "N"), *rcols = probe_cols_add(json_array(), "N");
     for (int j = 0; j < ny; j++) {
-        if (wcols && json_array_append_new(wcols, json_string(ys[j]))) json_decref(wcols), wcols = NULL;
-        if (j && rcols && json_array_append_new(rcols, json_string(ys[j]))) json_decref(rcols), rcols = NULL;
+        wcols = probe_cols_add(wcols, "%s", ys[j]);
+        if (j) rcols = probe_cols_add(rcols, "%s", ys[j]);
     }
     json_t *wrows = probe_table_cols(out, "us_per_query", wcols);
     json_t *rrows = probe_table_cols(out, "ratio_to_dense", rcols);
-    for (int i = 0; i < nn; i++) {
+    for (int i = 0; i < rq->nn; i++) {
         double w[1 + 1 + MAX_KS * MAX_PRED], r[1 + MAX_KS * MAX_PRED];
-        w[0] = r[0] = ns[i];
-        w[1] = dense[i];
-        for (int kk = 0; kk < nk; kk++)
+        w[0] = r[0] = rq->ns[i];
+        w[1] = res->dense[i];
+        for (int kk = 0; kk < rq->nk; kk++)
             for (int pp = 0; pp < np; pp++) {
-                double t = total[kk][pp][i] < 0 ? NAN : total[kk][pp][i];
+                double t = time_of(res->total[kk][pp][i]);
                 w[2 + kk * np + pp] = t;
-                r[1 + kk * np + pp] = t / dense[i];
+                r[1 + kk * np + pp] = t / res->dense[i];
             }
         probe_row_nums(out, wrows, w, 1 + ny);
         probe_row_nums(out, rrows, r, ny);
@@ -286,30 +272,37 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
                      &(probe_chart_opts){.log_x = 1, .log_y = 1, .reference = "dense"});
     probe_chart_with(out, "ratio_to_dense", "line", "N", rys, "sparse time ÷ dense time (below 1: sparse is cheaper)",
                      &(probe_chart_opts){.log_x = 1, .log_y = 1, .y_line = 1, .has_y_line = 1});
+}
 
-    /* The crossovers: a table and one summary figure per predictor and k (null: none). */
+/* The crossovers: a table and one summary figure per predictor and k (null: none). */
+static void crossover_table(probe_out *out, const cost_request *rq, const cost_results *res) {
     static const char *const ccols[] = {"predictor", "k", "crossover_N", "largest_N", "speedup_at_largest_N"};
     json_t *crows = probe_table(out, "crossover", ccols, 5);
-    for (int pp = 0; pp < np; pp++)
-        for (int kk = 0; kk < nk; kk++) {
+    for (int pp = 0; pp < rq->np; pp++)
+        for (int kk = 0; kk < rq->nk; kk++) {
             double sp[MAX_NS];
             int last = -1;
-            for (int i = 0; i < nn; i++) {
-                sp[i] = isfinite(total[kk][pp][i]) ? total[kk][pp][i] : -1;
-                if (sp[i] >= 0 && isfinite(dense[i])) last = i;
+            for (int i = 0; i < rq->nn; i++) {
+                sp[i] = isfinite(res->total[kk][pp][i]) ? res->total[kk][pp][i] : -1;
+                if (sp[i] >= 0 && isfinite(res->dense[i])) last = i;
             }
-            int from = sparse_timing_crossover(dense, sp, nn);
-            double cross = from < 0 ? NAN : ns[from];
-            probe_row(out, crows, "sidid", sparse_predictor_name(preds[pp]), ks[kk], cross, last < 0 ? 0 : ns[last],
-                      last < 0 ? NAN : dense[last] / sp[last]);
+            int from = sparse_timing_crossover(res->dense, sp, rq->nn);
+            double cross = from < 0 ? NAN : rq->ns[from];
+            const char *name = sparse_predictor_name(rq->preds[pp]);
+            probe_row(out, crows, "sidid", name, rq->ks[kk], cross, last < 0 ? 0 : rq->ns[last],
+                      last < 0 ? NAN : res->dense[last] / sp[last]);
             char key[64];
-            snprintf(key, sizeof key, "crossover_N_%s_k%d", sparse_predictor_name(preds[pp]), ks[kk]);
+            snprintf(key, sizeof key, "crossover_N_%s_k%d", name, rq->ks[kk]);
             probe_summary_num(out, key, cross);
         }
-    probe_summary_num(out, "dense_us_per_query_at_largest_N", dense[nn - 1]);
-    probe_summary_int(out, "skipped", skipped);
-    probe_summary_num(out, "wall_ms", wall_ms);
-    probe_summary_num(out, "cpu_ms", cpu_ms);
+}
+
+/* The summary figures about the whole measurement and the machine. */
+static void cost_summary(probe_out *out, const cost_request *rq, const cost_results *res) {
+    probe_summary_num(out, "dense_us_per_query_at_largest_N", res->dense[rq->nn - 1]);
+    probe_summary_int(out, "skipped", res->skipped);
+    probe_summary_num(out, "wall_ms", res->wall_ms);
+    probe_summary_num(out, "cpu_ms", res->cpu_ms);
     double load = NAN;
     FILE *lf = fopen("/proc/loadavg", "r");
     if (lf) {
@@ -318,6 +311,32 @@ static engine_status run(probe_out *out, const json_t *p, const probe_context *c
     }
     probe_summary_num(out, "load_average_1m", load);
     probe_summary_str(out, "clock", "CPU time of the probe's thread, best of the rounds");
+}
+
+static engine_status run(probe_out *out, const json_t *p, const probe_context *ctx, probe_error *err) {
+    cost_request rq;
+    engine_status st = read_request(p, &rq, err);
+    if (st) return st;
+    planner pl = {.timing = {.min_s = probe_p_num(p, "min_ms") / 1e3, .rounds = (int)probe_p_int(p, "rounds")},
+                  .budget_s = (double)probe_p_int(p, "budget_ms") / 1e3};
+    engine_error ee = {0};
+    sparse_timing *tm = NULL;
+    if ((st = sparse_timing_new(&tm, rq.ns[rq.nn - 1], rq.d, (uint64_t)probe_p_int(p, "seed"), &ee)))
+        return probe_fail(err, st, "", "%s", ee.message);
+    pl.t0 = wall_s();
+    pl.cpu0 = sparse_timing_cpu_s();
+    cost_results res = {.skipped = 0};
+    st = calibrate(tm, rq.ns[0], &pl, &ee);
+    if (!st) {
+        st = measure(tm, &pl, &rq, ctx, &res, &ee);
+        res.wall_ms = (wall_s() - pl.t0) * 1e3, res.cpu_ms = (sparse_timing_cpu_s() - pl.cpu0) * 1e3;
+    }
+    sparse_timing_free(tm);
+    if (st) return probe_fail(err, st, "", "%s", ee.message);
+    cost_table(out, &rq, &res);
+    chart_tables(out, &rq, &res);
+    crossover_table(out, &rq, &res);
+    cost_summary(out, &rq, &res);
     return ENGINE_OK;
 }
 
