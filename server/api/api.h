@@ -4,9 +4,8 @@
  * A handler is `void api_<resource>_<verb>(http_request *req, const api_ctx *api)`: it parses the
  * request (the helpers below answer 404/422 themselves), calls one service (or a store read) and
  * replies exactly once (http.h). `api` is the same for every request and lives as long as the
- * server: read-only, its pointers set by cmd_serve.c before the server starts (nodes excepted: NULL
- * until this process is a node); what they point to is safe to call from any thread. A handler
- * reaches the rest of the process only through it: the services through `svc`, the rest through
+ * server: read-only, every pointer set by cmd_serve.c before the server starts; what they point to is safe to call from
+ * any thread. A handler reaches the rest of the process only through it: the services through `svc`, the rest through
  * the few members below. The HTTP layer only passes the pointer on (http.h's http_handler_ctx,
  * completed here). */
 #ifndef ATTNLAB_API_H
@@ -30,7 +29,7 @@ struct http_handler_ctx {
     reply_cache *replies;    /* answers about ended runs' metrics and ended experiments; NULL: none kept */
     http_server *http;       /* the server answering: its counters (/metrics, the runs list's cache) */
     metrics_writer *writer;  /* health and /metrics */
-    nodes *nodes;            /* this process as a node (GET /api/nodes, /metrics); NULL until serving */
+    nodes *nodes;            /* this process as a node (GET /api/nodes, /metrics) */
     double started_at;       /* Unix seconds, for health's uptime */
     int worker_only;         /* --role worker: only health, metrics and nodes are routed */
     size_t max_upload_bytes; /* corpus uploads (weights uploads: svc->max_model_bytes) */

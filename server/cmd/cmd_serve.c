@@ -537,10 +537,6 @@ static int start_workers(serve *s) {
  * where (tests and scripts read it). */
 static int start_serving(serve *s) {
     serve_flags *f = &s->f;
-    if (http_server_start(s->api.http, s->err, sizeof s->err) < 0) {
-        fprintf(stderr, "attnlabd: %s\n", s->err);
-        return 2;
-    }
     const char *shown = strchr(f->bind, ':') ? "[::1]" : (!strcmp(f->bind, "0.0.0.0") ? "127.0.0.1" : f->bind);
     char host[256] = "", node_url[512];
     if (gethostname(host, sizeof host) != 0) host[0] = 0;
@@ -563,6 +559,11 @@ static int start_serving(serve *s) {
                        .stale_s = f->lease_s};
     s->api.nodes = nodes_start(&nc, s->err, sizeof s->err);
     if (!s->api.nodes) {
+        fprintf(stderr, "attnlabd: %s\n", s->err);
+        return 2;
+    }
+    /* Only now do requests come in: every handler sees api_ctx complete (the node above included). */
+    if (http_server_start(s->api.http, s->err, sizeof s->err) < 0) {
         fprintf(stderr, "attnlabd: %s\n", s->err);
         return 2;
     }
