@@ -152,6 +152,11 @@ void api_prometheus(http_request *req, void *ctx) {
             "attnlab_heavy_requests_total{result=\"cancelled\"} %llu\n",
             heavy_running, heavy_queued, heavy_admitted, heavy_refused, heavy_cancelled);
     fprintf(f,
+            "# HELP attnlab_series_range_points_max The most metric points one range read of a streamed answer "
+            "(metrics, metrics.csv, bundles) has held.\n# TYPE attnlab_series_range_points_max gauge\n"
+            "attnlab_series_range_points_max %zu\n",
+            store_series_cursor_peak());
+    fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
             (unsigned long long)metrics_writer_dropped(a->writer));
