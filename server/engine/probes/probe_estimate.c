@@ -17,51 +17,60 @@ double probe_forward_flops(const probe_size *s, int T) {
     return 2 * t * (L * 12 * C * C + V * C) + L * 2 * t * (t + 1) * C;
 }
 
-/* The input's length: max_tokens, at most the model's window. */
-static int tokens(const json_t *params, const probe_size *s) {
+/* What every model kind's work is made of: the input's length (max_tokens, at most the model's
+ * window), the heads, a head's width, and the ks asked for (their number and sum; none for a kind
+ * without them). */
+typedef struct {
+    double T, heads, D, sum_k;
+    int nk;
+} shape;
+
+static shape shape_of(const json_t *params, const probe_size *s) {
     long T = probe_p_int(params, "max_tokens");
-    return T > s->seq_len ? s->seq_len : (int)(T < 1 ? 1 : T);
+    shape sh = {.T = (double)(T > s->seq_len ? s->seq_len
+                              : T < 1        ? 1
+                                             : T),
+                .heads = (double)s->n_layer * s->n_head,
+                .D = (double)s->d_model / s->n_head};
+    double ks[MAX_KS];
+    sh.nk = json_object_get(params, "ks") ? probe_p_list(params, "ks", ks, MAX_KS) : 0;
+    for (int j = 0; j < sh.nk; j++) sh.sum_k += ks[j];
+    return sh;
 }
 
 /* One forward pass that keeps q, k and the weights, then per head and query the entropy, the
  * maximum and the distance over its keys; the answer holds a T x (T + 1) table per head. */
 void probe_estimate_attention_map(const json_t *params, const probe_size *s, probe_cost *cost) {
-    double T = tokens(params, s), heads = (double)s->n_layer * s->n_head;
-    cost->flops = probe_forward_flops(s, (int)T) + heads * T * T * 8;
-    cost->cells = heads * T * (T + 1) + heads * 8 + T * 3;
+    shape x = shape_of(params, s);
+    cost->flops = probe_forward_flops(s, (int)x.T) + x.heads * x.T * x.T * 8;
+    cost->cells = x.heads * x.T * (x.T + 1) + x.heads * 8 + x.T * 3;
     cost->lower = "max_tokens";
 }
 
 /* One forward pass; per head, query and k of ks: the cosine scores of every key before and after
  * rotation (head_dim each) and three top-k selections over them, O(T k) each. */
 void probe_estimate_topk_prediction(const json_t *params, const probe_size *s, probe_cost *cost) {
-    double ks[MAX_KS], sum_k = 0;
-    int nk = probe_p_list(params, "ks", ks, MAX_KS);
-    for (int j = 0; j < nk; j++) sum_k += ks[j];
-    double T = tokens(params, s), heads = (double)s->n_layer * s->n_head, D = (double)s->d_model / s->n_head;
-    cost->flops = probe_forward_flops(s, (int)T) + heads * T * (T * D * 4 * 2 + 3 * T * sum_k);
-    cost->cells = heads * nk * 8 + nk * 8;
+    shape x = shape_of(params, s);
+    cost->flops = probe_forward_flops(s, (int)x.T) + x.heads * x.T * (x.T * x.D * 4 * 2 + 3 * x.T * x.sum_k);
+    cost->cells = x.heads * x.nk * 8 + x.nk * 8;
     cost->lower = "max_tokens";
 }
 
 /* One forward pass that keeps q and k; for each of the 5 predictors and each k, per head and
  * query, the predictor's scores over the keys (head_dim each, LSH codes of lsh_tables x lsh_bits
- * bits, hamming_bits) and a top-k; then the loss: a forward pass per window, dense and under each predictor and
- * k, its attention chosen the same way. */
+ * bits, hamming_bits) and a top-k; then the loss: a forward pass per window, dense and under each
+ * predictor and k, its attention chosen the same way. */
 void probe_estimate_sparse_attention(const json_t *params, const probe_size *s, probe_cost *cost) {
-    double ks[MAX_KS], sum_k = 0;
-    int nk = probe_p_list(params, "ks", ks, MAX_KS);
-    for (int j = 0; j < nk; j++) sum_k += ks[j];
-    double T = tokens(params, s), heads = (double)s->n_layer * s->n_head, D = (double)s->d_model / s->n_head;
+    shape x = shape_of(params, s);
     long bits = probe_p_int(params, "lsh_bits"); /* 0: chosen per k, at most log2 of the keys */
     double codes = (double)probe_p_int(params, "lsh_tables") * (double)(bits > 0 ? bits : 16) +
                    (double)probe_p_int(params, "hamming_bits");
-    double windows = (double)probe_p_int(params, "windows");
-    double select = heads * T * (T * (D * 2 + codes) + T * sum_k / nk); /* one predictor's picks, one k */
-    double fwd = probe_forward_flops(s, (int)T);
+    double windows = (double)probe_p_int(params, "windows"), nk = x.nk > 0 ? x.nk : 1;
+    double select = x.heads * x.T * (x.T * (x.D * 2 + codes) + x.T * x.sum_k / nk); /* one predictor, one k */
+    double fwd = probe_forward_flops(s, (int)x.T);
     double loss_passes = windows * (1 + 5.0 * nk);
     cost->flops = fwd + 5 * nk * select + loss_passes * (fwd + select);
-    cost->cells = heads * 5 * nk * 7 + nk * 16;
+    cost->cells = x.heads * 5 * nk * 7 + nk * 16;
     /* the factor that multiplies most: the windows, then the ks, then the tokens */
     cost->lower = windows > 1 ? "windows" : nk > 1 ? "ks" : "max_tokens";
 }
