@@ -4,11 +4,12 @@
 # answered, then one line: the kind, the wall time, the answers' codes, health's latencies and the
 # load average (quote it with any figure: on two cores other work moves these numbers).
 #   tests/load/health_drill.sh URL N KIND [EXPERIMENT]
-# KIND: stats (resamples $RESAMPLES, default 90000, a seed of its own per request so that none is
-# answered from the cache), head-spread, series. EXPERIMENT (default 1) needs trained runs: the
+# KIND: stats (resamples $RESAMPLES, default 90000, a seed of its own per request, from $SEED or a
+# random base, so that none is answered from the cache of an earlier drill), head-spread, series. EXPERIMENT (default 1) needs trained runs: the
 # loadtest's drill experiment (8 variants x 3 replicates) is the reference.
 # LOADGEN: the generator (default build/release/bench/loadgen).
 set -u
+SEED=${SEED:-$((RANDOM * 100))}
 URL=${1:?usage: health_drill.sh URL N KIND [EXPERIMENT]}
 N=${2:?N}
 KIND=${3:?KIND}
@@ -23,9 +24,9 @@ t0=$(date +%s.%N)
 pids=()
 for i in $(seq "$N"); do
   case "$KIND" in
-    stats) q="stats?resamples=${RESAMPLES:-90000}&seed=$((1000 + i))" ;;
-    head-spread) q="head-spread?at=$((100 + i))" ;;
-    series) q="series?key=loss&max_points=$((100 + i))" ;;
+    stats) q="stats?resamples=${RESAMPLES:-90000}&seed=$((SEED + i))" ;;
+    head-spread) q="head-spread?at=$((SEED % 1000 + i))" ;;
+    series) q="series?key=loss&max_points=$((100 + SEED % 1000 + i))" ;;
     *) echo "health_drill: unknown kind $KIND" >&2; kill "$hp"; exit 2 ;;
   esac
   curl -s -o "$W/body.$i" -w '%{http_code}\n' "$URL/api/experiments/$EXP/$q" >"$W/code.$i" &
