@@ -25,8 +25,8 @@ pids=()
 for i in $(seq "$N"); do
   case "$KIND" in
     stats) q="stats?resamples=${RESAMPLES:-90000}&seed=$((SEED + i))" ;;
-    head-spread) q="head-spread?at=$((SEED % 1000 + i))" ;;
-    series) q="series?key=loss&max_points=$((100 + SEED % 1000 + i))" ;;
+    head-spread) q="head-spread?at=$((100 + SEED % 50 + i))" ;;
+    series) q="series?key=loss&max_points=$((100 + SEED % 50 + i))" ;;
     *) echo "health_drill: unknown kind $KIND" >&2; kill "$hp"; exit 2 ;;
   esac
   curl -s -o "$W/body.$i" -w '%{http_code}\n' "$URL/api/experiments/$EXP/$q" >"$W/code.$i" &
