@@ -6,9 +6,9 @@
  * could hold more than BUNDLE_MAX_POINTS points, before reading any point.
  *
  * The answer is produced on the compute worker and sent through a pipe while the client reads it
- * (api_pipe.h): one run is read and formatted when the client has taken the previous one, so a slow
- * or stalled client holds one run's text, never the whole answer. The bytes are those of the whole
- * answer built at once. */
+ * (api_pipe.h): each series is read a range of points at a time (api_series_reader) and formatted
+ * when the client has taken the previous piece, so a slow or stalled client holds one range's
+ * points and text, never a whole run's. The bytes are those of the whole answer built at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,21 +33,14 @@ typedef struct {
     int stage;      /* 0 the head, 1 the runs, 2 the tail, 3 done */
     char *text;     /* what is ready to be sent: text[sent..len) */
     size_t len, sent;
-    /* the run being written, a series at a time (so memory holds the run's points and one
-     * series' answer, not the whole run's): its row, points and the next point's index */
+    /* the run being written, a series at a time and each series a range at a time: its row, the
+     * next series of its summary, the series being read, whether one was written */
     json_t *run;
-    store_metric *pts;
-    size_t n_pts, pos;
+    void *at;
+    api_series_reader *r;
+    int series_out;
+    store *st;
 } bundle_stream;
-
-/* The number of points in a series object of api_series_json. */
-static size_t series_points(const json_t *series) {
-    size_t n = 0;
-    const char *k;
-    const json_t *s;
-    json_object_foreach((json_t *)series, k, s) n += json_array_size(json_object_get(s, "steps"));
-    return n;
-}
 
 static char *dump(const json_t *v) { return json_text_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY); }
 
@@ -61,9 +54,10 @@ static void csv_header(csv_buf *c, const json_t *differing) {
     csv_end_row(c);
 }
 
-/* One run's rows: its columns (the same on each of its rows; config values exactly, %.17g), then
- * the point's. */
-static int csv_run(csv_buf *c, const json_t *differing, const json_t *run, const json_t *series) {
+/* Rows of one series' points of a run: the run's columns (the same on each of its rows; config
+ * values exactly, %.17g), then the point's. */
+static int csv_points(csv_buf *c, const json_t *differing, const json_t *run, const char *key, const store_metric *p,
+                      size_t n) {
     csv_buf lead = {0};
     const json_t *cfg = json_object_get(run, "config");
     csv_int(&lead, (long long)json_integer_value(json_object_get(run, "id")));
@@ -75,19 +69,13 @@ static int csv_run(csv_buf *c, const json_t *differing, const json_t *run, const
     size_t i;
     const json_t *k;
     json_array_foreach(differing, i, k) csv_json(&lead, json_object_get(cfg, json_string_value(k)), 17);
-    const char *key;
-    const json_t *s;
-    json_object_foreach((json_t *)series, key, s) {
-        const json_t *steps = json_object_get(s, "steps"), *values = json_object_get(s, "values"),
-                     *walls = json_object_get(s, "wall_times");
-        for (size_t j = 0; j < json_array_size(steps) && !c->failed; j++) {
-            csv_row_cells(c, &lead);
-            csv_text(c, key);
-            csv_int(c, (long long)json_integer_value(json_array_get(steps, j)));
-            csv_real(c, json_number_value(json_array_get(values, j)), 17);
-            csv_real(c, json_number_value(json_array_get(walls, j)), 17);
-            csv_end_row(c);
-        }
+    for (size_t j = 0; j < n && !c->failed; j++) {
+        csv_row_cells(c, &lead);
+        csv_text(c, key);
+        csv_int(c, p[j].step);
+        csv_real(c, p[j].value, 17);
+        csv_real(c, p[j].wall_time, 17);
+        csv_end_row(c);
     }
     int failed = c->failed || lead.failed;
     csv_free(&lead);
@@ -151,7 +139,7 @@ static int produce(bundle_stream *s) {
     }
     if (s->stage == 1 && !s->run) { /* the next run: its fields now, its series one by one */
         json_t *run;
-        int got = svc_bundle_next(s->b, &run, &s->pts, &s->n_pts);
+        int got = svc_bundle_next(s->b, &run);
         if (got < 0) {
             log_error("the bundle of experiment %lld could not be read: %s", s->id, store_last_error());
             return -1;
@@ -161,7 +149,8 @@ static int produce(bundle_stream *s) {
             return 0;
         }
         s->run = run;
-        s->pos = 0;
+        s->at = json_object_iter(json_object_get(run, "summary"));
+        s->series_out = 0;
         if (s->as_csv) return 0;
         /* the run's object as a whole answer writes it, up to its "series" (the last member) */
         char *t = dump(run);
@@ -177,42 +166,56 @@ static int produce(bundle_stream *s) {
                      : 0;
         return rc;
     }
-    if (s->stage == 1 && s->pos < s->n_pts) { /* one series of the run */
-        size_t lo = s->pos, hi = lo;
-        while (hi < s->n_pts && !strcmp(s->pts[hi].key, s->pts[lo].key)) hi++;
-        json_t *series = api_series_json(s->pts + lo, hi - lo, s->max_points);
-        if (!series) return -1;
-        s->emitted += series_points(series);
-        int rc;
+    const json_t *summary = s->run ? json_object_get(s->run, "summary") : NULL;
+    while (s->stage == 1 && !s->r && s->at && !store_keys_match(json_object_iter_key(s->at), svc_bundle_keys(s->b)))
+        s->at = json_object_iter_next((json_t *)summary, s->at);
+    if (s->stage == 1 && !s->r && s->at) { /* the next series of the run */
+        const json_t *v = json_object_iter_value(s->at);
+        s->r = api_series_reader_open(s->st, json_integer_value(json_object_get(s->run, "id")),
+                                      json_object_iter_key(s->at), 0, json_integer_value(json_object_get(v, "count")),
+                                      (int)json_integer_value(json_object_get(v, "last_step")), s->max_points);
+        return s->r ? 0 : -1;
+    }
+    if (s->stage == 1 && s->r) { /* a piece of the series */
+        const char *key = json_object_iter_key(s->at);
+        int got;
         if (s->as_csv) {
-            csv_buf c = {0};
-            rc = csv_run(&c, svc_bundle_differing(s->b), s->run, series);
-            size_t len = 0;
-            char *t = rc < 0 ? (csv_free(&c), NULL) : csv_take(&c, &len);
-            rc = t ? (len ? ready(s, t, len) : (free(t), 0)) : -1;
-        } else {
-            char *t = dump(series); /* {"key":{...}}: its member, without the braces */
-            size_t len = t ? strlen(t) : 0;
-            rc = !t || len < 2 || ready_str(s, lo ? "," : "") < 0 ? -1 : 0;
-            if (rc == 0) {
-                t[len - 1] = 0;
-                memmove(t, t + 1, len - 1);
-                rc = ready(s, t, len - 2);
-                t = NULL;
+            const store_metric *p;
+            size_t n;
+            got = api_series_reader_points(s->r, &p, &n);
+            if (got > 0) {
+                csv_buf c = {0};
+                int rc = csv_points(&c, svc_bundle_differing(s->b), s->run, key, p, n);
+                size_t len = 0;
+                char *t = rc < 0 ? (csv_free(&c), NULL) : csv_take(&c, &len);
+                if (!t || (len ? ready(s, t, len) : (free(t), 0)) < 0) return -1;
             }
-            free(t);
+        } else {
+            char *t;
+            size_t len;
+            got = api_series_reader_next(s->r, s->series_out ? "," : "", &t, &len);
+            if (got > 0) {
+                s->series_out = 1;
+                if (ready(s, t, len) < 0) return -1;
+            }
         }
-        json_decref(series);
-        s->pos = hi;
-        return rc;
+        if (got < 0) {
+            log_error("the bundle of experiment %lld could not be read: %s", s->id, store_last_error());
+            return -1;
+        }
+        if (got == 0) {
+            s->emitted += api_series_reader_emitted(s->r);
+            api_series_reader_close(s->r);
+            s->r = NULL;
+            s->at = json_object_iter_next((json_t *)summary, s->at);
+        }
+        return 0;
     }
     if (s->stage == 1) { /* the run is written */
         int rc = s->as_csv ? 0 : ready_str(s, "}}");
-        free(s->pts);
-        s->pts = NULL;
-        s->n_pts = 0;
         json_object_del(s->run, "summary");
         s->run = NULL;
+        s->at = NULL;
         s->runs_out++;
         return rc;
     }
@@ -246,7 +249,7 @@ static int bundle_next(void *ctx, char **text, size_t *len) {
 static void bundle_free(void *ctx) {
     bundle_stream *s = ctx;
     svc_bundle_close(s->b);
-    free(s->pts);
+    api_series_reader_close(s->r);
     free(s->keys);
     free(s->text);
     free(s);
@@ -276,6 +279,7 @@ static void reply_bundle(http_request *req, const api_ctx *api, int as_csv) {
         return;
     }
     s->id = id;
+    s->st = api->svc->store;
     s->as_csv = as_csv;
     s->max_points = (int)max_points;
     size_t bound;

@@ -387,26 +387,26 @@ static void keep_done(const api_ctx *api, kept_answer *k) {
 
 /* GET /api/runs/{id}/metrics written a series at a time as the client reads it (http_reply_chunks),
  * so the answer's text is never built whole: the bytes of the whole object
- * {"run_id":…,"series":{"key":{…},…}} written compactly. An answer about an ended run of at most
- * METRICS_WHOLE_MAX_POINTS points (what the reply cache keeps) is made whole from the same pieces and
- * kept first instead. */
+ * {"run_id":…,"series":{"key":{…},…}} written compactly. Each series is read from the store a
+ * range at a time (api_series_reader), so a client that stalls holds one range's points and text,
+ * however long the run. An answer about an ended run of at most METRICS_WHOLE_MAX_POINTS points
+ * (what the reply cache keeps; counted from the store's summaries) is made whole from the same
+ * pieces and kept first instead. */
 #define METRICS_WHOLE_MAX_POINTS 200000
 typedef struct {
     const api_ctx *api;
     long long id;
-    store_metric *points;
-    size_t n, pos;         /* the next series starts at points[pos] */
-    int max_points, stage; /* 0 the head, 1 the series, 2 done */
-    char *text;            /* the piece being sent: text[sent..len) */
+    json_t *summary; /* the run's series (store_metrics_summary), in key order */
+    void *at;        /* the next series to write (an iterator of summary) */
+    char *keys;      /* the query's keys (NULL: every key) */
+    api_series_reader *r;
+    int since, max_points, stage, series_out; /* stage: 0 the head, 1 the series, 2 done */
+    char *text;                               /* the piece being sent: text[sent..len) */
     size_t len, sent;
     kept_answer kept;
 } metrics_answer;
 
-static char *dump_compact(const json_t *v) {
-    return json_text_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
-}
-
-/* The next piece into m->text: the head, one series (with its key), or the tail. -1 on failure. */
+/* The next piece into m->text: the head, a piece of a series, or the tail. -1 on failure. */
 static int metrics_piece(metrics_answer *m) {
     free(m->text);
     m->text = NULL;
@@ -415,25 +415,35 @@ static int metrics_piece(metrics_answer *m) {
         m->stage = 1;
         m->text = malloc(64);
         if (m->text) m->len = (size_t)snprintf(m->text, 64, "{\"run_id\":%lld,\"series\":{", m->id);
-    } else if (m->pos < m->n) {
-        size_t lo = m->pos, hi = lo;
-        while (hi < m->n && !strcmp(m->points[hi].key, m->points[lo].key)) hi++;
-        json_t *series = api_series_one_json(m->points + lo, hi - lo, m->max_points),
-               *k = json_string(m->points[lo].key);
-        char *st = series ? dump_compact(series) : NULL, *kt = k ? dump_compact(k) : NULL;
-        json_decref(series);
-        json_decref(k);
-        if (st && kt && asprintf(&m->text, "%s%s:%s", lo ? "," : "", kt, st) >= 0)
-            m->len = strlen(m->text);
-        else
-            m->text = NULL;
-        free(st);
-        free(kt);
-        m->pos = hi;
-    } else {
-        m->stage = 2;
-        m->text = strdup("}}");
-        m->len = 2;
+    }
+    while (m->stage == 1 && !m->text) {
+        if (!m->r) { /* the next series the keys ask for */
+            while (m->at && !store_keys_match(json_object_iter_key(m->at), m->keys))
+                m->at = json_object_iter_next(m->summary, m->at);
+            if (!m->at) {
+                m->stage = 2;
+                m->text = strdup("}}");
+                m->len = 2;
+                break;
+            }
+            const json_t *v = json_object_iter_value(m->at);
+            m->r = api_series_reader_open(m->api->svc->store, m->id, json_object_iter_key(m->at), m->since,
+                                          json_integer_value(json_object_get(v, "count")),
+                                          (int)json_integer_value(json_object_get(v, "last_step")), m->max_points);
+            m->at = json_object_iter_next(m->summary, m->at);
+            if (!m->r) return -1;
+        }
+        int got = api_series_reader_next(m->r, m->series_out ? "," : "", &m->text, &m->len);
+        if (got < 0) {
+            log_error("the metrics of run %lld could not be read: %s", m->id, store_last_error());
+            return -1;
+        }
+        if (got > 0) {
+            m->series_out = 1;
+        } else {
+            api_series_reader_close(m->r);
+            m->r = NULL;
+        }
     }
     if (!m->text) return -1;
     keep_piece(&m->kept, m->text, m->len);
@@ -441,12 +451,16 @@ static int metrics_piece(metrics_answer *m) {
     return 0;
 }
 
-/* The points an answer of these series holds (each series downsampled to max_points, 0: all). */
-static size_t answer_points(const store_metric *p, size_t n, int max_points) {
+/* The points an answer of these series can hold at most (each series downsampled to max_points, 0:
+ * all), from the summaries' counts. */
+static size_t answer_points(const json_t *summary, const char *keys, int max_points) {
     size_t total = 0;
-    for (size_t lo = 0, hi; lo < n; lo = hi) {
-        for (hi = lo + 1; hi < n && !strcmp(p[hi].key, p[lo].key);) hi++;
-        total += max_points > 0 && hi - lo > (size_t)max_points ? (size_t)max_points : hi - lo;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)summary, k, v) {
+        if (!store_keys_match(k, keys)) continue;
+        size_t count = (size_t)json_integer_value(json_object_get(v, "count"));
+        total += max_points > 0 && count > (size_t)max_points ? (size_t)max_points : count;
     }
     return total;
 }
@@ -465,7 +479,9 @@ static ssize_t metrics_next(void *ctx, char *buf, size_t max) {
 
 static void metrics_done(void *ctx) {
     metrics_answer *m = ctx;
-    free(m->points);
+    api_series_reader_close(m->r);
+    json_decref(m->summary);
+    free(m->keys);
     free(m->text);
     free(m->kept.text);
     free(m);
@@ -507,21 +523,29 @@ void api_runs_metrics(http_request *req, const api_ctx *api) {
     snprintf(what, sizeof what, "metrics|%lld|%lld|%s", since, max_points, keys ? keys : "\x01all");
     if (run_series_key(req, api, what, &id, key, sizeof key) < 0) return;
     if (reply_cached(req, api, key, "application/json")) return;
-    store_metric *points;
-    size_t n;
-    if (store_metrics_points(api->svc->store, id, keys, (int)since, &points, &n) != STORE_OK) {
+    json_t *summary;
+    if (store_metrics_summary(api->svc->store, id, &summary) != STORE_OK) {
         api_store_failed(req);
         return;
     }
     metrics_answer *m = calloc(1, sizeof *m);
-    if (!m) {
-        free(points);
+    char *keys_copy = keys ? strdup(keys) : NULL;
+    if (!m || (keys && !keys_copy)) {
+        free(m);
+        free(keys_copy);
+        json_decref(summary);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;
     }
-    *m = (metrics_answer){.api = api, .id = id, .points = points, .n = n, .max_points = (int)max_points};
+    *m = (metrics_answer){.api = api,
+                          .id = id,
+                          .summary = summary,
+                          .at = json_object_iter(summary),
+                          .keys = keys_copy,
+                          .since = (int)since,
+                          .max_points = (int)max_points};
     snprintf(m->kept.key, sizeof m->kept.key, "%s", key);
-    if (key[0] && answer_points(points, n, (int)max_points) <= METRICS_WHOLE_MAX_POINTS) {
+    if (key[0] && answer_points(summary, keys, (int)max_points) <= METRICS_WHOLE_MAX_POINTS) {
         /* An answer the cache will keep is made whole at once and kept before it is sent, so that
          * clients asking together are answered from the cache instead of each writing it anew. */
         while (m->stage != 2 && metrics_piece(m) == 0) {}
@@ -561,15 +585,15 @@ void api_runs_csv(http_request *req, const api_ctx *api) {
         http_reply_take(req, 200, "text/csv; charset=utf-8", body, blen);
         return;
     }
-    store_metric *points;
-    size_t n;
-    if (store_metrics_points(api->svc->store, id, NULL, 0, &points, &n) != STORE_OK) {
+    json_t *summary;
+    if (store_metrics_summary(api->svc->store, id, &summary) != STORE_OK) {
         api_store_failed(req);
         return;
     }
     csv_answer *c = calloc(1, sizeof *c);
-    if (!c || !(c->rows = api_series_csv_open(points, n))) {
-        if (!c) free(points);
+    if (c) c->rows = api_series_csv_open(api->svc->store, id, summary);
+    json_decref(summary);
+    if (!c || !c->rows) {
         free(c);
         http_reply_error(req, 500, "internal", NULL, "out of memory");
         return;

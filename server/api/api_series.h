@@ -19,14 +19,37 @@ json_t *api_series_json(const store_metric *points, size_t n, int max_points);
 /* One series of that object: {"steps","values","wall_times","count"} of n points of one key. */
 json_t *api_series_one_json(const store_metric *points, size_t n, int max_points);
 
-/* The CSV of a run's points (ordered by key then step), written a piece at a time so that a long
- * one is never held whole: the header "step,wall_time,key1,key2,…" (keys sorted) and one row per
- * step, empty cells where a key has no point at that step; wall_time is that of the step's last
- * key. api_series_csv_open takes points (freed by close; NULL when out of memory, points freed);
- * api_series_csv_next gives the next whole rows, about max bytes (the header with the first):
- * 1 with *text (to free) and *len, 0 at the end, -1 when out of memory. */
+/* One series of a run read from the store a range at a time (store_series_cursor, ranges of
+ * store_series_range_points() points), so that memory holds one range (and, downsampled, the
+ * picks: at most max_points) however long the series is; the text is that of the series read whole
+ * (api_series_one_json, written compactly). count and last_step are the series' from the store's
+ * summary (store_metrics_summary); from since_step 0 they bound what is read (points a run writes
+ * meanwhile are left out, as a read at once would have), from a later step the points are counted
+ * first when the answer may be downsampled. NULL when out of memory.
+ * _next writes `before` then the member "key":{…} in pieces: 1 with *text (to free) and *len, 0 at
+ * the end (at once, writing nothing, when the series has no point from since_step on), -1 when the
+ * store fails, memory runs out or the series lost points while it was read (the answer is cut).
+ * _points gives the answer's points instead (each series downsampled as in the JSON): 1 with
+ * *points[0..*n) (borrowed until the next call), 0 at the end, -1 on failure. Use one of the two.
+ * _emitted: the points written so far (downsampled: the picks). */
+typedef struct api_series_reader api_series_reader;
+api_series_reader *api_series_reader_open(store *st, long long run_id, const char *key, int since_step, long long count,
+                                          int last_step, int max_points);
+int api_series_reader_next(api_series_reader *r, const char *before, char **text, size_t *len);
+int api_series_reader_points(api_series_reader *r, const store_metric **points, size_t *n);
+size_t api_series_reader_emitted(const api_series_reader *r);
+void api_series_reader_close(api_series_reader *r);
+
+/* The CSV of a run's points, written a piece at a time so that a long one is never held whole:
+ * the header "step,wall_time,key1,key2,…" (keys sorted) and one row per step, empty cells where a
+ * key has no point at that step; wall_time is that of the step's last key. The series are those
+ * of summary (store_metrics_summary: keys in order, each read up to its last_step), merged by step
+ * while they are read a range at a time: the ranges of all columns hold about
+ * store_series_range_points() points together. api_series_csv_open: NULL when out of memory.
+ * api_series_csv_next gives the next whole rows, about max bytes (the header with the first): 1
+ * with *text (to free) and *len, 0 at the end, -1 when out of memory or the store fails. */
 typedef struct api_series_csv api_series_csv;
-api_series_csv *api_series_csv_open(store_metric *points, size_t n);
+api_series_csv *api_series_csv_open(store *st, long long run_id, const json_t *summary);
 int api_series_csv_next(api_series_csv *c, size_t max, char **text, size_t *len);
 void api_series_csv_close(api_series_csv *c);
 

@@ -163,6 +163,11 @@ static void prom_heavy(FILE *f, const api_ctx *api) {
 /* The metrics writer, and the uptime. */
 static void prom_writes(FILE *f, const api_ctx *api) {
     fprintf(f,
+            "# HELP attnlab_series_range_points_max The most metric points one range read of a streamed answer "
+            "(metrics, metrics.csv, bundles) has held.\n# TYPE attnlab_series_range_points_max gauge\n"
+            "attnlab_series_range_points_max %zu\n",
+            store_series_cursor_peak());
+    fprintf(f,
             "# HELP attnlab_metric_points_dropped_total Metric points refused because the writer's queue was full.\n"
             "# TYPE attnlab_metric_points_dropped_total counter\nattnlab_metric_points_dropped_total %llu\n",
             (unsigned long long)metrics_writer_dropped(api->writer));

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,25 @@
 #include "http/http_impl.h"
 #include "util/log.h"
 
-/* How much lower than the HTTP threads the workers run (nice steps; see setpriority(2)). */
+/* How much lower than the HTTP threads the workers run: nice steps above the thread that starts
+ * them (setpriority(2) sets an absolute value: a server started at nice 10 would otherwise run its
+ * workers at nice 5, above its own HTTP threads, which then wait behind every heavy request). */
 #define COMPUTE_NICE 5
+
+/* The calling worker below the HTTP threads: COMPUTE_NICE steps above the nice it inherited from the
+ * thread that made it (the server's), and SCHED_BATCH, so that it never preempts a thread that wakes
+ * (an HTTP thread with a request to answer) and the scheduler treats it as the CPU-bound work it is. */
+static void compute_priority(void) {
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (base == -1 && errno) base = 0;
+    int nice_value = base + COMPUTE_NICE > 19 ? 19 : base + COMPUTE_NICE;
+    struct sched_param sp = {0};
+    if (pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp) != 0) log_debug("compute worker: SCHED_BATCH refused");
+    if (setpriority(PRIO_PROCESS, (id_t)tid, nice_value) < 0)
+        log_debug("compute worker: setpriority: %s", strerror(errno));
+}
 
 int http_compute_init(http_server *s, const http_config *cfg) {
     http_compute *c = &s->compute;
@@ -144,8 +162,7 @@ static void *worker_main(void *arg) {
     http_compute *c = &s->compute;
     /* Below the HTTP threads: answering requests (health, lists, streams) comes before computing. */
     pthread_setname_np(pthread_self(), "attnlab-heavy");
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COMPUTE_NICE) < 0)
-        log_debug("compute worker: setpriority: %s", strerror(errno));
+    compute_priority();
     pthread_mutex_lock(&c->lock);
     for (;;) {
         while (!c->stopping && !c->head) pthread_cond_wait(&c->cv, &c->lock);

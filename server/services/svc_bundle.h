@@ -1,6 +1,7 @@
 /* An experiment's whole result for export (GET /api/experiments/{id}/bundle and bundle.csv): the
- * experiment, every run with its config and summary, and the runs' metric points, read one run at
- * a time so that memory holds one run's points, whatever the experiment's size. The service reads;
+ * experiment, every run with its config and summary, and the runs' metric points, read a run at a
+ * time and each series a range at a time, so that memory holds one range, whatever the
+ * experiment's size. The service reads;
  * the handlers (api_bundle.c) present it as JSON or CSV, written while the client reads it. */
 #ifndef ATTNLAB_SVC_BUNDLE_H
 #define ATTNLAB_SVC_BUNDLE_H
@@ -27,10 +28,12 @@ svc_status svc_bundle_open(struct app *a, long long id, const char *keys, int ma
 /* The experiment and the differing keys (borrowed from b). */
 const json_t *svc_bundle_experiment(const svc_bundle *b);
 const json_t *svc_bundle_differing(const svc_bundle *b);
-/* The next run, in id order: 1 with *run (borrowed, with "summary": the store's per-key summary)
- * and its points matching the keys (ordered by key, then step; *points to free), 0 after the last,
- * -1 when the store fails. Memory holds one run's points at a time, whatever the experiment. */
-int svc_bundle_next(svc_bundle *b, json_t **run, store_metric **points, size_t *n);
+/* The next run, in id order: 1 with *run (borrowed, with "summary": the store's per-key summary,
+ * whose series matching the keys are the run's part of the answer, to be read a range at a time:
+ * store_series_cursor), 0 after the last, -1 when the store fails. */
+int svc_bundle_next(svc_bundle *b, json_t **run);
+/* The keys asked for (as store_metrics_points: NULL every key). */
+const char *svc_bundle_keys(const svc_bundle *b);
 void svc_bundle_close(svc_bundle *b);
 
 #endif

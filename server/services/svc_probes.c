@@ -14,6 +14,7 @@
 #include "api/app.h"
 #include "engine/model.h"
 #include "engine/probes/probe_engine_model.h"
+#include "engine/probes/probe_estimate.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "services/run_config.h"
@@ -239,6 +240,33 @@ static svc_status probe_refused(const probe_call *c, svc_error *err) {
     return svc_fail(err, SVC_FAILED, "probe_failed", NULL, "%s", c->err.message[0] ? c->err.message : "probe failed");
 }
 
+/* The bound's scale: 1, or ATTNLAB_TEST_PROBE_MAX_FLOPS / PROBE_MAX_FLOPS (tests, which have only
+ * small models to probe). */
+static double flops_scale(void) {
+    const char *env = getenv("ATTNLAB_TEST_PROBE_MAX_FLOPS");
+    char *end;
+    double v = env && *env ? strtod(env, &end) : 0;
+    return env && *env && !*end && v > 0 ? v / PROBE_MAX_FLOPS : 1;
+}
+
+/* A model probe's work estimated from its params and the size of the run's model (its checkpoint's
+ * config, read without the weights) and checked against the bounds before the request waits for
+ * the probe worker (probe_estimate.h). A run whose checkpoint cannot be read is left to the worker,
+ * which says why. */
+static engine_status svc_probes_estimate(app *a, const probe_kind *kind, const json_t *params, long long run_id,
+                                         probe_error *perr) {
+    char path[PATH_MAX];
+    jobs_run_checkpoint(a->jobs, run_id, path, sizeof path);
+    struct stat sb;
+    model_config mc;
+    engine_error e = {0};
+    if (stat(path, &sb) != 0 || model_config_from_file(path, &mc, &e) != ENGINE_OK) return ENGINE_OK;
+    probe_size size = {
+        .n_layer = mc.n_layer, .n_head = mc.n_head, .d_model = mc.d_model, .seq_len = mc.seq_len, .vocab = mc.vocab};
+    probe_cost cost;
+    return probe_estimate_check(kind, params, &size, flops_scale(), &cost, perr);
+}
+
 svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, long long run_id,
                           const atomic_int *cancel, long long *id, int *cached, svc_error *err) {
     *id = 0;
@@ -251,6 +279,13 @@ svc_status svc_probes_run(app *a, const probe_kind *kind, const json_t *params, 
         return svc_fail(err, SVC_INVALID, "invalid_field", perr.field[0] ? field : "params", "%s", perr.message);
     }
     if (!kind->needs_model) run_id = 0;
+    if (run_id && kind->estimate && svc_probes_estimate(a, kind, resolved, run_id, &perr) != ENGINE_OK) {
+        json_decref(resolved);
+        char field[96];
+        snprintf(field, sizeof field, "%s%s", strcmp(perr.field, "run") ? "params." : "",
+                 strcmp(perr.field, "run") ? perr.field : "run_id");
+        return svc_fail(err, SVC_INVALID, "too_large", field, "%s", perr.message);
+    }
     /* Same kind, same resolved parameters (and the same weights' bytes for model probes): same answer. */
     char weights[65] = "";
     if (run_id) svc_probes_weights_hash(a, run_id, weights);

@@ -191,6 +191,39 @@ store_status store_metrics_insert(store *st, const store_metric *points, size_t 
 int store_keys_match(const char *key, const char *keys);
 store_status store_metrics_points(store *st, long long run_id, const char *keys, int since_step, store_metric **points,
                                   size_t *n);
+/* A run's points of one series, `key` exactly, with from_step <= step < to_step, in step order, at
+ * most `limit` of them (the first ones; limit 0 is taken as 1, and at most STORE_METRICS_RANGE_MAX):
+ * an array of *n (NULL when there are none). A series read this way a range at a time (from the
+ * last step read + 1 on: store_series_cursor below) holds `limit` points at most, however long it
+ * is; a range that ends at or before it starts is empty without reading. */
+#define STORE_METRICS_RANGE_MAX 65536
+store_status store_metrics_range(store *st, long long run_id, const char *key, int from_step, int to_step, size_t limit,
+                                 store_metric **points, size_t *n);
+/* A series read a range of at most `limit` points at a time through store_metrics_range
+ * (store/common/store_series.c): init, then next until it returns 0 (1: the next range is in
+ * pts[0..n), valid until the next call; 0: the series is over; -1: the store failed), then done.
+ * The memory it holds is one range, whatever the series' length. */
+typedef struct {
+    store *st;
+    long long run_id;
+    char key[STORE_METRIC_KEY_MAX + 1];
+    int from, to; /* what is left to read: [from, to) */
+    size_t limit;
+    int over;
+    store_metric *pts;
+    size_t n;
+} store_series_cursor;
+void store_series_cursor_init(store_series_cursor *c, store *st, long long run_id, const char *key, int from_step,
+                              int to_step, size_t limit);
+int store_series_cursor_next(store_series_cursor *c);
+void store_series_cursor_done(store_series_cursor *c);
+/* The most points one range read by a cursor has held since the process started (a test's view
+ * of the bound: GET /metrics' attnlab_series_range_points_max). */
+size_t store_series_cursor_peak(void);
+/* The range limit the cursors of streamed answers use: STORE_SERIES_RANGE_POINTS, or the value of
+ * the environment's ATTNLAB_TEST_RANGE_POINTS (1..STORE_METRICS_RANGE_MAX; tests), read once. */
+#define STORE_SERIES_RANGE_POINTS 8192
+size_t store_series_range_points(void);
 /* {"key": {"last","min","max","mean","step_of_min","count","last_step"}, …}: step_of_min is the
  * first step at which the series took its minimum. */
 store_status store_metrics_summary(store *st, long long run_id, json_t **out);

@@ -42,6 +42,10 @@
     X(pfx, store_status, metrics_points,                                                                                    \
       (store *st, long long run_id, const char *keys, int since_step, store_metric **points, size_t *n),              \
       (st, run_id, keys, since_step, points, n))                                                                       \
+    X(pfx, store_status, metrics_range,                                                                                     \
+      (store *st, long long run_id, const char *key, int from_step, int to_step, size_t limit, store_metric **points,  \
+       size_t *n),                                                                                                     \
+      (st, run_id, key, from_step, to_step, limit, points, n))                                                         \
     X(pfx, store_status, metrics_summary, (store *st, long long run_id, json_t **out), (st, run_id, out))                  \
     X(pfx, store_status, run_brief, (store *st, long long run_id, json_t **out), (st, run_id, out))                        \
     X(pfx, store_status, run_briefs, (store *st, const long long *ids, size_t n, json_t **out), (st, ids, n, out))         \

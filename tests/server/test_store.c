@@ -8,6 +8,7 @@
  * A backend here is how to make a fresh store, how to run SQL on a connection of its own (the way
  * another process would), and its own aggregates over the rows, against which the summaries the
  * store keeps are checked. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,6 +456,92 @@ TEST(metric_points_come_back_by_key_then_step) {
         CHECK_EQ_INT(got[i].step, 2 + (int)(i % 2));
     }
     free(got);
+    store_close(st);
+}
+
+/* store_metrics_range: one series' points in [from, to), in step order, at most limit; a cursor
+ * over it gives the series' points as store_metrics_points does, a range of at most its limit at a
+ * time, whatever the series' length. */
+TEST(a_series_is_read_by_step_range_within_its_limit) {
+    char where[1024];
+    store *st = B->open_fresh(where, sizeof where);
+    CHECK(st);
+    long long id = new_run(st, "ranges");
+    CHECK(id > 0);
+    enum { N = 1000 };
+    static store_metric pts[2 * N + 1];
+    size_t k = 0;
+    for (int i = 0; i < N; i++) { /* "loss" on even steps 0..1998, "lr" on every step 0..999, "a" once */
+        pts[k++] = (store_metric){.run_id = id, .key = "loss", .step = 2 * i, .value = 1.0 / (i + 1), .wall_time = i};
+        pts[k++] = (store_metric){.run_id = id, .key = "lr", .step = i, .value = i % 3, .wall_time = i + 0.5};
+    }
+    pts[k++] = (store_metric){.run_id = id, .key = "a", .step = 5, .value = -1, .wall_time = 1};
+    CHECK(store_metrics_insert(st, pts, k) == STORE_OK);
+    store_metric *got;
+    size_t n;
+    /* [101, 150) of "loss": its even steps 102..148, in order, exactly */
+    CHECK(store_metrics_range(st, id, "loss", 101, 150, 1000, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 24);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(!strcmp(got[i].key, "loss") && got[i].run_id == id);
+        CHECK_EQ_INT(got[i].step, 102 + 2 * (int)i);
+        CHECK(got[i].value == 1.0 / (51 + i + 1) && got[i].wall_time == 51 + (double)i);
+    }
+    free(got);
+    /* the limit keeps the first points of the range */
+    CHECK(store_metrics_range(st, id, "lr", 10, 1000000, 7, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 7);
+    CHECK_EQ_INT(got[0].step, 10);
+    CHECK_EQ_INT(got[6].step, 16);
+    free(got);
+    /* a key exactly: "lr" is not a prefix pattern, "l*" matches nothing */
+    CHECK(store_metrics_range(st, id, "l*", 0, 1000000, 100, &got, &n) == STORE_OK);
+    CHECK(n == 0 && !got);
+    /* empty ranges: nothing, no error */
+    CHECK(store_metrics_range(st, id, "loss", 50, 50, 100, &got, &n) == STORE_OK);
+    CHECK(n == 0 && !got);
+    CHECK(store_metrics_range(st, id, "loss", 3000, 4000, 100, &got, &n) == STORE_OK);
+    CHECK(n == 0 && !got);
+    CHECK(store_metrics_range(st, id + 1000, "loss", 0, 4000, 100, &got, &n) == STORE_OK);
+    CHECK(n == 0 && !got);
+    /* limit 0 is 1, a huge one is STORE_METRICS_RANGE_MAX */
+    CHECK(store_metrics_range(st, id, "lr", 0, 1000000, 0, &got, &n) == STORE_OK);
+    CHECK_EQ_INT(n, 1);
+    free(got);
+    /* a cursor of limit 64 reads each series as the whole read does, never more than 64 at a time */
+    static const char *const keys[] = {"a", "loss", "lr"};
+    for (size_t ki = 0; ki < 3; ki++) {
+        store_metric *all;
+        size_t n_all;
+        CHECK(store_metrics_points(st, id, keys[ki], 0, &all, &n_all) == STORE_OK);
+        store_series_cursor c;
+        store_series_cursor_init(&c, st, id, keys[ki], 0, INT_MAX, 64);
+        size_t seen = 0, ranges = 0;
+        int r;
+        while ((r = store_series_cursor_next(&c)) > 0) {
+            CHECK(c.n >= 1 && c.n <= 64);
+            ranges++;
+            for (size_t i = 0; i < c.n; i++, seen++) {
+                CHECK(seen < n_all);
+                CHECK(c.pts[i].step == all[seen].step && c.pts[i].value == all[seen].value &&
+                      c.pts[i].wall_time == all[seen].wall_time && !strcmp(c.pts[i].key, keys[ki]));
+            }
+        }
+        CHECK_EQ_INT(r, 0);
+        CHECK_EQ_INT(seen, n_all);
+        CHECK_EQ_INT(ranges, (n_all + 63) / 64);
+        store_series_cursor_done(&c);
+        free(all);
+    }
+    CHECK(store_series_cursor_peak() >= 64 && store_series_cursor_peak() <= STORE_METRICS_RANGE_MAX);
+    /* a cursor stops at its range's end */
+    store_series_cursor c;
+    store_series_cursor_init(&c, st, id, "lr", 990, 995, 2);
+    int steps = 0, r;
+    while ((r = store_series_cursor_next(&c)) > 0) steps += (int)c.n;
+    CHECK_EQ_INT(r, 0);
+    CHECK_EQ_INT(steps, 5);
+    store_series_cursor_done(&c);
     store_close(st);
 }
 
@@ -1009,6 +1096,7 @@ static const contract_case contract[] = {
     {"runs_round_trip", runs_round_trip},
     {"metrics_are_stored_exactly_and_summarised", metrics_are_stored_exactly_and_summarised},
     {"metric_points_come_back_by_key_then_step", metric_points_come_back_by_key_then_step},
+    {"a_series_is_read_by_step_range_within_its_limit", a_series_is_read_by_step_range_within_its_limit},
     {"brief_leaves_no_output_on_error", brief_leaves_no_output_on_error},
     {"an_experiment_is_created_whole_or_not_at_all", an_experiment_is_created_whole_or_not_at_all},
     {"corpora_probes_and_artefacts", corpora_probes_and_artefacts},

@@ -100,4 +100,5 @@ const probe_kind probe_kind_attention_map = {
     .n_params = sizeof params / sizeof params[0],
     .needs_model = 1,
     .run = run,
+    .estimate = probe_estimate_attention_map,
 };

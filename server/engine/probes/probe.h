@@ -60,6 +60,8 @@ typedef struct {
 
 typedef struct probe_context probe_context;
 typedef struct probe_out probe_out;
+struct probe_size; /* probe_estimate.h */
+struct probe_cost;
 
 typedef struct {
     engine_status status;
@@ -85,6 +87,9 @@ typedef struct {
      * bound, when it is over. For a kind whose parameters multiply (each bounded alone, not their
      * product); a timing kind is bounded by its budget instead. */
     engine_status (*check)(const json_t *params, probe_error *err);
+    /* May be NULL. A model kind's work on a model of a given size, estimated from the complete params
+     * before the model is loaded (probe_estimate.h: the service refuses a request over the bounds). */
+    void (*estimate)(const json_t *params, const struct probe_size *size, struct probe_cost *cost);
 } probe_kind;
 
 /* ---- the model seen by the model probes -------------------------------------------------

@@ -6,6 +6,7 @@
 #define PROBE_IMPL_H
 
 #include "probe.h"
+#include "probe_estimate.h"
 
 struct probe_out {
     json_t *result; /* {"kind","params","summary","tables","charts"} */

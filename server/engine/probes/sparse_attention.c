@@ -342,4 +342,5 @@ const probe_kind probe_kind_sparse_attention = {
     .n_params = sizeof params / sizeof params[0],
     .needs_model = 1,
     .run = run,
+    .estimate = probe_estimate_sparse_attention,
 };

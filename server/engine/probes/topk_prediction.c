@@ -225,4 +225,5 @@ const probe_kind probe_kind_topk_prediction = {
     .n_params = sizeof params / sizeof params[0],
     .needs_model = 1,
     .run = run,
+    .estimate = probe_estimate_topk_prediction,
 };

@@ -136,6 +136,10 @@ void store_run_order_sql(const char *sort, const store_order_dialect *d, char *b
     }
 }
 
+size_t store_range_limit(size_t limit) {
+    return limit < 1 ? 1 : limit > STORE_METRICS_RANGE_MAX ? STORE_METRICS_RANGE_MAX : limit;
+}
+
 int store_key_matches(const char *key, const char *keys) {
     if (!keys || !*keys) return 1;
     const char *p = keys;

@@ -36,6 +36,9 @@ char *store_run_name_after(const char *run_name, const char *asked, const char *
 /* 1 when a metric key matches keys: a comma-separated list of names and prefixes ("tau.*"); NULL
  * or "" matches every key. */
 int store_key_matches(const char *key, const char *keys);
+/* The number of points a range read (store_metrics_range) returns at most for a limit asked: 1 for 0,
+ * STORE_METRICS_RANGE_MAX above it. */
+size_t store_range_limit(size_t limit);
 
 /* A probe's result object as stored: *rest_text its JSON text without "tables" (NULL when result
  * is NULL), *tables its "tables" array (a new reference, NULL when it has none). -1 when out of

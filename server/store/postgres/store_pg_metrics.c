@@ -557,22 +557,14 @@ store_status store_pg_metrics_insert(store *st, const store_metric *points, size
     return s;
 }
 
-store_status store_pg_metrics_points(store *st, long long run_id, const char *keys, int since_step,
-                                     store_metric **points, size_t *n) {
-    *points = NULL;
-    *n = 0;
+/* The points of a statement's rows (key, step, value, wall_time) matching keys, on a connection of
+ * the pool for the statement only. */
+static store_status points_of(store *st, const char *what, const char *sql, const pg_params *p, long long run_id,
+                              const char *keys, store_metric **points, size_t *n) {
     pg_conn *c = spg_get(st);
     if (!c) return STORE_ERROR;
-    pg_params p;
-    pg_params_init(&p);
-    pg_p_int(&p, run_id);
-    pg_p_int(&p, since_step);
     pg_res *r = NULL;
-    store_status s =
-        spg_fail(c, pg_exec(c, "read metrics",
-                            "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND step >= $2 "
-                            "ORDER BY key COLLATE \"C\", step",
-                            &p, &r));
+    store_status s = spg_fail(c, pg_exec(c, what, sql, p, &r));
     spg_put(st, c);
     store_points got = {0};
     for (int i = 0; s == STORE_OK && i < pg_nrows(r); i++) {
@@ -581,6 +573,40 @@ store_status store_pg_metrics_points(store *st, long long run_id, const char *ke
     }
     pg_clear(r);
     return store_points_done(s, &got, points, n);
+}
+
+store_status store_pg_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                     store_metric **points, size_t *n) {
+    *points = NULL;
+    *n = 0;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_p_int(&p, since_step);
+    return points_of(st, "read metrics",
+                     "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND step >= $2 "
+                     "ORDER BY key COLLATE \"C\", step",
+                     &p, run_id, keys, points, n);
+}
+
+store_status store_pg_metrics_range(store *st, long long run_id, const char *key, int from_step, int to_step,
+                                    size_t limit, store_metric **points, size_t *n) {
+    *points = NULL;
+    *n = 0;
+    limit = store_range_limit(limit);
+    if (from_step >= to_step) return STORE_OK;
+    pg_params p;
+    pg_params_init(&p);
+    pg_p_int(&p, run_id);
+    pg_p_text(&p, key);
+    pg_p_int(&p, from_step);
+    pg_p_int(&p, to_step);
+    pg_p_int(&p, (long long)limit);
+    /* The primary key (run_id, key, step) holds the range in step order. */
+    return points_of(st, "read a metric range",
+                     "SELECT key, step, value, wall_time FROM metrics WHERE run_id = $1 AND key = $2 "
+                     "AND step >= $3 AND step < $4 ORDER BY step LIMIT $5",
+                     &p, run_id, NULL, points, n);
 }
 
 store_status store_pg_metrics_summary(store *st, long long run_id, json_t **out) {

@@ -163,20 +163,13 @@ store_status store_sqlite_metrics_insert(store *st, const store_metric *points, 
     return s;
 }
 
-store_status store_sqlite_metrics_points(store *st, long long run_id, const char *keys, int since_step,
-                                         store_metric **points, size_t *n) {
-    *points = NULL;
-    *n = 0;
+/* The points of a prepared statement's rows (key, step, value, wall_time; q NULL: it could not be
+ * prepared) matching keys, under the read lock taken by the caller, which this releases. */
+static store_status points_of(store *st, sqlite3_stmt *q, long long run_id, const char *keys, store_metric **points,
+                              size_t *n) {
     store_points got = {0};
-    db_read_lock(st);
-    sqlite3_stmt *q = db_prepare(st, "SELECT key, step, value, wall_time FROM metrics WHERE run_id = ? AND step >= ? "
-                                     "ORDER BY key, step");
     store_status s = q ? STORE_OK : STORE_ERROR;
     int rc = SQLITE_DONE;
-    if (s == STORE_OK) {
-        sqlite3_bind_int64(q, 1, run_id);
-        sqlite3_bind_int(q, 2, since_step);
-    }
     while (s == STORE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         store_row r = db_row(q);
         if (store_points_add_row(&got, &r, run_id, keys) < 0) s = STORE_ERROR;
@@ -185,6 +178,40 @@ store_status store_sqlite_metrics_points(store *st, long long run_id, const char
     sqlite3_finalize(q);
     db_read_unlock(st);
     return store_points_done(s, &got, points, n);
+}
+
+store_status store_sqlite_metrics_points(store *st, long long run_id, const char *keys, int since_step,
+                                         store_metric **points, size_t *n) {
+    *points = NULL;
+    *n = 0;
+    db_read_lock(st);
+    sqlite3_stmt *q = db_prepare(st, "SELECT key, step, value, wall_time FROM metrics WHERE run_id = ? AND step >= ? "
+                                     "ORDER BY key, step");
+    if (q) {
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_int(q, 2, since_step);
+    }
+    return points_of(st, q, run_id, keys, points, n);
+}
+
+store_status store_sqlite_metrics_range(store *st, long long run_id, const char *key, int from_step, int to_step,
+                                        size_t limit, store_metric **points, size_t *n) {
+    *points = NULL;
+    *n = 0;
+    limit = store_range_limit(limit);
+    if (from_step >= to_step) return STORE_OK;
+    db_read_lock(st);
+    /* The primary key (run_id, key, step) holds the range in step order: one seek, then `limit` rows. */
+    sqlite3_stmt *q = db_prepare(st, "SELECT key, step, value, wall_time FROM metrics WHERE run_id = ? AND key = ? "
+                                     "AND step >= ? AND step < ? ORDER BY step LIMIT ?");
+    if (q) {
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int(q, 3, from_step);
+        sqlite3_bind_int(q, 4, to_step);
+        sqlite3_bind_int64(q, 5, (sqlite3_int64)limit);
+    }
+    return points_of(st, q, run_id, NULL, points, n);
 }
 
 store_status store_sqlite_metrics_summary(store *st, long long run_id, json_t **out) {
