@@ -100,6 +100,16 @@ def git_commit():
         return None
 
 
+def built_from(bundle):
+    """The commit the server binary was built from, as its runs recorded it (the checkout may have
+    moved on while a long experiment ran); the checkout's own when no run says."""
+    for r in bundle.get("runs", []):
+        c = (r.get("provenance") or {}).get("commit")
+        if c:
+            return c
+    return git_commit()
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:
@@ -154,7 +164,7 @@ def run(args):
         with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
             f.write(json.dumps(probes, separators=(",", ":")))
     prov = {"name": args.name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "attnlab_version": health.get("version"), "commit": git_commit(), "cpu": cpu_model(),
+            "attnlab_version": health.get("version"), "commit": built_from(bundle), "cpu": cpu_model(),
             "cores": os.cpu_count(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
             "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
             "runs": len(bundle.get("runs", []))}
