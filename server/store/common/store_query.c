@@ -92,6 +92,29 @@ char *store_run_name_after(const char *run_name, const char *asked, const char *
     return asprintf(&out, "%s%s", taken, run_name + n) < 0 ? NULL : out;
 }
 
+store_status store_runs_insert(const store_new_run *runs, size_t n, const char *asked, const char *taken,
+                               long long experiment_id, store_run_insert_fn insert, void *backend, long long *ids) {
+    store_status s = STORE_OK;
+    for (size_t i = 0; s == STORE_OK && i < n; i++) {
+        store_new_run r = runs[i];
+        char *renamed = store_run_name_after(r.name, asked, taken);
+        if (renamed) r.name = renamed;
+        s = insert(backend, &r, experiment_id, &ids[i]);
+        free(renamed);
+    }
+    return s;
+}
+
+store_status store_runs_created(store_status s, long long id, long long *exp_id, long long *ids, long long *run_ids,
+                                size_t n) {
+    if (s == STORE_OK) {
+        if (exp_id) *exp_id = id;
+        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
+    }
+    free(ids);
+    return s;
+}
+
 void store_experiment_name_nth(const char *name, int n, char *buf, size_t len) {
     if (n <= 1)
         snprintf(buf, len, "%s", name);

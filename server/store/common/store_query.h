@@ -30,6 +30,18 @@ int store_search_spell(const char *q, const char *before, const char *after, con
  * "asked/" written "taken/" (a new string), or NULL when it needs no change (or out of memory: then
  * the run keeps its name). */
 char *store_run_name_after(const char *run_name, const char *asked, const char *taken);
+/* A backend's insert of one run of experiment_id (the id written to *id). */
+typedef store_status (*store_run_insert_fn)(void *backend, const store_new_run *run, long long experiment_id,
+                                            long long *id);
+/* The runs of an experiment inserted in order through insert, each renamed after the experiment's
+ * name (store_run_name_after: asked -> taken; both NULL: as given); ids[i] gets run i's id. Stops
+ * at the first status other than STORE_OK and returns it. */
+store_status store_runs_insert(const store_new_run *runs, size_t n, const char *asked, const char *taken,
+                               long long experiment_id, store_run_insert_fn insert, void *backend, long long *ids);
+/* The ids of runs just created handed to the caller: on STORE_OK ids[0..n) to run_ids and id to
+ * *exp_id (when exp_id is not NULL); ids is freed either way. Returns s. */
+store_status store_runs_created(store_status s, long long id, long long *exp_id, long long *ids, long long *run_ids,
+                                size_t n);
 /* The longest text store_search_spell writes with before, after and join of at most 5 bytes each. */
 #define STORE_SEARCH_SPELL_MAX (STORE_SEARCH_MAX_WORDS * (STORE_SEARCH_MAX_WORD + 16) + 1)
 

@@ -25,6 +25,17 @@ static store_status free_name(pg_conn *c, const store_new_experiment *e, char *n
     return STORE_CONFLICT;
 }
 
+/* store_runs_insert's backend: a run inserted on the connection of the transaction. */
+typedef struct {
+    store *st;
+    pg_conn *c;
+} pg_run_inserter;
+
+static store_status insert_run(void *backend, const store_new_run *run, long long experiment_id, long long *id) {
+    pg_run_inserter *ins = backend;
+    return store_pg_run_insert(ins->st, ins->c, run, experiment_id, id);
+}
+
 store_status store_pg_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs, size_t n,
                                         long long *exp_id, long long *run_ids) {
     *exp_id = 0;
@@ -60,22 +71,12 @@ store_status store_pg_experiment_create(store *st, const store_new_experiment *e
                    &p, NULL);
         s = spg_fail(c, s); /* STORE_CONFLICT: the name was taken meanwhile */
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) {
-        store_new_run r = runs[i];
-        char *renamed = store_run_name_after(r.name, e->name, name);
-        if (renamed) r.name = renamed;
-        s = store_pg_run_insert(st, c, &r, id, &ids[i]);
-        free(renamed);
-    }
+    pg_run_inserter ins = {st, c};
+    if (s == STORE_OK) s = store_runs_insert(runs, n, e->name, name, id, insert_run, &ins, ids);
     if (s == STORE_OK && e->idempotency) s = spg_idempotency_put(c, e->idempotency, 0, id);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
-    if (s == STORE_OK) {
-        *exp_id = id;
-        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
-    }
-    free(ids);
-    return s;
+    return store_runs_created(s, id, exp_id, ids, run_ids, n);
 }
 
 store_status store_pg_experiment_add_runs(store *st, long long id, const char *variants_json, int replicates,
@@ -99,13 +100,11 @@ store_status store_pg_experiment_add_runs(store *st, long long id, const char *v
         s = spg_fail(c, pg_cmd(c, "add runs to experiment",
                                "UPDATE experiments SET variants = $1, replicates = $2 WHERE id = $3", &p, &changed));
     if (s == STORE_OK && changed == 0) s = STORE_NOT_FOUND;
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_pg_run_insert(st, c, &runs[i], id, &ids[i]);
+    pg_run_inserter ins = {st, c};
+    if (s == STORE_OK) s = store_runs_insert(runs, n, NULL, NULL, id, insert_run, &ins, ids);
     s = spg_fail(c, pg_finish(c, s));
     spg_put(st, c);
-    if (s == STORE_OK)
-        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
-    free(ids);
-    return s;
+    return store_runs_created(s, id, NULL, ids, run_ids, n);
 }
 
 store_status store_pg_experiment_rename(store *st, long long id, const char *name) {

@@ -22,6 +22,11 @@ static store_status free_name_locked(store *st, const store_new_experiment *e, c
     return s == STORE_NOT_FOUND ? STORE_OK : s;
 }
 
+/* store_runs_insert's backend: a run inserted inside the writer's transaction. */
+static store_status insert_run(void *backend, const store_new_run *run, long long experiment_id, long long *id) {
+    return store_sqlite_run_insert(backend, run, experiment_id, id);
+}
+
 store_status store_sqlite_experiment_create(store *st, const store_new_experiment *e, const store_new_run *runs,
                                             size_t n, long long *exp_id, long long *run_ids) {
     *exp_id = 0;
@@ -52,22 +57,11 @@ store_status store_sqlite_experiment_create(store *st, const store_new_experimen
         }
         s = db_exec(st, q, "insert experiment");
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) {
-        store_new_run r = runs[i];
-        char *renamed = store_run_name_after(r.name, e->name, name);
-        if (renamed) r.name = renamed;
-        s = store_sqlite_run_insert(st, &r, id, &ids[i]);
-        free(renamed);
-    }
+    if (s == STORE_OK) s = store_runs_insert(runs, n, e->name, name, id, insert_run, st, ids);
     if (s == STORE_OK && e->idempotency) s = db_idempotency_put(st, e->idempotency, 0, id);
     s = db_finish(st, s);
     db_unlock(st);
-    if (s == STORE_OK) {
-        *exp_id = id;
-        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
-    }
-    free(ids);
-    return s;
+    return store_runs_created(s, id, exp_id, ids, run_ids, n);
 }
 
 store_status store_sqlite_experiment_add_runs(store *st, long long id, const char *variants_json, int replicates,
@@ -87,13 +81,10 @@ store_status store_sqlite_experiment_add_runs(store *st, long long id, const cha
         s = db_exec(st, q, "add runs to experiment");
         if (s == STORE_OK && db_changes(st) == 0) s = STORE_NOT_FOUND;
     }
-    for (size_t i = 0; s == STORE_OK && i < n; i++) s = store_sqlite_run_insert(st, &runs[i], id, &ids[i]);
+    if (s == STORE_OK) s = store_runs_insert(runs, n, NULL, NULL, id, insert_run, st, ids);
     s = db_finish(st, s);
     db_unlock(st);
-    if (s == STORE_OK)
-        for (size_t i = 0; i < n; i++) run_ids[i] = ids[i];
-    free(ids);
-    return s;
+    return store_runs_created(s, id, NULL, ids, run_ids, n);
 }
 
 store_status store_sqlite_experiment_rename(store *st, long long id, const char *name) {
