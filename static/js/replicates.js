@@ -58,134 +58,174 @@ function ownCurve(s, spec) {
   return { steps, values: steps.map((st) => acc.get(st).sum / keys.length) };
 }
 
-// opts: { expId, runs() (the page's runs), series(id) (a run's fetched series), state ({smooth, logY}) }.
-// Returns { el, refresh() (refetch bands and statistics), redraw() (after a control changed), destroy() }.
-export function replicatesSection(opts) {
-  const charts = {}, canvases = {};
-  let bands = {}, stats = null, alive = true, busy = false, again = false;
-  const note = h('p.muted.small#replicates-note', { 'aria-live': 'polite' }, 'Loading the replicates…');
-  const empty = {};
-  const boxes = BANDS.map((b) => {
-    canvases[b.id] = h('canvas', { id: `band-${b.id}`, role: 'img', 'aria-label': b.label });
-    empty[b.id] = h('p.small.muted', { hidden: true }, b.id === 'tau' ? 'No variant of this experiment learns τ.' : 'No points yet.');
-    return h('figure.chart-box', { id: `band-box-${b.id}` },
-      h('figcaption', {}, h('span', {}, b.label), chartExport(() => charts[b.id], `experiment-${opts.expId}-${b.id}-band`, b.short)),
-      h('div.chart-canvas' + (b.id === 'loss' ? '.tall' : ''), {}, canvases[b.id]), empty[b.id]);
-  });
-  const statsBox = h('div#stats-tables');
+// One band's figure: its caption with the export menu, its canvas, and the line said when it is empty.
+function bandBox(b, expId, charts, canvases, empty) {
+  canvases[b.id] = h('canvas', { id: `band-${b.id}`, role: 'img', 'aria-label': b.label });
+  empty[b.id] = h('p.small.muted', { hidden: true }, b.id === 'tau' ? 'No variant of this experiment learns τ.' : 'No points yet.');
+  return h('figure.chart-box', { id: `band-box-${b.id}` },
+    h('figcaption', {}, h('span', {}, b.label), chartExport(() => charts[b.id], `experiment-${expId}-${b.id}-band`, b.short)),
+    h('div.chart-canvas' + (b.id === 'loss' ? '.tall' : ''), {}, canvases[b.id]), empty[b.id]);
+}
+
+// Each replicate of a variant's band, faint, as its own dataset (drawn under the band).
+function replicateLines(band, b, runs, series, col, w) {
+  const ds = [];
+  for (const r of band.runs) {
+    const run = runs.find((x) => x.id === r.id);
+    const own = ownCurve(series(r.id), b);
+    if (!run || !own || !own.steps.length) continue;
+    const ys = emaDebiased(own.values, w);
+    ds.push({ label: `${band.variant} r${r.replicate}`, data: own.steps.map((x, i) => ({ x, y: ys[i] })),
+      borderColor: withAlpha(col, 0.45), backgroundColor: withAlpha(col, 0.45), borderWidth: 1, pointRadius: 0,
+      hideInLegend: true, tooltip: true, replicate: r.replicate, variant: band.variant, legendGroup: band.variant });
+  }
+  return ds;
+}
+
+// The band: mean − std, then mean + std filled down to it, then the mean on top (none without points).
+function bandLines(band, b, col, w) {
+  const pts = bandPoints(band, w);
+  if (!pts.length) return [];
+  const n = Math.max(0, ...band.n.filter((x) => typeof x === 'number'));
+  return [
+    { label: `${band.variant} mean − std`, data: pts.map((p) => ({ x: p.x, y: p.lo })), borderColor: withAlpha(col, 0.5),
+      backgroundColor: 'transparent', borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: false, band: 'lo', variant: band.variant, legendGroup: band.variant },
+    { label: `${band.variant} mean + std`, data: pts.map((p) => ({ x: p.x, y: p.hi })), borderColor: withAlpha(col, 0.5),
+      backgroundColor: withAlpha(col, 0.2), borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: '-1', band: 'hi', variant: band.variant, legendGroup: band.variant },
+    { label: `${band.variant} (mean of ${n})`, data: pts.map((p) => ({ x: p.x, y: p.mean })), borderColor: col, backgroundColor: col,
+      borderWidth: 2.5, pointRadius: b.points ? 3 : 0, band: 'mean', variant: band.variant, legendGroup: band.variant },
+  ];
+}
+
+// The band charts of a section: its { charts, canvases, empty, bands } and the page's opts.
+function drawBands(sec, opts) {
+  const runs = opts.runs();
+  setAxisTypes(sec.charts.loss, { logY: opts.state.logY });
+  for (const b of BANDS) {
+    const ds = [];
+    for (const band of sec.bands[b.key] || []) {
+      const col = variantColor(band.variant);
+      const w = b.smooth ? opts.state.smooth : 0;
+      ds.push(...replicateLines(band, b, runs, opts.series, col, w), ...bandLines(band, b, col, w));
+    }
+    sec.charts[b.id].data.datasets = ds;
+    sec.charts[b.id].update('none');
+    // an empty chart keeps its place in the grid (stacked layouts stay aligned) and says why
+    sec.canvases[b.id].parentElement.hidden = !ds.length;
+    sec.empty[b.id].hidden = !!ds.length;
+  }
+}
+
+// The table of /stats per variant and metric: mean ± std, its interval, n (and p for τ drift).
+function summaryTable(stats) {
+  const variants = stats.variants;
+  const metrics = stats.metrics.map((m) => m.name).filter((m) => variants.some((v) => v.metrics[m]));
+  const head = h('tr', {}, h('th', { scope: 'col' }, 'metric'),
+    variants.map((v) => h('th', { scope: 'col' }, h('span.variant', {}, h('span.swatch', { style: `background:${variantColor(v.name)}` }), v.name),
+      h('div.small.muted', {}, `${v.n_included} of ${v.n_runs} runs`))));
+  const rows = metrics.map((m) => h('tr', { dataset: { metric: m } }, h('th', { scope: 'row' }, METRIC_TEXT[m] || m),
+    variants.map((v) => {
+      const s = v.metrics[m];
+      if (!s) return h('td.muted', {}, '–');
+      return h('td.num', { dataset: { variant: v.name } },
+        h('div', {}, h('strong', {}, fmt(s.mean, 4)), s.std !== null ? ` ± ${fmt(s.std, 2)} (std)` : ''),
+        h('div.small', {}, s.reason ? h('span.muted', {}, s.reason) : `95 % CI ${ci(s.ci)}${s.ci_method === 'bootstrap' ? ' (bootstrap)' : ''}`),
+        m === 'tau_drift' && num(s.p) !== null ? h('div.small', {}, `p ${pText(s.p)}`) : null,
+        h('div.small.muted', {}, `n ${s.n}`));
+    })));
+  return h('div.table-scroll', {}, h('table.table.stats-table#stats-table', {},
+    h('caption.small.muted', {}, `Per variant: mean ± standard deviation over the succeeded replicates, 95 % interval of the mean (Student-t; the percentile bootstrap where a t interval would cross the metric's bound, e.g. below 0 for a spread, and marked so); final training loss averages the last ${stats.k} steps.`),
+    h('thead', {}, head), h('tbody', {}, rows)));
+}
+
+// One paired comparison of two variants on a metric, as a row (marked .sig where Holm's p < 0.05).
+function comparisonRow(c) {
+  const sig = num(c.p_holm) !== null && c.p_holm < 0.05;
+  return h('tr' + (sig ? '.sig' : ''), { dataset: { metric: c.metric, a: c.a, b: c.b } },
+    h('th', { scope: 'row' }, METRIC_TEXT[c.metric] || c.metric),
+    h('td', {}, `${c.a} − ${c.b}`),
+    h('td.num', {}, String(c.n)),
+    h('td.num', {}, h('strong', {}, fmt(c.mean_diff, 4))),
+    h('td.num', {}, ci(c.ci)),
+    h('td.num', {}, pText(c.p)),
+    h('td.num', {}, pText(c.p_holm), sig ? h('span.sr-only', {}, ' (below 0.05)') : null),
+    h('td.num', {}, ci(c.bootstrap_ci)),
+    h('td.small.muted', {}, c.reason || ''));
+}
+
+// The table of the paired differences between every two variants.
+function comparisonTable(stats) {
+  return h('div.table-scroll', {}, h('table.table.stats-table#comparison-table', {},
+    h('caption.small.muted', {}, `Paired by replicate (same seed and data order): difference a − b, its 95 % t interval, the paired t-test's p, Holm's adjustment over the pairs of each metric (bold where below 0.05), and a percentile bootstrap interval (${stats.bootstrap.resamples} resamples, seed ${stats.bootstrap.seed}).`),
+    h('thead', {}, h('tr', {}, ['metric', 'a − b', 'n', 'mean difference', '95 % CI (t)', 'p', 'p (Holm)', '95 % CI (bootstrap)', 'note']
+      .map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, stats.comparisons.map(comparisonRow))));
+}
+
+function statsTables(stats) {
+  if (!stats) return [];
+  const summary = summaryTable(stats);
+  return stats.comparisons.length ? [summary, comparisonTable(stats)] : [summary];
+}
+
+// The bands (by series key) and the statistics of an experiment, fetched together.
+async function fetchReplicates(expId) {
+  const [b, s] = await Promise.all([
+    Promise.all(BANDS.map((x) => api(`/api/experiments/${expId}/series?key=${encodeURIComponent(x.key)}&max_points=${MAX_POINTS}`))),
+    api(`/api/experiments/${expId}/stats`)]);
+  const bands = {};
+  BANDS.forEach((x, i) => { bands[x.key] = b[i].variants; });
+  return { bands, stats: s.stats };
+}
+
+function replicatesNoteText(stats) {
+  const done = stats.variants.reduce((a, v) => a + v.n_included, 0), all = stats.variants.reduce((a, v) => a + v.n_runs, 0);
+  return `${stats.experiment.replicates} replicates per variant (seeds seed, seed+1, …; replicate i of every variant shares its seed and data order). ` +
+    `Bands are the mean ± one standard deviation over the replicates at each step; the statistics use the ${done} of ${all} runs that succeeded.`;
+}
+
+// The section's two cards: the band charts (el) and the statistics tables (tablesEl).
+function replicatesCards(expId, sec) {
+  const boxes = BANDS.map((b) => bandBox(b, expId, sec.charts, sec.canvases, sec.empty));
   const el = h('section.card#replicates', { 'aria-labelledby': 'replicates-title', hidden: true },
     h('h3#replicates-title', {}, 'Replicates: one colour per variant, its mean ± std band, each replicate a thin line'),
-    note,
+    sec.note,
     h('div.chart-grid', {}, boxes));
   // The tables of every figure, placed by the page after the detail charts.
   const tablesEl = h('section.card#replicate-stats', { 'aria-labelledby': 'replicate-stats-title', hidden: true },
     h('div.toolbar', {}, h('h3.inline#replicate-stats-title', {}, 'Statistics over the replicates'), h('span.spacer'),
-      downloadLink(`/api/experiments/${opts.expId}/stats.csv`, `experiment-${opts.expId}-stats.csv`, 'CSV', 'a.button.small')),
-    statsBox);
-  for (const b of BANDS) charts[b.id] = lineChart(canvases[b.id], { xTitle: 'step', yTitle: b.y });
+      downloadLink(`/api/experiments/${expId}/stats.csv`, `experiment-${expId}-stats.csv`, 'CSV', 'a.button.small')),
+    sec.statsBox);
+  return { el, tablesEl };
+}
 
-  function draw() {
-    const runs = opts.runs(), st = opts.state;
-    setAxisTypes(charts.loss, { logY: st.logY });
-    for (const b of BANDS) {
-      const ds = [];
-      for (const band of bands[b.key] || []) {
-        const col = variantColor(band.variant);
-        const w = b.smooth ? st.smooth : 0;
-        // each replicate, faint, under the band
-        for (const r of band.runs) {
-          const run = runs.find((x) => x.id === r.id);
-          const own = ownCurve(opts.series(r.id), b);
-          if (!run || !own || !own.steps.length) continue;
-          const ys = emaDebiased(own.values, w);
-          ds.push({ label: `${band.variant} r${r.replicate}`, data: own.steps.map((x, i) => ({ x, y: ys[i] })),
-            borderColor: withAlpha(col, 0.45), backgroundColor: withAlpha(col, 0.45), borderWidth: 1, pointRadius: 0,
-            hideInLegend: true, tooltip: true, replicate: r.replicate, variant: band.variant, legendGroup: band.variant });
-        }
-        const pts = bandPoints(band, w);
-        if (!pts.length) continue;
-        // the band: mean − std, then mean + std filled down to it, then the mean on top
-        ds.push({ label: `${band.variant} mean − std`, data: pts.map((p) => ({ x: p.x, y: p.lo })), borderColor: withAlpha(col, 0.5),
-          backgroundColor: 'transparent', borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: false, band: 'lo', variant: band.variant, legendGroup: band.variant });
-        ds.push({ label: `${band.variant} mean + std`, data: pts.map((p) => ({ x: p.x, y: p.hi })), borderColor: withAlpha(col, 0.5),
-          backgroundColor: withAlpha(col, 0.2), borderWidth: 0.5, pointRadius: 0, hideInLegend: true, fill: '-1', band: 'hi', variant: band.variant, legendGroup: band.variant });
-        const n = Math.max(0, ...band.n.filter((x) => typeof x === 'number'));
-        ds.push({ label: `${band.variant} (mean of ${n})`, data: pts.map((p) => ({ x: p.x, y: p.mean })), borderColor: col, backgroundColor: col,
-          borderWidth: 2.5, pointRadius: b.points ? 3 : 0, band: 'mean', variant: band.variant, legendGroup: band.variant });
-      }
-      charts[b.id].data.datasets = ds;
-      charts[b.id].update('none');
-      // an empty chart keeps its place in the grid (stacked layouts stay aligned) and says why
-      canvases[b.id].parentElement.hidden = !ds.length;
-      empty[b.id].hidden = !!ds.length;
-    }
-  }
-
-  function statsTables() {
-    if (!stats) return [];
-    const variants = stats.variants;
-    const metrics = stats.metrics.map((m) => m.name).filter((m) => variants.some((v) => v.metrics[m]));
-    const head = h('tr', {}, h('th', { scope: 'col' }, 'metric'),
-      variants.map((v) => h('th', { scope: 'col' }, h('span.variant', {}, h('span.swatch', { style: `background:${variantColor(v.name)}` }), v.name),
-        h('div.small.muted', {}, `${v.n_included} of ${v.n_runs} runs`))));
-    const rows = metrics.map((m) => h('tr', { dataset: { metric: m } }, h('th', { scope: 'row' }, METRIC_TEXT[m] || m),
-      variants.map((v) => {
-        const s = v.metrics[m];
-        if (!s) return h('td.muted', {}, '–');
-        return h('td.num', { dataset: { variant: v.name } },
-          h('div', {}, h('strong', {}, fmt(s.mean, 4)), s.std !== null ? ` ± ${fmt(s.std, 2)} (std)` : ''),
-          h('div.small', {}, s.reason ? h('span.muted', {}, s.reason) : `95 % CI ${ci(s.ci)}${s.ci_method === 'bootstrap' ? ' (bootstrap)' : ''}`),
-          m === 'tau_drift' && num(s.p) !== null ? h('div.small', {}, `p ${pText(s.p)}`) : null,
-          h('div.small.muted', {}, `n ${s.n}`));
-      })));
-    const summary = h('div.table-scroll', {}, h('table.table.stats-table#stats-table', {},
-      h('caption.small.muted', {}, `Per variant: mean ± standard deviation over the succeeded replicates, 95 % interval of the mean (Student-t; the percentile bootstrap where a t interval would cross the metric's bound, e.g. below 0 for a spread, and marked so); final training loss averages the last ${stats.k} steps.`),
-      h('thead', {}, head), h('tbody', {}, rows)));
-    const cmp = stats.comparisons;
-    if (!cmp.length) return [summary];
-    const crow = (c) => {
-      const sig = num(c.p_holm) !== null && c.p_holm < 0.05;
-      return h('tr' + (sig ? '.sig' : ''), { dataset: { metric: c.metric, a: c.a, b: c.b } },
-        h('th', { scope: 'row' }, METRIC_TEXT[c.metric] || c.metric),
-        h('td', {}, `${c.a} − ${c.b}`),
-        h('td.num', {}, String(c.n)),
-        h('td.num', {}, h('strong', {}, fmt(c.mean_diff, 4))),
-        h('td.num', {}, ci(c.ci)),
-        h('td.num', {}, pText(c.p)),
-        h('td.num', {}, pText(c.p_holm), sig ? h('span.sr-only', {}, ' (below 0.05)') : null),
-        h('td.num', {}, ci(c.bootstrap_ci)),
-        h('td.small.muted', {}, c.reason || ''));
-    };
-    const paired = h('div.table-scroll', {}, h('table.table.stats-table#comparison-table', {},
-      h('caption.small.muted', {}, `Paired by replicate (same seed and data order): difference a − b, its 95 % t interval, the paired t-test's p, Holm's adjustment over the pairs of each metric (bold where below 0.05), and a percentile bootstrap interval (${stats.bootstrap.resamples} resamples, seed ${stats.bootstrap.seed}).`),
-      h('thead', {}, h('tr', {}, ['metric', 'a − b', 'n', 'mean difference', '95 % CI (t)', 'p', 'p (Holm)', '95 % CI (bootstrap)', 'note']
-        .map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, cmp.map(crow))));
-    return [summary, paired];
-  }
+// opts: { expId, runs() (the page's runs), series(id) (a run's fetched series), state ({smooth, logY}) }.
+// Returns { el, refresh() (refetch bands and statistics), redraw() (after a control changed), destroy() }.
+export function replicatesSection(opts) {
+  const sec = { charts: {}, canvases: {}, empty: {}, bands: {},
+    note: h('p.muted.small#replicates-note', { 'aria-live': 'polite' }, 'Loading the replicates…'),
+    statsBox: h('div#stats-tables') };
+  let stats = null, alive = true, busy = false, again = false;
+  const { el, tablesEl } = replicatesCards(opts.expId, sec);
+  for (const b of BANDS) sec.charts[b.id] = lineChart(sec.canvases[b.id], { xTitle: 'step', yTitle: b.y });
 
   async function refresh() {
     if (!alive) return;
     if (busy) { again = true; return; }
     busy = true;
     try {
-      const [b, s] = await Promise.all([
-        Promise.all(BANDS.map((x) => api(`/api/experiments/${opts.expId}/series?key=${encodeURIComponent(x.key)}&max_points=${MAX_POINTS}`))),
-        api(`/api/experiments/${opts.expId}/stats`)]);
+      const got = await fetchReplicates(opts.expId);
       if (!alive) return;
-      bands = {};
-      BANDS.forEach((x, i) => { bands[x.key] = b[i].variants; });
-      stats = s.stats;
+      sec.bands = got.bands;
+      stats = got.stats;
       el.hidden = false;
       tablesEl.hidden = false;
       if (opts.onStats) opts.onStats(stats);
-      const done = stats.variants.reduce((a, v) => a + v.n_included, 0), all = stats.variants.reduce((a, v) => a + v.n_runs, 0);
-      note.textContent = `${stats.experiment.replicates} replicates per variant (seeds seed, seed+1, …; replicate i of every variant shares its seed and data order). ` +
-        `Bands are the mean ± one standard deviation over the replicates at each step; the statistics use the ${done} of ${all} runs that succeeded.`;
-      clear(statsBox, statsTables());
-      draw();
+      sec.note.textContent = replicatesNoteText(stats);
+      clear(sec.statsBox, statsTables(stats));
+      drawBands(sec, opts);
     } catch (e) {
-      note.textContent = `Could not load the replicates: ${e.message}`;
+      sec.note.textContent = `Could not load the replicates: ${e.message}`;
     } finally {
       busy = false;
       if (again && alive) { again = false; refresh(); }
@@ -196,7 +236,7 @@ export function replicatesSection(opts) {
     el,
     tablesEl,
     refresh,
-    redraw: () => { if (alive && stats) draw(); },
-    destroy: () => { alive = false; for (const c of Object.values(charts)) c.destroy(); },
+    redraw: () => { if (alive && stats) drawBands(sec, opts); },
+    destroy: () => { alive = false; for (const c of Object.values(sec.charts)) c.destroy(); },
   };
 }
