@@ -35,6 +35,70 @@ export function checkValue(name, p, raw) {
   return null;
 }
 
+// The control of one field: a menu for an enum, a checkbox for a boolean, a number box within the
+// bounds, else a text box (tied to its list of choices when it has one); set to the initial value.
+function fieldInput(name, p, id, initial, list) {
+  let input;
+  if (p.enum) {
+    input = h('select', { id, name }, p.enum.map((v) => h('option', { value: v }, v)));
+    if (initial !== undefined) input.value = initial;
+  } else if (p.type === 'boolean') {
+    input = h('input', { id, name, type: 'checkbox' });
+    input.checked = initial === undefined ? false : !!initial;
+  } else if (p.type === 'integer' || p.type === 'number') {
+    input = h('input', { id, name, type: 'number', inputmode: p.type === 'integer' ? 'numeric' : 'decimal',
+      step: p.type === 'integer' ? 1 : 'any', min: p.minimum, max: p.maximum,
+      placeholder: p.default === undefined ? 'auto' : String(p.default) });
+    if (initial !== undefined) input.value = String(initial);
+  } else {
+    input = h('input', { id, name, type: 'text', placeholder: p.default ?? '', list: list ? `${id}-list` : undefined,
+      pattern: p.pattern });
+    if (initial !== undefined) input.value = String(initial);
+  }
+  input.dataset.field = name;
+  return input;
+}
+
+// One field's row: label, control, its choices, help (description, bounds, default) and error line.
+function fieldRow(name, p, opts) {
+  const id = `cfg-${name}`;
+  const initial = opts.values && name in opts.values ? opts.values[name] : p.default;
+  const input = fieldInput(name, p, id, initial, opts.choices?.[name]);
+  const err = h('div.field-error', { id: `${id}-error`, role: 'alert', 'aria-live': 'polite' });
+  input.setAttribute('aria-describedby', `${id}-help ${id}-error`);
+  const help = [p.description, boundsText(p), p.default !== undefined && !p.enum && p.type !== 'boolean' ? `default ${p.type === 'string' ? `“${p.default}”` : p.default}` : '']
+    .filter(Boolean).join(' · ');
+  const row = h('div.field', { dataset: { field: name } },
+    h('label', { for: id }, labelFor(name)),
+    input,
+    opts.choices?.[name] ? h('datalist', { id: `${id}-list` }, opts.choices[name].map((v) => h('option', { value: v }))) : null,
+    h('div.help.muted', { id: `${id}-help` }, help),
+    err);
+  return { row, input, err };
+}
+
+// Values that differ from an empty field; numbers as numbers. Fields left empty are omitted so the
+// server applies its own default (tau_init's depends on the head size).
+function formValues(inputs, props) {
+  const out = {};
+  for (const [name, input] of inputs) {
+    const p = props[name];
+    if (p.type === 'boolean') { out[name] = input.checked; continue; }
+    const raw = input.value.trim();
+    if (raw === '') continue;
+    out[name] = p.type === 'integer' || p.type === 'number' ? Number(raw) : raw;
+  }
+  return out;
+}
+
+function applyValues(inputs, v) {
+  for (const [name, val] of Object.entries(v)) {
+    const input = inputs.get(name);
+    if (!input) continue;
+    if (input.type === 'checkbox') input.checked = !!val; else input.value = String(val);
+  }
+}
+
 // schema: the RunConfig object schema. opts.values: initial values overriding defaults;
 // opts.choices: {field: [values]} to offer a list (e.g. corpus names) next to free text.
 export function schemaFields(schema, opts = {}) {
@@ -47,38 +111,7 @@ export function schemaFields(schema, opts = {}) {
   const more = h('div.fields');
 
   for (const name of order) {
-    const p = props[name];
-    const id = `cfg-${name}`;
-    const initial = opts.values && name in opts.values ? opts.values[name] : p.default;
-    let input;
-    if (p.enum) {
-      input = h('select', { id, name }, p.enum.map((v) => h('option', { value: v }, v)));
-      if (initial !== undefined) input.value = initial;
-    } else if (p.type === 'boolean') {
-      input = h('input', { id, name, type: 'checkbox' });
-      input.checked = initial === undefined ? false : !!initial;
-    } else if (p.type === 'integer' || p.type === 'number') {
-      input = h('input', { id, name, type: 'number', inputmode: p.type === 'integer' ? 'numeric' : 'decimal',
-        step: p.type === 'integer' ? 1 : 'any', min: p.minimum, max: p.maximum,
-        placeholder: p.default === undefined ? 'auto' : String(p.default) });
-      if (initial !== undefined) input.value = String(initial);
-    } else {
-      const list = opts.choices?.[name];
-      input = h('input', { id, name, type: 'text', placeholder: p.default ?? '', list: list ? `${id}-list` : undefined,
-        pattern: p.pattern });
-      if (initial !== undefined) input.value = String(initial);
-    }
-    input.dataset.field = name;
-    const err = h('div.field-error', { id: `${id}-error`, role: 'alert', 'aria-live': 'polite' });
-    input.setAttribute('aria-describedby', `${id}-help ${id}-error`);
-    const help = [p.description, boundsText(p), p.default !== undefined && !p.enum && p.type !== 'boolean' ? `default ${p.type === 'string' ? `“${p.default}”` : p.default}` : '']
-      .filter(Boolean).join(' · ');
-    const row = h('div.field', { dataset: { field: name } },
-      h('label', { for: id }, labelFor(name)),
-      input,
-      opts.choices?.[name] ? h('datalist', { id: `${id}-list` }, opts.choices[name].map((v) => h('option', { value: v }))) : null,
-      h('div.help.muted', { id: `${id}-help` }, help),
-      err);
+    const { row, input, err } = fieldRow(name, props[name], opts);
     inputs.set(name, input);
     errors.set(name, err);
     (PRIMARY.includes(name) ? primary : more).append(row);
@@ -96,20 +129,6 @@ export function schemaFields(schema, opts = {}) {
     return true;
   }
 
-  // Values that differ from an empty field; numbers as numbers. Fields left empty are omitted so the
-  // server applies its own default (tau_init's depends on the head size).
-  function values() {
-    const out = {};
-    for (const [name, input] of inputs) {
-      const p = props[name];
-      if (p.type === 'boolean') { out[name] = input.checked; continue; }
-      const raw = input.value.trim();
-      if (raw === '') continue;
-      out[name] = p.type === 'integer' || p.type === 'number' ? Number(raw) : raw;
-    }
-    return out;
-  }
-
   function validate() {
     let first = null;
     for (const [name, input] of inputs) {
@@ -123,17 +142,9 @@ export function schemaFields(schema, opts = {}) {
 
   function clearErrors() { for (const name of inputs.keys()) setError(name, null); }
 
-  function setValues(v) {
-    for (const [name, val] of Object.entries(v)) {
-      const input = inputs.get(name);
-      if (!input) continue;
-      if (input.type === 'checkbox') input.checked = !!val; else input.value = String(val);
-    }
-  }
-
   const el = h('div.schema-form', {}, primary,
     h('details.more', {}, h('summary', {}, `More settings (${more.children.length})`), more));
-  return { el, values, validate, setError, clearErrors, setValues, inputs };
+  return { el, values: () => formValues(inputs, props), validate, setError, clearErrors, setValues: (v) => applyValues(inputs, v), inputs };
 }
 
 // Maps the server's field path to our field name: "config.n_head", "base.n_head",
