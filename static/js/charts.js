@@ -231,64 +231,57 @@ function groupColumn(table, xi, ys) {
   return -1;
 }
 
-// A heat map on a canvas: rows are queries, columns keys, labels optional (token pieces).
-// Returns a <div> holding the canvas and a live readout of the cell under the pointer or focus.
-// exportName: when set, PNG and CSV links for the map are added under it.
-export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, exportName } = {}) {
+const cutLabel = (s) => (s.length > 10 ? s.slice(0, 9) + '…' : s);
+
+// A heat map's geometry: label margins measured in its font, cell size from its shape, its size in
+// CSS pixels; ctx0 is the measuring context (the SVG recorder's too).
+function heatmapLayout(matrix, rowLabels, colLabels) {
   const n = matrix.length, m = n ? matrix[0].length : 0;
   const classroom = document.body.classList.contains('classroom');
   const font = classroom ? 16 : 11;
-  const label = (s) => (s.length > 10 ? s.slice(0, 9) + '…' : s);
   const ctx0 = document.createElement('canvas').getContext('2d');
   ctx0.font = `${font}px system-ui, sans-serif`;
   const rl = rowLabels || [], cl = colLabels || [];
-  const left = rl.length ? Math.ceil(Math.max(...rl.map((s) => ctx0.measureText(label(s)).width))) + 8 : 4;
-  const top = cl.length ? Math.ceil(Math.max(...cl.map((s) => ctx0.measureText(label(s)).width))) + 8 : 4;
+  const left = rl.length ? Math.ceil(Math.max(...rl.map((s) => ctx0.measureText(cutLabel(s)).width))) + 8 : 4;
+  const top = cl.length ? Math.ceil(Math.max(...cl.map((s) => ctx0.measureText(cutLabel(s)).width))) + 8 : 4;
   const cell = Math.max(classroom ? 16 : 10, Math.min(classroom ? 40 : 28, Math.floor(520 / Math.max(n, m, 1))));
-  const W = left + cell * m + 4, H = top + cell * n + 4;
-  const dpr = window.devicePixelRatio || 1;
-  const canvas = h('canvas.heatmap', { width: Math.round(W * dpr), height: Math.round(H * dpr), tabindex: 0, role: 'img',
-    'aria-label': `${title || 'heat map'}: ${n} by ${m}` });
-  canvas.style.width = `${W}px`;
-  canvas.style.height = `${H}px`;
-  canvas.dataset.rows = String(n);
-  canvas.dataset.cols = String(m);
-  const masked = cssVar('--masked', '#eee');
-  const fg = cssVar('--fg', '#1d1f24'), bg = cssVar('--card', '#fff');
-  let vmax = max;
-  if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
-  if (!(vmax > 0)) vmax = 1;
-  // Draws the map on a 2D context (the canvas, or an SVG recorder for the SVG file).
-  const paint = (ctx) => {
-    ctx.fillStyle = bg; // painted, so a saved PNG keeps the page's background
-    ctx.fillRect(0, 0, W, H);
-    for (let i = 0; i < n; i++) {
-      // rowScale: each query's largest weight is full colour, so later rows (spread over many keys) stay visible.
-      const rmax = rowScale ? Math.max(...matrix[i]) || 1 : vmax;
-      for (let j = 0; j < m; j++) {
-        const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
-        // white → dark blue; masked (future) cells stay a light grey so causality is visible
-        ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? masked : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
-        ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
-      }
+  return { n, m, font, ctx0, rl, cl, left, top, cell, W: left + cell * m + 4, H: top + cell * n + 4 };
+}
+
+// Draws the map on a 2D context (the canvas, or an SVG recorder for the SVG file). o: { matrix, vmax,
+// rowScale, masked, fg, bg }.
+function paintHeatmap(ctx, g, o) {
+  const { n, m, left, top, cell, rl, cl, W, H } = g, { matrix } = o;
+  ctx.fillStyle = o.bg; // painted, so a saved PNG keeps the page's background
+  ctx.fillRect(0, 0, W, H);
+  for (let i = 0; i < n; i++) {
+    // rowScale: each query's largest weight is full colour, so later rows (spread over many keys) stay visible.
+    const rmax = o.rowScale ? Math.max(...matrix[i]) || 1 : o.vmax;
+    for (let j = 0; j < m; j++) {
+      const t = Math.max(0, Math.min(1, matrix[i][j] / rmax));
+      // white → dark blue; masked (future) cells stay a light grey so causality is visible
+      ctx.fillStyle = j > i && matrix[i][j] === 0 && n === m ? o.masked : `rgb(${Math.round(255 - 247 * t)}, ${Math.round(255 - 207 * t)}, ${Math.round(255 - 148 * t)})`;
+      ctx.fillRect(left + j * cell, top + i * cell, cell - (cell > 12 ? 1 : 0), cell - (cell > 12 ? 1 : 0));
     }
-    ctx.fillStyle = fg;
-    ctx.font = `${font}px system-ui, sans-serif`;
-    ctx.textBaseline = 'middle';
-    ctx.textAlign = 'right';
-    rl.forEach((s, i) => ctx.fillText(label(s), left - 4, top + i * cell + cell / 2));
-    cl.forEach((s, j) => {
-      ctx.save();
-      ctx.translate(left + j * cell + cell / 2, top - 4);
-      ctx.rotate(-Math.PI / 2);
-      ctx.textAlign = 'left';
-      ctx.fillText(label(s), 0, 0);
-      ctx.restore();
-    });
-  };
-  const ctx = canvas.getContext('2d');
-  ctx.scale(dpr, dpr);
-  paint(ctx);
+  }
+  ctx.fillStyle = o.fg;
+  ctx.font = `${g.font}px system-ui, sans-serif`;
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'right';
+  rl.forEach((s, i) => ctx.fillText(cutLabel(s), left - 4, top + i * cell + cell / 2));
+  cl.forEach((s, j) => {
+    ctx.save();
+    ctx.translate(left + j * cell + cell / 2, top - 4);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = 'left';
+    ctx.fillText(cutLabel(s), 0, 0);
+    ctx.restore();
+  });
+}
+
+// The readout of the cell under the pointer, or moved to with the arrow keys once focused.
+function heatmapReadout(canvas, g, matrix) {
+  const { n, m, rl, cl, left, top, cell } = g;
   const readout = h('div.readout.muted', { 'aria-live': 'polite' }, 'point at a cell (or focus and use the arrow keys)');
   const show = (i, j) => {
     if (i < 0 || j < 0 || i >= n || j >= m) return;
@@ -306,15 +299,45 @@ export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, ex
     cur = [Math.max(0, Math.min(n - 1, cur[0] + d[0])), Math.max(0, Math.min(m - 1, cur[1] + d[1]))];
     show(cur[0], cur[1]);
   });
-  const links = exportName ? h('div.toolbar.small', {},
+  return readout;
+}
+
+// PNG, SVG (the map painted once more onto a recorder) and CSV links for a heat map.
+function heatmapLinks(canvas, g, o, title, exportName) {
+  return h('div.toolbar.small', {},
     makeLink('PNG', `${safeName(exportName)}.png`, `download the ${title || 'heat map'} as PNG`, () => canvas.toDataURL('image/png')),
     makeLink('SVG', `${safeName(exportName)}.svg`, `download the ${title || 'heat map'} as SVG`, () => {
-      const rec = new SvgRecorder(W, H, ctx0);
-      paint(rec);
+      const rec = new SvgRecorder(g.W, g.H, g.ctx0);
+      paintHeatmap(rec, g, o);
       return svgUrl(rec.toSvg());
     }),
     makeLink('CSV', `${safeName(exportName)}.csv`, `download the ${title || 'heat map'}'s data as CSV`,
-      () => csvUrl(matrixCsv(matrix, rl, cl, 'query/key')))) : null;
+      () => csvUrl(matrixCsv(o.matrix, g.rl, g.cl, 'query/key'))));
+}
+
+// A heat map on a canvas: rows are queries, columns keys, labels optional (token pieces).
+// Returns a <div> holding the canvas and a live readout of the cell under the pointer or focus.
+// exportName: when set, PNG and CSV links for the map are added under it.
+export function heatmap(matrix, { rowLabels, colLabels, title, max, rowScale, exportName } = {}) {
+  const g = heatmapLayout(matrix, rowLabels, colLabels);
+  const { n, m, W, H } = g;
+  const dpr = window.devicePixelRatio || 1;
+  const canvas = h('canvas.heatmap', { width: Math.round(W * dpr), height: Math.round(H * dpr), tabindex: 0, role: 'img',
+    'aria-label': `${title || 'heat map'}: ${n} by ${m}` });
+  canvas.style.width = `${W}px`;
+  canvas.style.height = `${H}px`;
+  canvas.dataset.rows = String(n);
+  canvas.dataset.cols = String(m);
+  const o = { matrix, rowScale, masked: cssVar('--masked', '#eee'), fg: cssVar('--fg', '#1d1f24'), bg: cssVar('--card', '#fff') };
+  let vmax = max;
+  if (vmax === undefined) { vmax = 0; for (const r of matrix) for (const v of r) if (v > vmax) vmax = v; }
+  if (!(vmax > 0)) vmax = 1;
+  o.vmax = vmax;
+  const ctx = canvas.getContext('2d');
+  ctx.scale(dpr, dpr);
+  paintHeatmap(ctx, g, o);
+  const readout = heatmapReadout(canvas, g, matrix);
+  const links = exportName ? heatmapLinks(canvas, g, o, title, exportName) : null;
   return h('div.heatmap-wrap', {}, h('div.heatmap-scroll', {}, canvas), readout, links);
 }
 
