@@ -147,60 +147,69 @@ export function chartFromHint(hint, table, fileName = hint.table) {
   const yValues = ys.filter((c) => c !== hint.reference).flatMap((c) => { const i = table.columns.indexOf(c); return table.rows.map((r) => r[i]); });
   const autoLog = !hint.log_y && spansDecades(yValues);
   if (autoLog) caption.firstChild.append(h('span.small.muted.auto-log', {}, ' (log scale: the values span several decades)'));
-  if (hint.type === 'bar' || categorical) {
-    chart = new Chart(canvas, {
-      type: 'bar',
-      data: {
-        labels: table.rows.map((r) => fmt(r[xi])),
-        datasets: ys.map((c, i) => {
-          const yi = table.columns.indexOf(c);
-          const col = seriesColor(c, i);
-          // One series over named categories (strategies, variants): each bar takes its category's colour.
-          const perBar = ys.length === 1 && categorical ? table.rows.map((r, k) => seriesColor(String(r[xi]), k)) : null;
-          return { label: c, data: table.rows.map((r) => r[yi]), backgroundColor: perBar ? perBar.map((x) => withAlpha(x, 0.8)) : withAlpha(col, 0.8),
-            borderColor: perBar || col };
-        }),
-      },
-      options: {
-        animation: false, responsive: true, maintainAspectRatio: false,
-        scales: { x: axis(hint.x, 'category'), y: axis('', autoLog ? 'logarithmic' : 'linear') },
-        plugins: { tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${fmt(c.parsed.y)}` } } },
-      },
-    });
-  } else {
-    const logX = !!hint.log_x, logY = !!hint.log_y || autoLog;
-    chart = lineChart(canvas, { xTitle: hint.x, logX, logY });
-    const gi = groupColumn(table, xi, ys);
-    const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
-    const refColor = cssVar('--chart-fg', '#1d1f24');
-    const colors = columnColors(ys.filter((c) => c !== hint.reference));
-    chart.data.datasets = ys.flatMap((c) => groups.map((g, k) => {
-      const yi = table.columns.indexOf(c);
-      const ref = c === hint.reference;
-      const col = ref ? refColor : headShade(colors.get(c), k, groups.length);
-      const pts = table.rows
-        .filter((r) => gi < 0 || r[gi] === g)
-        .map((r) => ({ x: Number(r[xi]), y: r[yi] === null ? null : Number(r[yi]) }))
-        .filter((p) => Number.isFinite(p.x) && (!logX || p.x > 0))
-        .map((p) => (logY && !(p.y > 0) ? { x: p.x, y: null } : p))
-        .sort((a, b) => a.x - b.x);
-      const label = gi < 0 ? c : `${c}, ${table.columns[gi]} ${fmt(g)}`;
-      return { label: ref ? `${label} (reference)` : label, data: pts, borderColor: col, backgroundColor: col,
-        borderDash: ref ? [6, 4] : undefined, reference: ref || undefined,
-        pointRadius: pts.length <= 40 ? 3 : 0, hideInLegend: k > 0, tooltip: true,
-        legendText: gi < 0 ? undefined : `${c} (one line per ${table.columns[gi]})` };
-    }));
-    if (Number.isFinite(hint.y_line) && (!logY || hint.y_line > 0)) {
-      const xs = chart.data.datasets.flatMap((d) => d.data.map((p) => p.x));
-      if (xs.length) {
-        chart.data.datasets.push({ label: `${fmt(hint.y_line)} (reference)`, data: [{ x: Math.min(...xs), y: hint.y_line },
-          { x: Math.max(...xs), y: hint.y_line }], borderColor: refColor, backgroundColor: refColor, borderDash: [6, 4],
-        borderWidth: 1, pointRadius: 0, reference: true, tooltip: false });
-      }
-    }
-    chart.update('none');
-  }
+  const t = { hint, table, xi, ys, autoLog };
+  chart = hint.type === 'bar' || categorical ? hintBarChart(canvas, t, categorical) : hintLineChart(canvas, t);
   return { el: wrap, chart };
+}
+
+// A probe hint's bars over its x categories, one dataset per y column. t: { hint, table, xi, ys, autoLog }.
+function hintBarChart(canvas, { hint, table, xi, ys, autoLog }, categorical) {
+  return new Chart(canvas, {
+    type: 'bar',
+    data: {
+      labels: table.rows.map((r) => fmt(r[xi])),
+      datasets: ys.map((c, i) => {
+        const yi = table.columns.indexOf(c);
+        const col = seriesColor(c, i);
+        // One series over named categories (strategies, variants): each bar takes its category's colour.
+        const perBar = ys.length === 1 && categorical ? table.rows.map((r, k) => seriesColor(String(r[xi]), k)) : null;
+        return { label: c, data: table.rows.map((r) => r[yi]), backgroundColor: perBar ? perBar.map((x) => withAlpha(x, 0.8)) : withAlpha(col, 0.8),
+          borderColor: perBar || col };
+      }),
+    },
+    options: {
+      animation: false, responsive: true, maintainAspectRatio: false,
+      scales: { x: axis(hint.x, 'category'), y: axis('', autoLog ? 'logarithmic' : 'linear') },
+      plugins: { tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${fmt(c.parsed.y)}` } } },
+    },
+  });
+}
+
+// A probe hint's lines: per y column one line per group (when x repeats), the reference column dashed
+// in the text colour, the hint's y_line as a dashed horizontal line over the x range.
+function hintLineChart(canvas, { hint, table, xi, ys, autoLog }) {
+  const logX = !!hint.log_x, logY = !!hint.log_y || autoLog;
+  const chart = lineChart(canvas, { xTitle: hint.x, logX, logY });
+  const gi = groupColumn(table, xi, ys);
+  const groups = gi < 0 ? [null] : [...new Set(table.rows.map((r) => r[gi]))];
+  const refColor = cssVar('--chart-fg', '#1d1f24');
+  const colors = columnColors(ys.filter((c) => c !== hint.reference));
+  chart.data.datasets = ys.flatMap((c) => groups.map((g, k) => {
+    const yi = table.columns.indexOf(c);
+    const ref = c === hint.reference;
+    const col = ref ? refColor : headShade(colors.get(c), k, groups.length);
+    const pts = table.rows
+      .filter((r) => gi < 0 || r[gi] === g)
+      .map((r) => ({ x: Number(r[xi]), y: r[yi] === null ? null : Number(r[yi]) }))
+      .filter((p) => Number.isFinite(p.x) && (!logX || p.x > 0))
+      .map((p) => (logY && !(p.y > 0) ? { x: p.x, y: null } : p))
+      .sort((a, b) => a.x - b.x);
+    const label = gi < 0 ? c : `${c}, ${table.columns[gi]} ${fmt(g)}`;
+    return { label: ref ? `${label} (reference)` : label, data: pts, borderColor: col, backgroundColor: col,
+      borderDash: ref ? [6, 4] : undefined, reference: ref || undefined,
+      pointRadius: pts.length <= 40 ? 3 : 0, hideInLegend: k > 0, tooltip: true,
+      legendText: gi < 0 ? undefined : `${c} (one line per ${table.columns[gi]})` };
+  }));
+  if (Number.isFinite(hint.y_line) && (!logY || hint.y_line > 0)) {
+    const xs = chart.data.datasets.flatMap((d) => d.data.map((p) => p.x));
+    if (xs.length) {
+      chart.data.datasets.push({ label: `${fmt(hint.y_line)} (reference)`, data: [{ x: Math.min(...xs), y: hint.y_line },
+        { x: Math.max(...xs), y: hint.y_line }], borderColor: refColor, backgroundColor: refColor, borderDash: [6, 4],
+      borderWidth: 1, pointRadius: 0, reference: true, tooltip: false });
+    }
+  }
+  chart.update('none');
+  return chart;
 }
 
 // The colour of each y column of a probe chart, from its name (seriesColor), so that a column keeps
