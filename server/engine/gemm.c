@@ -340,6 +340,64 @@ __attribute__((noinline)) BT static void own_bgemm(int M, int N, int K, const bf
 #define HAVE_BGEMM 1
 #endif
 
+/* ---- the same products on AMX tiles (TDPBF16PS): A tiles are 16 rows of 32 values of A, B tiles
+ * 16 pairs of Bp's rows, which is Bp's layout already ---- */
+#if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
+#include "cpu.h"
+#include "lmhead_amx.h" /* lmhead_amx_config: palette 1, 8 tiles of 16 rows x 64 bytes */
+#define AMXT __attribute__((target("amx-tile,amx-bf16")))
+
+/* 32 x 32 blocks of C, 2 x 2 accumulator tiles each, over K in 32s; M, N, K multiples of 32. */
+AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, float *C, int ldc,
+                           int accumulate) {
+    const long sa = 2L * lda, sb = 4L * N, sc = 4L * ldc;
+    _tile_loadconfig(lmhead_amx_config);
+    for (int n0 = 0; n0 < N; n0 += 32)
+        for (int m0 = 0; m0 < M; m0 += 32) {
+            float *c = C + (long)m0 * ldc + n0;
+            if (accumulate) {
+                _tile_loadd(0, c, sc);
+                _tile_loadd(1, c + 16, sc);
+                _tile_loadd(2, c + 16L * ldc, sc);
+                _tile_loadd(3, c + 16L * ldc + 16, sc);
+            } else {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            const bf16 *a = A + (long)m0 * lda;
+            for (int k = 0; k < K; k += 32) {
+                const bf16 *b = Bp + ((long)(k / 2) * N + n0) * 2;
+                _tile_loadd(4, a + k, sa);
+                _tile_loadd(5, a + 16L * lda + k, sa);
+                _tile_loadd(6, b, sb);
+                _tile_loadd(7, b + 32, sb);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c, sc);
+            _tile_stored(1, c + 16, sc);
+            _tile_stored(2, c + 16L * ldc, sc);
+            _tile_stored(3, c + 16L * ldc + 16, sc);
+        }
+    _tile_release();
+}
+
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
+    if (M % 32 || N % 32 || K % 32 || M <= 0 || !cpu_has_amx_bf16()) return 0;
+    amx_bgemm(M, N, K, A, lda, Bp, C, ldc, accumulate);
+    return 1;
+}
+#else
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bp, (void)C, (void)ldc, (void)accumulate;
+    return 0;
+}
+#endif
+
 void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
 #ifdef HAVE_BGEMM

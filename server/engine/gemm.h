@@ -40,6 +40,11 @@ void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
  * not the same bits). Float build only (the double build computes in double, for tests). */
 int gemm_bf16_available(void);
 void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate);
+/* The same product on AMX tiles where this CPU runs them (cpu_has_amx_bf16) and M, N and K are
+ * multiples of 32: returns 1 when done, else 0 and nothing is touched (the caller takes gemm_bf16).
+ * Its sums are in the tiles' order: not gemm_bf16's bits, but the same bits whatever rows a call is
+ * given. */
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate);
 /* bf16 entries Bp needs for K x N. */
 size_t gemm_bf16_packed_count(int K, int N);
 /* Bp = bf16 of B(k, n) = src[k*sk + n*sn] (sk = ldb, sn = 1: B as it is; sk = 1, sn = ld: B^T of a

@@ -17,6 +17,14 @@
 static inline long row_target(const lmhead_args *a, long r) { return a->targets[r] < 0 ? 0 : a->targets[r]; }
 static inline real row_scale(const lmhead_args *a, long r) { return a->targets[r] < 0 ? 0 : a->grad_scale; }
 
+/* The vocabulary rows of dW slice i: starts at multiples of 32 (the AMX kernels' blocks); where a
+ * slice ends does not change a single sum. */
+static void slice_bounds(int V, int i, long *vlo, long *vhi) {
+    threads_split((V + 31) / 32, i, LMHEAD_SLICES, vlo, vhi);
+    *vlo *= 32;
+    *vhi = 32 * *vhi < V ? 32 * *vhi : V;
+}
+
 #if !REAL_IS_DOUBLE
 
 /* Softmax cross-entropy of one row in three vectorised passes (max; exp and sum; scale); when
@@ -380,7 +388,7 @@ int lmhead_uses_kernels(int C) {
 
 #include "cpu.h"
 
-#define BF_RP LMHEAD_MAX_ROWS /* chunk rows padded to a multiple of 32, at most this */
+#define BF_RP LMHEAD_MAX_ROWS /* chunk rows padded to a multiple of 32, at most this (amx: LMHEAD_AMX_MAX_ROWS) */
 
 int lmhead_bf16_applies(int C) { return C % 16 == 0 && C >= 16 && C <= 1024; }
 
@@ -511,10 +519,11 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
 
 /* Per-thread scratch of a bf16 chunk, in floats; fixed offsets (rows padded to BF_RP). */
 typedef struct {
-    bf16 *E;      /* [Vp][RP] exp(l - U) per vocabulary entry and row (Vp: V rounded up to even; AMX: to 16) */
-    bf16 *E2;     /* AMX: [V32/2][RP][2] the same with pairs of vocabulary rows interleaved */
+    bf16 *E;      /* [Vp][RP] exp(l - U) per vocabulary entry and row (Vp: V rounded up to even; AMX: a
+                   * backward block's Eb, LMHEAD_AMX_VB rows) */
+    bf16 *E2;     /* AMX: the block's E2b [LMHEAD_AMX_VB/2][RP][2], pairs of vocabulary rows interleaved */
     bf16 *XP;     /* [C/2][RP][2] the rows' x, pairs of columns together (AMX: C32/2, zero beyond C) */
-    bf16 *XSp;    /* [RP/2][C][2] s_r x_r, pairs of rows together */
+    bf16 *XSp;    /* [RP/2][C][2] s_r x_r, pairs of rows together (AMX: XR, x_r unscaled) */
     float *DXT;   /* [C][RP] sum_v E[v][r] w[v][c], rows in the order of dx_perm within each 32 (AMX: in order) */
     float *stage; /* AMX: lmhead_amx_stage_floats(C) */
     float *U, *mx, *sm, *scale, *tl; /* [RP] */
@@ -529,18 +538,19 @@ static size_t bf_layout_at(float *buf, int C, int V, int amx, bf_scratch *s) {
         n += round_up((count) * sizeof(type), 64) / sizeof(float);                                                     \
     } while (0)
     if (buf) memset(s, 0, sizeof *s);
-    size_t Ve = amx ? round_up(V, 16) : (size_t)bf_pairs(V) * 2, Cx = amx ? round_up(C, 32) : (size_t)C;
-    TAKE(E, bf16, Ve * BF_RP);
-    if (amx) TAKE(E2, bf16, round_up(V, 32) * BF_RP);
-    TAKE(XP, bf16, Cx * BF_RP);
-    TAKE(XSp, bf16, (size_t)C * BF_RP);
-    TAKE(DXT, float, (size_t)C *BF_RP);
+    size_t Ve = amx ? LMHEAD_AMX_VB : (size_t)bf_pairs(V) * 2, Cx = amx ? round_up(C, 32) : (size_t)C;
+    const size_t RPm = amx ? LMHEAD_AMX_MAX_ROWS : BF_RP;
+    TAKE(E, bf16, Ve * RPm);
+    if (amx) TAKE(E2, bf16, (size_t)LMHEAD_AMX_VB * RPm);
+    TAKE(XP, bf16, Cx * RPm);
+    TAKE(XSp, bf16, (size_t)C * RPm);
+    TAKE(DXT, float, (size_t)C *RPm);
     if (amx) TAKE(stage, float, lmhead_amx_stage_floats(C));
-    TAKE(U, float, BF_RP);
-    TAKE(mx, float, BF_RP);
-    TAKE(sm, float, BF_RP);
-    TAKE(scale, float, BF_RP);
-    TAKE(tl, float, BF_RP);
+    TAKE(U, float, RPm);
+    TAKE(mx, float, RPm);
+    TAKE(sm, float, RPm);
+    TAKE(scale, float, RPm);
+    TAKE(tl, float, RPm);
 #undef TAKE
     return n;
 }
@@ -838,8 +848,11 @@ const unsigned char lmhead_amx_config[64] = {
 #define AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
 #define AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #define AMX_END() _tile_release()
+#include "lmhead_amx_epi.h"
+#define AMX_EPI_SUMS amx_epi_sums_avx512
+#define AMX_EPI_GRAD amx_epi_grad_avx512
 #include "lmhead_amx_kernels.h"
-static const lmhead_amx_kernels amx_hw = {"hardware", amx_logits_hw, amx_dx_hw, amx_dw_hw};
+static const lmhead_amx_kernels amx_hw = {"hardware", amx_sums_hw, amx_backward_hw};
 #endif
 
 static const lmhead_amx_kernels *_Atomic amx_override;
@@ -878,12 +891,13 @@ static lmhead_amx_chunk amx_chunk_of(const lmhead_bf16 *b, const bf_scratch *s, 
                           .wa = b->wa,
                           .wt = b->wt,
                           .XP = s->XP,
-                          .E = s->E,
-                          .E2 = s->E2,
-                          .XSp = s->XSp,
+                          .XR = s->XSp,
+                          .Eb = s->E,
+                          .E2b = s->E2,
                           .DXT = s->DXT,
                           .stage = s->stage,
                           .U = s->U,
+                          .sc = s->scale,
                           .mx = s->mx,
                           .sm = s->sm,
                           .tl = s->tl,
@@ -891,71 +905,79 @@ static lmhead_amx_chunk amx_chunk_of(const lmhead_bf16 *b, const bf_scratch *s, 
     return k;
 }
 
-/* One chunk in mixed precision: losses, dx, and (left in the scratch) what dW needs. */
-static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int *RP_out) {
-    const lmhead_bf16 *b = a->bf;
-    const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32;
-    const int train = a->dx != NULL;
-    const int amx = b->path == KERNEL_PATH_AMX, Cx = amx ? (int)round_up(C, 32) : C;
-    const int wstride = amx ? Cx : C; /* of the row copy a target's weights are read from */
-    const bf16 *wrows = amx ? b->wa : b->wb;
-#ifdef LMHEAD_HAVE_BF16_KERNELS
-    const int kern = b->path == KERNEL_PATH_AVX512_BF16;
-#endif
-    bf_scratch s = bf_layout(buf, C, V, amx);
-    int32_t tg[LMHEAD_MAX_ROWS];
-    for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
-    lmhead_amx_chunk k = amx_chunk_of(b, &s, RP, rows, tg);
+/* XP (the chunk's x in bf16, pairs of columns together, Cx columns with zeros beyond C and rows)
+ * and U (each row's logit bound |x_r| |w|max), for every bf16 path. */
+static void bf_prep_x(const lmhead_args *a, long r0, int rows, int RP, int Cx, const bf_scratch *s) {
+    const int C = a->C;
     const real *X = a->x + r0 * C;
     for (int c2 = 0; c2 < Cx / 2; c2++)
         for (int r = 0; r < RP; r++) {
-            bf16 *xp = s.XP + ((size_t)c2 * RP + r) * 2;
+            bf16 *xp = s->XP + ((size_t)c2 * RP + r) * 2;
             int in = r < rows && 2 * c2 < C;
             xp[0] = in ? bf16_from_float(X[(long)r * C + 2 * c2]) : 0;
             xp[1] = in ? bf16_from_float(X[(long)r * C + 2 * c2 + 1]) : 0;
         }
-    if (!amx && V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
-    /* every logit of row r is at most |x_r| |w|max */
     for (int r = 0; r < RP; r++) {
         double sq = 0;
         for (int c = 0; c < C; c++) {
-            double f = bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+            double f = bf16_to_float(s->XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
             sq += f * f;
         }
-        s.U[r] = (float)(sqrt(sq) * b->wmax);
+        s->U[r] = (float)(sqrt(sq) * a->bf->wmax);
     }
+}
+
+/* Row r's x as rounded for the products. */
+static inline float bf_x(const bf_scratch *s, int RP, int r, int c) {
+    return bf16_to_float(s->XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+}
+
+/* Rows whose largest logit lies far below their bound get that logit as their bound; 1 if any. */
+static int bf_rebound(bf_scratch *s, int rows) {
+    int redo = 0;
+    for (int r = 0; r < rows; r++)
+        if (s->U[r] - s->mx[r] > LMHEAD_BF16_GAP) {
+            s->U[r] = s->mx[r];
+            redo = 1;
+        }
+    return redo;
+}
+
+/* One chunk in mixed precision on the vdpbf16ps or portable path: losses, dx, and (left in the
+ * scratch) what dW needs. */
+static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int *RP_out) {
+    const lmhead_bf16 *b = a->bf;
+    const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32;
+    const int train = a->dx != NULL;
+#ifdef LMHEAD_HAVE_BF16_KERNELS
+    const int kern = b->path == KERNEL_PATH_AVX512_BF16;
+#endif
+    bf_scratch s = bf_layout(buf, C, V, 0);
+    int32_t tg[LMHEAD_MAX_ROWS];
+    for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
+    bf_prep_x(a, r0, rows, RP, C, &s);
+    if (V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
     for (int attempt = 0; attempt < 2; attempt++) {
         for (int r = 0; r < RP; r++) {
             s.mx[r] = -INFINITY;
             s.sm[r] = 0;
         }
-        if (amx)
-            amx_kernels()->logits(&k); /* the targets' logits too */
-        else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-            if (kern)
+        if (kern)
             bl_all(b, &s, RP);
         else
 #endif
             sl_logits(b, &s, RP);
-        int redo = 0;
-        for (int r = 0; r < rows; r++)
-            if (s.U[r] - s.mx[r] > LMHEAD_BF16_GAP) {
-                s.U[r] = s.mx[r];
-                redo = 1;
-            }
-        if (!redo) break;
+        if (!bf_rebound(&s, rows)) break;
     }
     for (int r = 0; r < rows; r++) {
-        if (!amx) {
-            const bf16 *wt = b->wb + (long)tg[r] * C;
+        const bf16 *wt = b->wb + (long)tg[r] * C;
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-            if (kern)
-                s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
-            else
+        if (kern)
+            s.tl[r] = bl_logit(wt, C, s.XP, RP, r);
+        else
 #endif
-                s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
-        }
+            s.tl[r] = sl_logit(wt, C, s.XP, RP, r);
         double sum = s.sm[r];
         real g = row_scale(a, r0 + r);
         a->losses[r0 + r] = g != 0 ? (real)(log(sum) + s.U[r] - s.tl[r]) : 0;
@@ -963,11 +985,8 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     }
     *RP_out = RP;
     if (!train) return;
-    if (amx)
-        amx_kernels()->dx(&k);
-    else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-        if (kern)
+    if (kern)
         bdx_all(b, &s, RP);
     else
 #endif
@@ -975,28 +994,24 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     /* dx[r] = s_r sum_v e[v][r] w[v] - g w[target_r]; XS = s_r x_r for dW */
     for (int r = 0; r < rows; r++) {
         real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
-        const bf16 *wt = wrows + (long)tg[r] * wstride;
-        const float *d = amx ? s.DXT + r : s.DXT + (r / 32) * 32 + dx_pos(r % 32);
+        const bf16 *wt = b->wb + (long)tg[r] * C;
+        const float *d = s.DXT + (r / 32) * 32 + dx_pos(r % 32);
         for (int c = 0; c < C; c++) dx[c] = s.scale[r] * d[(size_t)c * RP] - g * bf16_to_float(wt[c]);
     }
     for (int r = 0; r < RP; r++)
         for (int c = 0; c < C; c++) {
-            float x = r < rows ? bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]) : 0;
+            float x = r < rows ? bf_x(&s, RP, r, c) : 0;
             s.XSp[((size_t)(r / 2) * C + c) * 2 + (r & 1)] = bf16_from_float(s.scale[r] * x);
         }
 }
 
+/* dW rows [vlo, vhi) += the chunk's contribution, its one-hot terms included. */
 static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *buf, int RP, long vlo, long vhi) {
     const int C = a->C;
-    const int amx = a->bf->path == KERNEL_PATH_AMX;
-    bf_scratch s = bf_layout(buf, C, a->V, amx);
+    bf_scratch s = bf_layout(buf, C, a->V, 0);
     const int R2 = (rows + 1) / 2;
-    if (amx) {
-        lmhead_amx_chunk k = amx_chunk_of(a->bf, &s, RP, rows, NULL);
-        if (vhi > vlo) amx_kernels()->dw(&k, vlo, vhi, a->dw);
-    } else
 #ifdef LMHEAD_HAVE_BF16_KERNELS
-        if (a->bf->path == KERNEL_PATH_AVX512_BF16)
+    if (a->bf->path == KERNEL_PATH_AVX512_BF16)
         bdw_slice(&s, RP, C, R2, vlo, vhi, a->dw);
     else
 #endif
@@ -1005,8 +1020,62 @@ static void chunk_bf16_dw_slice(const lmhead_args *a, long r0, int rows, float *
         long t = a->targets[r0 + r];
         if (t < vlo || t >= vhi) continue;
         real *dw = a->dw + t * C;
-        for (int c = 0; c < C; c++)
-            dw[c] -= a->grad_scale * bf16_to_float(s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+        for (int c = 0; c < C; c++) dw[c] -= a->grad_scale * bf_x(&s, RP, r, c);
+    }
+}
+
+/* One chunk (index ci) on the amx path (lmhead_amx.h): losses; then, training, the backward pass
+ * over the slices in order, so that dx sums in the same order however many threads there are, each
+ * slice of dW only after chunk ci - 1 is done with it (the tickets). Every chunk takes the slices in
+ * the same order, so a chunk follows its predecessor a slice behind and does not wait again. */
+static void chunk_amx(const lmhead_args *a, long ci, long r0, int rows, float *buf) {
+    const lmhead_bf16 *b = a->bf;
+    const int C = a->C, V = a->V, RP = (rows + 31) / 32 * 32, C32 = (int)round_up(C, 32);
+    bf_scratch s = bf_layout(buf, C, V, 1);
+    int32_t tg[LMHEAD_AMX_MAX_ROWS];
+    for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
+    lmhead_amx_chunk k = amx_chunk_of(b, &s, RP, rows, tg);
+    bf_prep_x(a, r0, rows, RP, C32, &s);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        for (int r = 0; r < RP; r++) {
+            s.mx[r] = -INFINITY;
+            s.sm[r] = 0;
+        }
+        amx_kernels()->sums(&k);
+        if (!bf_rebound(&s, rows)) break;
+    }
+    for (int r = 0; r < RP; r++) {
+        real g = r < rows ? row_scale(a, r0 + r) : 0;
+        double sum = s.sm[r];
+        if (r < rows) a->losses[r0 + r] = g != 0 ? (real)(log(sum) + s.U[r] - s.tl[r]) : 0;
+        s.scale[r] = g != 0 ? (float)(g / sum) : 0;
+    }
+    if (!a->dx && !a->dw) return;
+    if (a->dx) memset(s.DXT, 0, sizeof(float) * (size_t)C * RP);
+    if (a->dw)
+        for (int r = 0; r < RP; r++)
+            for (int c = 0; c < C; c++)
+                s.XSp[((size_t)(r / 2) * C + c) * 2 + (r & 1)] = s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)];
+    for (int sl = 0; sl < LMHEAD_SLICES; sl++) {
+        long vlo, vhi;
+        slice_bounds(V, sl, &vlo, &vhi);
+        if (a->dw)
+            while (atomic_load_explicit(&a->tickets[sl], memory_order_acquire) != ci) sched_yield();
+        if (vhi > vlo) amx_kernels()->backward(&k, vlo, vhi, a->dw, a->dx != NULL);
+        if (!a->dw) continue;
+        for (int r = 0; r < rows; r++) {
+            long t = a->targets[r0 + r];
+            if (t < vlo || t >= vhi) continue;
+            real *dw = a->dw + t * C;
+            for (int c = 0; c < C; c++) dw[c] -= a->grad_scale * bf_x(&s, RP, r, c);
+        }
+        atomic_store_explicit(&a->tickets[sl], ci + 1, memory_order_release);
+    }
+    if (!a->dx) return;
+    for (int r = 0; r < rows; r++) {
+        real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
+        const bf16 *wt = b->wa + (long)tg[r] * C32;
+        for (int c = 0; c < C; c++) dx[c] = s.DXT[(size_t)c * RP + r] - g * bf16_to_float(wt[c]);
     }
 }
 #else
@@ -1042,6 +1111,15 @@ void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool) {
 }
 #endif
 
+int lmhead_max_rows(const lmhead_bf16 *bf) {
+#if !REAL_IS_DOUBLE
+    if (bf && bf->path == KERNEL_PATH_AMX) return LMHEAD_AMX_MAX_ROWS;
+#else
+    (void)bf;
+#endif
+    return LMHEAD_MAX_ROWS;
+}
+
 size_t lmhead_scratch_per_thread(int C, int V) {
     size_t n = (size_t)LMHEAD_MAX_ROWS * (size_t)V + (lmhead_uses_kernels(C) ? kernel_extra(C) : 0);
 #if !REAL_IS_DOUBLE
@@ -1067,6 +1145,10 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
         int RP = 0;
         (void)RP;
 #if !REAL_IS_DOUBLE
+        if (bfm && a->bf->path == KERNEL_PATH_AMX) {
+            chunk_amx(a, k, r0, (int)rows, buf);
+            continue;
+        }
         if (bfm) {
             chunk_bf16(a, r0, (int)rows, buf, &RP);
         } else
@@ -1092,11 +1174,7 @@ void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
                 int s = (int)((k + i) % LMHEAD_SLICES);
                 if (done[s] || atomic_load_explicit(&a->tickets[s], memory_order_acquire) != k) continue;
                 long vlo, vhi;
-                /* slices start at multiples of 16 (the AMX kernels' tiles); where a slice ends does not
-                 * change a single sum */
-                threads_split((V + 15) / 16, s, LMHEAD_SLICES, &vlo, &vhi);
-                vlo *= 16;
-                vhi = 16 * vhi < V ? 16 * vhi : V;
+                slice_bounds(V, s, &vlo, &vhi);
 #if !REAL_IS_DOUBLE
                 if (bfm)
                     chunk_bf16_dw_slice(a, r0, (int)rows, buf, RP, vlo, vhi);

@@ -53,13 +53,18 @@ typedef struct {
 } lmhead_args;
 
 #define LMHEAD_SLICES 8
-#define LMHEAD_MAX_ROWS 128 /* chunk_rows must not exceed it */
+#define LMHEAD_MAX_ROWS 128     /* chunk_rows must not exceed it (lmhead_max_rows) */
+#define LMHEAD_AMX_MAX_ROWS 512 /* on the amx path: its scratch does not grow with the vocabulary */
 
 /* The float build on an AVX-512 machine uses its own kernels for d_model a multiple of 16 up to
  * 128 (logits held as [vocab][rows] so nothing is packed; ~1/3 less time than BLAS here);
  * otherwise, and in the double build, BLAS. Both compute the same sums in different orders. */
 int lmhead_uses_kernels(int C);
-/* Reals of scratch each thread needs (chunk_rows <= LMHEAD_MAX_ROWS). */
+/* The largest chunk_rows for the copies bf (NULL: fp32): LMHEAD_AMX_MAX_ROWS on the amx path, whose
+ * chunks stream the head's weights and dW once each (larger chunks, less memory traffic), else
+ * LMHEAD_MAX_ROWS. */
+int lmhead_max_rows(const lmhead_bf16 *bf);
+/* Reals of scratch each thread needs (chunk_rows <= lmhead_max_rows). */
 size_t lmhead_scratch_per_thread(int C, int V);
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth);

@@ -1,16 +1,22 @@
-/* The output layer's AMX kernels (kernel path "amx"): the three bf16 products of one chunk of rows
- * on AMX tiles (TDPBF16PS, fp32 accumulation), for lmhead.c. Engine-internal.
+/* The output layer's AMX kernels (kernel path "amx"): one chunk of rows on AMX tiles (TDPBF16PS,
+ * fp32 accumulation), for lmhead.c. Engine-internal.
  *
  * Every tile is 16 rows of 64 bytes (palette 1): an fp32 accumulator of 16 x 16, or a bf16 operand
  * of 16 rows x 32 values; B operands are in the "VNNI" layout, where a tile row holds 16 pairs of
- * consecutive values of the contracted dimension. The chunk's operands (sizes padded: C32, V16, V32
- * are C, V rounded up to 32, 16, 32; RP the chunk's rows rounded up to 32; padding is zero):
- *   logits^T [v][r] = sum_c  wa[v][c]  . XP[c/2][r][c%2]      A = wa [V16][C32], B = XP [C32/2][RP][2]
- *   DXT      [c][r] = sum_v  wt[c][v]  . E2[v/2][r][v%2]      A = wt [C][V32],   B = E2 [V32/2][RP][2]
- *   dW       [v][c] += sum_r E[v][r]   . XSp[r/2][c][r%2]     A = E [V16][RP],   B = XSp [RP/2][C][2]
- * where E = E2 = bf16(exp(logit - U_r)) (E in rows, E2 with pairs of vocabulary rows interleaved).
- * The logits' epilogue (exp against the row's bound, running max and sum per row, the target's
- * logit, E and E2) is portable C on 16-lane vectors, the same in every backend.
+ * consecutive values of the contracted dimension. Sizes padded: C32, V16, V32 are C, V rounded up
+ * to 32, 16, 32; RP the chunk's rows rounded up to 32; padding is zero.
+ *
+ * Two passes, so that no [V][rows] array exists and nothing but the weights streams from memory:
+ *   sums:      logits^T [v][r] = sum_c wa[v][c] . XP[c/2][r][c%2] for every v, reduced at once
+ *              (exp against the row's bound U_r) to the running max mx, the sum sm and the
+ *              target's logit tl of each row;
+ *   backward:  per block of LMHEAD_AMX_VB vocabulary rows, the block's logits again, E = bf16(s_r
+ *              exp(l - U_r)) with s_r = g_r / sm_r (kept in the block's Eb [VB][RP] and, pairs of
+ *              vocabulary rows interleaved, E2b [VB/2][RP][2]), then while they are in cache
+ *                DXT [c][r] += sum_v wt[c][v] . E2b[v/2][r][v%2]    A = wt [C][V32]
+ *                dW  [v][c] += sum_r Eb[v][r] . XR[r/2][c][r%2]     B = XR [RP/2][C][2], x in rows pairs
+ * The one-hot terms (-g at the target) are lmhead.c's. The epilogues (exp, max, sum, rounding) are
+ * portable C on 16-lane vectors, the same in every backend.
  *
  * The kernels are written once, in lmhead_amx_kernels.h, against a small tile interface (AMX_BEGIN,
  * AMX_ZERO, AMX_LOAD, AMX_STORE, AMX_DP, AMX_END); lmhead.c builds them on the AMX intrinsics, and
@@ -25,32 +31,35 @@
 
 #include "bf16.h"
 
+/* Vocabulary rows per block of the backward pass: Eb and E2b are 64 KB each at RP = 128. */
+#define LMHEAD_AMX_VB 256
+
 typedef struct {
     int C, C32, V, V16, V32, RP, rows;
     const bf16 *wa;    /* [V16][C32] the output head, zero beyond V and C */
     const bf16 *wt;    /* [C][V32] its transpose, zero beyond V */
     const bf16 *XP;    /* [C32/2][RP][2] the chunk's x, pairs of columns together, zero beyond C and rows */
-    bf16 *E;           /* [V16][RP] out of logits */
-    bf16 *E2;          /* [V32/2][RP][2] out of logits, zero beyond V */
-    const bf16 *XSp;   /* [RP/2][C][2] s_r x_r, pairs of rows together, zero beyond rows */
-    float *DXT;        /* [C][RP] out of dx */
-    float *stage;      /* [4][16][16] scratch for accumulator tiles (and one dW tile, [16][C]) */
+    const bf16 *XR;    /* [RP/2][C][2] the same x, pairs of rows together, zero beyond rows */
+    bf16 *Eb;          /* [LMHEAD_AMX_VB][RP] a block's E, rows in vocabulary order */
+    bf16 *E2b;         /* [LMHEAD_AMX_VB/2][RP][2] the same, pairs of vocabulary rows interleaved */
+    float *DXT;        /* [C][RP] dx without its one-hot term, accumulated by backward */
+    float *stage;      /* lmhead_amx_stage_floats(C): four accumulator tiles, then one dW tile [16][C] */
     const float *U;    /* [RP] the rows' logit bounds */
-    float *mx, *sm;    /* [RP] running max of the logits and sum of E, updated by logits */
-    float *tl;         /* [RP] out of logits: the logit of each row's target */
+    const float *sc;   /* [RP] s_r = g_r / sum_r (0 for a row without gradient or past rows) */
+    float *mx, *sm;    /* [RP] running max of the logits and sum of exp(l - U), updated by sums */
+    float *tl;         /* [RP] out of sums: the logit of each row's target */
     const int32_t *tg; /* [rows] each row's target, already in 0..V-1 */
 } lmhead_amx_chunk;
 
 /* Floats of stage the kernels need for d_model C. */
-static inline size_t lmhead_amx_stage_floats(int C) { return (size_t)(4 * 256 > 16 * C ? 4 * 256 : 16 * C); }
+static inline size_t lmhead_amx_stage_floats(int C) { return (size_t)(4 * 256 + 16 * C); }
 
 typedef struct {
-    const char *name; /* "hardware", "emulated" */
-    /* logits^T, its epilogue: E, E2 (and E2's zero rows from V to V32), mx, sm, tl */
-    void (*logits)(const lmhead_amx_chunk *k);
-    void (*dx)(const lmhead_amx_chunk *k); /* DXT */
-    /* dW rows [vlo, vhi) (vlo a multiple of 16) += the chunk's contribution */
-    void (*dw)(const lmhead_amx_chunk *k, long vlo, long vhi, float *dw);
+    const char *name;                        /* "hardware", "emulated" */
+    void (*sums)(const lmhead_amx_chunk *k); /* mx, sm, tl over the whole vocabulary */
+    /* vocabulary rows [vlo, vhi) (vlo a multiple of 32; vhi one, or V): DXT += when want_dx, dW rows
+     * [vlo, vhi) += when dW is non-NULL */
+    void (*backward)(const lmhead_amx_chunk *k, long vlo, long vhi, float *dW, int want_dx);
 } lmhead_amx_kernels;
 
 /* Tests: the AMX path's kernels become k (the emulated backend) for the whole process, and the amx

@@ -8,6 +8,8 @@
  *   AMX_STORE(t, ptr, stride)   the reverse
  *   AMX_DP(c, a, b)             TDPBF16PS: c[m][n] += sum_k a[m][2k] b[k][2n] + a[m][2k+1] b[k][2n+1]
  *   AMX_END()                   release the tiles
+ * and may define AMX_EPI_SUMS and AMX_EPI_GRAD, functions of amx_epilogue_sums's and
+ * amx_epilogue_grad's arguments that do the same (lmhead_amx_epi.h); else those portable ones.
  * Tiles 0-3 hold accumulators, 4-5 A operands, 6-7 B operands. */
 #include <string.h>
 
@@ -31,147 +33,169 @@ static inline amx_h16 amx_round16(fm_v16 x) {
     return __builtin_convertvector(r, amx_h16);
 }
 
-/* One logits tile T[j][i] = logit of vocabulary row v0 + j for row r0 + i (the chunk's 16 rows at
- * r0): exp against each row's bound into E and E2, running max and sum over the vocabulary rows
- * below V in order, and the targets' logits. */
-static void amx_epilogue(const lmhead_amx_chunk *k, const float *T, long v0, int r0) {
-    const int RP = k->RP;
+/* The running max and sum of one logits tile T[j][i] (vocabulary row v0 + j, row r0 + i of the
+ * chunk's 16 at r0): exp against each row's bound, over the vocabulary rows below V in order, and
+ * the targets' logits. */
+static inline void amx_epilogue_sums(const lmhead_amx_chunk *k, const float *T, long v0, int r0) {
     fm_v16 u = fm_load(k->U + r0), m = fm_load(k->mx + r0), s = fm_load(k->sm + r0);
-    amx_h16 h[16];
-    for (int j = 0; j < 16; j++) {
-        if (v0 + j >= k->V) {
-            h[j] = (amx_h16){0};
-        } else {
-            fm_v16 l = fm_load(T + 16 * j);
-            m = fm_select(l > m, l, m);
-            fm_v16 x = fm_exp16(l - u);
-            s += x;
-            h[j] = amx_round16(x);
-        }
-        memcpy(k->E + (size_t)(v0 + j) * RP + r0, &h[j], sizeof h[j]);
+    int n = k->V - v0 < 16 ? (int)(k->V - v0) : 16;
+    for (int j = 0; j < n; j++) {
+        fm_v16 l = fm_load(T + 16 * j);
+        m = fm_select(l > m, l, m);
+        s += fm_exp16(l - u);
     }
     fm_store(k->mx + r0, m);
     fm_store(k->sm + r0, s);
-    /* E2: rows v0 + 2p and v0 + 2p + 1 interleaved, per row r */
-    for (int p = 0; p < 8; p++) {
-        amx_h32 o = __builtin_shufflevector(h[2 * p], h[2 * p + 1], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
-                                            23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        memcpy(k->E2 + ((size_t)(v0 / 2 + p) * RP + r0) * 2, &o, sizeof o);
-    }
     for (int i = 0; i < 16 && r0 + i < k->rows; i++) {
         long t = k->tg[r0 + i];
         if (t >= v0 && t < v0 + 16) k->tl[r0 + i] = T[16 * (t - v0) + i];
     }
 }
+
+/* The gradient of one logits tile: E = bf16(s_r exp(l - U_r)) for vocabulary rows v0 + j below
+ * vend (zero from vend on), into the block's Eb rows (v0 - vb + j) and E2b pairs. */
+static inline void amx_epilogue_grad(const lmhead_amx_chunk *k, const float *T, long vb, long v0, long vend, int r0) {
+    const int RP = k->RP;
+    fm_v16 u = fm_load(k->U + r0), sc = fm_load(k->sc + r0);
+    amx_h16 h[16];
+    long lv = v0 - vb;
+    for (int j = 0; j < 16; j++) {
+        if (v0 + j >= vend)
+            h[j] = (amx_h16){0};
+        else
+            h[j] = amx_round16(fm_exp16(fm_load(T + 16 * j) - u) * sc);
+        memcpy(k->Eb + (size_t)(lv + j) * RP + r0, &h[j], sizeof h[j]);
+    }
+    for (int p = 0; p < 8; p++) {
+        amx_h32 o = __builtin_shufflevector(h[2 * p], h[2 * p + 1], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        memcpy(k->E2b + ((size_t)(lv / 2 + p) * RP + r0) * 2, &o, sizeof o);
+    }
+}
+#endif
+
+#ifndef AMX_EPI_SUMS
+#define AMX_EPI_SUMS amx_epilogue_sums
+#endif
+#ifndef AMX_EPI_GRAD
+#define AMX_EPI_GRAD amx_epilogue_grad
 #endif
 
 #define AMX_CAT2(a, b) a##_##b
 #define AMX_CAT(a, b) AMX_CAT2(a, b)
 #define AMX_NAME(n) AMX_CAT(n, AMX_SFX)
 
-/* logits^T of vocabulary tiles [v0, v0 + 16 nv) (nv 1 or 2) for the row tiles at r0, r0 + 16, then
- * the epilogue of each tile, in vocabulary order. */
-AMX_TGT static void AMX_NAME(amx_logits_block)(const lmhead_amx_chunk *k, long v0, int nv, int r0) {
-    const int RP = k->RP, C32 = k->C32;
-    const long sa = (long)C32 * 2, sb = (long)RP * 4;
-    AMX_ZERO(0);
-    AMX_ZERO(1);
-    AMX_ZERO(2);
-    AMX_ZERO(3);
-    for (int c = 0; c < C32; c += 32) {
-        const bf16 *b = k->XP + ((size_t)(c / 2) * RP + r0) * 2;
-        AMX_LOAD(6, b, sb);
-        AMX_LOAD(7, b + 32, sb);
-        AMX_LOAD(4, k->wa + (size_t)v0 * C32 + c, sa);
-        AMX_DP(0, 4, 6);
-        AMX_DP(1, 4, 7);
-        if (nv == 2) {
-            AMX_LOAD(5, k->wa + (size_t)(v0 + 16) * C32 + c, sa);
-            AMX_DP(2, 5, 6);
-            AMX_DP(3, 5, 7);
+/* One set: the logits of vocabulary tile v0 (16 rows of wa) for the row tiles r0 and r0 + 16, into
+ * the accumulators ACC and ACC1, through the A operand tile AOP (tile numbers are constants). */
+#define AMX_LOGITS_SET(ACC, ACC1, AOP, k, v0, r0)                                                                      \
+    do {                                                                                                               \
+        const long sa_ = (long)(k)->C32 * 2, sb_ = (long)(k)->RP * 4;                                                  \
+        AMX_ZERO(ACC);                                                                                                 \
+        AMX_ZERO(ACC1);                                                                                                \
+        for (int c_ = 0; c_ < (k)->C32; c_ += 32) {                                                                    \
+            const bf16 *b_ = (k)->XP + ((size_t)(c_ / 2) * (k)->RP + (r0)) * 2;                                        \
+            AMX_LOAD(6, b_, sb_);                                                                                      \
+            AMX_LOAD(7, b_ + 32, sb_);                                                                                 \
+            AMX_LOAD(AOP, (k)->wa + (size_t)(v0) * (k)->C32 + c_, sa_);                                                \
+            AMX_DP(ACC, AOP, 6);                                                                                       \
+            AMX_DP(ACC1, AOP, 7);                                                                                      \
+        }                                                                                                              \
+    } while (0)
+
+/* The logits of vocabulary tiles [va, vz) (multiples of 16) for every pair of row tiles, in the
+ * order (vocabulary tile, row pair), each handed to an epilogue as stage tiles T[j][i] (vocabulary
+ * row v0 + j, row r0 + i): the sums' (grad 0) or the gradient's (grad 1, of the block [vb, vend)).
+ * Two sets of accumulators take turns (tiles 0-1 with A operand 4, tiles 2-3 with 5): one set's
+ * tiles are stored, the other's products issued, and only then the first set's epilogue runs, so
+ * that the tiles keep computing while the vector units work. */
+AMX_TGT static void AMX_NAME(amx_logits_sweep)(const lmhead_amx_chunk *k, long va, long vz, int grad, long vb,
+                                               long vend) {
+    const int nr = k->RP / 32;
+    const long n = (vz - va) / 16 * nr;
+    if (n <= 0) return;
+    AMX_LOGITS_SET(0, 1, 4, k, va, 0);
+    for (long i = 0; i <= n; i++) {
+        if (i < n) {
+            float *t = k->stage + (i & 1) * 512;
+            if (i & 1) {
+                AMX_STORE(2, t, 64);
+                AMX_STORE(3, t + 256, 64);
+            } else {
+                AMX_STORE(0, t, 64);
+                AMX_STORE(1, t + 256, 64);
+            }
         }
-    }
-    float *st = k->stage;
-    AMX_STORE(0, st, 64);
-    AMX_STORE(1, st + 256, 64);
-    if (nv == 2) {
-        AMX_STORE(2, st + 512, 64);
-        AMX_STORE(3, st + 768, 64);
-    }
-    amx_epilogue(k, st, v0, r0);
-    amx_epilogue(k, st + 256, v0, r0 + 16);
-    if (nv == 2) {
-        amx_epilogue(k, st + 512, v0 + 16, r0);
-        amx_epilogue(k, st + 768, v0 + 16, r0 + 16);
+        if (i + 1 < n) {
+            long v1 = va + ((i + 1) / nr) * 16;
+            int r1 = (int)((i + 1) % nr) * 32;
+            if (i & 1)
+                AMX_LOGITS_SET(0, 1, 4, k, v1, r1);
+            else
+                AMX_LOGITS_SET(2, 3, 5, k, v1, r1);
+        }
+        if (i == 0) continue;
+        /* the epilogue of set i - 1, stored a step ago */
+        long j = i - 1, v0 = va + (j / nr) * 16;
+        int r0 = (int)(j % nr) * 32;
+        const float *t = k->stage + (j & 1) * 512;
+        if (grad) {
+            AMX_EPI_GRAD(k, t, vb, v0, vend, r0);
+            AMX_EPI_GRAD(k, t + 256, vb, v0, vend, r0 + 16);
+        } else {
+            AMX_EPI_SUMS(k, t, v0, r0);
+            AMX_EPI_SUMS(k, t + 256, v0, r0 + 16);
+        }
     }
 }
 
-AMX_TGT static void AMX_NAME(amx_logits)(const lmhead_amx_chunk *k) {
-    const int RP = k->RP;
-    /* E2's rows from V16 to V32 are never written by an epilogue: zero them (the scratch is shared) */
-    if (k->V32 > k->V16) memset(k->E2 + (size_t)k->V16 / 2 * RP * 2, 0, sizeof(bf16) * (size_t)(k->V32 - k->V16) * RP);
+/* Pass 1: every logit of the chunk, reduced to the rows' running max and sum and their targets'
+ * logits (mx, sm, tl); nothing of the [V][rows] logits is kept. */
+AMX_TGT static void AMX_NAME(amx_sums)(const lmhead_amx_chunk *k) {
     AMX_BEGIN();
-    for (long v0 = 0; v0 < k->V16; v0 += 32) {
-        int nv = k->V16 - v0 >= 32 ? 2 : 1;
-        for (int r0 = 0; r0 < RP; r0 += 32) AMX_NAME(amx_logits_block)(k, v0, nv, r0);
-    }
+    AMX_NAME(amx_logits_sweep)(k, 0, k->V16, 0, 0, 0);
     AMX_END();
 }
 
-/* DXT[c][r] = sum_v wt[c][v] E2: vocabulary blocks of 256 (wt's and E2's share, 64 KB each at
- * C = RP = 128, stay in L2 while every (column pair, row pair) of tiles passes over them); the
- * accumulators go through DXT between blocks. */
-AMX_TGT static void AMX_NAME(amx_dx)(const lmhead_amx_chunk *k) {
+/* DXT[c][r] += sum over the block's n32 vocabulary rows (a multiple of 32) of wt[c][vb + v] E2b. */
+AMX_TGT static void AMX_NAME(amx_dx_block)(const lmhead_amx_chunk *k, long vb, long n32) {
     const int RP = k->RP, C = k->C;
     const long sa = (long)k->V32 * 2, sb = (long)RP * 4, sd = (long)RP * 4;
-    AMX_BEGIN();
-    for (long vb = 0; vb < k->V32; vb += 256) {
-        long ve = vb + 256 < k->V32 ? vb + 256 : k->V32;
-        for (int c0 = 0; c0 < C; c0 += 32) {
-            int nc = C - c0 >= 32 ? 2 : 1;
-            for (int r0 = 0; r0 < RP; r0 += 32) {
-                float *d = k->DXT + (size_t)c0 * RP + r0;
-                if (vb == 0) {
-                    AMX_ZERO(0);
-                    AMX_ZERO(1);
-                    AMX_ZERO(2);
-                    AMX_ZERO(3);
-                } else {
-                    AMX_LOAD(0, d, sd);
-                    AMX_LOAD(1, d + 16, sd);
-                    if (nc == 2) {
-                        AMX_LOAD(2, d + (size_t)16 * RP, sd);
-                        AMX_LOAD(3, d + (size_t)16 * RP + 16, sd);
-                    }
-                }
-                for (long v = vb; v < ve; v += 32) {
-                    const bf16 *b = k->E2 + ((size_t)(v / 2) * RP + r0) * 2;
-                    AMX_LOAD(6, b, sb);
-                    AMX_LOAD(7, b + 32, sb);
-                    AMX_LOAD(4, k->wt + (size_t)c0 * k->V32 + v, sa);
-                    AMX_DP(0, 4, 6);
-                    AMX_DP(1, 4, 7);
-                    if (nc == 2) {
-                        AMX_LOAD(5, k->wt + (size_t)(c0 + 16) * k->V32 + v, sa);
-                        AMX_DP(2, 5, 6);
-                        AMX_DP(3, 5, 7);
-                    }
-                }
-                AMX_STORE(0, d, sd);
-                AMX_STORE(1, d + 16, sd);
+    for (int c0 = 0; c0 < C; c0 += 32) {
+        int nc = C - c0 >= 32 ? 2 : 1;
+        for (int r0 = 0; r0 < RP; r0 += 32) {
+            float *d = k->DXT + (size_t)c0 * RP + r0;
+            AMX_LOAD(0, d, sd);
+            AMX_LOAD(1, d + 16, sd);
+            if (nc == 2) {
+                AMX_LOAD(2, d + (size_t)16 * RP, sd);
+                AMX_LOAD(3, d + (size_t)16 * RP + 16, sd);
+            }
+            for (long v = 0; v < n32; v += 32) {
+                const bf16 *b = k->E2b + ((size_t)(v / 2) * RP + r0) * 2;
+                AMX_LOAD(6, b, sb);
+                AMX_LOAD(7, b + 32, sb);
+                AMX_LOAD(4, k->wt + (size_t)c0 * k->V32 + vb + v, sa);
+                AMX_DP(0, 4, 6);
+                AMX_DP(1, 4, 7);
                 if (nc == 2) {
-                    AMX_STORE(2, d + (size_t)16 * RP, sd);
-                    AMX_STORE(3, d + (size_t)16 * RP + 16, sd);
+                    AMX_LOAD(5, k->wt + (size_t)(c0 + 16) * k->V32 + vb + v, sa);
+                    AMX_DP(2, 5, 6);
+                    AMX_DP(3, 5, 7);
                 }
+            }
+            AMX_STORE(0, d, sd);
+            AMX_STORE(1, d + 16, sd);
+            if (nc == 2) {
+                AMX_STORE(2, d + (size_t)16 * RP, sd);
+                AMX_STORE(3, d + (size_t)16 * RP + 16, sd);
             }
         }
     }
-    AMX_END();
 }
 
 /* dW rows [v0, v0 + 16) (out, stride sdw bytes: dW itself, or the stage for a partial tile) +=
- * E rows v0.. . XSp, column tiles in pairs. */
-AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long v0, float *out, long sdw) {
+ * Eb rows (v0 - vb).. . XR, column tiles in pairs. */
+AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long lv, float *out, long sdw) {
     const int RP = k->RP, C = k->C;
     const long sa = (long)RP * 2, sb = (long)C * 4;
     for (int c0 = 0; c0 < C; c0 += 32) {
@@ -179,8 +203,8 @@ AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long v0, fl
         AMX_LOAD(0, out + c0, sdw);
         if (nc == 2) AMX_LOAD(1, out + c0 + 16, sdw);
         for (int r = 0; r < RP; r += 32) {
-            AMX_LOAD(4, k->E + (size_t)v0 * RP + r, sa);
-            const bf16 *b = k->XSp + ((size_t)(r / 2) * C + c0) * 2;
+            AMX_LOAD(4, k->Eb + (size_t)lv * RP + r, sa);
+            const bf16 *b = k->XR + ((size_t)(r / 2) * C + c0) * 2;
             AMX_LOAD(6, b, sb);
             AMX_DP(0, 4, 6);
             if (nc == 2) {
@@ -193,22 +217,68 @@ AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long v0, fl
     }
 }
 
-AMX_TGT static void AMX_NAME(amx_dw)(const lmhead_amx_chunk *k, long vlo, long vhi, float *dW) {
-    const int C = k->C;
+/* dW rows [v0, v0 + 32) += Eb rows (v0 - vb).. . XR, 2 x 2 tiles at a time (C a multiple of 32). */
+AMX_TGT static void AMX_NAME(amx_dw_pair)(const lmhead_amx_chunk *k, long lv, float *out) {
+    const int RP = k->RP, C = k->C;
+    const long sa = (long)RP * 2, sb = (long)C * 4, sd = (long)C * 4;
+    const bf16 *e = k->Eb + (size_t)lv * RP;
+    for (int c0 = 0; c0 < C; c0 += 32) {
+        float *d = out + c0;
+        AMX_LOAD(0, d, sd);
+        AMX_LOAD(1, d + 16, sd);
+        AMX_LOAD(2, d + (size_t)16 * C, sd);
+        AMX_LOAD(3, d + (size_t)16 * C + 16, sd);
+        for (int r = 0; r < RP; r += 32) {
+            const bf16 *b = k->XR + ((size_t)(r / 2) * C + c0) * 2;
+            AMX_LOAD(4, e + r, sa);
+            AMX_LOAD(5, e + (size_t)16 * RP + r, sa);
+            AMX_LOAD(6, b, sb);
+            AMX_LOAD(7, b + 32, sb);
+            AMX_DP(0, 4, 6);
+            AMX_DP(1, 4, 7);
+            AMX_DP(2, 5, 6);
+            AMX_DP(3, 5, 7);
+        }
+        AMX_STORE(0, d, sd);
+        AMX_STORE(1, d + 16, sd);
+        AMX_STORE(2, d + (size_t)16 * C, sd);
+        AMX_STORE(3, d + (size_t)16 * C + 16, sd);
+    }
+}
+
+/* Pass 2 over vocabulary rows [vlo, vhi) (vlo a multiple of 32, vhi one or V), LMHEAD_AMX_VB at a
+ * time: the logits again, E scaled by the rows' s_r, then DXT += and (dW non-NULL) dW rows +=. */
+AMX_TGT static void AMX_NAME(amx_backward)(const lmhead_amx_chunk *k, long vlo, long vhi, float *dW, int want_dx) {
+    const int RP = k->RP, C = k->C;
     AMX_BEGIN();
-    long v0 = vlo;
-    for (; v0 + 16 <= vhi; v0 += 16) AMX_NAME(amx_dw_tile)(k, v0, dW + (size_t)v0 * C, (long)C * 4);
-    if (v0 < vhi) {
-        /* a last tile of fewer than 16 rows: through the stage, so no row past vhi is touched */
-        int n = (int)(vhi - v0);
-        memset(k->stage, 0, sizeof(float) * 16 * (size_t)C);
-        memcpy(k->stage, dW + (size_t)v0 * C, sizeof(float) * (size_t)n * C);
-        AMX_NAME(amx_dw_tile)(k, v0, k->stage, (long)C * 4);
-        memcpy(dW + (size_t)v0 * C, k->stage, sizeof(float) * (size_t)n * C);
+    for (long vb = vlo; vb < vhi; vb += LMHEAD_AMX_VB) {
+        long vend = vb + LMHEAD_AMX_VB < vhi ? vb + LMHEAD_AMX_VB : vhi, n = vend - vb;
+        long n16 = (n + 15) / 16 * 16, n32 = (n + 31) / 32 * 32;
+        AMX_NAME(amx_logits_sweep)(k, vb, vb + n16, 1, vb, vend);
+        /* dx contracts over pairs of vocabulary rows, 32 at a time: the last 16 of E2b are zero */
+        if (n32 > n16) memset(k->E2b + (size_t)n16 / 2 * RP * 2, 0, sizeof(bf16) * (size_t)(n32 - n16) * RP);
+        if (want_dx) AMX_NAME(amx_dx_block)(k, vb, n32);
+        if (!dW) continue;
+        long v0 = vb;
+        if (C % 32 == 0)
+            for (; v0 + 32 <= vend; v0 += 32) AMX_NAME(amx_dw_pair)(k, v0 - vb, dW + (size_t)v0 * C);
+        for (; v0 + 16 <= vend; v0 += 16) AMX_NAME(amx_dw_tile)(k, v0 - vb, dW + (size_t)v0 * C, (long)C * 4);
+        if (v0 < vend) {
+            /* a last tile of fewer than 16 rows: through the stage, so no row past vend is touched */
+            int m = (int)(vend - v0);
+            float *t = k->stage + 1024;
+            memset(t, 0, sizeof(float) * 16 * (size_t)C);
+            memcpy(t, dW + (size_t)v0 * C, sizeof(float) * (size_t)m * C);
+            AMX_NAME(amx_dw_tile)(k, v0 - vb, t, (long)C * 4);
+            memcpy(dW + (size_t)v0 * C, t, sizeof(float) * (size_t)m * C);
+        }
     }
     AMX_END();
 }
 
+#undef AMX_EPI_SUMS
+#undef AMX_EPI_GRAD
+#undef AMX_LOGITS_SET
 #undef AMX_NAME
 #undef AMX_CAT
 #undef AMX_CAT2

@@ -14,7 +14,6 @@
 #include "safetensors.h"
 #include "threads.h"
 
-#define LMHEAD_CHUNK_ROWS LMHEAD_MAX_ROWS
 #define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
 #define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
 
@@ -609,7 +608,8 @@ static void block_product(model *m, int tid, int l, int w, int dir, real *out, c
     if (m->wpk) {
         bf16 *xb = m->bscr + (size_t)tid * m->bscr_per;
         gemm_bf16_rows(xb, K, x, K, (int)nr, K);
-        gemm_bf16((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0);
+        if (m->lm_bf->path != KERNEL_PATH_AMX || !gemm_bf16_amx((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0))
+            gemm_bf16((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0);
         return;
     }
     const real *W = m->params + w_off(&m->lo[l], w);
@@ -791,11 +791,12 @@ static void phase_fn(void *ctx, int tid, int nth) {
         break;
     }
     case PH_LMHEAD: {
-        /* about 16 chunks, at most LMHEAD_CHUNK_ROWS rows; the kernels pad a chunk to a multiple
+        /* about 16 chunks, at most lmhead_max_rows rows; the kernels pad a chunk to a multiple
          * of 16 rows, so their chunks are sized in 16s (a 2-row chunk would cost as much as 16) */
         long R = (N + 15) / 16;
+        if (lmhead_max_rows(m->lm_bf) > LMHEAD_MAX_ROWS) R = (N + 7) / 8; /* amx: about 8 */
         if (m->lm_bf || (!m->lmhead_blas && lmhead_uses_kernels(C))) R = (R + 15) / 16 * 16;
-        if (R > LMHEAD_CHUNK_ROWS) R = LMHEAD_CHUNK_ROWS;
+        if (R > lmhead_max_rows(m->lm_bf)) R = lmhead_max_rows(m->lm_bf);
         lmhead_args la = {
             .x = m->lnf,
             .w = P(m->lm_head),

@@ -769,7 +769,7 @@ static void ev_phase(void *ctx, int tid, int nth) {
     case EV_LMHEAD: {
         long R = (N + 15) / 16;
         if (ev->lm_bf || lmhead_uses_kernels(ev->C)) R = (R + 15) / 16 * 16;
-        if (R > LMHEAD_MAX_ROWS) R = LMHEAD_MAX_ROWS;
+        if (R > lmhead_max_rows(ev->lm_bf)) R = lmhead_max_rows(ev->lm_bf);
         lmhead_args la = {
             .x = ev->lnf,
             .w = ev->lm,

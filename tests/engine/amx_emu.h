@@ -107,6 +107,6 @@ static void amx_emu_dp(int c, int a, int b) {
 #define AMX_END() (amx_emu.configured = 0)
 #include "lmhead_amx_kernels.h"
 
-static const lmhead_amx_kernels amx_emu_kernels = {"emulated", amx_logits_emu, amx_dx_emu, amx_dw_emu};
+static const lmhead_amx_kernels amx_emu_kernels = {"emulated", amx_sums_emu, amx_backward_emu};
 
 #endif

@@ -2,7 +2,8 @@
  * a double-precision reference on random matrices: every form (A B^T, A B, A^T B), with and without
  * accumulation, row strides wider than the rows, and odd shapes (tails of the 12-row and 32-column
  * tiles, K = 0, K longer than one packed block): each entry within K 2^-23 of the sum of |terms|.
- * The same bits from either entry point of a tile (a product's rows computed in one call or split). */
+ * The same bits from either entry point of a tile (a product's rows computed in one call or split).
+ * The bf16 products likewise, on vdpbf16ps (or portable loops) and on AMX tiles. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,7 +118,13 @@ TEST(row_split_gives_the_same_bits) {
  * ways the model packs weights), against a double sum over the rounded inputs within K 2^-23 of the
  * sum of |terms|; tails of the 12-row and 32-column tiles, odd K, accumulation; the same bits for a
  * product's rows in one call or two. Where the CPU lacks AVX-512 BF16, the portable loop. */
-static int check_bf16(int M, int N, int K, int trans, int acc, char *why, size_t wl) {
+/* The product through gemm_bf16, or (amx) through gemm_bf16_amx, which must take it. */
+static void bf16_product(int amx, int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, float *C, int ldc,
+                         int acc) {
+    if (!amx || !gemm_bf16_amx(M, N, K, A, lda, Bp, C, ldc, acc)) gemm_bf16(M, N, K, A, lda, Bp, C, ldc, acc);
+}
+
+static int check_bf16_on(int amx, int M, int N, int K, int trans, int acc, char *why, size_t wl) {
     int Kp = K + K % 2, ldc = N + 3, lda = Kp + 2;
     long nb = (long)K * N;
     float *A = malloc(sizeof(float) * ((size_t)M * K + 1)), *B = malloc(sizeof(float) * ((size_t)nb + 1)),
@@ -138,10 +145,10 @@ static int check_bf16(int M, int N, int K, int trans, int acc, char *why, size_t
         gemm_bf16_pack(Bp, K, N, B, N, 1);
     memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
     memcpy(C2, C0, sizeof(float) * (size_t)M * ldc);
-    gemm_bf16(M, N, K, Ab, lda, Bp, C, ldc, acc);
-    int half = M / 2;
-    gemm_bf16(half, N, K, Ab, lda, Bp, C2, ldc, acc);
-    gemm_bf16(M - half, N, K, Ab + (long)half * lda, lda, Bp, C2 + (long)half * ldc, ldc, acc);
+    bf16_product(amx, M, N, K, Ab, lda, Bp, C, ldc, acc);
+    int half = amx ? M / 64 * 32 : M / 2;
+    bf16_product(amx, half, N, K, Ab, lda, Bp, C2, ldc, acc);
+    bf16_product(amx, M - half, N, K, Ab + (long)half * lda, lda, Bp, C2 + (long)half * ldc, ldc, acc);
     int ok = memcmp(C, C2, sizeof(float) * (size_t)M * ldc) == 0;
     if (!ok) snprintf(why, wl, "M%d N%d K%d: rows split in two calls give other bits", M, N, K);
     for (int m = 0; m < M && ok; m++)
@@ -175,6 +182,10 @@ static int check_bf16(int M, int N, int K, int trans, int acc, char *why, size_t
     return ok;
 }
 
+static int check_bf16(int M, int N, int K, int trans, int acc, char *why, size_t wl) {
+    return check_bf16_on(0, M, N, K, trans, acc, why, wl);
+}
+
 TEST(bf16_products_match_double_reference) {
     if (!gemm_bf16_available()) printf("(no AVX-512 BF16: the portable loop)\n");
     int Ms[] = {1, 5, 12, 13, 25, 64};
@@ -188,11 +199,38 @@ TEST(bf16_products_match_double_reference) {
                     CHECK_MSG(check_bf16(Ms[i], Ns[j], Ks[k], t, (int)((i + j + k) % 2), why, sizeof why), "%s", why);
 }
 
+/* The same products on AMX tiles: every shape the model gives them (multiples of 32: the blocks'
+ * rows, C, 3C, 4C), against the same reference and in one call or two; other shapes refused with C
+ * untouched. Skipped, by name, on a CPU without AMX. */
+TEST(amx_products_match_double_reference) {
+    SKIP_IF(!cpu_has_amx_bf16(), "amx products (%s)", cpu_amx_missing() ? cpu_amx_missing() : "no AMX");
+    int Ms[] = {32, 64, 256};
+    int Ns[] = {32, 128, 384, 512};
+    int Ks[] = {32, 128, 512};
+    char why[200];
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+        for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+            for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
+                for (int t = 0; t < 2; t++)
+                    CHECK_MSG(check_bf16_on(1, Ms[i], Ns[j], Ks[k], t, (int)((i + j + k + t) % 2), why, sizeof why),
+                              "amx: %s", why);
+    bf16 a[64 * 64] = {0}, b[64 * 64] = {0};
+    float c[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) c[i] = (float)i;
+    CHECK(!gemm_bf16_amx(33, 32, 32, a, 64, b, c, 64, 0));
+    CHECK(!gemm_bf16_amx(32, 48, 32, a, 64, b, c, 64, 0));
+    CHECK(!gemm_bf16_amx(32, 32, 31, a, 64, b, c, 64, 0));
+    int same = 1;
+    for (int i = 0; i < 64 * 64; i++) same &= c[i] == (float)i;
+    CHECK_MSG(same, "a refused product wrote to C");
+}
+
 int main(void) {
     gemm_init();
     RUN(products_match_double_reference);
     RUN(blas_and_own_kernels_agree);
     RUN(row_split_gives_the_same_bits);
     RUN(bf16_products_match_double_reference);
+    RUN(amx_products_match_double_reference);
     return test_summary();
 }
