@@ -473,7 +473,7 @@ static void refresh_item(lmhead_bf16 *b, const real *w, long k) {
             bf16_from_floats(row, w + v * C, (size_t)C);
             double sq = 0;
             for (int c = 0; c < C; c++) {
-                b->wt[c * V32 + v] = row[c];
+                b->wt[amx_wt_at((long)V32, c, v)] = row[c];
                 double f = bf16_to_float(row[c]);
                 sq += f * f;
             }
@@ -905,22 +905,17 @@ static lmhead_amx_chunk amx_chunk_of(const lmhead_bf16 *b, const bf_scratch *s, 
     return k;
 }
 
-/* XP (the chunk's x in bf16, pairs of columns together, Cx columns with zeros beyond C and rows)
- * and U (each row's logit bound |x_r| |w|max), for every bf16 path. */
-static void bf_prep_x(const lmhead_args *a, long r0, int rows, int RP, int Cx, const bf_scratch *s) {
+/* XP (the chunk's x in bf16, Cx columns with zeros beyond C and rows: pairs of columns together,
+ * or on amx tile-major, amx_xp_at) and U (each row's logit bound |x_r| |w|max), for every bf16 path. */
+static void bf_prep_x(const lmhead_args *a, long r0, int rows, int RP, int Cx, int amx, const bf_scratch *s) {
     const int C = a->C;
     const real *X = a->x + r0 * C;
-    for (int c2 = 0; c2 < Cx / 2; c2++)
-        for (int r = 0; r < RP; r++) {
-            bf16 *xp = s->XP + ((size_t)c2 * RP + r) * 2;
-            int in = r < rows && 2 * c2 < C;
-            xp[0] = in ? bf16_from_float(X[(long)r * C + 2 * c2]) : 0;
-            xp[1] = in ? bf16_from_float(X[(long)r * C + 2 * c2 + 1]) : 0;
-        }
     for (int r = 0; r < RP; r++) {
         double sq = 0;
-        for (int c = 0; c < C; c++) {
-            double f = bf16_to_float(s->XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)]);
+        for (int c = 0; c < Cx; c++) {
+            bf16 h = r < rows && c < C ? bf16_from_float(X[(long)r * C + c]) : 0;
+            s->XP[amx ? amx_xp_at(RP, c, r) : ((size_t)(c / 2) * RP + r) * 2 + (c & 1)] = h;
+            double f = bf16_to_float(h);
             sq += f * f;
         }
         s->U[r] = (float)(sqrt(sq) * a->bf->wmax);
@@ -955,7 +950,7 @@ static void chunk_bf16(const lmhead_args *a, long r0, int rows, float *buf, int 
     bf_scratch s = bf_layout(buf, C, V, 0);
     int32_t tg[LMHEAD_MAX_ROWS];
     for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
-    bf_prep_x(a, r0, rows, RP, C, &s);
+    bf_prep_x(a, r0, rows, RP, C, 0, &s);
     if (V % 2) memset(s.E + (size_t)V * RP, 0, sizeof(bf16) * RP); /* the pad row of the last pair */
     for (int attempt = 0; attempt < 2; attempt++) {
         for (int r = 0; r < RP; r++) {
@@ -1035,7 +1030,7 @@ static void chunk_amx(const lmhead_args *a, long ci, long r0, int rows, float *b
     int32_t tg[LMHEAD_AMX_MAX_ROWS];
     for (int r = 0; r < rows; r++) tg[r] = (int32_t)row_target(a, r0 + r);
     lmhead_amx_chunk k = amx_chunk_of(b, &s, RP, rows, tg);
-    bf_prep_x(a, r0, rows, RP, C32, &s);
+    bf_prep_x(a, r0, rows, RP, C32, 1, &s);
     for (int attempt = 0; attempt < 2; attempt++) {
         for (int r = 0; r < RP; r++) {
             s.mx[r] = -INFINITY;
@@ -1054,8 +1049,7 @@ static void chunk_amx(const lmhead_args *a, long ci, long r0, int rows, float *b
     if (a->dx) memset(s.DXT, 0, sizeof(float) * (size_t)C * RP);
     if (a->dw)
         for (int r = 0; r < RP; r++)
-            for (int c = 0; c < C; c++)
-                s.XSp[((size_t)(r / 2) * C + c) * 2 + (r & 1)] = s.XP[((size_t)(c / 2) * RP + r) * 2 + (c & 1)];
+            for (int c = 0; c < C; c++) s.XSp[amx_xr_at(C, r, c)] = s.XP[amx_xp_at(RP, c, r)];
     for (int sl = 0; sl < LMHEAD_SLICES; sl++) {
         long vlo, vhi;
         slice_bounds(V, sl, &vlo, &vhi);
@@ -1067,7 +1061,7 @@ static void chunk_amx(const lmhead_args *a, long ci, long r0, int rows, float *b
             long t = a->targets[r0 + r];
             if (t < vlo || t >= vhi) continue;
             real *dw = a->dw + t * C;
-            for (int c = 0; c < C; c++) dw[c] -= a->grad_scale * bf_x(&s, RP, r, c);
+            for (int c = 0; c < C; c++) dw[c] -= a->grad_scale * bf16_to_float(s.XP[amx_xp_at(RP, c, r)]);
         }
         atomic_store_explicit(&a->tickets[sl], ci + 1, memory_order_release);
     }
@@ -1075,7 +1069,7 @@ static void chunk_amx(const lmhead_args *a, long ci, long r0, int rows, float *b
     for (int r = 0; r < rows; r++) {
         real *dx = a->dx + (r0 + r) * C, g = row_scale(a, r0 + r);
         const bf16 *wt = b->wa + (long)tg[r] * C32;
-        for (int c = 0; c < C; c++) dx[c] = s.DXT[(size_t)c * RP + r] - g * bf16_to_float(wt[c]);
+        for (int c = 0; c < C; c++) dx[c] = s.DXT[amx_dxt_at(RP, c, r)] - g * bf16_to_float(wt[c]);
     }
 }
 #else

@@ -71,13 +71,13 @@ amx_epi_grad_avx512(const lmhead_amx_chunk *k, const float *T, long vb, long v0,
                        ? _mm512_mul_ps(exp2_taylor(_mm512_fmsub_ps(_mm512_loadu_ps(T + 16 * j + 16), l2e, ul), 4), sc)
                        : _mm512_setzero_ps();
         __m256i ha = (__m256i)_mm512_cvtneps_pbh(a), hb = (__m256i)_mm512_cvtneps_pbh(b);
-        _mm256_storeu_si256((__m256i *)(k->Eb + (size_t)(lv + j) * RP + r0), ha);
-        _mm256_storeu_si256((__m256i *)(k->Eb + (size_t)(lv + j + 1) * RP + r0), hb);
+        _mm256_storeu_si256((__m256i *)(k->Eb + amx_eb_at(RP, lv + j, r0)), ha);
+        _mm256_storeu_si256((__m256i *)(k->Eb + amx_eb_at(RP, lv + j + 1, r0)), hb);
         /* E2b: words a0 b0 a1 b1 ... a15 b15 */
         __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
         __m512i o = _mm512_permutex2var_epi16(_mm512_castsi256_si512(ha), idx, _mm512_castsi256_si512(hb));
-        _mm512_storeu_si512(k->E2b + ((size_t)(lv / 2 + p) * RP + r0) * 2, o);
+        _mm512_storeu_si512(k->E2b + amx_e2_at(RP, lv + 2 * p, r0), o);
     }
 }
 

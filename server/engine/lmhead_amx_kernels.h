@@ -64,12 +64,12 @@ static inline void amx_epilogue_grad(const lmhead_amx_chunk *k, const float *T, 
             h[j] = (amx_h16){0};
         else
             h[j] = amx_round16(fm_exp16(fm_load(T + 16 * j) - u) * sc);
-        memcpy(k->Eb + (size_t)(lv + j) * RP + r0, &h[j], sizeof h[j]);
+        memcpy(k->Eb + amx_eb_at(RP, lv + j, r0), &h[j], sizeof h[j]);
     }
     for (int p = 0; p < 8; p++) {
         amx_h32 o = __builtin_shufflevector(h[2 * p], h[2 * p + 1], 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
                                             23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        memcpy(k->E2b + ((size_t)(lv / 2 + p) * RP + r0) * 2, &o, sizeof o);
+        memcpy(k->E2b + amx_e2_at(RP, lv + 2 * p, r0), &o, sizeof o);
     }
 }
 #endif
@@ -89,13 +89,13 @@ static inline void amx_epilogue_grad(const lmhead_amx_chunk *k, const float *T, 
  * the accumulators ACC and ACC1, through the A operand tile AOP (tile numbers are constants). */
 #define AMX_LOGITS_SET(ACC, ACC1, AOP, k, v0, r0)                                                                      \
     do {                                                                                                               \
-        const long sa_ = (long)(k)->C32 * 2, sb_ = (long)(k)->RP * 4;                                                  \
+        const long sa_ = (long)(k)->C32 * 2;                                                                           \
         AMX_ZERO(ACC);                                                                                                 \
         AMX_ZERO(ACC1);                                                                                                \
         for (int c_ = 0; c_ < (k)->C32; c_ += 32) {                                                                    \
-            const bf16 *b_ = (k)->XP + ((size_t)(c_ / 2) * (k)->RP + (r0)) * 2;                                        \
-            AMX_LOAD(6, b_, sb_);                                                                                      \
-            AMX_LOAD(7, b_ + 32, sb_);                                                                                 \
+            const bf16 *b_ = (k)->XP + amx_xp_at((k)->RP, c_, (r0));                                                   \
+            AMX_LOAD(6, b_, 64);                                                                                       \
+            AMX_LOAD(7, b_ + 512, 64);                                                                                 \
             AMX_LOAD(AOP, (k)->wa + (size_t)(v0) * (k)->C32 + c_, sa_);                                                \
             AMX_DP(ACC, AOP, 6);                                                                                       \
             AMX_DP(ACC1, AOP, 7);                                                                                      \
@@ -156,59 +156,58 @@ AMX_TGT static void AMX_NAME(amx_sums)(const lmhead_amx_chunk *k) {
     AMX_END();
 }
 
-/* DXT[c][r] += sum over the block's n32 vocabulary rows (a multiple of 32) of wt[c][vb + v] E2b. */
+/* DXT[c][r] += sum over the block's n32 vocabulary rows (a multiple of 32) of w[vb + v][c] E[v][r]. */
 AMX_TGT static void AMX_NAME(amx_dx_block)(const lmhead_amx_chunk *k, long vb, long n32) {
     const int RP = k->RP, C = k->C;
-    const long sa = (long)k->V32 * 2, sb = (long)RP * 4, sd = (long)RP * 4;
+    const size_t a1 = (size_t)(k->V32 / 32) * 512; /* from a wt tile to the one 16 c further */
     for (int c0 = 0; c0 < C; c0 += 32) {
         int nc = C - c0 >= 32 ? 2 : 1;
         for (int r0 = 0; r0 < RP; r0 += 32) {
-            float *d = k->DXT + (size_t)c0 * RP + r0;
-            AMX_LOAD(0, d, sd);
-            AMX_LOAD(1, d + 16, sd);
+            float *d0 = k->DXT + amx_dxt_at(RP, c0, r0), *d1 = d0 + (size_t)(RP / 16) * 256;
+            AMX_LOAD(0, d0, 64);
+            AMX_LOAD(1, d0 + 256, 64);
             if (nc == 2) {
-                AMX_LOAD(2, d + (size_t)16 * RP, sd);
-                AMX_LOAD(3, d + (size_t)16 * RP + 16, sd);
+                AMX_LOAD(2, d1, 64);
+                AMX_LOAD(3, d1 + 256, 64);
             }
             for (long v = 0; v < n32; v += 32) {
-                const bf16 *b = k->E2b + ((size_t)(v / 2) * RP + r0) * 2;
-                AMX_LOAD(6, b, sb);
-                AMX_LOAD(7, b + 32, sb);
-                AMX_LOAD(4, k->wt + (size_t)c0 * k->V32 + vb + v, sa);
+                const bf16 *b = k->E2b + amx_e2_at(RP, v, r0), *a = k->wt + amx_wt_at(k->V32, c0, vb + v);
+                AMX_LOAD(6, b, 64);
+                AMX_LOAD(7, b + 512, 64);
+                AMX_LOAD(4, a, 64);
                 AMX_DP(0, 4, 6);
                 AMX_DP(1, 4, 7);
                 if (nc == 2) {
-                    AMX_LOAD(5, k->wt + (size_t)(c0 + 16) * k->V32 + vb + v, sa);
+                    AMX_LOAD(5, a + a1, 64);
                     AMX_DP(2, 5, 6);
                     AMX_DP(3, 5, 7);
                 }
             }
-            AMX_STORE(0, d, sd);
-            AMX_STORE(1, d + 16, sd);
+            AMX_STORE(0, d0, 64);
+            AMX_STORE(1, d0 + 256, 64);
             if (nc == 2) {
-                AMX_STORE(2, d + (size_t)16 * RP, sd);
-                AMX_STORE(3, d + (size_t)16 * RP + 16, sd);
+                AMX_STORE(2, d1, 64);
+                AMX_STORE(3, d1 + 256, 64);
             }
         }
     }
 }
 
 /* dW rows [v0, v0 + 16) (out, stride sdw bytes: dW itself, or the stage for a partial tile) +=
- * Eb rows (v0 - vb).. . XR, column tiles in pairs. */
+ * the block's E rows lv.. . x, column tiles in pairs. */
 AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long lv, float *out, long sdw) {
     const int RP = k->RP, C = k->C;
-    const long sa = (long)RP * 2, sb = (long)C * 4;
     for (int c0 = 0; c0 < C; c0 += 32) {
         int nc = C - c0 >= 32 ? 2 : 1;
         AMX_LOAD(0, out + c0, sdw);
         if (nc == 2) AMX_LOAD(1, out + c0 + 16, sdw);
         for (int r = 0; r < RP; r += 32) {
-            AMX_LOAD(4, k->Eb + (size_t)lv * RP + r, sa);
-            const bf16 *b = k->XR + ((size_t)(r / 2) * C + c0) * 2;
-            AMX_LOAD(6, b, sb);
+            const bf16 *b = k->XR + amx_xr_at(C, r, c0);
+            AMX_LOAD(4, k->Eb + amx_eb_at(RP, lv, r), 64);
+            AMX_LOAD(6, b, 64);
             AMX_DP(0, 4, 6);
             if (nc == 2) {
-                AMX_LOAD(7, b + 32, sb);
+                AMX_LOAD(7, b + 512, 64);
                 AMX_DP(1, 4, 7);
             }
         }
@@ -217,11 +216,10 @@ AMX_TGT static void AMX_NAME(amx_dw_tile)(const lmhead_amx_chunk *k, long lv, fl
     }
 }
 
-/* dW rows [v0, v0 + 32) += Eb rows (v0 - vb).. . XR, 2 x 2 tiles at a time (C a multiple of 32). */
+/* dW rows [v0, v0 + 32) += the block's E rows lv.. . x, 2 x 2 tiles at a time (C a multiple of 32). */
 AMX_TGT static void AMX_NAME(amx_dw_pair)(const lmhead_amx_chunk *k, long lv, float *out) {
     const int RP = k->RP, C = k->C;
-    const long sa = (long)RP * 2, sb = (long)C * 4, sd = (long)C * 4;
-    const bf16 *e = k->Eb + (size_t)lv * RP;
+    const long sd = (long)C * 4;
     for (int c0 = 0; c0 < C; c0 += 32) {
         float *d = out + c0;
         AMX_LOAD(0, d, sd);
@@ -229,11 +227,11 @@ AMX_TGT static void AMX_NAME(amx_dw_pair)(const lmhead_amx_chunk *k, long lv, fl
         AMX_LOAD(2, d + (size_t)16 * C, sd);
         AMX_LOAD(3, d + (size_t)16 * C + 16, sd);
         for (int r = 0; r < RP; r += 32) {
-            const bf16 *b = k->XR + ((size_t)(r / 2) * C + c0) * 2;
-            AMX_LOAD(4, e + r, sa);
-            AMX_LOAD(5, e + (size_t)16 * RP + r, sa);
-            AMX_LOAD(6, b, sb);
-            AMX_LOAD(7, b + 32, sb);
+            const bf16 *b = k->XR + amx_xr_at(C, r, c0);
+            AMX_LOAD(4, k->Eb + amx_eb_at(RP, lv, r), 64);
+            AMX_LOAD(5, k->Eb + amx_eb_at(RP, lv + 16, r), 64);
+            AMX_LOAD(6, b, 64);
+            AMX_LOAD(7, b + 512, 64);
             AMX_DP(0, 4, 6);
             AMX_DP(1, 4, 7);
             AMX_DP(2, 5, 6);
@@ -256,7 +254,8 @@ AMX_TGT static void AMX_NAME(amx_backward)(const lmhead_amx_chunk *k, long vlo, 
         long n16 = (n + 15) / 16 * 16, n32 = (n + 31) / 32 * 32;
         AMX_NAME(amx_logits_sweep)(k, vb, vb + n16, 1, vb, vend);
         /* dx contracts over pairs of vocabulary rows, 32 at a time: the last 16 of E2b are zero */
-        if (n32 > n16) memset(k->E2b + (size_t)n16 / 2 * RP * 2, 0, sizeof(bf16) * (size_t)(n32 - n16) * RP);
+        if (n32 > n16)
+            for (int r0 = 0; r0 < RP; r0 += 16) memset(k->E2b + amx_e2_at(RP, n16, r0), 0, sizeof(bf16) * 256);
         if (want_dx) AMX_NAME(amx_dx_block)(k, vb, n32);
         if (!dW) continue;
         long v0 = vb;
