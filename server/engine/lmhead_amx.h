@@ -47,7 +47,7 @@ typedef struct {
     bf16 *Eb;          /* a block's E, amx_eb_at (LMHEAD_AMX_VB x RP) */
     bf16 *E2b;         /* the same, amx_e2_at */
     float *DXT;        /* dx without its one-hot term, amx_dxt_at, accumulated by backward */
-    float *stage;      /* lmhead_amx_stage_floats(C): four accumulator tiles, then one dW tile [16][C] */
+    float *stage;      /* lmhead_amx_stage_floats(C): two halves of four accumulator tiles, one dW tile [16][C] */
     const float *U;    /* [RP] the rows' logit bounds */
     const float *sc;   /* [RP] s_r = g_r / sum_r (0 for a row without gradient or past rows) */
     float *mx, *sm;    /* [RP] running max of the logits and sum of exp(l - U), updated by sums */
@@ -86,7 +86,7 @@ static inline size_t amx_dxt_at(int RP, int c, int r) {
 }
 
 /* Floats of stage the kernels need for d_model C. */
-static inline size_t lmhead_amx_stage_floats(int C) { return (size_t)(4 * 256 + 16 * C); }
+static inline size_t lmhead_amx_stage_floats(int C) { return (size_t)(2 * 4 * 256 + 16 * C); }
 
 typedef struct {
     const char *name;                        /* "hardware", "emulated" */

@@ -85,67 +85,68 @@ static inline void amx_epilogue_grad(const lmhead_amx_chunk *k, const float *T, 
 #define AMX_CAT(a, b) AMX_CAT2(a, b)
 #define AMX_NAME(n) AMX_CAT(n, AMX_SFX)
 
-/* One set: the logits of vocabulary tile v0 (16 rows of wa) for the row tiles r0 and r0 + 16, into
- * the accumulators ACC and ACC1, through the A operand tile AOP (tile numbers are constants). */
-#define AMX_LOGITS_SET(ACC, ACC1, AOP, k, v0, r0)                                                                      \
-    do {                                                                                                               \
-        const long sa_ = (long)(k)->C32 * 2;                                                                           \
-        AMX_ZERO(ACC);                                                                                                 \
-        AMX_ZERO(ACC1);                                                                                                \
-        for (int c_ = 0; c_ < (k)->C32; c_ += 32) {                                                                    \
-            const bf16 *b_ = (k)->XP + amx_xp_at((k)->RP, c_, (r0));                                                   \
-            AMX_LOAD(6, b_, 64);                                                                                       \
-            AMX_LOAD(7, b_ + 512, 64);                                                                                 \
-            AMX_LOAD(AOP, (k)->wa + (size_t)(v0) * (k)->C32 + c_, sa_);                                                \
-            AMX_DP(ACC, AOP, 6);                                                                                       \
-            AMX_DP(ACC1, AOP, 7);                                                                                      \
-        }                                                                                                              \
-    } while (0)
+/* The epilogues of a stored block of logits (stage tiles t + 256 q: vocabulary tile v0 + 16 (q / 2),
+ * row tile r0 + 16 (q % 2); the second vocabulary tile only below vz), in an order that adds each
+ * row's vocabulary tiles in turn. */
+static void AMX_NAME(amx_epilogues)(const lmhead_amx_chunk *k, const float *t, long v0, int r0, long vz, int grad,
+                                    long vb, long vend) {
+    for (int q = 0; q < 4; q++) {
+        long v = v0 + (q / 2) * 16;
+        int r = r0 + (q % 2) * 16;
+        if (v >= vz) break;
+        if (grad)
+            AMX_EPI_GRAD(k, t + 256 * q, vb, v, vend, r);
+        else
+            AMX_EPI_SUMS(k, t + 256 * q, v, r);
+    }
+}
 
-/* The logits of vocabulary tiles [va, vz) (multiples of 16) for every pair of row tiles, in the
- * order (vocabulary tile, row pair), each handed to an epilogue as stage tiles T[j][i] (vocabulary
- * row v0 + j, row r0 + i): the sums' (grad 0) or the gradient's (grad 1, of the block [vb, vend)).
- * Two sets of accumulators take turns (tiles 0-1 with A operand 4, tiles 2-3 with 5): one set's
- * tiles are stored, the other's products issued, and only then the first set's epilogue runs, so
- * that the tiles keep computing while the vector units work. */
+/* The logits of vocabulary tiles [va, vz) (multiples of 16) for every pair of row tiles, in blocks
+ * of two vocabulary tiles x two row tiles (2 x 2 accumulators, one tile load per product), each
+ * block handed to an epilogue as stage tiles T[j][i] (vocabulary row v + j, row r + i): the sums'
+ * (grad 0) or the gradient's (grad 1, of the block [vb, vend)). A block's tiles go to one half of
+ * the stage, and its epilogue runs after the next block's products are issued, so that the tiles
+ * compute while the vector units work. */
 AMX_TGT static void AMX_NAME(amx_logits_sweep)(const lmhead_amx_chunk *k, long va, long vz, int grad, long vb,
                                                long vend) {
-    const int nr = k->RP / 32;
-    const long n = (vz - va) / 16 * nr;
-    if (n <= 0) return;
-    AMX_LOGITS_SET(0, 1, 4, k, va, 0);
-    for (long i = 0; i <= n; i++) {
-        if (i < n) {
-            float *t = k->stage + (i & 1) * 512;
-            if (i & 1) {
-                AMX_STORE(2, t, 64);
-                AMX_STORE(3, t + 256, 64);
-            } else {
-                AMX_STORE(0, t, 64);
-                AMX_STORE(1, t + 256, 64);
+    const int RP = k->RP, C32 = k->C32;
+    const long sa = (long)C32 * 2;
+    long pv = -1; /* the block stored in the stage's half `half`, its epilogue pending */
+    int pr = 0, half = 0;
+    for (long v0 = va; v0 < vz; v0 += 32) {
+        const int two = v0 + 16 < vz;
+        for (int r0 = 0; r0 < RP; r0 += 32) {
+            AMX_ZERO(0);
+            AMX_ZERO(1);
+            AMX_ZERO(2);
+            AMX_ZERO(3);
+            for (int c = 0; c < C32; c += 32) {
+                const bf16 *b = k->XP + amx_xp_at(RP, c, r0);
+                AMX_LOAD(6, b, 64);
+                AMX_LOAD(7, b + 512, 64);
+                AMX_LOAD(4, k->wa + (size_t)v0 * C32 + c, sa);
+                AMX_DP(0, 4, 6);
+                AMX_DP(1, 4, 7);
+                if (two) {
+                    AMX_LOAD(5, k->wa + (size_t)(v0 + 16) * C32 + c, sa);
+                    AMX_DP(2, 5, 6);
+                    AMX_DP(3, 5, 7);
+                }
             }
-        }
-        if (i + 1 < n) {
-            long v1 = va + ((i + 1) / nr) * 16;
-            int r1 = (int)((i + 1) % nr) * 32;
-            if (i & 1)
-                AMX_LOGITS_SET(0, 1, 4, k, v1, r1);
-            else
-                AMX_LOGITS_SET(2, 3, 5, k, v1, r1);
-        }
-        if (i == 0) continue;
-        /* the epilogue of set i - 1, stored a step ago */
-        long j = i - 1, v0 = va + (j / nr) * 16;
-        int r0 = (int)(j % nr) * 32;
-        const float *t = k->stage + (j & 1) * 512;
-        if (grad) {
-            AMX_EPI_GRAD(k, t, vb, v0, vend, r0);
-            AMX_EPI_GRAD(k, t + 256, vb, v0, vend, r0 + 16);
-        } else {
-            AMX_EPI_SUMS(k, t, v0, r0);
-            AMX_EPI_SUMS(k, t + 256, v0, r0 + 16);
+            if (pv >= 0) AMX_NAME(amx_epilogues)(k, k->stage + 1024 * half, pv, pr, vz, grad, vb, vend);
+            half ^= 1;
+            float *t = k->stage + 1024 * half;
+            AMX_STORE(0, t, 64);
+            AMX_STORE(1, t + 256, 64);
+            if (two) {
+                AMX_STORE(2, t + 512, 64);
+                AMX_STORE(3, t + 768, 64);
+            }
+            pv = v0;
+            pr = r0;
         }
     }
+    if (pv >= 0) AMX_NAME(amx_epilogues)(k, k->stage + 1024 * half, pv, pr, vz, grad, vb, vend);
 }
 
 /* Pass 1: every logit of the chunk, reduced to the rows' running max and sum and their targets'
@@ -265,7 +266,7 @@ AMX_TGT static void AMX_NAME(amx_backward)(const lmhead_amx_chunk *k, long vlo, 
         if (v0 < vend) {
             /* a last tile of fewer than 16 rows: through the stage, so no row past vend is touched */
             int m = (int)(vend - v0);
-            float *t = k->stage + 1024;
+            float *t = k->stage + 2048;
             memset(t, 0, sizeof(float) * 16 * (size_t)C);
             memcpy(t, dW + (size_t)v0 * C, sizeof(float) * (size_t)m * C);
             AMX_NAME(amx_dw_tile)(k, v0 - vb, t, (long)C * 4);
@@ -277,7 +278,6 @@ AMX_TGT static void AMX_NAME(amx_backward)(const lmhead_amx_chunk *k, long vlo, 
 
 #undef AMX_EPI_SUMS
 #undef AMX_EPI_GRAD
-#undef AMX_LOGITS_SET
 #undef AMX_NAME
 #undef AMX_CAT
 #undef AMX_CAT2
