@@ -1,7 +1,8 @@
 /* The output layer alone (logits, softmax cross-entropy, dx and dW of N rows against a vocabulary
  * of V at width C) in fp32 (the engine's AVX-512 kernels, or BLAS where they do not apply) and in
  * bf16 mixed precision, one after the other in rounds (A B A B), with the fp32 FMA peak and the
- * bf16 dot-product peak measured by this program on as many threads, right around each round.
+ * bf16 dot-product peak (and the AMX peak where the CPU has it) measured by this program on as many
+ * threads, right around each round.
  *   bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] [--kernel-path NAME]
  * The bf16 rounds run on the process's bf16 kernel path (kernel_path.h), or on the one named. */
 #include <stdio.h>
@@ -24,17 +25,18 @@ static double now_s(void) {
 }
 
 typedef struct {
-    double seconds, fma, dp;
+    double seconds, fma, dp, amx;
 } peak_arg;
 
 static void *peak_thread(void *p) {
     peak_arg *a = p;
     cpu_measure_peaks(a->seconds, &a->fma, &a->dp);
+    a->amx = cpu_has_amx_bf16() ? cpu_measure_amx_peak(a->seconds / 2) : 0;
     return NULL;
 }
 
-/* Total fp32 FMA and bf16 dot-product FLOP/s of `threads` threads at once. */
-static void peaks(int threads, double seconds, double *fma, double *dp) {
+/* Total fp32 FMA, bf16 dot-product and AMX (0 without) FLOP/s of `threads` threads at once. */
+static void peaks(int threads, double seconds, double *fma, double *dp, double *amx) {
     pthread_t t[64];
     peak_arg a[64];
     if (threads > 64) threads = 64;
@@ -42,11 +44,12 @@ static void peaks(int threads, double seconds, double *fma, double *dp) {
         a[i].seconds = seconds;
         pthread_create(&t[i], NULL, peak_thread, &a[i]);
     }
-    *fma = *dp = 0;
+    *fma = *dp = *amx = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(t[i], NULL);
         *fma += a[i].fma;
         *dp += a[i].dp;
+        *amx += a[i].amx;
     }
 }
 
@@ -105,22 +108,26 @@ int main(int argc, char **argv) {
     int have_bf16 = lmhead_bf16_applies(C) && lmhead_bf16_new(&b, V, C, &err) == ENGINE_OK;
     if (have_bf16) lmhead_bf16_refresh(b, w, pool);
     double flops = 6.0 * N * V * C;
-    double best[2] = {0, 0}, fsum = 0, dsum = 0;
+    double best[2] = {0, 0}, fsum = 0, dsum = 0, asum = 0;
+    const int on_amx = have_bf16 && kernel_path_for_precision(PRECISION_BF16) == KERNEL_PATH_AMX;
     int np = 0;
     atomic_long tickets[LMHEAD_SLICES];
     printf("output layer N%ld C%d V%d, %d threads, %.1f GFLOP per pass (logits, dx, dW); bf16 kernels: %s\n", N, C, V,
            threads, flops / 1e9, kernel_path_name_for_precision(PRECISION_BF16));
     for (int round = 0; round < rounds; round++) {
         for (int mode = 0; mode < 1 + have_bf16; mode++) {
-            double f, d;
-            peaks(threads, 0.2, &f, &d);
+            double f, d, am;
+            peaks(threads, 0.2, &f, &d, &am);
             fsum += f;
             dsum += d;
+            asum += am;
             np++;
             for (int i = 0; i < LMHEAD_SLICES; i++) atomic_init(&tickets[i], 0);
-            long R = (N + 15) / 16;
+            /* chunks as the model sizes them (model.c) */
+            const lmhead_bf16 *mb = mode ? b : NULL;
+            long R = lmhead_max_rows(mb) > LMHEAD_MAX_ROWS ? (N + 7) / 8 : (N + 15) / 16;
             R = (R + 15) / 16 * 16;
-            if (R > LMHEAD_MAX_ROWS) R = LMHEAD_MAX_ROWS;
+            if (R > lmhead_max_rows(mb)) R = lmhead_max_rows(mb);
             run_ctx rc = {.pool = pool,
                           .a = {.x = x,
                                 .w = w,
@@ -142,17 +149,24 @@ int main(int argc, char **argv) {
             double dt = now_s() - t0;
             double rate = flops / dt;
             if (rate > best[mode]) best[mode] = rate;
-            printf("  round %d %-5s %8.1f ms  %6.1f GFLOP/s  (peaks around it: fp32 FMA %.1f, bf16 dot %.1f GFLOP/s)  "
-                   "%5.1f%% of fp32 FMA peak, %5.1f%% of bf16 dot peak\n",
-                   round + 1, mode ? "bf16" : "fp32", 1000 * dt, rate / 1e9, f / 1e9, d / 1e9, 100 * rate / f,
+            printf("  round %d %-5s %8.1f ms  %6.1f GFLOP/s  (peaks around it: fp32 FMA %.1f, bf16 dot %.1f, AMX %.1f "
+                   "GFLOP/s)  %5.1f%% of fp32 FMA peak, %5.1f%% of bf16 dot peak",
+                   round + 1, mode ? "bf16" : "fp32", 1000 * dt, rate / 1e9, f / 1e9, d / 1e9, am / 1e9, 100 * rate / f,
                    d > 0 ? 100 * rate / d : 0.0);
+            if (mode && on_amx) printf(", %5.1f%% of the AMX peak", am > 0 ? 100 * rate / am : 0.0);
+            printf("\n");
         }
     }
-    double f = fsum / np, d = dsum / np;
+    double f = fsum / np, d = dsum / np, am = asum / np;
     printf("best: fp32 %.1f GFLOP/s = %.1f%% of the fp32 FMA peak (%.1f)", best[0] / 1e9, 100 * best[0] / f, f / 1e9);
     if (have_bf16)
         printf("; bf16 %.1f GFLOP/s = %.1f%% of the bf16 dot-product peak (%.1f), %.2fx fp32", best[1] / 1e9,
                d > 0 ? 100 * best[1] / d : 0.0, d / 1e9, best[1] / best[0]);
+    /* the fused layer's share of the tiles' peak, counting its 6 N V C useful FLOPs (the amx path computes
+     * the logits twice: 8 N V C) */
+    if (on_amx)
+        printf("; amx: %.1f%% of the AMX peak (%.1f GFLOP/s; target >= 50%%: %s)", am > 0 ? 100 * best[1] / am : 0.0,
+               am / 1e9, am > 0 && best[1] >= 0.5 * am ? "met" : "missed");
     printf("\n");
     lmhead_bf16_free(b);
     threads_free(pool);
