@@ -1124,7 +1124,9 @@ size_t lmhead_scratch_per_thread(int C, int V) {
 
 void lmhead_thread(const lmhead_args *a, threadpool *pool, int tid, int nth) {
     (void)nth;
-    const int R = a->chunk_rows, C = a->C, V = a->V;
+    /* a chunk larger than the scratch and the row arrays were sized for is cut down (fail closed) */
+    const int R = a->chunk_rows < lmhead_max_rows(a->bf) ? a->chunk_rows : lmhead_max_rows(a->bf);
+    const int C = a->C, V = a->V;
     const int train = a->dx != NULL;
     real *buf = a->buf + (size_t)tid * a->buf_stride;
 #ifdef LMHEAD_HAVE_KERNELS
