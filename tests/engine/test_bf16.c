@@ -11,6 +11,7 @@
 #include "bf16.h"
 #include "cpu.h"
 #include "lmhead.h"
+#include "lmhead_amx.h"
 #include "rng.h"
 #include "threads.h"
 #include "lmhead_cases.h"
@@ -138,7 +139,8 @@ TEST(lmhead_bf16_refresh_copies_and_bounds) {
     for (int i = 0; i < V * C; i++) w[i] = (float)(i % 13) * 0.37f - 2.0f;
     lmhead_bf16 *b;
     engine_error err;
-    CHECK(lmhead_bf16_new(&b, V, C, &err) == ENGINE_OK);
+    /* the vdpbf16ps and portable layouts (the process's own bf16 path may be amx: below) */
+    CHECK(lmhead_bf16_new_on(&b, V, C, KERNEL_PATH_BF16_PORTABLE, &err) == ENGINE_OK);
     lmhead_bf16_refresh(b, w, NULL);
     double best = 0;
     for (int v = 0; v < V; v++) {
@@ -154,6 +156,22 @@ TEST(lmhead_bf16_refresh_copies_and_bounds) {
     for (int c = 0; c < C; c++) CHECK_EQ_INT(b->wp[3 * 2 * C + 2 * c + 1], 0); /* the missing 8th row */
     CHECK(b->wmax >= sqrt(best) && b->wmax <= sqrt(best) * 1.00001);
     lmhead_bf16_free(b);
+    /* the amx layouts: wa row-major [V16][C32], wt tile-major (amx_wt_at), zero beyond V and C */
+    if (kernel_path_supported(KERNEL_PATH_AMX, NULL, 0)) {
+        CHECK(lmhead_bf16_new_on(&b, V, C, KERNEL_PATH_AMX, &err) == ENGINE_OK);
+        lmhead_bf16_refresh(b, w, NULL);
+        const int C32 = 32, V32 = 32;
+        for (int v = 0; v < 16; v++)
+            for (int c = 0; c < C32; c++) {
+                bf16 h = v < V && c < C ? bf16_from_float(w[v * C + c]) : 0;
+                CHECK_EQ_INT(b->wa[v * C32 + c], h);
+                if (c < C) CHECK_EQ_INT(b->wt[amx_wt_at(V32, c, v)], h);
+            }
+        CHECK(b->wmax >= sqrt(best) && b->wmax <= sqrt(best) * 1.00001);
+        lmhead_bf16_free(b);
+    } else {
+        printf("SKIP amx layouts (%s)\n", cpu_amx_missing() ? cpu_amx_missing() : "no AMX");
+    }
     CHECK(lmhead_bf16_new(&b, V, 20, &err) == ENGINE_ERR_INVALID); /* d_model not a multiple of 16 */
 }
 
