@@ -145,9 +145,10 @@ static int on_event(const sse_event *ev, void *user) {
     } else if (!strcmp(ev->event, "status")) {
         if (progress_apply_status(&w->st, data) == 0 && progress_is_final(w->st.status)) {
             w->final = 1;
-            /* The stream may have begun after the run's last points (a short run): then the run
-             * as stored, complete once its end is told, gives the final line its loss. */
-            if (!w->json && !isfinite(w->st.loss)) {
+            /* The stream may have begun after the run's last points (a short run), or after its
+             * last evaluation: then the run as stored, complete once its end is told, gives the
+             * final line its loss and val_loss. */
+            if (!w->json && (!isfinite(w->st.loss) || !isfinite(w->st.val_loss))) {
                 progress_state told = w->st;
                 if (refetch(w) != CLI_EXIT_OK || !progress_is_final(w->st.status)) w->st = told, w->fatal = 0;
                 w->final = 1;
