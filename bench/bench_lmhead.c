@@ -65,7 +65,7 @@ static void run_fn(void *ctx, int tid, int nth) {
 
 int main(int argc, char **argv) {
     long N = 4096;
-    int V = 50257, C = 128, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), rounds = 3;
+    int V = 50257, C = 128, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), rounds = 3, bf16_only = 0, no_peaks = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc)
             N = atol(argv[++i]);
@@ -83,9 +83,13 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bf16-only"))
+            bf16_only = 1;
+        else if (!strcmp(argv[i], "--no-peaks"))
+            no_peaks = 1;
         else {
             fprintf(stderr, "usage: bench_lmhead [--rows N] [--vocab V] [--dim C] [--threads T] [--rounds R] "
-                            "[--kernel-path NAME]\n");
+                            "[--kernel-path NAME] [--bf16-only] [--no-peaks]\n");
             return 2;
         }
     }
@@ -115,9 +119,9 @@ int main(int argc, char **argv) {
     printf("output layer N%ld C%d V%d, %d threads, %.1f GFLOP per pass (logits, dx, dW); bf16 kernels: %s\n", N, C, V,
            threads, flops / 1e9, kernel_path_name_for_precision(PRECISION_BF16));
     for (int round = 0; round < rounds; round++) {
-        for (int mode = 0; mode < 1 + have_bf16; mode++) {
-            double f, d, am;
-            peaks(threads, 0.2, &f, &d, &am);
+        for (int mode = bf16_only && have_bf16; mode < 1 + have_bf16; mode++) {
+            double f = 0, d = 0, am = 0;
+            if (!no_peaks) peaks(threads, 0.2, &f, &d, &am);
             fsum += f;
             dsum += d;
             asum += am;
@@ -151,17 +155,18 @@ int main(int argc, char **argv) {
             if (rate > best[mode]) best[mode] = rate;
             printf("  round %d %-5s %8.1f ms  %6.1f GFLOP/s  (peaks around it: fp32 FMA %.1f, bf16 dot %.1f, AMX %.1f "
                    "GFLOP/s)  %5.1f%% of fp32 FMA peak, %5.1f%% of bf16 dot peak",
-                   round + 1, mode ? "bf16" : "fp32", 1000 * dt, rate / 1e9, f / 1e9, d / 1e9, am / 1e9, 100 * rate / f,
-                   d > 0 ? 100 * rate / d : 0.0);
+                   round + 1, mode ? "bf16" : "fp32", 1000 * dt, rate / 1e9, f / 1e9, d / 1e9, am / 1e9,
+                   f > 0 ? 100 * rate / f : 0.0, d > 0 ? 100 * rate / d : 0.0);
             if (mode && on_amx) printf(", %5.1f%% of the AMX peak", am > 0 ? 100 * rate / am : 0.0);
             printf("\n");
         }
     }
     double f = fsum / np, d = dsum / np, am = asum / np;
-    printf("best: fp32 %.1f GFLOP/s = %.1f%% of the fp32 FMA peak (%.1f)", best[0] / 1e9, 100 * best[0] / f, f / 1e9);
+    printf("best: fp32 %.1f GFLOP/s = %.1f%% of the fp32 FMA peak (%.1f)", best[0] / 1e9,
+           f > 0 ? 100 * best[0] / f : 0.0, f / 1e9);
     if (have_bf16)
         printf("; bf16 %.1f GFLOP/s = %.1f%% of the bf16 dot-product peak (%.1f), %.2fx fp32", best[1] / 1e9,
-               d > 0 ? 100 * best[1] / d : 0.0, d / 1e9, best[1] / best[0]);
+               d > 0 ? 100 * best[1] / d : 0.0, d / 1e9, best[0] > 0 ? best[1] / best[0] : 0.0);
     /* the fused layer's share of the tiles' peak, counting its 6 N V C useful FLOPs (the amx path computes
      * the logits twice: 8 N V C) */
     if (on_amx)

@@ -848,6 +848,7 @@ const unsigned char lmhead_amx_config[64] = {
 #define AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
 #define AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 #define AMX_END() _tile_release()
+#define AMX_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #include "lmhead_amx_epi.h"
 #define AMX_EPI_SUMS amx_epi_sums_avx512
 #define AMX_EPI_GRAD amx_epi_grad_avx512

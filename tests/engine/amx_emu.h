@@ -105,6 +105,7 @@ static void amx_emu_dp(int c, int a, int b) {
 #define AMX_STORE(t, p, stride) amx_emu_store(t, p, stride)
 #define AMX_DP(c, a, b) amx_emu_dp(c, a, b)
 #define AMX_END() (amx_emu.configured = 0)
+#define AMX_PREFETCH(p) ((void)(p))
 #include "lmhead_amx_kernels.h"
 
 static const lmhead_amx_kernels amx_emu_kernels = {"emulated", amx_sums_emu, amx_backward_emu};
