@@ -239,7 +239,7 @@ int gemm_bf16_available(void) { return !REAL_IS_DOUBLE && cpu_has_avx512bf16(); 
 
 size_t gemm_bf16_packed_count(int K, int N) { return (size_t)((K + 1) / 2) * (size_t)N * 2; }
 
-void gemm_bf16_pack(bf16 *Bp, int K, int N, const real *src, long sk, long sn) {
+static void pack_portable(bf16 *Bp, int K, int N, const real *src, long sk, long sn) {
     for (int k2 = 0; k2 < (K + 1) / 2; k2++) {
         bf16 *row = Bp + (size_t)k2 * N * 2;
         const real *s0 = src + (long)(2 * k2) * sk, *s1 = s0 + sk;
@@ -262,9 +262,80 @@ void gemm_bf16_rows(bf16 *dst, int ldd, const real *src, int lds, int M, int K) 
     }
 }
 
+static void cols_portable(bf16 *dst, int ldd, const real *src, int lds, int M, int K) {
+    /* 16 source rows at a time: each reads 16 short runs of src and writes K runs of 16 */
+    for (int m0 = 0; m0 < M; m0 += 16) {
+        int m1 = m0 + 16 < M ? m0 + 16 : M;
+        for (int k = 0; k < K; k++)
+            for (int m = m0; m < m1; m++) dst[(long)k * ldd + m] = bf16_from_float((float)src[(long)m * lds + k]);
+    }
+}
+
 #if !defined(ENGINE_F64) && defined(__x86_64__) && defined(__GNUC__)
 #define BT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define BAI static inline __attribute__((always_inline)) BT
+
+/* ---- conversions to bf16 on AVX-512 BF16 (vcvtne*: nearest even, as bf16_from_float for every
+ * finite value but denormals, which become zero) ---- */
+#define HAVE_BCONV 1
+/* Pairs of rows s0, s1 (N floats each, contiguous) into row[2n] = s0[n], row[2n+1] = s1[n]. */
+BT static void pack_pair_rows(bf16 *row, const float *s0, const float *s1, int N) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    int n = 0;
+    for (; n + 16 <= N; n += 16) {
+        __m512i h = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s1 + n), _mm512_loadu_ps(s0 + n));
+        _mm512_storeu_si512(row + 2 * n, _mm512_permutexvar_epi16(idx, h));
+    }
+    for (; n < N; n++) {
+        row[2 * n] = bf16_from_float(s0[n]);
+        row[2 * n + 1] = bf16_from_float(s1[n]);
+    }
+}
+
+/* dst[k][0..16) = bf16 of src[0..16)[k] for k < 16: a 16 x 16 block transposed in registers. */
+BT static void cols_block16(bf16 *dst, long ldd, const float *src, long lds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* within each 128-bit lane, r[4g + e] holds element e of the lane's four for rows 4g..4g+3 */
+    for (int g = 0; g < 16; g += 4) {
+        r[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+        r[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+        r[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        r[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int e = 0; e < 4; e++) {
+            t[h + e] = _mm512_shuffle_f32x4(r[h + e], r[h + 4 + e], 0x88);
+            t[h + 4 + e] = _mm512_shuffle_f32x4(r[h + e], r[h + 4 + e], 0xDD);
+        }
+    for (int e = 0; e < 8; e++) {
+        r[e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0x88);
+        r[8 + e] = _mm512_shuffle_f32x4(t[e], t[8 + e], 0xDD);
+    }
+    for (int k = 0; k < 16; k++) _mm256_storeu_si256((__m256i *)(dst + k * ldd), (__m256i)_mm512_cvtneps_pbh(r[k]));
+}
+
+BT static void cols_avx512(bf16 *dst, int ldd, const float *src, int lds, int M, int K) {
+    int m0 = 0;
+    for (; m0 + 16 <= M; m0 += 16) {
+        /* rows far apart in memory defeat the hardware prefetcher: ask for the block 32 rows on */
+        if (m0 + 48 <= M)
+            for (int i = 32; i < 48; i++)
+                for (int k = 0; k < K; k += 16)
+                    _mm_prefetch((const char *)(src + (long)(m0 + i) * lds + k), _MM_HINT_T0);
+        int k0 = 0;
+        for (; k0 + 16 <= K; k0 += 16) cols_block16(dst + (long)k0 * ldd + m0, ldd, src + (long)m0 * lds + k0, lds);
+        for (int k = k0; k < K; k++)
+            for (int m = m0; m < m0 + 16; m++) dst[(long)k * ldd + m] = bf16_from_float(src[(long)m * lds + k]);
+    }
+    for (int k = 0; k < K; k++)
+        for (int m = m0; m < M; m++) dst[(long)k * ldd + m] = bf16_from_float(src[(long)m * lds + k]);
+}
 
 /* C[r][0..16NV) (+)= sum over pairs k2 < K2 of A[r][2k2..2k2+1] . Bp[k2][..][0..1] for r < R: each
  * row's pair broadcast, 16 columns' pairs streamed; the last vector may be partial (mask). */
@@ -346,6 +417,11 @@ __attribute__((noinline)) BT static void own_bgemm(int M, int N, int K, const bf
 #include "cpu.h"
 #include "lmhead_amx.h" /* lmhead_amx_config: palette 1, 8 tiles of 16 rows x 64 bytes */
 #define AMXT __attribute__((target("amx-tile,amx-bf16")))
+#define AMX_NAME(n) n##_gemm
+#define AMX_TGT AMXT
+#define AMX_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+#include "amx_steps.h"
 
 /* 32 x 32 blocks of C, 2 x 2 accumulator tiles each, over K in 32s; M, N, K multiples of 32. */
 AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, float *C, int ldc,
@@ -366,18 +442,8 @@ AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf
                 _tile_zero(2);
                 _tile_zero(3);
             }
-            const bf16 *a = A + (long)m0 * lda;
-            for (int k = 0; k < K; k += 32) {
-                const bf16 *b = Bp + ((long)(k / 2) * N + n0) * 2;
-                _tile_loadd(4, a + k, sa);
-                _tile_loadd(5, a + 16L * lda + k, sa);
-                _tile_loadd(6, b, sb);
-                _tile_loadd(7, b + 32, sb);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
+            const bf16 *a = A + (long)m0 * lda, *b = Bp + (long)n0 * 2;
+            amx_steps_gemm(K / 32, a, a + 16L * lda, sa, 32, b, b + 32, sb, (size_t)16 * N * 2);
             _tile_stored(0, c, sc);
             _tile_stored(1, c + 16, sc);
             _tile_stored(2, c + 16L * ldc, sc);
@@ -417,4 +483,28 @@ void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real
             }
             C[(long)m * ldc + n] = acc;
         }
+}
+
+void gemm_bf16_pack(bf16 *Bp, int K, int N, const real *src, long sk, long sn) {
+#ifdef HAVE_BCONV
+    if (sn == 1 && gemm_bf16_available()) {
+        for (int k2 = 0; k2 < K / 2; k2++) {
+            const real *s0 = src + (long)(2 * k2) * sk;
+            pack_pair_rows(Bp + (size_t)k2 * N * 2, s0, s0 + sk, N);
+        }
+        if (K % 2) pack_portable(Bp + (size_t)(K / 2) * N * 2, 1, N, src + (long)(K - 1) * sk, sk, sn);
+        return;
+    }
+#endif
+    pack_portable(Bp, K, N, src, sk, sn);
+}
+
+void gemm_bf16_cols(bf16 *dst, int ldd, const real *src, int lds, int M, int K) {
+#ifdef HAVE_BCONV
+    if (gemm_bf16_available()) {
+        cols_avx512(dst, ldd, src, lds, M, K);
+        return;
+    }
+#endif
+    cols_portable(dst, ldd, src, lds, M, K);
 }

@@ -52,5 +52,8 @@ size_t gemm_bf16_packed_count(int K, int N);
 void gemm_bf16_pack(bf16 *Bp, int K, int N, const real *src, long sk, long sn);
 /* dst rows (stride ldd >= K rounded up to even) = bf16 of src rows (stride lds), M rows of K. */
 void gemm_bf16_rows(bf16 *dst, int ldd, const real *src, int lds, int M, int K);
+/* The transpose: dst[k][m] (rows of dst ldd apart, ldd >= M) = bf16 of src[m][k] (rows lds apart),
+ * for M rows of K: the A operand of a product that contracts over src's rows. */
+void gemm_bf16_cols(bf16 *dst, int ldd, const real *src, int lds, int M, int K);
 
 #endif

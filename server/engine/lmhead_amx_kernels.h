@@ -87,33 +87,7 @@ static inline void amx_epilogue_grad(const lmhead_amx_chunk *k, const float *T, 
 #define AMX_CAT(a, b) AMX_CAT2(a, b)
 #define AMX_NAME(n) AMX_CAT(n, AMX_SFX)
 
-/* n contracted steps of a 2 x 2 block of accumulators (tiles 0: a0.b0, 1: a0.b1, 2: a1.b0, 3: a1.b1;
- * without a1, only 0 and 1): step i reads the A tiles at a0 + i astep (rows sa bytes apart) and
- * a1 + i astep, the B tiles at b0 + i bstep and b1 + i bstep (rows 64 bytes apart). Software-
- * pipelined: each operand tile is reloaded for the next step as soon as this step's products that
- * read it are issued, so that a load's latency passes under the other products. Each accumulator
- * adds its steps in order, as a plain loop would. */
-AMX_TGT static inline void AMX_NAME(amx_steps)(int n, const bf16 *a0, const bf16 *a1, long sa, size_t astep,
-                                               const bf16 *b0, const bf16 *b1, size_t bstep) {
-    AMX_LOAD(4, a0, sa);
-    AMX_LOAD(6, b0, 64);
-    AMX_LOAD(7, b1, 64);
-    if (a1) AMX_LOAD(5, a1, sa);
-    for (int i = 0; i < n; i++) {
-        const int more = i + 1 < n;
-        const size_t ao = astep * (size_t)(i + 1), bo = bstep * (size_t)(i + 1);
-        AMX_DP(0, 4, 6);
-        if (a1) AMX_DP(2, 5, 6);
-        if (more) AMX_LOAD(6, b0 + bo, 64);
-        AMX_DP(1, 4, 7);
-        if (more) AMX_LOAD(4, a0 + ao, sa);
-        if (a1) AMX_DP(3, 5, 7);
-        if (more) {
-            AMX_LOAD(7, b1 + bo, 64);
-            if (a1) AMX_LOAD(5, a1 + ao, sa);
-        }
-    }
-}
+#include "amx_steps.h"
 
 /* The epilogues of a stored block of logits (stage tiles t + 256 q: vocabulary tile v0 + 16 (q / 2),
  * row tile r0 + 16 (q % 2); the second vocabulary tile only below vz), in an order that adds each
@@ -159,7 +133,7 @@ AMX_TGT static void AMX_NAME(amx_logits_sweep)(const lmhead_amx_chunk *k, long v
             AMX_ZERO(2);
             AMX_ZERO(3);
             const bf16 *b = k->XP + amx_xp_at(RP, 0, r0);
-            AMX_NAME(amx_steps)(C32 / 32, a0, two ? a1 : NULL, sa, 32, b, b + 512, (size_t)(RP / 16) * 512);
+            AMX_NAME(amx_steps)(C32 / 32, a0, two ? a1 : NULL, sa, 32, b, b + 512, 64, (size_t)(RP / 16) * 512);
             if (pv >= 0) AMX_NAME(amx_epilogues)(k, k->stage + 1024 * half, pv, pr, vz, grad, vb, vend);
             half ^= 1;
             float *t = k->stage + 1024 * half;
@@ -199,8 +173,8 @@ AMX_TGT static void AMX_NAME(amx_dx_block)(const lmhead_amx_chunk *k, long vb, l
                 AMX_LOAD(3, d1 + 256, 64);
             }
             const bf16 *b = k->E2b + amx_e2_at(RP, 0, r0), *a = k->wt + amx_wt_at(k->V32, c0, vb);
-            AMX_NAME(amx_steps)
-            ((int)(n32 / 32), a, nc == 2 ? a + a1 : NULL, 64, 512, b, b + 512, (size_t)(RP / 16) * 512);
+            const int steps = (int)(n32 / 32);
+            AMX_NAME(amx_steps)(steps, a, nc == 2 ? a + a1 : NULL, 64, 512, b, b + 512, 64, (size_t)(RP / 16) * 512);
             AMX_STORE(0, d0, 64);
             AMX_STORE(1, d0 + 256, 64);
             if (nc == 2) {
@@ -245,7 +219,7 @@ AMX_TGT static void AMX_NAME(amx_dw_pair)(const lmhead_amx_chunk *k, long lv, fl
         AMX_LOAD(2, d + (size_t)16 * C, sd);
         AMX_LOAD(3, d + (size_t)16 * C + 16, sd);
         const bf16 *b = k->XR + amx_xr_at(C, 0, c0), *e = k->Eb + amx_eb_at(RP, lv, 0);
-        AMX_NAME(amx_steps)(RP / 32, e, e + amx_eb_at(RP, 16, 0), 64, 512, b, b + 512, (size_t)(C / 16) * 512);
+        AMX_NAME(amx_steps)(RP / 32, e, e + amx_eb_at(RP, 16, 0), 64, 512, b, b + 512, 64, (size_t)(C / 16) * 512);
         AMX_STORE(0, d, sd);
         AMX_STORE(1, d + 16, sd);
         AMX_STORE(2, d + (size_t)16 * C, sd);

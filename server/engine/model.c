@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu.h"
 #include "gemm.h"
 #include "layers.h"
 #include "lmhead.h"
@@ -16,6 +17,7 @@
 
 #define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
 #define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
+#define DWG_PAD 32        /* entries past the tokens in each row of an item's transposed gradient (dwg) */
 
 /* Work is handed out in items whose boundaries depend only on the pass's size, never on the
  * thread count, and per-item partial sums are added in item order: results are bit-identical
@@ -56,6 +58,7 @@ enum {
     PH_LMHEAD,      /* the fused output layer, softmax and cross-entropy (lmhead.c) */
     PH_LNF_BWD,     /* the final layernorm's backward */
     PH_BWD_MLP_DX,  /* through the MLP's output projection and GELU */
+    PH_BWD_DW_PACK, /* amx: the next _DW phase's inputs packed for the tiles (dw_inputs) */
     PH_BWD_MLP_DW,  /* the MLP's weight and bias gradients */
     PH_BWD_LN2_DX,  /* through the MLP's input projection, layernorm 2 and the output projection */
     PH_BWD_PROJ_DW, /* the output projection's weight and bias gradients */
@@ -110,6 +113,12 @@ struct model {
     bf16 *wpk, *bscr;
     size_t bscr_per;
     atomic_int pk_stale;
+    /* on the amx path the weight gradients take the tiles too (dw_product): dwx holds the inputs of
+     * the _DW phase dw_next packed in pairs of tokens (PH_BWD_DW_PACK), dwg per thread (dwg_per
+     * each) a work item's output-gradient columns transposed. NULL otherwise. */
+    bf16 *dwx, *dwg;
+    size_t dwg_per;
+    int dw_next;
     int (*interrupt)(void *ctx); /* polled between layers; non-zero stops the pass */
     void *interrupt_ctx;
     long rows_chunk, n_row_chunks; /* row chunks of this pass: fixed by B*T, not by threads */
@@ -439,6 +448,8 @@ void model_free(model *m) {
     lmhead_bf16_free(m->lm_bf);
     free(m->wpk);
     free(m->bscr);
+    free(m->dwx);
+    free(m->dwg);
     threads_free(m->pool);
     free(m->act_block);
     free(m->grads);
@@ -734,37 +745,95 @@ static void unit_item(model *m, long u, int tid) {
     }
 }
 
+/* The inputs of weight-gradient phase ph of layer l, as dwx holds them packed: x [N][width], its
+ * copy at dwx + off. Returns how many (the MLP's two products, one each for the others). */
+typedef struct {
+    const real *x;
+    int width;
+    size_t off;
+} dw_input;
+static int dw_inputs(const model *m, int ph, int l, dw_input in[2]) {
+    const int C = m->C;
+    const size_t N = (size_t)m->B * m->T;
+    const layer_acts *a = &m->la[l];
+    switch (ph) {
+    case PH_BWD_MLP_DW:
+        in[0] = (dw_input){m->gelu, 4 * C, 0};
+        in[1] = (dw_input){a->ln2, C, N * 4 * C};
+        return 2;
+    case PH_BWD_PROJ_DW: in[0] = (dw_input){a->atty, C, 0}; return 1;
+    case PH_BWD_QKV_DW: in[0] = (dw_input){a->ln1, C, 0}; return 1;
+    default: return 0;
+    }
+}
+
+/* Whether this pass's weight gradients take the tiles: the amx path, and every product's sides
+ * (tokens, inputs, OUT_CHUNK outputs) multiples of 32, as gemm_bf16_amx needs. */
+static int dw_on_tiles(const model *m) {
+    return m->dwx && ((long)m->B * m->T) % 32 == 0 && m->C % 32 == 0 && OUT_CHUNK % 32 == 0;
+}
+
+/* Rows [r0, r1) (r0 even) of the next _DW phase's inputs into dwx, in pairs of tokens
+ * (gemm_bf16_pack's layout, K the tokens). */
+static void dw_pack_item(model *m, long r0, long r1) {
+    dw_input in[2];
+    int n = dw_inputs(m, m->dw_next, m->ph_layer, in);
+    for (int i = 0; i < n; i++)
+        gemm_bf16_pack(m->dwx + in[i].off + (size_t)(r0 / 2) * in[i].width * 2, (int)(r1 - r0), in[i].width,
+                       in[i].x + r0 * in[i].width, in[i].width, 1);
+}
+
+/* g[o0..o1)[0..width) += dy[.][o0..o1)^T . x over the pass's tokens, on tiles (x packed at dwx +
+ * xoff); 0 when the shapes do not suit (nothing is touched: the caller takes gemm_tn). Each entry
+ * sums its tokens in one fixed order, whatever thread takes the item. */
+static int dw_product(model *m, int tid, long o0, long o1, const real *dy, int ldy, size_t xoff, int width, real *g) {
+    const long N = (long)m->B * m->T;
+    if (!dw_on_tiles(m) || (o1 - o0) % 32 || width % 32) return 0;
+    /* rows DWG_PAD entries longer than the tokens: 2^k-byte rows would crowd a few cache sets */
+    const int lda = (int)N + DWG_PAD;
+    bf16 *a = m->dwg + (size_t)tid * m->dwg_per;
+    gemm_bf16_cols(a, lda, dy + o0, ldy, (int)N, (int)(o1 - o0));
+    return gemm_bf16_amx((int)(o1 - o0), width, (int)N, a, lda, m->dwx + xoff, g, width, 1);
+}
+
 /* One item of a weight-gradient phase: output features [o0, o1) of one product. */
-static void out_item(model *m, long k) {
+static void out_item(model *m, int tid, long k) {
     const int C = m->C;
     const long N = (long)m->B * m->T;
     const int l = m->ph_layer;
     layer_acts *a = &m->la[l];
     const layer_off *o = &m->lo[l];
     long o0 = k * OUT_CHUNK, o1;
+    dw_input in[2];
+    dw_inputs(m, m->ph, l, in);
     switch (m->ph) {
     case PH_BWD_MLP_DW: {
         long nfcp = (C + OUT_CHUNK - 1) / OUT_CHUNK;
         if (k < nfcp) {
             o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
-            gemm_tn((int)(o1 - o0), 4 * C, (int)N, m->dres + o0, C, m->gelu, 4 * C, G(o->fcpw) + o0 * 4 * C, 4 * C, 1);
+            if (!dw_product(m, tid, o0, o1, m->dres, C, in[0].off, 4 * C, G(o->fcpw) + o0 * 4 * C))
+                gemm_tn((int)(o1 - o0), 4 * C, (int)N, m->dres + o0, C, m->gelu, 4 * C, G(o->fcpw) + o0 * 4 * C, 4 * C,
+                        1);
             bias_grad(G(o->fcpb), m->dres, N, C, o0, o1);
         } else {
             o0 = (k - nfcp) * OUT_CHUNK;
             o1 = o0 + OUT_CHUNK < 4 * C ? o0 + OUT_CHUNK : 4 * C;
-            gemm_tn((int)(o1 - o0), C, (int)N, m->dfch + o0, 4 * C, a->ln2, C, G(o->fcw) + o0 * C, C, 1);
+            if (!dw_product(m, tid, o0, o1, m->dfch, 4 * C, in[1].off, C, G(o->fcw) + o0 * C))
+                gemm_tn((int)(o1 - o0), C, (int)N, m->dfch + o0, 4 * C, a->ln2, C, G(o->fcw) + o0 * C, C, 1);
             bias_grad(G(o->fcb), m->dfch, N, 4 * C, o0, o1);
         }
         break;
     }
     case PH_BWD_PROJ_DW:
         o1 = o0 + OUT_CHUNK < C ? o0 + OUT_CHUNK : C;
-        gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
+        if (!dw_product(m, tid, o0, o1, m->dres, C, in[0].off, C, G(o->projw) + o0 * C))
+            gemm_tn((int)(o1 - o0), C, (int)N, m->dres + o0, C, a->atty, C, G(o->projw) + o0 * C, C, 1);
         bias_grad(G(o->projb), m->dres, N, C, o0, o1);
         break;
     case PH_BWD_QKV_DW:
         o1 = o0 + OUT_CHUNK < 3 * C ? o0 + OUT_CHUNK : 3 * C;
-        gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
+        if (!dw_product(m, tid, o0, o1, m->dqkv, 3 * C, in[0].off, C, G(o->qkvw) + o0 * C))
+            gemm_tn((int)(o1 - o0), C, (int)N, m->dqkv + o0, 3 * C, a->ln1, C, G(o->qkvw) + o0 * C, C, 1);
         bias_grad(G(o->qkvb), m->dqkv, N, 3 * C, o0, o1);
         break;
     }
@@ -781,13 +850,19 @@ static void phase_fn(void *ctx, int tid, int nth) {
         items = (long)m->B * m->H;
         for (long u; (u = threads_next(m->pool)) < items;) unit_item(m, u, tid);
         break;
+    case PH_BWD_DW_PACK: {
+        const long rb = 64; /* tokens per item: an even number, so items split no pair */
+        items = (N + rb - 1) / rb;
+        for (long k; (k = threads_next(m->pool)) < items;) dw_pack_item(m, k * rb, (k + 1) * rb < N ? (k + 1) * rb : N);
+        break;
+    }
     case PH_BWD_MLP_DW:
     case PH_BWD_PROJ_DW:
     case PH_BWD_QKV_DW: {
         long oc = (C + OUT_CHUNK - 1) / OUT_CHUNK;
         items = m->ph == PH_BWD_MLP_DW ? oc + (4 * C + OUT_CHUNK - 1) / OUT_CHUNK
                                        : (m->ph == PH_BWD_PROJ_DW ? oc : (3 * C + OUT_CHUNK - 1) / OUT_CHUNK);
-        for (long k; (k = threads_next(m->pool)) < items;) out_item(m, k);
+        for (long k; (k = threads_next(m->pool)) < items;) out_item(m, tid, k);
         break;
     }
     case PH_LMHEAD: {
@@ -854,6 +929,15 @@ static void run_phase(model *m, int ph, int layer) {
     m->phase_s[phase_part(ph)] += phase_now() - t0;
 }
 
+/* A weight-gradient phase, after the phase that packs its inputs where it takes the tiles. */
+static void run_dw_phase(model *m, int ph, int layer) {
+    if (dw_on_tiles(m)) {
+        m->dw_next = ph;
+        run_phase(m, PH_BWD_DW_PACK, layer);
+    }
+    run_phase(m, ph, layer);
+}
+
 void model_time_ms(const model *m, double out[MODEL_TIME_PARTS]) {
     for (int i = 0; i < MODEL_TIME_PARTS; i++) out[i] = 1000 * m->phase_s[i];
 }
@@ -891,11 +975,13 @@ static engine_status check_batch(const model *m, const int32_t *inputs, const in
 static int interrupted(model *m) { return m->interrupt && m->interrupt(m->interrupt_ctx); }
 
 /* Returns 1 if the interrupt check asked to stop (the activations are then incomplete). */
-size_t model_bf16_bytes(const model_config *cfg, int n_threads) {
-    const size_t C = (size_t)cfg->d_model;
-    /* the output head's copies; each block's four weights (12 C^2) packed both ways; row scratch */
+size_t model_bf16_bytes(const model_config *cfg, int batch, int n_threads) {
+    const size_t C = (size_t)cfg->d_model, N = (size_t)batch * (size_t)cfg->seq_len;
+    /* the output head's copies; each block's four weights (12 C^2) packed both ways; row scratch;
+     * on amx, the weight gradients' packed inputs (5 C per token) and transposed columns */
     return lmhead_bf16_bytes(cfg->vocab, cfg->d_model) + sizeof(bf16) * 2 * 12 * C * C * (size_t)cfg->n_layer +
-           sizeof(bf16) * (size_t)ROW_CHUNK_MAX * 4 * C * (size_t)n_threads;
+           sizeof(bf16) * (size_t)ROW_CHUNK_MAX * 4 * C * (size_t)n_threads +
+           sizeof(bf16) * (N * 5 * C + (N + DWG_PAD) * (size_t)OUT_CHUNK * (size_t)n_threads);
 }
 
 void model_linear_prepare(model *m) {
@@ -986,10 +1072,10 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
     for (int l = m->L - 1; l >= 0; l--) {
         const layer_off *o = &m->lo[l];
         run_phase(m, PH_BWD_MLP_DX, l);
-        run_phase(m, PH_BWD_MLP_DW, l);
+        run_dw_phase(m, PH_BWD_MLP_DW, l);
         run_phase(m, PH_BWD_LN2_DX, l);
         reduce_ln(m, o->ln2w, o->ln2b);
-        run_phase(m, PH_BWD_PROJ_DW, l);
+        run_dw_phase(m, PH_BWD_PROJ_DW, l);
         run_phase(m, PH_BWD_ATT, l);
         if (o->scale != (size_t)-1) {
             for (int h = 0; h < m->H; h++) {
@@ -1001,7 +1087,7 @@ engine_status model_forward_backward(model *m, const int32_t *inputs, const int3
                 m->grads[o->scale + (size_t)h] += (real)dp;
             }
         }
-        run_phase(m, PH_BWD_QKV_DW, l);
+        run_dw_phase(m, PH_BWD_QKV_DW, l);
         run_phase(m, PH_BWD_LN1_DX, l);
         reduce_ln(m, o->ln1w, o->ln1b);
         if (l > 0 && interrupted(m)) return engine_fail(err, ENGINE_ERR_CANCELLED, "training step interrupted");
@@ -1029,7 +1115,9 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
         m->lm_bf = NULL;
         free(m->wpk);
         free(m->bscr);
-        m->wpk = m->bscr = NULL;
+        free(m->dwx);
+        free(m->dwg);
+        m->wpk = m->bscr = m->dwx = m->dwg = NULL;
         m->precision = p;
         return ENGINE_OK;
     }
@@ -1045,10 +1133,20 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
         m->bscr_per = (size_t)ROW_CHUNK_MAX * 4 * m->C;
         m->wpk = malloc(sizeof(bf16) * wpk_count(m));
         m->bscr = malloc(sizeof(bf16) * m->bscr_per * (size_t)m->n_threads);
-        if (!m->wpk || !m->bscr) {
+        int dw_ok = 1;
+        if (m->with_grads && m->lm_bf->path == KERNEL_PATH_AMX && cpu_has_amx_bf16()) {
+            const size_t N = (size_t)m->max_B * m->Tmax;
+            m->dwg_per = (size_t)OUT_CHUNK * (N + DWG_PAD);
+            m->dwx = malloc(sizeof(bf16) * N * 5 * (size_t)m->C);
+            m->dwg = malloc(sizeof(bf16) * m->dwg_per * (size_t)m->n_threads);
+            dw_ok = m->dwx && m->dwg;
+        }
+        if (!m->wpk || !m->bscr || !dw_ok) {
             free(m->wpk);
             free(m->bscr);
-            m->wpk = m->bscr = NULL;
+            free(m->dwx);
+            free(m->dwg);
+            m->wpk = m->bscr = m->dwx = m->dwg = NULL;
             lmhead_bf16_free(m->lm_bf);
             m->lm_bf = NULL;
             return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 weight copies");

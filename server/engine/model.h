@@ -122,8 +122,9 @@ void model_set_interrupt(model *m, int (*check)(void *ctx), void *ctx);
  * ENGINE_ERR_NOMEM; the model is unchanged then. */
 engine_status model_set_precision(model *m, precision_kind p, engine_error *err);
 precision_kind model_precision(const model *m);
-/* Bytes bf16 precision adds to a model of this config on n_threads threads (an upper bound). */
-size_t model_bf16_bytes(const model_config *cfg, int n_threads);
+/* Bytes bf16 precision adds to a model of this config for batches of up to `batch` windows on
+ * n_threads threads (an upper bound). */
+size_t model_bf16_bytes(const model_config *cfg, int batch, int n_threads);
 /* The kernel path (kernel_path.h) the model's products take: "fp32" in fp32, in bf16 the path its
  * bf16 copies were made for when model_set_precision switched it to bf16. */
 kernel_path_id model_kernel_path(const model *m);

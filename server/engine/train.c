@@ -100,7 +100,7 @@ size_t train_config_memory_bytes(const train_config *c, int n_threads) {
     size_t np = model_config_param_count(&c->model);
     return model_memory_bytes(&c->model, c->batch, n_threads, 1) + 2 * np * sizeof(real) +
            (size_t)c->batch * (size_t)(c->model.seq_len + 1) * 3 * sizeof(int32_t) +
-           (c->precision == PRECISION_BF16 ? model_bf16_bytes(&c->model, n_threads) : 0);
+           (c->precision == PRECISION_BF16 ? model_bf16_bytes(&c->model, c->batch, n_threads) : 0);
 }
 
 double train_lr_at(const train_config *c, long step) {

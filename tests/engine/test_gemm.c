@@ -3,7 +3,8 @@
  * accumulation, row strides wider than the rows, and odd shapes (tails of the 12-row and 32-column
  * tiles, K = 0, K longer than one packed block): each entry within K 2^-23 of the sum of |terms|.
  * The same bits from either entry point of a tile (a product's rows computed in one call or split).
- * The bf16 products likewise, on vdpbf16ps (or portable loops) and on AMX tiles. */
+ * The bf16 products likewise, on vdpbf16ps (or portable loops) and on AMX tiles; and the bf16
+ * conversions that feed them (pairs, transposes) against bf16_from_float entry by entry. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +226,39 @@ TEST(amx_products_match_double_reference) {
     CHECK_MSG(same, "a refused product wrote to C");
 }
 
+/* gemm_bf16_pack and gemm_bf16_cols (vectorised where the CPU has AVX-512 BF16) equal the scalar
+ * rounding of each entry, on odd shapes with strided rows: pairs with an odd K's zero half, and
+ * transposes with the 16 x 16 blocks' tails in both directions. */
+TEST(bf16_conversions_match_scalar_rounding) {
+    rng_state r;
+    rng_seed(&r, 7);
+    int shapes[][2] = {{1, 1}, {2, 16}, {5, 17}, {16, 16}, {33, 48}, {50, 37}, {64, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const int M = shapes[i][0], K = shapes[i][1], lds = K + 3, ldd = M + 5;
+        float *src = malloc(sizeof(float) * (size_t)M * lds);
+        bf16 *t = malloc(sizeof(bf16) * (size_t)K * ldd), *p = malloc(sizeof(bf16) * gemm_bf16_packed_count(M, K));
+        fill(src, (long)M * lds, &r);
+        memset(t, 0xff, sizeof(bf16) * (size_t)K * ldd);
+        gemm_bf16_cols(t, ldd, src, lds, M, K);
+        gemm_bf16_pack(p, M, K, src, lds, 1); /* B(k = row m, n = column) in pairs of rows */
+        int bad_t = 0, bad_p = 0, pad = 1;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) {
+                bf16 want = bf16_from_float(src[(long)m * lds + k]);
+                bad_t += t[(long)k * ldd + m] != want;
+                bad_p += p[((size_t)(m / 2) * K + k) * 2 + (m & 1)] != want;
+            }
+        for (int k = 0; M % 2 && k < K; k++) pad &= p[((size_t)(M / 2) * K + k) * 2 + 1] == 0;
+        for (int k = 0; k < K; k++)
+            for (int m = M; m < ldd; m++) pad &= t[(long)k * ldd + m] == 0xffff; /* nothing past M written */
+        CHECK_MSG(!bad_t && !bad_p && pad, "%d x %d: %d transposed and %d paired entries differ, padding %s", M, K,
+                  bad_t, bad_p, pad ? "right" : "wrong");
+        free(src);
+        free(t);
+        free(p);
+    }
+}
+
 int main(void) {
     gemm_init();
     RUN(products_match_double_reference);
@@ -232,5 +266,6 @@ int main(void) {
     RUN(row_split_gives_the_same_bits);
     RUN(bf16_products_match_double_reference);
     RUN(amx_products_match_double_reference);
+    RUN(bf16_conversions_match_scalar_rounding);
     return test_summary();
 }
