@@ -294,6 +294,16 @@ BT static void pack_pair_rows(bf16 *row, const float *s0, const float *s1, int N
 }
 
 /* dst[k][0..16) = bf16 of src[0..16)[k] for k < 16: a 16 x 16 block transposed in registers. */
+/* Rows 2 k2 and 2 k2 + 1 of B (s0, s1: N floats each, contiguous) into the tile layout. */
+BT static void pack_pair_tiles(bf16 *Bt, int N, int k2, const float *s0, const float *s1) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int n = 0; n < N; n += 16) {
+        __m512i h = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s1 + n), _mm512_loadu_ps(s0 + n));
+        _mm512_storeu_si512(Bt + gemm_bf16_tile_at(N, 2 * k2, n), _mm512_permutexvar_epi16(idx, h));
+    }
+}
+
 BT static void cols_block16(bf16 *dst, long ldd, const float *src, long lds) {
     __m512 r[16], t[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
@@ -424,9 +434,9 @@ __attribute__((noinline)) BT static void own_bgemm(int M, int N, int K, const bf
 #include "amx_steps.h"
 
 /* 32 x 32 blocks of C, 2 x 2 accumulator tiles each, over K in 32s; M, N, K multiples of 32. */
-AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, float *C, int ldc,
+AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bt, float *C, int ldc,
                            int accumulate) {
-    const long sa = 2L * lda, sb = 4L * N, sc = 4L * ldc;
+    const long sa = 2L * lda, sc = 4L * ldc;
     _tile_loadconfig(lmhead_amx_config);
     for (int n0 = 0; n0 < N; n0 += 32)
         for (int m0 = 0; m0 < M; m0 += 32) {
@@ -442,8 +452,8 @@ AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf
                 _tile_zero(2);
                 _tile_zero(3);
             }
-            const bf16 *a = A + (long)m0 * lda, *b = Bp + (long)n0 * 2;
-            amx_steps_gemm(K / 32, a, a + 16L * lda, sa, 32, b, b + 32, sb, (size_t)16 * N * 2);
+            const bf16 *a = A + (long)m0 * lda, *b = Bt + gemm_bf16_tile_at(N, 0, n0);
+            amx_steps_gemm(K / 32, a, a + 16L * lda, sa, 32, b, b + 512, 64, (size_t)(N / 16) * 512);
             _tile_stored(0, c, sc);
             _tile_stored(1, c + 16, sc);
             _tile_stored(2, c + 16L * ldc, sc);
@@ -452,14 +462,14 @@ AMXT static void amx_bgemm(int M, int N, int K, const bf16 *A, int lda, const bf
     _tile_release();
 }
 
-int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bt, real *C, int ldc, int accumulate) {
     if (M % 32 || N % 32 || K % 32 || M <= 0 || !cpu_has_amx_bf16()) return 0;
-    amx_bgemm(M, N, K, A, lda, Bp, C, ldc, accumulate);
+    amx_bgemm(M, N, K, A, lda, Bt, C, ldc, accumulate);
     return 1;
 }
 #else
-int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bp, (void)C, (void)ldc, (void)accumulate;
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bt, real *C, int ldc, int accumulate) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bt, (void)C, (void)ldc, (void)accumulate;
     return 0;
 }
 #endif
@@ -507,4 +517,16 @@ void gemm_bf16_cols(bf16 *dst, int ldd, const real *src, int lds, int M, int K) 
     }
 #endif
     cols_portable(dst, ldd, src, lds, M, K);
+}
+
+void gemm_bf16_pack_tiles(bf16 *Bt, int K, int N, const real *src, long sk, long sn) {
+#ifdef HAVE_BCONV
+    if (sn == 1 && N % 16 == 0 && K % 2 == 0 && gemm_bf16_available()) {
+        for (int k2 = 0; k2 < K / 2; k2++)
+            pack_pair_tiles(Bt, N, k2, src + (long)(2 * k2) * sk, src + (long)(2 * k2 + 1) * sk);
+        return;
+    }
+#endif
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) Bt[gemm_bf16_tile_at(N, k, n)] = bf16_from_float((float)src[(long)k * sk + n * sn]);
 }

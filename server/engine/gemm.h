@@ -41,10 +41,20 @@ void gemm_tn(int M, int N, int K, const real *A, int lda, const real *B, int ldb
 int gemm_bf16_available(void);
 void gemm_bf16(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate);
 /* The same product on AMX tiles where this CPU runs them (cpu_has_amx_bf16) and M, N and K are
- * multiples of 32: returns 1 when done, else 0 and nothing is touched (the caller takes gemm_bf16).
- * Its sums are in the tiles' order: not gemm_bf16's bits, but the same bits whatever rows a call is
- * given. */
-int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, real *C, int ldc, int accumulate);
+ * multiples of 32, with B in the tile layout instead (Bt, gemm_bf16_pack_tiles): returns 1 when
+ * done, else 0 and nothing is touched (the caller takes gemm_bf16 with the pairs layout). Its sums
+ * are in the tiles' order: not gemm_bf16's bits, but the same bits whatever rows a call is given. */
+int gemm_bf16_amx(int M, int N, int K, const bf16 *A, int lda, const bf16 *Bt, real *C, int ldc, int accumulate);
+/* The tile layout of B (K x N, both multiples of 32): tiles of 16 pairs of k x 16 n, each 1 KB in
+ * one piece (rows of 64 bytes, a row holding its 16 n's pairs), n-tiles fastest; where B(k, n)
+ * lives. gemm_bf16_packed_count(K, N) entries; rows [k0, k1) of B (k0 a multiple of 32) are the
+ * entries from k0 N on. Rows 2 KB apart in the pairs layout would crowd two cache sets. */
+static inline size_t gemm_bf16_tile_at(int N, int k, int n) {
+    return ((size_t)(k / 32) * (size_t)(N / 16) + (size_t)(n / 16)) * 512 + (size_t)((k % 32) / 2) * 32 +
+           (size_t)(n % 16) * 2 + (size_t)(k & 1);
+}
+/* Bt = bf16 of B(k, n) = src[k*sk + n*sn] in the tile layout (K, N multiples of 32). */
+void gemm_bf16_pack_tiles(bf16 *Bt, int K, int N, const real *src, long sk, long sn);
 /* bf16 entries Bp needs for K x N. */
 size_t gemm_bf16_packed_count(int K, int N);
 /* Bp = bf16 of B(k, n) = src[k*sk + n*sn] (sk = ldb, sn = 1: B as it is; sk = 1, sn = ld: B^T of a

@@ -113,8 +113,9 @@ struct model {
     bf16 *wpk, *bscr;
     size_t bscr_per;
     atomic_int pk_stale;
+    bf16 *wpt; /* on amx, the same packed weights in the tile layout (gemm_bf16_pack_tiles); else NULL */
     /* on the amx path the weight gradients take the tiles too (dw_product): dwx holds the inputs of
-     * the _DW phase dw_next packed in pairs of tokens (PH_BWD_DW_PACK), dwg per thread (dwg_per
+     * the _DW phase dw_next packed in tiles, K the tokens (PH_BWD_DW_PACK), dwg per thread (dwg_per
      * each) a work item's output-gradient columns transposed. NULL otherwise. */
     bf16 *dwx, *dwg;
     size_t dwg_per;
@@ -443,13 +444,20 @@ nomem:
                        model_config_param_count(cfg), batch);
 }
 
-void model_free(model *m) {
-    if (!m) return;
-    lmhead_bf16_free(m->lm_bf);
+/* Frees the blocks' bf16 copies and scratch (model_set_precision), leaving them NULL. */
+static void bf16_blocks_free(model *m) {
     free(m->wpk);
+    free(m->wpt);
     free(m->bscr);
     free(m->dwx);
     free(m->dwg);
+    m->wpk = m->wpt = m->bscr = m->dwx = m->dwg = NULL;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    lmhead_bf16_free(m->lm_bf);
+    bf16_blocks_free(m);
     threads_free(m->pool);
     free(m->act_block);
     free(m->grads);
@@ -566,19 +574,20 @@ static size_t w_off(const layer_off *o, int w) {
 /* Weight w of layer l packed for the forward product x W^T (dir 0: pairs along its inputs) or for
  * the input gradient dy W (dir 1: pairs along its outputs). Layers one after another, each weight's
  * two packings in turn. */
-static bf16 *wpk_at(const model *m, int l, int w, int dir) {
+/* Where weight w of layer l, packed for direction dir, starts in wpk (and in wpt). */
+static size_t wpk_off(const model *m, int l, int w, int dir) {
     size_t off = 0;
     for (int ll = 0; ll <= l; ll++)
         for (int ww = 0; ww < W_COUNT; ww++)
             for (int d = 0; d < 2; d++) {
-                if (ll == l && ww == w && d == dir) return m->wpk + off;
+                if (ll == l && ww == w && d == dir) return off;
                 int out, in;
                 w_dims(m, ww, &out, &in);
                 off += d == 0 ? gemm_bf16_packed_count(in, out) : gemm_bf16_packed_count(out, in);
             }
-    return NULL;
+    return off;
 }
-
+static bf16 *wpk_at(const model *m, int l, int w, int dir) { return m->wpk + wpk_off(m, l, w, dir); }
 static size_t wpk_count(const model *m) {
     size_t n = 0;
     for (int w = 0; w < W_COUNT; w++) {
@@ -597,15 +606,21 @@ static void pack_fn(void *ctx, int tid, int nth) {
     (void)tid;
     (void)nth;
     model *m = ((pack_ctx *)ctx)->m;
-    const long items = (long)m->L * W_COUNT * 2;
+    const long per = (long)m->L * W_COUNT * 2, items = per * (m->wpt ? 2 : 1);
     for (long k; (k = threads_next(m->pool)) < items;) {
-        int l = (int)(k / (W_COUNT * 2)), w = (int)(k / 2 % W_COUNT), dir = (int)(k % 2), out, in;
+        const int tiles = k >= per;
+        const long j = k % per;
+        int l = (int)(j / (W_COUNT * 2)), w = (int)(j / 2 % W_COUNT), dir = (int)(j % 2), out, in;
         w_dims(m, w, &out, &in);
         const real *W = m->params + w_off(&m->lo[l], w);
-        if (dir == 0)
-            gemm_bf16_pack(wpk_at(m, l, w, 0), in, out, W, 1, in); /* B(k = input, n = output) */
+        const size_t off = wpk_off(m, l, w, dir);
+        /* dir 0: B(k = input, n = output); dir 1: B(k = output, n = input) */
+        if (tiles)
+            gemm_bf16_pack_tiles(m->wpt + off, dir ? out : in, dir ? in : out, W, dir ? in : 1, dir ? 1 : in);
+        else if (dir == 0)
+            gemm_bf16_pack(m->wpk + off, in, out, W, 1, in);
         else
-            gemm_bf16_pack(wpk_at(m, l, w, 1), out, in, W, in, 1); /* B(k = output, n = input) */
+            gemm_bf16_pack(m->wpk + off, out, in, W, in, 1);
     }
 }
 
@@ -619,7 +634,7 @@ static void block_product(model *m, int tid, int l, int w, int dir, real *out, c
     if (m->wpk) {
         bf16 *xb = m->bscr + (size_t)tid * m->bscr_per;
         gemm_bf16_rows(xb, K, x, K, (int)nr, K);
-        if (m->lm_bf->path != KERNEL_PATH_AMX || !gemm_bf16_amx((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0))
+        if (!m->wpt || !gemm_bf16_amx((int)nr, N, K, xb, K, m->wpt + wpk_off(m, l, w, dir), out, N, 0))
             gemm_bf16((int)nr, N, K, xb, K, wpk_at(m, l, w, dir), out, N, 0);
         return;
     }
@@ -773,14 +788,14 @@ static int dw_on_tiles(const model *m) {
     return m->dwx && ((long)m->B * m->T) % 32 == 0 && m->C % 32 == 0 && OUT_CHUNK % 32 == 0;
 }
 
-/* Rows [r0, r1) (r0 even) of the next _DW phase's inputs into dwx, in pairs of tokens
- * (gemm_bf16_pack's layout, K the tokens). */
+/* Rows [r0, r1) (multiples of 32) of the next _DW phase's inputs into dwx, in the tile layout
+ * (gemm_bf16_pack_tiles, K the tokens). */
 static void dw_pack_item(model *m, long r0, long r1) {
     dw_input in[2];
     int n = dw_inputs(m, m->dw_next, m->ph_layer, in);
     for (int i = 0; i < n; i++)
-        gemm_bf16_pack(m->dwx + in[i].off + (size_t)(r0 / 2) * in[i].width * 2, (int)(r1 - r0), in[i].width,
-                       in[i].x + r0 * in[i].width, in[i].width, 1);
+        gemm_bf16_pack_tiles(m->dwx + in[i].off + (size_t)r0 * in[i].width, (int)(r1 - r0), in[i].width,
+                             in[i].x + r0 * in[i].width, in[i].width, 1);
 }
 
 /* g[o0..o1)[0..width) += dy[.][o0..o1)^T . x over the pass's tokens, on tiles (x packed at dwx +
@@ -851,7 +866,7 @@ static void phase_fn(void *ctx, int tid, int nth) {
         for (long u; (u = threads_next(m->pool)) < items;) unit_item(m, u, tid);
         break;
     case PH_BWD_DW_PACK: {
-        const long rb = 64; /* tokens per item: an even number, so items split no pair */
+        const long rb = 64; /* tokens per item: a multiple of 32, so items split no tile */
         items = (N + rb - 1) / rb;
         for (long k; (k = threads_next(m->pool)) < items;) dw_pack_item(m, k * rb, (k + 1) * rb < N ? (k + 1) * rb : N);
         break;
@@ -977,9 +992,10 @@ static int interrupted(model *m) { return m->interrupt && m->interrupt(m->interr
 /* Returns 1 if the interrupt check asked to stop (the activations are then incomplete). */
 size_t model_bf16_bytes(const model_config *cfg, int batch, int n_threads) {
     const size_t C = (size_t)cfg->d_model, N = (size_t)batch * (size_t)cfg->seq_len;
-    /* the output head's copies; each block's four weights (12 C^2) packed both ways; row scratch;
+    /* the output head's copies; each block's four weights (12 C^2) packed both ways (on amx in two
+     * layouts); row scratch;
      * on amx, the weight gradients' packed inputs (5 C per token) and transposed columns */
-    return lmhead_bf16_bytes(cfg->vocab, cfg->d_model) + sizeof(bf16) * 2 * 12 * C * C * (size_t)cfg->n_layer +
+    return lmhead_bf16_bytes(cfg->vocab, cfg->d_model) + sizeof(bf16) * 2 * 2 * 12 * C * C * (size_t)cfg->n_layer +
            sizeof(bf16) * (size_t)ROW_CHUNK_MAX * 4 * C * (size_t)n_threads +
            sizeof(bf16) * (N * 5 * C + (N + DWG_PAD) * (size_t)OUT_CHUNK * (size_t)n_threads);
 }
@@ -1113,11 +1129,7 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
     if (p == PRECISION_FP32) {
         lmhead_bf16_free(m->lm_bf);
         m->lm_bf = NULL;
-        free(m->wpk);
-        free(m->bscr);
-        free(m->dwx);
-        free(m->dwg);
-        m->wpk = m->bscr = m->dwx = m->dwg = NULL;
+        bf16_blocks_free(m);
         m->precision = p;
         return ENGINE_OK;
     }
@@ -1133,20 +1145,21 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
         m->bscr_per = (size_t)ROW_CHUNK_MAX * 4 * m->C;
         m->wpk = malloc(sizeof(bf16) * wpk_count(m));
         m->bscr = malloc(sizeof(bf16) * m->bscr_per * (size_t)m->n_threads);
-        int dw_ok = 1;
-        if (m->with_grads && m->lm_bf->path == KERNEL_PATH_AMX && cpu_has_amx_bf16()) {
-            const size_t N = (size_t)m->max_B * m->Tmax;
-            m->dwg_per = (size_t)OUT_CHUNK * (N + DWG_PAD);
-            m->dwx = malloc(sizeof(bf16) * N * 5 * (size_t)m->C);
-            m->dwg = malloc(sizeof(bf16) * m->dwg_per * (size_t)m->n_threads);
-            dw_ok = m->dwx && m->dwg;
+        int ok = m->wpk && m->bscr;
+        /* on the tiles: the weights in their layout too, and the weight gradients' scratch */
+        if (m->lm_bf->path == KERNEL_PATH_AMX && cpu_has_amx_bf16() && m->C % 32 == 0) {
+            m->wpt = malloc(sizeof(bf16) * wpk_count(m));
+            ok = ok && m->wpt;
+            if (m->with_grads) {
+                const size_t N = (size_t)m->max_B * m->Tmax;
+                m->dwg_per = (size_t)OUT_CHUNK * (N + DWG_PAD);
+                m->dwx = malloc(sizeof(bf16) * N * 5 * (size_t)m->C);
+                m->dwg = malloc(sizeof(bf16) * m->dwg_per * (size_t)m->n_threads);
+                ok = ok && m->dwx && m->dwg;
+            }
         }
-        if (!m->wpk || !m->bscr || !dw_ok) {
-            free(m->wpk);
-            free(m->bscr);
-            free(m->dwx);
-            free(m->dwg);
-            m->wpk = m->bscr = m->dwx = m->dwg = NULL;
+        if (!ok) {
+            bf16_blocks_free(m);
             lmhead_bf16_free(m->lm_bf);
             m->lm_bf = NULL;
             return engine_fail(err, ENGINE_ERR_NOMEM, "out of memory for the bf16 weight copies");

@@ -120,9 +120,9 @@ TEST(row_split_gives_the_same_bits) {
  * sum of |terms|; tails of the 12-row and 32-column tiles, odd K, accumulation; the same bits for a
  * product's rows in one call or two. Where the CPU lacks AVX-512 BF16, the portable loop. */
 /* The product through gemm_bf16, or (amx) through gemm_bf16_amx, which must take it. */
-static void bf16_product(int amx, int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, float *C, int ldc,
-                         int acc) {
-    if (!amx || !gemm_bf16_amx(M, N, K, A, lda, Bp, C, ldc, acc)) gemm_bf16(M, N, K, A, lda, Bp, C, ldc, acc);
+static void bf16_product(int amx, int M, int N, int K, const bf16 *A, int lda, const bf16 *Bp, const bf16 *Bt, float *C,
+                         int ldc, int acc) {
+    if (!amx || !gemm_bf16_amx(M, N, K, A, lda, Bt, C, ldc, acc)) gemm_bf16(M, N, K, A, lda, Bp, C, ldc, acc);
 }
 
 static int check_bf16_on(int amx, int M, int N, int K, int trans, int acc, char *why, size_t wl) {
@@ -132,7 +132,8 @@ static int check_bf16_on(int amx, int M, int N, int K, int trans, int acc, char 
           *C = malloc(sizeof(float) * (size_t)M * ldc), *C0 = malloc(sizeof(float) * (size_t)M * ldc),
           *C2 = malloc(sizeof(float) * (size_t)M * ldc);
     bf16 *Ab = malloc(sizeof(bf16) * ((size_t)M * lda + 1)),
-         *Bp = malloc(sizeof(bf16) * (gemm_bf16_packed_count(K, N) + 1));
+         *Bp = malloc(sizeof(bf16) * (gemm_bf16_packed_count(K, N) + 1)),
+         *Bt = malloc(sizeof(bf16) * (gemm_bf16_packed_count(K, N) + 1));
     rng_state r;
     rng_seed(&r, (uint64_t)(M * 1009 + N * 31 + K * 7 + trans));
     fill(A, (long)M * K, &r);
@@ -144,12 +145,16 @@ static int check_bf16_on(int amx, int M, int N, int K, int trans, int acc, char 
         gemm_bf16_pack(Bp, K, N, B, 1, K);
     else
         gemm_bf16_pack(Bp, K, N, B, N, 1);
+    if (amx && trans)
+        gemm_bf16_pack_tiles(Bt, K, N, B, 1, K);
+    else if (amx)
+        gemm_bf16_pack_tiles(Bt, K, N, B, N, 1);
     memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
     memcpy(C2, C0, sizeof(float) * (size_t)M * ldc);
-    bf16_product(amx, M, N, K, Ab, lda, Bp, C, ldc, acc);
+    bf16_product(amx, M, N, K, Ab, lda, Bp, Bt, C, ldc, acc);
     int half = amx ? M / 64 * 32 : M / 2;
-    bf16_product(amx, half, N, K, Ab, lda, Bp, C2, ldc, acc);
-    bf16_product(amx, M - half, N, K, Ab + (long)half * lda, lda, Bp, C2 + (long)half * ldc, ldc, acc);
+    bf16_product(amx, half, N, K, Ab, lda, Bp, Bt, C2, ldc, acc);
+    bf16_product(amx, M - half, N, K, Ab + (long)half * lda, lda, Bp, Bt, C2 + (long)half * ldc, ldc, acc);
     int ok = memcmp(C, C2, sizeof(float) * (size_t)M * ldc) == 0;
     if (!ok) snprintf(why, wl, "M%d N%d K%d: rows split in two calls give other bits", M, N, K);
     for (int m = 0; m < M && ok; m++)
@@ -180,6 +185,7 @@ static int check_bf16_on(int amx, int M, int N, int K, int trans, int acc, char 
     free(C2);
     free(Ab);
     free(Bp);
+    free(Bt);
     return ok;
 }
 
@@ -226,13 +232,13 @@ TEST(amx_products_match_double_reference) {
     CHECK_MSG(same, "a refused product wrote to C");
 }
 
-/* gemm_bf16_pack and gemm_bf16_cols (vectorised where the CPU has AVX-512 BF16) equal the scalar
- * rounding of each entry, on odd shapes with strided rows: pairs with an odd K's zero half, and
- * transposes with the 16 x 16 blocks' tails in both directions. */
+/* gemm_bf16_pack, gemm_bf16_pack_tiles and gemm_bf16_cols (vectorised where the CPU has AVX-512
+ * BF16) equal the scalar rounding of each entry, on odd shapes with strided rows: pairs with an odd
+ * K's zero half, tiles, and transposes with the 16 x 16 blocks' tails in both directions. */
 TEST(bf16_conversions_match_scalar_rounding) {
     rng_state r;
     rng_seed(&r, 7);
-    int shapes[][2] = {{1, 1}, {2, 16}, {5, 17}, {16, 16}, {33, 48}, {50, 37}, {64, 128}};
+    int shapes[][2] = {{1, 1}, {2, 16}, {5, 17}, {16, 16}, {33, 48}, {50, 37}, {64, 128}, {32, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const int M = shapes[i][0], K = shapes[i][1], lds = K + 3, ldd = M + 5;
         float *src = malloc(sizeof(float) * (size_t)M * lds);
@@ -249,6 +255,12 @@ TEST(bf16_conversions_match_scalar_rounding) {
                 bad_p += p[((size_t)(m / 2) * K + k) * 2 + (m & 1)] != want;
             }
         for (int k = 0; M % 2 && k < K; k++) pad &= p[((size_t)(M / 2) * K + k) * 2 + 1] == 0;
+        if (M % 32 == 0 && K % 32 == 0) { /* the tile layout, where its sides allow it */
+            gemm_bf16_pack_tiles(p, M, K, src, lds, 1);
+            for (int m = 0; m < M; m++)
+                for (int k = 0; k < K; k++)
+                    bad_p += p[gemm_bf16_tile_at(K, m, k)] != bf16_from_float(src[(long)m * lds + k]);
+        }
         for (int k = 0; k < K; k++)
             for (int m = M; m < ldd; m++) pad &= t[(long)k * ldd + m] == 0xffff; /* nothing past M written */
         CHECK_MSG(!bad_t && !bad_p && pad, "%d x %d: %d transposed and %d paired entries differ, padding %s", M, K,
