@@ -28,6 +28,10 @@ def=$("$BIN" --default-precision)
 other=$([ "$def" = bf16 ] && echo fp32 || echo bf16)
 echo "precision: $def by default on this CPU (above); rope in $other, for comparison:"
 "$BIN" --attention rope --steps "$STEPS" --threads "$THREADS" --precision "$other"
+if [ "$path" = amx ]; then
+  echo "what bounds a tile kernel here (the fused output layer's target is 50% of the AMX peak):"
+  "$OUT/bench/bench_amx"
+fi
 echo "the output layer alone, fp32 kernels and bf16 kernels (target: bf16 >= 70% of the measured bf16 dot-product peak; on amx >= 50% of the AMX peak):"
 "$OUT/bench/bench_lmhead" --threads "$THREADS" --rounds 2
 echo "the output layer through OpenBLAS instead of the engine's own kernels, for comparison:"
