@@ -18,6 +18,7 @@
 #define ROW_CHUNK_MAX 256 /* rows per work item; fewer for small passes so work still spreads */
 #define OUT_CHUNK 32      /* output features per work item of a weight-gradient product */
 #define DWG_PAD 32        /* entries past the tokens in each row of an item's transposed gradient (dwg) */
+_Static_assert(OUT_CHUNK % 32 == 0, "the tile products of the weight gradients take OUT_CHUNK outputs as N");
 
 /* Work is handed out in items whose boundaries depend only on the pass's size, never on the
  * thread count, and per-item partial sums are added in item order: results are bit-identical
@@ -572,31 +573,25 @@ static size_t w_off(const layer_off *o, int w) {
 }
 
 /* Weight w of layer l packed for the forward product x W^T (dir 0: pairs along its inputs) or for
- * the input gradient dy W (dir 1: pairs along its outputs). Layers one after another, each weight's
- * two packings in turn. */
-/* Where weight w of layer l, packed for direction dir, starts in wpk (and in wpt). */
-static size_t wpk_off(const model *m, int l, int w, int dir) {
-    size_t off = 0;
-    for (int ll = 0; ll <= l; ll++)
-        for (int ww = 0; ww < W_COUNT; ww++)
-            for (int d = 0; d < 2; d++) {
-                if (ll == l && ww == w && d == dir) return off;
-                int out, in;
-                w_dims(m, ww, &out, &in);
-                off += d == 0 ? gemm_bf16_packed_count(in, out) : gemm_bf16_packed_count(out, in);
-            }
-    return off;
+ * the input gradient dy W (dir 1: pairs along its outputs). Layers one after another (every layer
+ * the same size), each weight's two packings in turn. */
+static size_t wpk_one(const model *m, int w, int dir) {
+    int out, in;
+    w_dims(m, w, &out, &in);
+    return dir == 0 ? gemm_bf16_packed_count(in, out) : gemm_bf16_packed_count(out, in);
 }
-static bf16 *wpk_at(const model *m, int l, int w, int dir) { return m->wpk + wpk_off(m, l, w, dir); }
 static size_t wpk_count(const model *m) {
     size_t n = 0;
-    for (int w = 0; w < W_COUNT; w++) {
-        int out, in;
-        w_dims(m, w, &out, &in);
-        n += gemm_bf16_packed_count(in, out) + gemm_bf16_packed_count(out, in);
-    }
+    for (int w = 0; w < W_COUNT; w++) n += wpk_one(m, w, 0) + wpk_one(m, w, 1);
     return n * (size_t)m->L;
 }
+/* Where weight w of layer l, packed for direction dir, starts in wpk (and in wpt). */
+static size_t wpk_off(const model *m, int l, int w, int dir) {
+    size_t off = wpk_count(m) / (size_t)m->L * (size_t)l;
+    for (int ww = 0; ww < w; ww++) off += wpk_one(m, ww, 0) + wpk_one(m, ww, 1);
+    return off + (dir ? wpk_one(m, w, 0) : 0);
+}
+static bf16 *wpk_at(const model *m, int l, int w, int dir) { return m->wpk + wpk_off(m, l, w, dir); }
 
 typedef struct {
     model *m;
@@ -783,10 +778,8 @@ static int dw_inputs(const model *m, int ph, int l, dw_input in[2]) {
 }
 
 /* Whether this pass's weight gradients take the tiles: the amx path, and every product's sides
- * (tokens, inputs, OUT_CHUNK outputs) multiples of 32, as gemm_bf16_amx needs. */
-static int dw_on_tiles(const model *m) {
-    return m->dwx && ((long)m->B * m->T) % 32 == 0 && m->C % 32 == 0 && OUT_CHUNK % 32 == 0;
-}
+ * (tokens, inputs, OUT_CHUNK outputs: asserted) multiples of 32, as gemm_bf16_amx needs. */
+static int dw_on_tiles(const model *m) { return m->dwx && ((long)m->B * m->T) % 32 == 0 && m->C % 32 == 0; }
 
 /* Rows [r0, r1) (multiples of 32) of the next _DW phase's inputs into dwx, in the tile layout
  * (gemm_bf16_pack_tiles, K the tokens). */
