@@ -14,8 +14,9 @@ that every quoted figure can be regenerated from data in the tree.
 A request.json: {"server": [flags of attnlabd], "corpora": [{"name", "encoding", "file"}],
 "data_corpora": [names of built-in corpora copied from --data-dir, e.g. "default" from `make corpus`],
 "experiment": the body of POST /api/experiments, "bundle": {"keys", "max_points"},
-"probes": [{"kind", "variant", "replicate", "params"}]}. Standard library and the in-tree Python
-client only; the server is the release build (make build)."""
+"probes": [{"kind", "variant", "replicate", "params"}], "stage_replicates": n (optional: n replicates
+per invocation, each continuing the bundle kept so far; see results/README.md)}. Standard library and
+the in-tree Python client only; the server is the release build (make build)."""
 import argparse
 import datetime
 import gzip
@@ -100,10 +101,13 @@ def git_commit():
         return None
 
 
-def built_from(bundle):
-    """The commit the server binary was built from, as its runs recorded it (the checkout may have
-    moved on while a long experiment ran); the checkout's own when no run says."""
+def built_from(bundle, ids=None):
+    """The commit the server binary was built from, as its runs (those of `ids` when given) recorded
+    it (the checkout may have moved on while a long experiment ran); the checkout's own when no run
+    says."""
     for r in bundle.get("runs", []):
+        if ids is not None and r.get("id") not in ids:
+            continue
         c = (r.get("provenance") or {}).get("commit")
         if c:
             return c
@@ -121,6 +125,59 @@ def cpu_model():
     return platform.processor() or None
 
 
+def wait_runs(c, exp_id, name, ids, t0):
+    """Waits until the runs `ids` of the experiment have ended, printing each change of the count."""
+    last = [None]
+
+    def progress(e):
+        mine = [r for r in e.get("runs", []) if r["id"] in ids]
+        done = sum(r["status"] in ("succeeded", "failed", "cancelled", "interrupted") for r in mine)
+        line = f"{name}: {done}/{len(mine)} runs ended"
+        if line != last[0]:
+            print(line, f"({time.time() - t0:.0f} s)", flush=True)
+            last[0] = line
+
+    while True:
+        e = c.wait_experiment(exp_id, progress=progress, poll=5.0)
+        if all(r["status"] in ("succeeded", "failed", "cancelled", "interrupted")
+               for r in e["runs"] if r["id"] in ids):
+            return e
+
+
+def read_gz(path, default):
+    if not os.path.exists(path):
+        return default
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def start_runs(c, req, out):
+    """The runs this invocation makes: the whole experiment; or, for a request with "stage_replicates"
+    (an experiment too long for one sitting), the next stage_replicates replicates of every variant
+    on top of the bundle already kept (imported as it was, the runs added with POST
+    /api/experiments/{id}/runs: seeds and data orders as one experiment would give them). Returns
+    (experiment id, ids of the new runs, their replicates) or exits when nothing is left to run."""
+    want = req["experiment"].get("replicates")
+    stage = req.get("stage_replicates")
+    kept = os.path.join(out, "bundle.json.gz")
+    if stage and os.path.exists(kept):
+        with gzip.open(kept, "rb") as f:
+            raw = f.read()
+        imp = c.request("POST", "/api/experiments/import", raw=raw, content_type="application/json")
+        exp_id = imp["experiment"]["id"]
+        had = imp["experiment"]["replicates"]
+        more = min(stage, want - had)
+        if more < 1:
+            raise SystemExit(f"{req['experiment'].get('name')}: all {want} replicates are in the bundle already")
+        added = c.add_runs(exp_id, replicates=more)
+        return exp_id, {r["id"] for r in added["runs"]}, set(range(had, had + more))
+    body = dict(req["experiment"])
+    if stage:
+        body["replicates"] = min(stage, want)
+    exp = c.create_experiment(**body)
+    return exp["experiment"]["id"], {r["id"] for r in exp["runs"]}, set(range(body.get("replicates") or 1))
+
+
 def run(args):
     req = load_request(args.name)
     out = os.path.join(RESULTS, args.name)
@@ -130,26 +187,17 @@ def run(args):
         upload_corpora(c, req)
         load_before = os.getloadavg()
         t0 = time.time()
-        exp = c.create_experiment(**req["experiment"])
-        exp_id = exp["experiment"]["id"]
-        last = [None]
-
-        def progress(e):
-            runs = e.get("runs", [])
-            done = sum(r["status"] in ("succeeded", "failed", "cancelled", "interrupted") for r in runs)
-            line = f"{args.name}: {done}/{len(runs)} runs ended"
-            if line != last[0]:
-                print(line, f"({time.time() - t0:.0f} s)", flush=True)
-                last[0] = line
-
-        e = c.wait_experiment(exp_id, progress=progress, poll=5.0)
+        exp_id, ids, reps = start_runs(c, req, out)
+        e = wait_runs(c, exp_id, args.name, ids, t0)
         wall = time.time() - t0
         load_after = os.getloadavg()
-        bad = [r for r in e["runs"] if r["status"] != "succeeded"]
+        bad = [r for r in e["runs"] if r["id"] in ids and r["status"] != "succeeded"]
         if bad:
             raise SystemExit(f"{len(bad)} runs did not succeed: {[(r['id'], r['status']) for r in bad]}")
-        probes = []
+        probes = read_gz(os.path.join(out, "probes.json.gz"), []) if req.get("stage_replicates") else []
         for p in req.get("probes", []):
+            if p.get("replicate", 0) not in reps:
+                continue  # a replicate of an earlier stage: its answer is kept already
             rid = next(r["id"] for r in e["runs"]
                        if r["variant"] == p["variant"] and r.get("replicate", 0) == p.get("replicate", 0))
             t1 = time.time()
@@ -164,10 +212,24 @@ def run(args):
         with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
             f.write(json.dumps(probes, separators=(",", ":")))
     prov = {"name": args.name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "attnlab_version": health.get("version"), "commit": built_from(bundle), "cpu": cpu_model(),
+            "attnlab_version": health.get("version"), "commit": built_from(bundle, ids), "cpu": cpu_model(),
             "cores": os.cpu_count(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
             "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
             "runs": len(bundle.get("runs", []))}
+    if req.get("stage_replicates"):  # one entry per sitting, the first one's fields also at the top
+        path = os.path.join(out, "provenance.json")
+        stages = []
+        if os.path.exists(path) and len(reps) and min(reps) > 0:
+            with open(path) as f:
+                old = json.load(f)
+            stages = old.get("stages", [])
+            prov = {**old, "runs": prov["runs"], "experiment_wall_s": round(
+                sum(s["experiment_wall_s"] for s in stages) + wall, 1), "stages": stages}
+        stages.append({"replicates": sorted(reps), "runs": len(ids), "date": datetime.datetime.now(
+            datetime.timezone.utc).isoformat(timespec="seconds"), "commit": built_from(bundle, ids),
+            "cpu": cpu_model(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
+            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after]})
+        prov["stages"] = stages
     with open(os.path.join(out, "provenance.json"), "w") as f:
         json.dump(prov, f, indent=1)
         f.write("\n")
