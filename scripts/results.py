@@ -80,8 +80,8 @@ class Server:
         self.dir.cleanup()
 
 
-def load_request(name):
-    with open(os.path.join(RESULTS, name, "request.json")) as f:
+def load_request(results_dir, name):
+    with open(os.path.join(results_dir, name, "request.json")) as f:
         return json.load(f)
 
 
@@ -179,8 +179,8 @@ def start_runs(c, req, out):
 
 
 def run(args):
-    req = load_request(args.name)
-    out = os.path.join(RESULTS, args.name)
+    req = load_request(args.results_dir, args.name)
+    out = os.path.join(args.results_dir, args.name)
     with Server(args.attnlabd, req.get("server", []), req.get("data_corpora", []), args.data_dir) as srv:
         c = srv.client
         health = c.health()
@@ -243,6 +243,7 @@ def main():
     r.add_argument("name")
     r.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
     r.add_argument("--data-dir", default=os.path.join(ROOT, "var"), help="where data_corpora are (default: var)")
+    r.add_argument("--results-dir", default=RESULTS, help="where NAME's folder is (default: results)")
     t = sub.add_parser("tables")
     t.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
     t.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
