@@ -88,15 +88,19 @@ def scale_figures(name, c, exp_id, bundle, prov, out, val):
         vl, tl, tm, en = (m.get(k) or {} for k in ("final_val_loss", "final_train_loss", "final_tau_mean",
                                                    "final_entropy_mean"))
         de = max(3, -math.floor(math.log10(en["std"]))) if en.get("std") else 3  # the std's first digit
+
+        def cell(x, d, interval=True):  # mean ± std [t interval]; the mean alone for one replicate
+            if x.get("std") is None:
+                return num(x["mean"], d)
+            return f"{num(x['mean'], d)} ± {num(x['std'], d)}" + (f" {ci(x['ci'], d)}" if interval else "")
+
         tau = "— (fixed √d)"
         if tm.get("n"):
-            tau = f"{num(tm['mean'], 4)} {ci(tm['ci'], 4)}"
+            tau = num(tm["mean"], 4) + (f" {ci(tm['ci'], 4)}" if tm.get("std") is not None else "")
             if v["name"].startswith("cosine_log_scale"):
                 tau += f" (= 1/s, s ≈ {1 / tm['mean']:.1f})"
-        rows.append([VARIANT_LABEL.get(v["name"], f"`{v['name']}`"),
-                     f"{num(vl['mean'], 4)} ± {num(vl['std'], 4)} {ci(vl['ci'], 4)}",
-                     f"{num(tl['mean'], 4)} ± {num(tl['std'], 4)}", tau,
-                     f"{num(en['mean'], de)} ± {num(en['std'], de)} {ci(en['ci'], de)}"])
+        rows.append([VARIANT_LABEL.get(v["name"], f"`{v['name']}`"), cell(vl, 4), cell(tl, 4, False), tau,
+                     cell(en, de)])
         val[f"{name}/{v['name']}/val_loss"] = num(vl["mean"], 4)
         val[f"{name}/{v['name']}/entropy"] = num(en["mean"], 4)
         if tm.get("n"):
@@ -109,7 +113,8 @@ def scale_figures(name, c, exp_id, bundle, prov, out, val):
     for cmp in st["comparisons"]:
         key = f"{name}/{cmp['a']}-{cmp['b']}/{cmp['metric']}"
         d = decimals(cmp["mean_diff"])
-        val[key] = f"{num(cmp['mean_diff'], d, True)} {ci(cmp['ci'], d, True)}"
+        has_ci = cmp.get("ci") and cmp["ci"][0] is not None  # none for one replicate
+        val[key] = num(cmp["mean_diff"], d, True) + (f" {ci(cmp['ci'], d, True)}" if has_ci else "")
         val[key + "/p"] = pval(cmp["p"])
         if cmp["metric"] != "final_val_loss":
             continue
@@ -236,6 +241,36 @@ def pair_figures(name, c, exp_id, bundle, prov, out, val):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
+def replicated_figures(name, c, exp_id, bundle, prov, out, val):
+    """The replicated experiment at the seed configuration, run a replicate per sitting: the tables of
+    scale_figures (intervals once two replicates are in), how many replicates are in, and replicate 0
+    of rope and cos/tau against the one-seed pair of results/seed-blog (same seed, config and data
+    order, another kernel path and precision: what the path changes over 2000 steps)."""
+    scale_figures(name, c, exp_id, bundle, prov, out, val)
+    want = json.load(open(os.path.join(os.path.dirname(__file__), "..", "results", name, "request.json")))
+    have = max(r["replicate"] for r in bundle["runs"]) + 1
+    val[f"{name}/replicates"] = f"{have} of {want['experiment']['replicates']}"
+    val[f"{name}/runs"] = str(len(bundle["runs"]))
+    stages = prov.get("stages", [])
+    val[f"{name}/sittings"] = "; ".join(
+        f"replicate {', '.join(map(str, st['replicates']))}: {st['date'][:10]}, {(st.get('kernel') or {}).get('path', '?')}"
+        f" path, {st['experiment_wall_s'] / 60:.1f} min, load {st['load_before'][0]:.1f}–{st['load_after'][0]:.1f}"
+        for st in stages)
+    pair = os.path.join(os.path.dirname(__file__), "..", "results", "seed-blog", "bundle.json.gz")
+    if not os.path.exists(pair):
+        return
+    last = lambda r: r["series"]["val_loss"]["values"][-1]
+    old = {r["variant"]: r for r in load_gz(pair)["runs"]}
+    for r in bundle["runs"]:
+        o = old.get(r["variant"])
+        if r["replicate"] != 0 or not o or o["seed"] != r["seed"]:
+            continue
+        val[f"{name}/{r['variant']}/r0_val_loss"] = num(last(r), 4)
+        val[f"{name}/{r['variant']}/r0_precision"] = (
+            f"{r['config'].get('precision')} on {(r.get('provenance') or {}).get('kernel_path', '?')}")
+        val[f"{name}/{r['variant']}/r0_minus_pair"] = num(last(r) - last(o), 4, True)
+
+
 PREDICTOR_LABEL = {"dense": "dense", "topk": "top-k", "lsh": "LSH", "hamming": "Hamming", "unrotated": "unrotated",
                    "window": "window"}
 
@@ -309,6 +344,7 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
 
 FIGURES = {  # results/<name>: how its figures are made
     "seed-blog": lambda *a: pair_figures(*a),
+    "seed-blog-replicated": lambda *a: replicated_figures(*a),
     "attention-scale-bytes": lambda *a: scale_figures(*a),
     "tau-long-bytes": lambda *a: spread_figures(*a, at=600),
     "positional-precision": lambda *a: accuracy_figures(*a),
@@ -320,6 +356,7 @@ FIGURES = {  # results/<name>: how its figures are made
 # embedded in the README: GET /api/experiments/{id}/plot.svg over the import, compared byte for byte.
 SVG_FILES = {
     "seed-blog": [("bands", "key", "val_loss"), ("tau", None, None)],
+    "seed-blog-replicated": [("bands", "key", "val_loss"), ("tau", None, None)],
     "attention-scale-bytes": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "tau-long-bytes": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
 }
