@@ -34,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 from attnlab import Client  # noqa: E402
+from attnlab.client import ENDED  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "results")
 
@@ -126,22 +127,18 @@ def cpu_model():
 
 
 def wait_runs(c, exp_id, name, ids, t0):
-    """Waits until the runs `ids` of the experiment have ended, printing each change of the count."""
+    """Waits until every run of the experiment has ended (those imported had already), printing each
+    change of the count of the new runs `ids` that have."""
     last = [None]
 
     def progress(e):
         mine = [r for r in e.get("runs", []) if r["id"] in ids]
-        done = sum(r["status"] in ("succeeded", "failed", "cancelled", "interrupted") for r in mine)
-        line = f"{name}: {done}/{len(mine)} runs ended"
+        line = f"{name}: {sum(r['status'] in ENDED for r in mine)}/{len(mine)} runs ended"
         if line != last[0]:
             print(line, f"({time.time() - t0:.0f} s)", flush=True)
             last[0] = line
 
-    while True:
-        e = c.wait_experiment(exp_id, progress=progress, poll=5.0)
-        if all(r["status"] in ("succeeded", "failed", "cancelled", "interrupted")
-               for r in e["runs"] if r["id"] in ids):
-            return e
+    return c.wait_experiment(exp_id, progress=progress, poll=5.0)
 
 
 def read_gz(path, default):
@@ -211,25 +208,22 @@ def run(args):
     if probes:
         with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
             f.write(json.dumps(probes, separators=(",", ":")))
-    prov = {"name": args.name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "attnlab_version": health.get("version"), "commit": built_from(bundle, ids), "cpu": cpu_model(),
-            "cores": os.cpu_count(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
-            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
+    sitting = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "commit": built_from(bundle, ids), "cpu": cpu_model(), "kernel": health.get("kernel"),
+               "experiment_wall_s": round(wall, 1), "load_before": [round(x, 2) for x in load_before],
+               "load_after": [round(x, 2) for x in load_after]}
+    prov = {"name": args.name, "attnlab_version": health.get("version"), "cores": os.cpu_count(), **sitting,
             "runs": len(bundle.get("runs", []))}
-    if req.get("stage_replicates"):  # one entry per sitting, the first one's fields also at the top
+    if req.get("stage_replicates"):  # one entry per sitting; the first sitting's fields also at the top
         path = os.path.join(out, "provenance.json")
         stages = []
-        if os.path.exists(path) and len(reps) and min(reps) > 0:
+        if min(reps) > 0 and os.path.exists(path):
             with open(path) as f:
                 old = json.load(f)
             stages = old.get("stages", [])
-            prov = {**old, "runs": prov["runs"], "experiment_wall_s": round(
-                sum(s["experiment_wall_s"] for s in stages) + wall, 1), "stages": stages}
-        stages.append({"replicates": sorted(reps), "runs": len(ids), "date": datetime.datetime.now(
-            datetime.timezone.utc).isoformat(timespec="seconds"), "commit": built_from(bundle, ids),
-            "cpu": cpu_model(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
-            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after]})
-        prov["stages"] = stages
+            prov = {**old, "runs": prov["runs"],
+                    "experiment_wall_s": round(sum(st["experiment_wall_s"] for st in stages) + wall, 1)}
+        prov["stages"] = stages + [{"replicates": sorted(reps), "runs": len(ids), **sitting}]
     with open(os.path.join(out, "provenance.json"), "w") as f:
         json.dump(prov, f, indent=1)
         f.write("\n")
