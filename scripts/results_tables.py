@@ -241,13 +241,15 @@ def pair_figures(name, c, exp_id, bundle, prov, out, val):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
-def replicated_figures(name, c, exp_id, bundle, prov, out, val):
+def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
     """The replicated experiment at the seed configuration, run a replicate per sitting: the tables of
     scale_figures (intervals once two replicates are in), how many replicates are in, and replicate 0
     of rope and cos/tau against the one-seed pair of results/seed-blog (same seed, config and data
-    order, another kernel path and precision: what the path changes over 2000 steps)."""
+    order, another kernel path and precision: what the path changes over 2000 steps). ctx: compute's
+    results directory ("dir") and the bundles read so far ("bundles", by name)."""
     scale_figures(name, c, exp_id, bundle, prov, out, val)
-    want = json.load(open(os.path.join(os.path.dirname(__file__), "..", "results", name, "request.json")))
+    with open(os.path.join(ctx["dir"], name, "request.json")) as f:
+        want = json.load(f)
     have = max(r["replicate"] for r in bundle["runs"]) + 1
     val[f"{name}/replicates"] = f"{have} of {want['experiment']['replicates']}"
     val[f"{name}/runs"] = str(len(bundle["runs"]))
@@ -256,11 +258,11 @@ def replicated_figures(name, c, exp_id, bundle, prov, out, val):
         f"replicate {', '.join(map(str, st['replicates']))}: {st['date'][:10]}, {(st.get('kernel') or {}).get('path', '?')}"
         f" path, {st['experiment_wall_s'] / 60:.1f} min, load {st['load_before'][0]:.1f}–{st['load_after'][0]:.1f}"
         for st in stages)
-    pair = os.path.join(os.path.dirname(__file__), "..", "results", "seed-blog", "bundle.json.gz")
-    if not os.path.exists(pair):
+    pair = ctx["bundles"].get("seed-blog")
+    if not pair:
         return
     last = lambda r: r["series"]["val_loss"]["values"][-1]
-    old = {r["variant"]: r for r in load_gz(pair)["runs"]}
+    old = {r["variant"]: r for r in pair["runs"]}
     for r in bundle["runs"]:
         o = old.get(r["variant"])
         if r["replicate"] != 0 or not o or o["seed"] != r["seed"]:
@@ -342,13 +344,13 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
     val[f"{name}/runs"] = str(prov["runs"])
 
 
-FIGURES = {  # results/<name>: how its figures are made
-    "seed-blog": lambda *a: pair_figures(*a),
-    "seed-blog-replicated": lambda *a: replicated_figures(*a),
-    "attention-scale-bytes": lambda *a: scale_figures(*a),
-    "tau-long-bytes": lambda *a: spread_figures(*a, at=600),
-    "positional-precision": lambda *a: accuracy_figures(*a),
-    "positional-precision-d128": lambda *a: accuracy_figures(*a),
+FIGURES = {  # results/<name>: how its figures are made (ctx: see compute)
+    "seed-blog": lambda *a, ctx: pair_figures(*a),
+    "seed-blog-replicated": lambda *a, ctx: replicated_figures(*a, ctx),
+    "attention-scale-bytes": lambda *a, ctx: scale_figures(*a),
+    "tau-long-bytes": lambda *a, ctx: spread_figures(*a, at=600),
+    "positional-precision": lambda *a, ctx: accuracy_figures(*a),
+    "positional-precision-d128": lambda *a, ctx: accuracy_figures(*a),
 }
 
 
@@ -381,6 +383,9 @@ def provenance_figures(name, prov, val):
 def compute(server, results_dir):
     out, val, files = {}, {}, {}
     c = server.client
+    # in name order, so an experiment's figures can use those read before it (seed-blog's in
+    # seed-blog-replicated's)
+    ctx = {"dir": results_dir, "bundles": {}}
     for name in sorted(os.listdir(results_dir)):
         d = os.path.join(results_dir, name)
         bpath = os.path.join(d, "bundle.json.gz")
@@ -389,12 +394,13 @@ def compute(server, results_dir):
         with open(bpath, "rb") as f:
             raw = gzip.decompress(f.read())
         bundle = json.loads(raw)
+        ctx["bundles"][name] = bundle
         imp = c.request("POST", "/api/experiments/import", raw=raw, content_type="application/json")
         with open(os.path.join(d, "provenance.json")) as f:
             prov = json.load(f)
         provenance_figures(name, prov, val)
         if name in FIGURES:
-            FIGURES[name](name, c, imp["experiment"]["id"], bundle, prov, out, val)
+            FIGURES[name](name, c, imp["experiment"]["id"], bundle, prov, out, val, ctx=ctx)
         svg_figures(name, c, imp["experiment"]["id"], files)
         ppath = os.path.join(d, "probes.json.gz")
         if os.path.exists(ppath):
