@@ -838,17 +838,9 @@ const unsigned char lmhead_amx_config[64] = {
     [48] = 16, [49] = 16, [50] = 16, [51] = 16, [52] = 16, [53] = 16, [54] = 16, [55] = 16,
 };
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define LMHEAD_HAVE_AMX 1
+#include "lmhead_amx_hw.h"
+#ifdef LMHEAD_HAVE_AMX
 #define AMX_SFX hw
-#define AMX_TGT __attribute__((target("amx-tile,amx-bf16")))
-#define AMX_BEGIN() _tile_loadconfig(lmhead_amx_config)
-#define AMX_ZERO(t) _tile_zero(t)
-#define AMX_LOAD(t, p, stride) _tile_loadd(t, p, stride)
-#define AMX_STORE(t, p, stride) _tile_stored(t, p, stride)
-#define AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
-#define AMX_END() _tile_release()
-#define AMX_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #include "lmhead_amx_epi.h"
 #define AMX_EPI_SUMS amx_epi_sums_avx512
 #define AMX_EPI_GRAD amx_epi_grad_avx512
