@@ -23,7 +23,8 @@
  * portable C on 16-lane vectors, the same in every backend.
  *
  * The kernels are written once, in lmhead_amx_kernels.h, against a small tile interface (AMX_BEGIN,
- * AMX_ZERO, AMX_LOAD, AMX_STORE, AMX_DP, AMX_END); lmhead.c builds them on the AMX intrinsics, and
+ * AMX_ZERO, AMX_LOAD, AMX_STORE, AMX_DP, AMX_END); lmhead.c builds them on the AMX intrinsics
+ * (lmhead_amx_hw.h; bench_amx.c a second time, with empty epilogues, to time the products alone), and
  * the tests build the same source on a C emulation of the documented tile semantics
  * (tests/engine/amx_emu.h), which lmhead_amx_use installs: so the kernels' packing and indexing are
  * checked on any CPU, and on hardware against the emulation. */
