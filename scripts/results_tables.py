@@ -89,14 +89,17 @@ def scale_figures(name, c, exp_id, bundle, prov, out, val):
                                                    "final_entropy_mean"))
         de = max(3, -math.floor(math.log10(en["std"]))) if en.get("std") else 3  # the std's first digit
 
+        def has_ci(x):  # the service gives intervals from 3 replicates on
+            return bool(x.get("ci")) and x["ci"][0] is not None
+
         def cell(x, d, interval=True):  # mean ± std [t interval]; the mean alone for one replicate
             if x.get("std") is None:
                 return num(x["mean"], d)
-            return f"{num(x['mean'], d)} ± {num(x['std'], d)}" + (f" {ci(x['ci'], d)}" if interval else "")
+            return f"{num(x['mean'], d)} ± {num(x['std'], d)}" + (f" {ci(x['ci'], d)}" if interval and has_ci(x) else "")
 
         tau = "— (fixed √d)"
         if tm.get("n"):
-            tau = num(tm["mean"], 4) + (f" {ci(tm['ci'], 4)}" if tm.get("std") is not None else "")
+            tau = num(tm["mean"], 4) + (f" {ci(tm['ci'], 4)}" if has_ci(tm) else "")
             if v["name"].startswith("cosine_log_scale"):
                 tau += f" (= 1/s, s ≈ {1 / tm['mean']:.1f})"
         rows.append([VARIANT_LABEL.get(v["name"], f"`{v['name']}`"), cell(vl, 4), cell(tl, 4, False), tau,
@@ -258,10 +261,20 @@ def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
         f"replicate {', '.join(map(str, st['replicates']))}: {st['date'][:10]}, {(st.get('kernel') or {}).get('path', '?')}"
         f" path, {st['experiment_wall_s'] / 60:.1f} min, load {st['load_before'][0]:.1f}–{st['load_after'][0]:.1f}"
         for st in stages)
+    # each pair of arms' difference in final validation loss, replicate by replicate (the paired
+    # table's mean gives no sign of agreement with two replicates, and intervals start at three)
+    last = lambda r: r["series"]["val_loss"]["values"][-1]
+    by = {}
+    for r in bundle["runs"]:
+        by.setdefault(r["variant"], {})[r["replicate"]] = last(r)
+    arms = list(dict.fromkeys(r["variant"] for r in bundle["runs"]))
+    for i, a in enumerate(arms):
+        for b in arms[i + 1:]:
+            reps = sorted(set(by[a]) & set(by[b]))
+            val[f"{name}/{a}-{b}/per_replicate"] = " and ".join(num(by[a][q] - by[b][q], 4, True) for q in reps)
     pair = ctx["bundles"].get("seed-blog")
     if not pair:
         return
-    last = lambda r: r["series"]["val_loss"]["values"][-1]
     old = {r["variant"]: r for r in pair["runs"]}
     for r in bundle["runs"]:
         o = old.get(r["variant"])
@@ -358,7 +371,7 @@ FIGURES = {  # results/<name>: how its figures are made (ctx: see compute)
 # embedded in the README: GET /api/experiments/{id}/plot.svg over the import, compared byte for byte.
 SVG_FILES = {
     "seed-blog": [("bands", "key", "val_loss"), ("tau", None, None)],
-    "seed-blog-replicated": [("bands", "key", "val_loss"), ("tau", None, None)],
+    "seed-blog-replicated": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "attention-scale-bytes": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "tau-long-bytes": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
 }
