@@ -59,6 +59,19 @@ def ci(c, d, sign=False):
     return f"[{num(c[0], d, sign)}, {num(c[1], d, sign)}]"
 
 
+def interval(c, d, sign=False):
+    """" [lo, hi]" to follow a figure, or nothing where the service gives no interval (it gives them
+    from three replicates on)."""
+    return f" {ci(c, d, sign)}" if c and c[0] is not None else ""
+
+
+def summary_cell(x, d, with_ci=True):
+    """A summary as mean ± std [t interval]; the mean alone for one replicate."""
+    if x.get("std") is None:
+        return num(x["mean"], d)
+    return f"{num(x['mean'], d)} ± {num(x['std'], d)}" + (interval(x.get("ci"), d) if with_ci else "")
+
+
 def pval(p):
     if p is None:
         return "–"
@@ -88,22 +101,13 @@ def scale_figures(name, c, exp_id, bundle, prov, out, val):
         vl, tl, tm, en = (m.get(k) or {} for k in ("final_val_loss", "final_train_loss", "final_tau_mean",
                                                    "final_entropy_mean"))
         de = max(3, -math.floor(math.log10(en["std"]))) if en.get("std") else 3  # the std's first digit
-
-        def has_ci(x):  # the service gives intervals from 3 replicates on
-            return bool(x.get("ci")) and x["ci"][0] is not None
-
-        def cell(x, d, interval=True):  # mean ± std [t interval]; the mean alone for one replicate
-            if x.get("std") is None:
-                return num(x["mean"], d)
-            return f"{num(x['mean'], d)} ± {num(x['std'], d)}" + (f" {ci(x['ci'], d)}" if interval and has_ci(x) else "")
-
         tau = "— (fixed √d)"
         if tm.get("n"):
-            tau = num(tm["mean"], 4) + (f" {ci(tm['ci'], 4)}" if has_ci(tm) else "")
+            tau = num(tm["mean"], 4) + interval(tm.get("ci"), 4)
             if v["name"].startswith("cosine_log_scale"):
                 tau += f" (= 1/s, s ≈ {1 / tm['mean']:.1f})"
-        rows.append([VARIANT_LABEL.get(v["name"], f"`{v['name']}`"), cell(vl, 4), cell(tl, 4, False), tau,
-                     cell(en, de)])
+        rows.append([VARIANT_LABEL.get(v["name"], f"`{v['name']}`"), summary_cell(vl, 4),
+                     summary_cell(tl, 4, False), tau, summary_cell(en, de)])
         val[f"{name}/{v['name']}/val_loss"] = num(vl["mean"], 4)
         val[f"{name}/{v['name']}/entropy"] = num(en["mean"], 4)
         if tm.get("n"):
@@ -116,8 +120,7 @@ def scale_figures(name, c, exp_id, bundle, prov, out, val):
     for cmp in st["comparisons"]:
         key = f"{name}/{cmp['a']}-{cmp['b']}/{cmp['metric']}"
         d = decimals(cmp["mean_diff"])
-        has_ci = cmp.get("ci") and cmp["ci"][0] is not None  # none for one replicate
-        val[key] = num(cmp["mean_diff"], d, True) + (f" {ci(cmp['ci'], d, True)}" if has_ci else "")
+        val[key] = num(cmp["mean_diff"], d, True) + interval(cmp.get("ci"), d, True)
         val[key + "/p"] = pval(cmp["p"])
         if cmp["metric"] != "final_val_loss":
             continue
@@ -246,7 +249,7 @@ def pair_figures(name, c, exp_id, bundle, prov, out, val):
 
 def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
     """The replicated experiment at the seed configuration, run a replicate per sitting: the tables of
-    scale_figures (intervals once two replicates are in), how many replicates are in, and replicate 0
+    scale_figures (intervals once three replicates are in), how many replicates are in, and replicate 0
     of rope and cos/tau against the one-seed pair of results/seed-blog (same seed, config and data
     order, another kernel path and precision: what the path changes over 2000 steps). ctx: compute's
     results directory ("dir") and the bundles read so far ("bundles", by name)."""
