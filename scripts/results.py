@@ -34,30 +34,38 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 from attnlab import Client  # noqa: E402
-from attnlab.client import ENDED  # noqa: E402
+from attnlab.client import ENDED, ApiError  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "results")
 
 
 class Server:
-    """attnlabd on a free loopback port and a temporary data directory, for the length of a with."""
+    """attnlabd on a free loopback port, for the length of a with: on a temporary data directory, or
+    on `keep` (a sitting's, created the first time and left as the server leaves it)."""
 
-    def __init__(self, binary, flags=(), corpora=(), corpora_from=None):
+    def __init__(self, binary, flags=(), corpora=(), corpora_from=None, keep=None):
         self.binary, self.flags = binary, list(flags)
-        self.corpora, self.corpora_from = list(corpora), corpora_from
+        self.corpora, self.corpora_from, self.keep = list(corpora), corpora_from, keep
 
     def __enter__(self):
-        self.dir = tempfile.TemporaryDirectory(prefix="attnlab-results-")
+        if self.keep:
+            os.makedirs(self.keep, exist_ok=True)
+            self.dir, self.path = None, self.keep
+        else:
+            self.dir = tempfile.TemporaryDirectory(prefix="attnlab-results-")
+            self.path = self.dir.name
         for name in self.corpora:  # a built-in corpus (the default one) that the server finds at start
             src = os.path.join(self.corpora_from, "corpora", name)
             if not os.path.isfile(os.path.join(src, "meta.json")):
                 raise SystemExit(f"corpus {name} not found in {src} (make corpus)")
-            shutil.copytree(src, os.path.join(self.dir.name, "corpora", name))
+            dst = os.path.join(self.path, "corpora", name)
+            if not os.path.isdir(dst):
+                shutil.copytree(src, dst)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        self.log = open(os.path.join(self.dir.name, "server.log"), "w")
-        self.proc = subprocess.Popen([self.binary, "--port", str(port), "--data-dir", self.dir.name,
+        self.log = open(os.path.join(self.path, "server.log"), "a")
+        self.proc = subprocess.Popen([self.binary, "--port", str(port), "--data-dir", self.path,
                                       "--static-dir", os.path.join(ROOT, "static"), "--log-level", "warn"]
                                      + self.flags, stdout=self.log, stderr=subprocess.STDOUT)
         self.client = Client(f"http://127.0.0.1:{port}", timeout=600)
@@ -72,13 +80,16 @@ class Server:
         raise SystemExit("attnlabd did not answer")
 
     def __exit__(self, *exc):
+        """Stops the server as SIGTERM does: runs still training save a checkpoint and become
+        interrupted, queued ones stay queued (a kept directory's next server resumes both)."""
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=60)
+            self.proc.wait(timeout=600)
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
-        self.dir.cleanup()
+        if self.dir:
+            self.dir.cleanup()
 
 
 def load_request(results_dir, name):
@@ -175,9 +186,50 @@ def start_runs(c, req, out):
     return exp["experiment"]["id"], {r["id"] for r in exp["runs"]}, set(range(body.get("replicates") or 1))
 
 
+def save_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def collect(c, req, exp_id, e, ids, reps, probes):
+    """The request's probes on the replicates `reps` (each on its variant's run of that replicate),
+    appended to `probes`, then the experiment's bundle as the request keeps it."""
+    for p in req.get("probes", []):
+        if p.get("replicate", 0) not in reps:
+            continue  # a replicate of an earlier stage: its answer is kept already
+        rid = next(r["id"] for r in e["runs"]
+                   if r["variant"] == p["variant"] and r.get("replicate", 0) == p.get("replicate", 0))
+        t1 = time.time()
+        ans = c.probe(p["kind"], run_id=rid, **p.get("params", {}))
+        probes.append({"request": p, "run_id": rid, "wall_s": round(time.time() - t1, 1), "answer": ans})
+    b = req.get("bundle", {})
+    return c.bundle(exp_id, keys=b.get("keys"), max_points=b.get("max_points"))
+
+
+def write_results(out, bundle, probes):
+    os.makedirs(out, exist_ok=True)
+    with gzip.open(os.path.join(out, "bundle.json.gz"), "wt", compresslevel=9) as f:
+        f.write(json.dumps(bundle, separators=(",", ":")))
+    if probes:
+        with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
+            f.write(json.dumps(probes, separators=(",", ":")))
+
+
+def sitting_record(health, wall, load_before, load_after):
+    """What provenance.json says of one sitting (the commit is added from the runs' provenance)."""
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cpu": cpu_model(), "kernel": health.get("kernel"), "experiment_wall_s": round(wall, 1),
+            "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after]}
+
+
 def run(args):
     req = load_request(args.results_dir, args.name)
     out = os.path.join(args.results_dir, args.name)
+    if args.minutes is not None:
+        return run_sitting(args, req, out)
     with Server(args.attnlabd, req.get("server", []), req.get("data_corpora", []), args.data_dir) as srv:
         c = srv.client
         health = c.health()
@@ -192,26 +244,10 @@ def run(args):
         if bad:
             raise SystemExit(f"{len(bad)} runs did not succeed: {[(r['id'], r['status']) for r in bad]}")
         probes = read_gz(os.path.join(out, "probes.json.gz"), []) if req.get("stage_replicates") else []
-        for p in req.get("probes", []):
-            if p.get("replicate", 0) not in reps:
-                continue  # a replicate of an earlier stage: its answer is kept already
-            rid = next(r["id"] for r in e["runs"]
-                       if r["variant"] == p["variant"] and r.get("replicate", 0) == p.get("replicate", 0))
-            t1 = time.time()
-            ans = c.probe(p["kind"], run_id=rid, **p.get("params", {}))
-            probes.append({"request": p, "run_id": rid, "wall_s": round(time.time() - t1, 1), "answer": ans})
-        b = req.get("bundle", {})
-        bundle = c.bundle(exp_id, keys=b.get("keys"), max_points=b.get("max_points"))
-    os.makedirs(out, exist_ok=True)
-    with gzip.open(os.path.join(out, "bundle.json.gz"), "wt", compresslevel=9) as f:
-        f.write(json.dumps(bundle, separators=(",", ":")))
-    if probes:
-        with gzip.open(os.path.join(out, "probes.json.gz"), "wt", compresslevel=9) as f:
-            f.write(json.dumps(probes, separators=(",", ":")))
-    sitting = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "commit": built_from(bundle, ids), "cpu": cpu_model(), "kernel": health.get("kernel"),
-               "experiment_wall_s": round(wall, 1), "load_before": [round(x, 2) for x in load_before],
-               "load_after": [round(x, 2) for x in load_after]}
+        bundle = collect(c, req, exp_id, e, ids, reps, probes)
+    write_results(out, bundle, probes)
+    rec = sitting_record(health, wall, load_before, load_after)
+    sitting = {"date": rec.pop("date"), "commit": built_from(bundle, ids), **rec}
     prov = {"name": args.name, "attnlab_version": health.get("version"), "cores": os.cpu_count(), **sitting,
             "runs": len(bundle.get("runs", []))}
     if req.get("stage_replicates"):  # one entry per sitting; the first sitting's fields also at the top
@@ -224,9 +260,130 @@ def run(args):
             prov = {**old, "runs": prov["runs"],
                     "experiment_wall_s": round(sum(st["experiment_wall_s"] for st in stages) + wall, 1)}
         prov["stages"] = stages + [{"replicates": sorted(reps), "runs": len(ids), **sitting}]
-    with open(os.path.join(out, "provenance.json"), "w") as f:
-        json.dump(prov, f, indent=1)
-        f.write("\n")
+    save_json(os.path.join(out, "provenance.json"), prov)
+    print(json.dumps({k: prov[k] for k in ("name", "experiment_wall_s", "runs", "load_before", "load_after")}))
+
+
+FINAL = ("succeeded", "failed")
+
+
+def wait_sitting(c, exp_id, name, budget_s, t0, start):
+    """Waits until every run of the experiment has succeeded or failed (True), or until budget_s
+    seconds have passed since t0 and some run has trained a step past `start` (its step per run id
+    when the sitting began), so that every sitting moves the experiment on (False). Returns (the
+    experiment, done)."""
+    poll, said, said_at = (5.0 if budget_s >= 60 else 0.2), None, 0.0
+    while True:
+        e = c.experiment(exp_id)
+        runs = e.get("runs", [])
+        ended = sum(r["status"] in FINAL for r in runs)
+        now = time.time()
+        if ended != said or now - said_at >= 300:  # each run that ends, and the steps every 5 minutes
+            print(f"{name}: {ended}/{len(runs)} runs ended ({now - t0:.0f} s)", ", ".join(
+                f"{r['variant']}#{r.get('replicate', 0)} {r['status']} at step {r['step']}" for r in runs
+                if r["status"] not in FINAL), flush=True)
+            said, said_at = ended, now
+        if runs and ended == len(runs):
+            return e, True
+        if time.time() - t0 >= budget_s and any(r["step"] > start.get(r["id"], 0) for r in runs):
+            return e, False
+        time.sleep(poll)
+
+
+def stop_sitting(c, exp_id, e):
+    """Cancels the runs still queued or training (a training run saves a checkpoint at the step it
+    reached) and waits until none is; returns (the experiment, whether every run has ended after all)."""
+    for r in e["runs"]:
+        if r["status"] in ("queued", "running"):
+            try:
+                c.cancel(r["id"])
+            except ApiError as err:  # it ended meanwhile
+                if err.status != 409:
+                    raise
+    while True:
+        e = c.experiment(exp_id)
+        if not any(r["status"] in ("queued", "running") for r in e["runs"]):
+            return e, all(r["status"] in FINAL for r in e["runs"])
+        time.sleep(0.2)
+
+
+def run_sitting(args, req, out):
+    """One sitting of about args.minutes minutes of an experiment longer than a working session
+    (results/README.md, "Sittings"): the server works on a data directory kept between sittings
+    (args.work_dir); the first sitting creates the experiment, each later one resumes the runs the
+    previous one's stop checkpointed. The sitting ends when every run has ended, or after the
+    minutes once a run has trained a step in it; the runs still queued or training are then
+    cancelled (a training run saves a checkpoint at the step it reached). The sitting that sees the last run end runs the probes and writes the results (with
+    every sitting in provenance.json) and removes the directory."""
+    if req.get("stage_replicates"):
+        raise SystemExit(f"{args.name}: a request with stage_replicates is split by replicates, not into sittings"
+                         " by time (drop --minutes)")
+    work = args.work_dir or os.path.join(ROOT, "var", "results-work", args.name)
+    state_path = os.path.join(work, "sittings.json")
+    state = None
+    if os.path.exists(state_path):
+        with open(state_path) as f:
+            state = json.load(f)
+        if state["request"] != req:
+            raise SystemExit(f"{args.name}: request.json changed since the first sitting in {work}"
+                             " (remove that directory to start again)")
+    elif os.path.isdir(work) and os.listdir(work):
+        raise SystemExit(f"{work} holds no sittings.json: not a sitting's directory (remove it to start again)")
+    with Server(args.attnlabd, req.get("server", []), req.get("data_corpora", []), args.data_dir,
+                keep=os.path.join(work, "data")) as srv:
+        c = srv.client
+        health = c.health()
+        path = (health.get("kernel") or {}).get("path")
+        first = (state["sittings"][0].get("kernel") or {}).get("path") if state and state["sittings"] else path
+        if first != path:
+            raise SystemExit(f"{args.name}: the first sitting trained on kernel path {first}, this server's is {path}:"
+                             " the runs would not continue bit-identically (sit on a machine with the first one's path)")
+        load_before = os.getloadavg()
+        t0 = time.time()
+        if state is None:
+            upload_corpora(c, req)
+            exp = c.create_experiment(**req["experiment"])
+            state = {"experiment": exp["experiment"]["id"], "request": req, "sittings": []}
+            save_json(state_path, state)
+        e = c.experiment(state["experiment"])
+        start = {r["id"]: r["step"] for r in e["runs"]}
+        for r in e["runs"]:
+            if r["status"] in ("interrupted", "cancelled"):
+                c.resume(r["id"])
+        e, done = wait_sitting(c, state["experiment"], args.name, args.minutes * 60, t0, start)
+        if not done:
+            e, done = stop_sitting(c, state["experiment"], e)
+        wall = time.time() - t0
+        load_after = os.getloadavg()
+        sitting = sitting_record(health, wall, load_before, load_after)
+        sitting["steps"] = sum(r["step"] - start.get(r["id"], 0) for r in e["runs"])
+        sitting["runs_ended"] = sum(r["status"] in FINAL for r in e["runs"])
+        sitting["left_at"] = {f"{r['variant']}#{r.get('replicate', 0)}": r["step"] for r in e["runs"]
+                              if r["status"] not in FINAL and r["step"] > 0}  # each one's checkpoint
+        if done:
+            bad = [(r["id"], r["status"]) for r in e["runs"] if r["status"] != "succeeded"]
+            if bad:
+                raise SystemExit(f"{len(bad)} runs did not succeed: {bad} (their server is in {work})")
+            reps = {r.get("replicate", 0) for r in e["runs"]}
+            probes = []
+            bundle = collect(c, req, state["experiment"], e, {r["id"] for r in e["runs"]}, reps, probes)
+    state["sittings"].append(sitting)
+    if not done:
+        save_json(state_path, state)
+        print(f"{args.name}: sitting {len(state['sittings'])} ended after {wall / 60:.1f} min,"
+              f" {sitting['runs_ended']}/{len(e['runs'])} runs ended; run it again to continue", flush=True)
+        return
+    write_results(out, bundle, probes)
+    commit = built_from(bundle)
+    first = state["sittings"][0]
+    prov = {"name": args.name, "attnlab_version": health.get("version"), "cores": os.cpu_count(), **first,
+            "commit": commit, "runs": len(bundle.get("runs", [])),
+            "experiment_wall_s": round(sum(st["experiment_wall_s"] for st in state["sittings"]), 1),
+            "load_after": sitting["load_after"], "sittings": state["sittings"]}
+    for k in ("steps", "runs_ended", "left_at"):
+        prov.pop(k, None)
+    save_json(os.path.join(out, "provenance.json"), prov)
+    shutil.rmtree(work)
     print(json.dumps({k: prov[k] for k in ("name", "experiment_wall_s", "runs", "load_before", "load_after")}))
 
 
@@ -238,6 +395,9 @@ def main():
     r.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
     r.add_argument("--data-dir", default=os.path.join(ROOT, "var"), help="where data_corpora are (default: var)")
     r.add_argument("--results-dir", default=RESULTS, help="where NAME's folder is (default: results)")
+    r.add_argument("--minutes", type=float, help="one sitting of about this many minutes of an experiment longer"
+                   " than a session: run it again until it says it is done (results/README.md, Sittings)")
+    r.add_argument("--work-dir", help="the sittings' kept data directory (default: var/results-work/NAME)")
     t = sub.add_parser("tables")
     t.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
     t.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))

@@ -45,8 +45,8 @@ for mode in release asan tsan; do
   [ "$mode" = tsan ] && continue # only the programs built for it, above
   for script in $(find tests -name 'test_*.sh' -o -name 'test_*.mjs' | sort); do
     case "$script" in
-      # checks of the source tree (and of the README and the staging of results/), not of a build: once
-      tests/test_format.sh|tests/test_map.sh|tests/test_results.sh|tests/test_results_stages.sh) [ "$mode" = release ] && run_one "$mode" "$script" bash "$script" ;;
+      # checks of the source tree (and of the README, the staging and the sittings of results/), not of a build: once
+      tests/test_format.sh|tests/test_map.sh|tests/test_results.sh|tests/test_results_stages.sh|tests/test_results_sittings.sh) [ "$mode" = release ] && run_one "$mode" "$script" bash "$script" ;;
       *.sh)  run_one "$mode" "$script" bash "$script" ;;
       *.mjs) [ "$mode" = release ] && run_one "$mode" "$script" node "$script" ;;
     esac

@@ -145,6 +145,7 @@ typedef struct {
     int32_t *argmax;
     uint8_t *labels;
     char resumed_path[32]; /* the kernel path a resumed checkpoint recorded ("" when none) */
+    int eval_due; /* the evaluation after step `step` was cancelled: the checkpoint says so, the resume runs it */
 } run_state;
 
 static double now_s(void) {
@@ -249,12 +250,18 @@ static engine_status save_checkpoint(run_state *s, const char *path, engine_erro
         e[2 * n + i].data = s->adam_v + t->offset;
     }
     char step[32], vals[MODEL_META_COUNT][48];
-    const char *kv[2 * MODEL_META_COUNT + 2 + 2 * RUN_META_MAX];
+    const char *kv[2 * MODEL_META_COUNT + 4 + 2 * RUN_META_MAX];
     model_config_metadata(model_get_config(m), vals, kv);
     kv[2 * MODEL_META_COUNT] = "format";
     kv[2 * MODEL_META_COUNT + 1] = "attnlab-checkpoint";
-    int n_run = run_meta(s, step, sizeof step, kv + 2 * MODEL_META_COUNT + 2);
-    engine_status rc = safetensors_write(path, e, 3 * n, kv, MODEL_META_COUNT + 1 + n_run, err);
+    int n_kv = MODEL_META_COUNT + 1;
+    n_kv += run_meta(s, step, sizeof step, kv + 2 * n_kv);
+    if (s->eval_due) {
+        kv[2 * n_kv] = "eval_due";
+        kv[2 * n_kv + 1] = "1";
+        n_kv++;
+    }
+    engine_status rc = safetensors_write(path, e, 3 * n, kv, n_kv, err);
     free(e);
     free(names);
     return rc;
@@ -284,8 +291,9 @@ static engine_status load_checkpoint(run_state *s, const char *path, engine_erro
                            precision_name(cp), precision_name(cp));
     }
     /* a checkpoint without the key predates the kernel path table */
-    const char *kp = safetensors_meta(st, "kernel_path");
+    const char *kp = safetensors_meta(st, "kernel_path"), *due = safetensors_meta(st, "eval_due");
     snprintf(s->resumed_path, sizeof s->resumed_path, "%s", kp ? kp : "");
+    s->eval_due = due && strcmp(due, "1") == 0;
     char *end;
     long k = strtol(step, &end, 10);
     if (end == step || *end || k < 0) {
@@ -357,6 +365,32 @@ static engine_status evaluate(run_state *s, const train_source *src, double *val
         tasks_acc_add(acc, s->argmax, s->targets, s->labels, (long)B * T);
     }
     *val = sum / s->cfg->eval_batches;
+    return ENGINE_OK;
+}
+
+/* The evaluation after step s->step (every eval_every steps and after the last), reported through
+ * cb. A cancel during it checkpoints the step with eval_due set, so that the resumed run evaluates
+ * this step before training the next and the validation curve keeps every point; ENGINE_ERR_CANCELLED
+ * then. */
+static engine_status eval_step(run_state *s, const train_source *src, int want_acc, const train_callbacks *cb,
+                               engine_error *err) {
+    double val;
+    tasks_acc acc;
+    engine_status rc = evaluate(s, src, &val, want_acc ? &acc : NULL, err);
+    if (rc == ENGINE_ERR_CANCELLED) {
+        s->eval_due = 1;
+        rc = checkpoint(s, cb, err);
+        return rc ? rc
+                  : engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled after step %ld, during its evaluation", s->step);
+    }
+    if (rc) return rc;
+    s->eval_due = 0;
+    if (cb && cb->on_eval) cb->on_eval(cb->ctx, s->step, val);
+    if (cb && cb->on_eval_metrics) {
+        train_eval_metrics em = {.step = s->step, .val_loss = val, .acc_counts = want_acc ? &acc : NULL};
+        if (want_acc) em.n_acc = tasks_acc_metrics(&acc, s->cfg->tasks, em.acc_keys, em.acc, 1 + TASKS_MAX_BUCKETS);
+        cb->on_eval_metrics(cb->ctx, &em);
+    }
     return ENGINE_OK;
 }
 
@@ -439,6 +473,7 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     threadpool *pool = model_threads(s.m);
     /* should_stop is also polled inside steps, so a cancel lands within a layer's time */
     if (cb && cb->should_stop) model_set_interrupt(s.m, cb->should_stop, cb->ctx);
+    if (s.eval_due && src->has_val && (rc = eval_step(&s, src, want_acc, cb, err))) goto done;
     while (s.step < c->steps) {
         if (cb && cb->should_stop && cb->should_stop(cb->ctx)) {
             rc = checkpoint(&s, cb, err);
@@ -512,23 +547,9 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
             };
             cb->on_step(cb->ctx, &mt);
         }
-        if (src->has_val && ((c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps)) {
-            double val;
-            tasks_acc acc;
-            rc = evaluate(&s, src, &val, want_acc ? &acc : NULL, err);
-            if (rc == ENGINE_ERR_CANCELLED) {
-                rc = checkpoint(&s, cb, err);
-                if (!rc) rc = engine_fail(err, ENGINE_ERR_CANCELLED, "cancelled after step %ld", s.step);
-                goto done;
-            }
-            if (rc) goto done;
-            if (cb && cb->on_eval) cb->on_eval(cb->ctx, s.step, val);
-            if (cb && cb->on_eval_metrics) {
-                train_eval_metrics em = {.step = s.step, .val_loss = val, .acc_counts = want_acc ? &acc : NULL};
-                if (want_acc) em.n_acc = tasks_acc_metrics(&acc, c->tasks, em.acc_keys, em.acc, 1 + TASKS_MAX_BUCKETS);
-                cb->on_eval_metrics(cb->ctx, &em);
-            }
-        }
+        if (src->has_val && ((c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps) &&
+            (rc = eval_step(&s, src, want_acc, cb, err)))
+            goto done;
         if (c->checkpoint_every > 0 && s.step % c->checkpoint_every == 0 && s.step < c->steps) {
             rc = checkpoint(&s, cb, err);
             if (rc) goto done;

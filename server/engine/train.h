@@ -4,7 +4,9 @@
  *
  * Step s (1-based) trains on training batch s-1 of the data and uses Adam step count s. A
  * checkpoint taken after step k holds the parameters, the AdamW moments and k, so a run resumed
- * from it produces bit-identical losses from step k+1 on (same config). Work is split into items
+ * from it produces bit-identical losses from step k+1 on (same config); when a cancel cut short
+ * the validation after step k, the checkpoint says so (eval_due) and the resumed run does that
+ * validation first, so no point is lost. Work is split into items
  * fixed by the sizes, never by the thread count, so the thread count does not change a single
  * bit either (tested with 1, 2 and 3 threads, and for a resume).
  * Validation: after every eval_every-th step and after the last, the mean loss over

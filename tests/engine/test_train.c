@@ -182,6 +182,37 @@ TEST(resume_from_checkpoint_is_bit_identical) {
     }
 }
 
+/* A cancel during the evaluation after a step (here 4, and the last, 8) checkpoints that step
+ * with the evaluation still due: the resumed run evaluates it first, so the validation curve has
+ * every point of the straight run, bit for bit. */
+TEST(cancel_during_an_evaluation_evaluates_that_step_on_resume) {
+    train_config c;
+    tiny(&c, attention_index("cosine_rope"));
+    c.eval_every = 4;
+    rec *full = calloc(1, sizeof *full);
+    CHECK(run(&c, 2, NULL, full, NULL) == ENGINE_OK);
+    CHECK(full->evals == 2 && full->eval_step[0] == 4 && full->eval_step[1] == 8);
+    c.checkpoint_path = path_of("eval.safetensors");
+    for (int at = 4; at <= 8; at += 4) {
+        rec *part = calloc(1, sizeof *part), *rest = calloc(1, sizeof *rest);
+        part->stop_after = at; /* yes from step `at` on: the evaluation's forward is the first to ask */
+        CHECK(run(&c, 2, NULL, part, NULL) == ENGINE_ERR_CANCELLED);
+        CHECK_EQ_INT(part->last, at);
+        CHECK_EQ_INT(part->evals, at / 4 - 1); /* the one after step `at` was cancelled */
+        CHECK(part->checkpoints == 1 && part->ckpt_step == at);
+        CHECK(run(&c, 1, path_of("eval.safetensors"), rest, NULL) == ENGINE_OK);
+        CHECK_EQ_INT(rest->evals, 3 - at / 4);
+        CHECK_EQ_INT(rest->eval_step[0], at);
+        int same = 1;
+        for (int i = 0; i < rest->evals && i < 2; i++) same &= rest->val[i] == full->val[at / 4 - 1 + i];
+        for (int k = at + 1; k <= 8; k++) same &= rest->loss[k] == full->loss[k];
+        CHECK(same);
+        free(part);
+        free(rest);
+    }
+    free(full);
+}
+
 TEST(periodic_checkpoints_and_final_weights) {
     train_config c;
     tiny(&c, attention_index("rope"));
@@ -502,6 +533,7 @@ int main(void) {
     RUN(learns_a_learnable_stream);
     RUN(same_seed_is_bit_identical_for_any_thread_count);
     RUN(resume_from_checkpoint_is_bit_identical);
+    RUN(cancel_during_an_evaluation_evaluates_that_step_on_resume);
     RUN(periodic_checkpoints_and_final_weights);
     RUN(cancel_is_prompt);
     RUN(cancel_inside_a_step_keeps_the_last_completed_one);
