@@ -247,6 +247,37 @@ def pair_figures(name, c, exp_id, bundle, prov, out, val):
     val[f"{name}/wall"] = f"{prov['experiment_wall_s'] / 60:.1f} minutes"
 
 
+def tau_decay_figures(name, bundle, val, variant="cosine_rope"):
+    """How much of each head's tau drift is weight decay, exactly: AdamW's decoupled decay takes
+    lr * scale_lr_mult * weight_decay * tau_(t-1) off tau at step t, so over a run whose tau series has
+    every step it removed the sum of those, and the rest of the change tau_T - tau_0 is the gradient's.
+    Figures over every head of every run of `variant` (weight decay on tau, constant lr): how many
+    heads ended below tau_0, the mean amount the decay took, and its share of the drift (mean, and its
+    range over the heads)."""
+    shares, decays, finals, tau0 = [], [], [], None
+    for r in bundle["runs"]:
+        cfg = r["config"]
+        if r["variant"] != variant or not cfg.get("tau_weight_decay") or cfg.get("lr_schedule") != "constant":
+            continue
+        lr, tau0 = cfg["lr"] * cfg.get("scale_lr_mult", 1), cfg["tau_init"]
+        for k, ser in r["series"].items():
+            if not re.fullmatch(r"tau\.\d+\.\d+", k):
+                continue
+            if ser["steps"] != list(range(1, cfg["steps"] + 1)):
+                return  # thinned: the sum needs every step
+            prev = [tau0] + ser["values"][:-1]
+            decay = lr * cfg["weight_decay"] * sum(prev)
+            finals.append(ser["values"][-1])
+            decays.append(decay)
+            shares.append(decay / (tau0 - ser["values"][-1]))
+    if not finals:
+        return
+    val[f"{name}/{variant}/tau_down"] = f"{sum(x < tau0 for x in finals)} of {len(finals)}"
+    val[f"{name}/{variant}/tau_decay"] = num(sum(decays) / len(decays), decimals(sum(decays) / len(decays)))
+    val[f"{name}/{variant}/tau_decay_share"] = (f"{100 * sum(shares) / len(shares):.1f} %"
+                                                f" ({100 * min(shares):.1f}–{100 * max(shares):.1f} %)")
+
+
 def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
     """The replicated experiment at the seed configuration, run a replicate per sitting: the tables of
     scale_figures (intervals once three replicates are in), how many replicates are in, and replicate 0
@@ -254,6 +285,7 @@ def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
     order, another kernel path and precision: what the path changes over 2000 steps). ctx: compute's
     results directory ("dir") and the bundles read so far ("bundles", by name)."""
     scale_figures(name, c, exp_id, bundle, prov, out, val)
+    tau_decay_figures(name, bundle, val)
     with open(os.path.join(ctx["dir"], name, "request.json")) as f:
         want = json.load(f)
     have = max(r["replicate"] for r in bundle["runs"]) + 1
@@ -361,9 +393,9 @@ def accuracy_figures(name, c, exp_id, bundle, prov, out, val):
 
 
 FIGURES = {  # results/<name>: how its figures are made (ctx: see compute)
-    "seed-blog": lambda *a, ctx: pair_figures(*a),
+    "seed-blog": lambda *a, ctx: (pair_figures(*a), tau_decay_figures(a[0], a[3], a[6])),
     "seed-blog-replicated": lambda *a, ctx: replicated_figures(*a, ctx),
-    "attention-scale-bytes": lambda *a, ctx: scale_figures(*a),
+    "attention-scale-bytes": lambda *a, ctx: (scale_figures(*a), tau_decay_figures(a[0], a[3], a[6])),
     "tau-long-bytes": lambda *a, ctx: spread_figures(*a, at=600),
     "positional-precision": lambda *a, ctx: accuracy_figures(*a),
     "positional-precision-d128": lambda *a, ctx: accuracy_figures(*a),
