@@ -306,7 +306,8 @@ def replicated_figures(name, c, exp_id, bundle, prov, out, val, ctx):
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
             reps = sorted(set(by[a]) & set(by[b]))
-            val[f"{name}/{a}-{b}/per_replicate"] = " and ".join(num(by[a][q] - by[b][q], 4, True) for q in reps)
+            d = [num(by[a][q] - by[b][q], 4, True) for q in reps]
+            val[f"{name}/{a}-{b}/per_replicate"] = " and ".join([", ".join(d[:-1]), d[-1]] if len(d) > 1 else d)
     pair = ctx["bundles"].get("seed-blog")
     if not pair:
         return
