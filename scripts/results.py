@@ -285,7 +285,7 @@ def wait_sitting(c, exp_id, name, budget_s, t0, start):
             said, said_at = ended, now
         if runs and ended == len(runs):
             return e, True
-        if time.time() - t0 >= budget_s and any(r["step"] > start.get(r["id"], 0) for r in runs):
+        if now - t0 >= budget_s and any(r["step"] > start.get(r["id"], 0) for r in runs):
             return e, False
         time.sleep(poll)
 
@@ -376,12 +376,11 @@ def run_sitting(args, req, out):
     write_results(out, bundle, probes)
     commit = built_from(bundle)
     first = state["sittings"][0]
-    prov = {"name": args.name, "attnlab_version": health.get("version"), "cores": os.cpu_count(), **first,
-            "commit": commit, "runs": len(bundle.get("runs", [])),
+    prov = {"name": args.name, "attnlab_version": health.get("version"), "cores": os.cpu_count(),
+            "date": first["date"], "commit": commit, "cpu": first["cpu"], "kernel": first["kernel"],
+            "runs": len(bundle.get("runs", [])),
             "experiment_wall_s": round(sum(st["experiment_wall_s"] for st in state["sittings"]), 1),
-            "load_after": sitting["load_after"], "sittings": state["sittings"]}
-    for k in ("steps", "runs_ended", "left_at"):
-        prov.pop(k, None)
+            "load_before": first["load_before"], "load_after": sitting["load_after"], "sittings": state["sittings"]}
     save_json(os.path.join(out, "provenance.json"), prov)
     shutil.rmtree(work)
     print(json.dumps({k: prov[k] for k in ("name", "experiment_wall_s", "runs", "load_before", "load_after")}))

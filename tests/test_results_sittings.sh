@@ -62,25 +62,11 @@ done
 [ ! -e "$dir/work" ] || { echo "FAIL results sittings: the kept directory is still there at the end"; ok=0; }
 [ "$ok" = 1 ] || { tail -n 30 "$dir/log"; exit 0; }
 python3 - "$dir" <<'EOF'
-import gzip, json, os, sys
+import json, os, sys
+sys.path.insert(0, "tests/support")
+from same_runs import load, same_runs
 d = sys.argv[1]
-load = lambda name, f: json.load(gzip.open(os.path.join(d, name, f), "rt"))
-whole, sat = load("whole", "bundle.json.gz"), load("sat", "bundle.json.gz")
-key = lambda r: (r["variant"], r["replicate"])
-w, s = {key(r): r for r in whole["runs"]}, {key(r): r for r in sat["runs"]}
-fails = []
-if sorted(w) != sorted(s) or len(s) != 4:
-    fails.append(f"runs {sorted(s)} in sittings against {sorted(w)} whole")
-for k in sorted(set(w) & set(s)):
-    a, b = w[k], s[k]
-    if a["seed"] != b["seed"] or a["config"] != b["config"]:
-        fails.append(f"{k}: seed or config differs")
-    if b["status"] != "succeeded":
-        fails.append(f"{k}: {b['status']}")
-    for series in sorted(set(a["series"]) | set(b["series"])):
-        pa, pb = a["series"].get(series, {}), b["series"].get(series, {})
-        if (pa.get("steps"), pa.get("values")) != (pb.get("steps"), pb.get("values")):
-            fails.append(f"{k}: series {series} differs")
+_, _, fails = same_runs(load(d, "whole", "bundle.json.gz"), load(d, "sat", "bundle.json.gz"), 4)
 prov = json.load(open(os.path.join(d, "sat", "provenance.json")))
 sits = prov.get("sittings", [])
 mid = [st["left_at"] for st in sits if st.get("left_at")]
@@ -90,9 +76,13 @@ elif not any(0 < step < 400 for m in mid for step in m.values()):
     fails.append("no sitting left a run mid-way to be continued by the next")
 if prov.get("runs") != 4 or abs(prov["experiment_wall_s"] - sum(st["experiment_wall_s"] for st in sits)) > 0.2:
     fails.append(f"provenance: runs {prov.get('runs')}, wall {prov.get('experiment_wall_s')} for {len(sits)} sittings")
+top = {k: prov.get(k) for k in ("date", "cpu", "kernel", "load_before")}
+if sits and (top != {k: sits[0].get(k) for k in top} or prov.get("load_after") != sits[-1].get("load_after")
+             or not prov.get("commit") or {"steps", "runs_ended", "left_at"} & set(prov)):
+    fails.append(f"provenance: {sorted(prov)} at the top, not the first sitting's record with the last one's load")
 if sum(st["steps"] for st in sits) < 1600:
     fails.append(f"the sittings trained {sum(st['steps'] for st in sits)} steps in all, not 4 x 400")
-probes = load("sat", "probes.json.gz")
+probes = load(d, "sat", "probes.json.gz")
 if len(probes) != 1 or "probe" not in probes[0]["answer"]:
     fails.append(f"probes: {[p['request'] for p in probes]}")
 for f in fails:

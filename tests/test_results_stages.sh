@@ -42,27 +42,14 @@ grep -q "all 3 replicates are in the bundle already" "$dir/log" ||
   { echo "FAIL results stages: the fourth sitting did not say why it stopped"; ok=0; }
 [ "$ok" = 1 ] || { tail -n 30 "$dir/log"; exit 0; }
 python3 - "$dir" <<'EOF'
-import gzip, json, os, sys
+import json, os, sys
+sys.path.insert(0, "tests/support")
+from same_runs import load, same_runs
 d = sys.argv[1]
-load = lambda name, f: json.load(gzip.open(os.path.join(d, name, f), "rt"))
-whole, staged = load("whole", "bundle.json.gz"), load("staged", "bundle.json.gz")
-key = lambda r: (r["variant"], r["replicate"])
-w, s = {key(r): r for r in whole["runs"]}, {key(r): r for r in staged["runs"]}
-fails = []
-if sorted(w) != sorted(s) or len(s) != 6:
-    fails.append(f"runs {sorted(s)} staged against {sorted(w)} whole")
-for k in sorted(set(w) & set(s)):
-    a, b = w[k], s[k]
-    if a["seed"] != b["seed"] or a["seed"] != 7 + k[1]:
-        fails.append(f"{k}: seed {b['seed']} staged, {a['seed']} whole")
-    ca = {x: v for x, v in a["config"].items() if x != "threads"}
-    cb = {x: v for x, v in b["config"].items() if x != "threads"}
-    if ca != cb:
-        fails.append(f"{k}: config differs: {sorted(set(ca.items()) ^ set(cb.items()))}")
-    for series in sorted(set(a["series"]) | set(b["series"])):
-        pa, pb = a["series"].get(series, {}), b["series"].get(series, {})
-        if (pa.get("steps"), pa.get("values")) != (pb.get("steps"), pb.get("values")):
-            fails.append(f"{k}: series {series} differs")
+_, s, fails = same_runs(load(d, "whole", "bundle.json.gz"), load(d, "staged", "bundle.json.gz"), 6, {"threads"})
+for k, b in sorted(s.items()):
+    if b["seed"] != 7 + k[1]:
+        fails.append(f"{k}: seed {b['seed']}, want {7 + k[1]}")
     if k[1] < 2 and not (b.get("provenance") or {}).get("imported_from"):
         fails.append(f"{k}: a run of an earlier sitting is not marked imported")
 prov = json.load(open(os.path.join(d, "staged", "provenance.json")))
@@ -71,7 +58,7 @@ if [st["replicates"] for st in stages] != [[0], [1], [2]] or prov["runs"] != 6:
     fails.append(f"provenance: stages {[st.get('replicates') for st in stages]}, runs {prov.get('runs')}")
 elif abs(prov["experiment_wall_s"] - sum(st["experiment_wall_s"] for st in stages)) > 0.2:
     fails.append("provenance: the wall time is not the sum of the sittings'")
-probes = load("staged", "probes.json.gz")
+probes = load(d, "staged", "probes.json.gz")
 if len(probes) != 1 or probes[0]["request"].get("replicate") != 1 or "probe" not in probes[0]["answer"]:
     fails.append(f"probes: {[p['request'] for p in probes]}, want the one on replicate 1")
 for f in fails:
