@@ -1,5 +1,6 @@
 /* SVG charts (svg_plot.h): a fixed layout (margins for the title, the axes' ticks and labels, a
- * legend on the right) and numbers written with %.6g, so a chart's bytes depend only on its input. */
+ * legend on the right) and numbers written with %.6g, so a chart's bytes depend only on its input;
+ * lines simplified to the drawing's resolution (TOL_PX). */
 #include "util/svg_plot.h"
 
 #include <math.h>
@@ -146,6 +147,84 @@ static char *finish(FILE *o, char **buf) {
     return *buf;
 }
 
+/* Lines are drawn at the page's resolution, not the data's: a run of points is simplified
+ * (Ramer-Douglas-Peucker on pixel coordinates) so that every point left out lies within TOL_PX of
+ * the drawn segment that replaces it, and coordinates are rounded to 0.01 px. A 5,000-step curve
+ * on a 600-px axis then takes a few hundred points instead of thousands, and looks the same. */
+#define TOL_PX 0.25
+
+/* Scratch for simplify(): pixel coordinates, the kept marks and the pending ranges of one run. */
+typedef struct {
+    double *x, *y;
+    unsigned char *keep;
+    size_t *stack;
+} simp;
+
+static int simp_init(simp *sc, size_t n) {
+    sc->x = malloc((n ? n : 1) * sizeof *sc->x);
+    sc->y = malloc((n ? n : 1) * sizeof *sc->y);
+    sc->keep = malloc(n ? n : 1);
+    sc->stack = malloc(2 * (n ? n : 1) * sizeof *sc->stack);
+    return sc->x && sc->y && sc->keep && sc->stack ? 0 : -1;
+}
+
+static void simp_free(simp *sc) {
+    free(sc->x);
+    free(sc->y);
+    free(sc->keep);
+    free(sc->stack);
+}
+
+/* Distance from (x, y) to the segment (ax, ay)-(bx, by). */
+static double seg_dist(double x, double y, double ax, double ay, double bx, double by) {
+    double dx = bx - ax, dy = by - ay, len2 = dx * dx + dy * dy, t = 0;
+    if (len2 > 0) t = fmax(0, fmin(1, ((x - ax) * dx + (y - ay) * dy) / len2));
+    return hypot(x - (ax + t * dx), y - (ay + t * dy));
+}
+
+/* Marks in sc->keep[0..n) the points of sc->x/y to draw: both ends, and every point that is
+ * farther than TOL_PX from the segment between the kept points around it (iteratively: no
+ * recursion however long the run). */
+static void simplify(simp *sc, size_t n) {
+    memset(sc->keep, 0, n);
+    if (!n) return;
+    sc->keep[0] = sc->keep[n - 1] = 1;
+    size_t top = 0;
+    if (n > 2) sc->stack[top++] = 0, sc->stack[top++] = n - 1;
+    while (top) {
+        size_t b = sc->stack[--top], a = sc->stack[--top], far = a;
+        double worst = TOL_PX;
+        for (size_t i = a + 1; i < b; i++) {
+            double d = seg_dist(sc->x[i], sc->y[i], sc->x[a], sc->y[a], sc->x[b], sc->y[b]);
+            if (d > worst) worst = d, far = i;
+        }
+        if (far == a) continue;
+        sc->keep[far] = 1;
+        if (far - a > 1) sc->stack[top++] = a, sc->stack[top++] = far;
+        if (b - far > 1) sc->stack[top++] = far, sc->stack[top++] = b;
+    }
+}
+
+/* A pixel coordinate to 0.01 px ("-0" never written). */
+static double px_round(double v) {
+    v = round(v * 100) / 100;
+    return v == 0 ? 0 : v;
+}
+
+/* Fills sc with the pixel coordinates of points m in [i, j) of (x, ys), simplified. */
+static void run_points(simp *sc, const area *a, const double *x, const double *ys, size_t i, size_t j) {
+    for (size_t m = i; m < j; m++) sc->x[m - i] = px(a, x[m]), sc->y[m - i] = py(a, ys[m]);
+    simplify(sc, j - i);
+}
+
+/* Writes the kept points of the run sc holds (n of them), forwards or backwards. */
+static void put_run(FILE *o, const simp *sc, size_t n, int backwards) {
+    for (size_t k = 0; k < n; k++) {
+        size_t m = backwards ? n - 1 - k : k;
+        if (sc->keep[m]) fprintf(o, "%.6g,%.6g ", px_round(sc->x[m]), px_round(sc->y[m]));
+    }
+}
+
 static void grow(double v, double *lo, double *hi) {
     if (!isfinite(v)) return;
     if (v < *lo) *lo = v;
@@ -173,6 +252,16 @@ char *svg_line_chart(const svg_frame *f, const svg_series *s, size_t n) {
         }
     }
     if (!isfinite(xlo)) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
+    size_t longest_run = 0;
+    for (size_t k = 0; k < n; k++)
+        if (s[k].n > longest_run) longest_run = s[k].n;
+    simp sc;
+    if (simp_init(&sc, longest_run) < 0) {
+        simp_free(&sc);
+        fclose(o);
+        free(buf);
+        return NULL;
+    }
     /* the legend as wide as its longest label (about 7 px a character at 12 px), at most a third */
     size_t longest = 0;
     for (size_t k = 0; k < n; k++)
@@ -197,8 +286,10 @@ char *svg_line_chart(const svg_frame *f, const svg_series *s, size_t n) {
             if (j - i >= 2) {
                 fprintf(o, "<polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"",
                         color_of(s[k].color));
-                for (size_t m = i; m < j; m++) fprintf(o, "%.6g,%.6g ", px(&a, s[k].x[m]), py(&a, s[k].hi[m]));
-                for (size_t m = j; m-- > i;) fprintf(o, "%.6g,%.6g ", px(&a, s[k].x[m]), py(&a, s[k].lo[m]));
+                run_points(&sc, &a, s[k].x, s[k].hi, i, j);
+                put_run(o, &sc, j - i, 0);
+                run_points(&sc, &a, s[k].x, s[k].lo, i, j);
+                put_run(o, &sc, j - i, 1);
                 fputs("\"/>\n", o);
             }
             i = j + 1;
@@ -207,20 +298,25 @@ char *svg_line_chart(const svg_frame *f, const svg_series *s, size_t n) {
     for (size_t k = 0; k < n; k++) {
         fprintf(o, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s points=\"", color_of(s[k].color),
                 s[k].thin ? "1" : "2.2", s[k].thin ? " stroke-opacity=\"0.7\"" : "");
-        int open = 0;
-        for (size_t i = 0; i < s[k].n; i++) {
-            if (!isfinite(s[k].y[i]) || !isfinite(s[k].x[i])) {
-                if (open)
-                    fprintf(o, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"",
-                            color_of(s[k].color), s[k].thin ? "1" : "2.2");
-                open = 0;
+        int open = 0; /* a run of finite points is one piece; a missing value starts another */
+        for (size_t i = 0; i < s[k].n;) {
+            size_t j = i;
+            while (j < s[k].n && isfinite(s[k].y[j]) && isfinite(s[k].x[j])) j++;
+            if (j == i) {
+                i++;
                 continue;
             }
-            fprintf(o, "%.6g,%.6g ", px(&a, s[k].x[i]), py(&a, s[k].y[i]));
+            if (open)
+                fprintf(o, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s points=\"",
+                        color_of(s[k].color), s[k].thin ? "1" : "2.2", s[k].thin ? " stroke-opacity=\"0.7\"" : "");
+            run_points(&sc, &a, s[k].x, s[k].y, i, j);
+            put_run(o, &sc, j - i, 0);
             open = 1;
+            i = j;
         }
         fputs("\"/>\n", o);
     }
+    simp_free(&sc);
     fputs("</g>\n", o);
     double ly = a.y0 + 10;
     for (size_t k = 0; k < n; k++) {
