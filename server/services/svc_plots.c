@@ -12,15 +12,6 @@
 #include "services/svc_stats.h"
 #include "util/svg_plot.h"
 
-const svc_plot_kind svc_plot_kinds[] = {
-    {"bands", "val_loss", "key", "per variant: the mean of a series over its replicates with their min-max band"},
-    {"forest", "final_val_loss", "metric",
-     "paired differences between variants with their t and bootstrap intervals and the zero line"},
-    {"tau", NULL, NULL, "tau per head over steps: one line per variant and head, the mean over replicates"},
-    {"head_spread", NULL, NULL, "per variant: max - min of tau over its heads at each step, mean and band"},
-    {NULL, NULL, NULL, NULL},
-};
-
 static svc_status oom(svc_error *err) { return svc_fail(err, SVC_FAILED, "internal", NULL, "out of memory"); }
 
 /* The experiment's name for a title ("experiment N" when it has none or cannot be read). */
@@ -264,20 +255,42 @@ static svc_status plot_forest(app *a, long long id, const char *metric, char **s
     return *svg ? SVC_OK : oom(err);
 }
 
+/* The kinds' drawings, one signature: arg is the key or metric (the kind's default when none). */
+static svc_status draw_bands(app *a, long long id, const char *key, char **svg, svc_error *err) {
+    return plot_bands(a, id, key, key, key, svg, err);
+}
+
+static svc_status draw_head_spread(app *a, long long id, const char *arg, char **svg, svc_error *err) {
+    return plot_bands(a, id, "tau.spread", "tau spread over heads (max - min)", "tau max - min", svg, err);
+}
+
+static svc_status draw_tau(app *a, long long id, const char *arg, char **svg, svc_error *err) {
+    return plot_tau(a, id, svg, err);
+}
+
+const svc_plot_kind svc_plot_kinds[] = {
+    {"bands", "val_loss", "key", "per variant: the mean of a series over its replicates with their min-max band",
+     draw_bands},
+    {"forest", "final_val_loss", "metric",
+     "paired differences between variants with their t and bootstrap intervals and the zero line", plot_forest},
+    {"tau", NULL, NULL, "tau per head over steps: one line per variant and head, the mean over replicates", draw_tau},
+    {"head_spread", NULL, NULL, "per variant: max - min of tau over its heads at each step, mean and band",
+     draw_head_spread},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 svc_status svc_plot_experiment(app *a, long long exp_id, const char *kind, const char *arg, char **svg,
                                svc_error *err) {
     *svg = NULL;
     const svc_plot_kind *k = NULL;
-    for (const svc_plot_kind *p = svc_plot_kinds; p->name; p++)
+    char names[160] = "";
+    for (const svc_plot_kind *p = svc_plot_kinds; p->name; p++) {
         if (kind && !strcmp(kind, p->name)) k = p;
-    if (!k)
-        return svc_fail(err, SVC_INVALID, "invalid_field", "kind", "kind must be bands, forest, tau or head_spread");
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", p->name);
+    }
+    if (!k) return svc_fail(err, SVC_INVALID, "invalid_field", "kind", "kind must be one of %s", names);
     if (arg && !k->arg_name)
         return svc_fail(err, SVC_INVALID, "invalid_field", "key", "kind %s takes no key or metric", k->name);
-    const char *use = arg ? arg : k->default_arg;
-    if (!strcmp(k->name, "bands")) return plot_bands(a, exp_id, use, use, use, svg, err);
-    if (!strcmp(k->name, "head_spread"))
-        return plot_bands(a, exp_id, "tau.spread", "tau spread over heads (max - min)", "tau max - min", svg, err);
-    if (!strcmp(k->name, "tau")) return plot_tau(a, exp_id, svg, err);
-    return plot_forest(a, exp_id, use, svg, err);
+    return k->draw(a, exp_id, arg ? arg : k->default_arg, svg, err);
 }

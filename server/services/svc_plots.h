@@ -21,6 +21,8 @@ typedef struct {
     const char *default_arg; /* the key or metric when none is given (NULL: takes none) */
     const char *arg_name;    /* "key", "metric" or NULL */
     const char *description;
+    /* draws the figure of experiment id into *svg (malloc'd), with the contract of svc_plot_experiment */
+    svc_status (*draw)(struct app *a, long long id, const char *arg, char **svg, svc_error *err);
 } svc_plot_kind;
 
 /* The kinds, NULL-name terminated. */

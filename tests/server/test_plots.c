@@ -123,6 +123,10 @@ TEST(bad_queries_are_422_and_unknown_experiments_404) {
         const char *field = json_string_value(json_object_get(json_object_get(j, "error"), "field"));
         CHECK_MSG(status == 422 && field && !strcmp(field, bad[i][1]), "%s: %ld field %s", bad[i][0], status,
                   field ? field : "(none)");
+        if (i == 0) { /* an unknown kind: the answer names every kind of the table */
+            const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+            CHECK_MSG(msg && strstr(msg, "bands, forest, tau, head_spread"), "message: %s", msg ? msg : "(none)");
+        }
         json_decref(j);
     }
     long status;
