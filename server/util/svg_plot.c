@@ -182,6 +182,10 @@ static double seg_dist(double x, double y, double ax, double ay, double bx, doub
     return hypot(x - (ax + t * dx), y - (ay + t * dy));
 }
 
+/* Ramer-Douglas-Peucker keeps at most this many points apart, so a run of n points costs at most
+ * n * SIMP_BLOCK distances whatever its shape (a block's ends are kept: a few points more). */
+#define SIMP_BLOCK 256
+
 /* Marks in sc->keep[0..n) the points of sc->x/y to draw: both ends, and every point that is
  * farther than TOL_PX from the segment between the kept points around it (iteratively: no
  * recursion however long the run). */
@@ -190,7 +194,11 @@ static void simplify(simp *sc, size_t n) {
     if (!n) return;
     sc->keep[0] = sc->keep[n - 1] = 1;
     size_t top = 0;
-    if (n > 2) sc->stack[top++] = 0, sc->stack[top++] = n - 1;
+    for (size_t a = 0; a + 1 < n; a += SIMP_BLOCK) {
+        size_t b = a + SIMP_BLOCK < n - 1 ? a + SIMP_BLOCK : n - 1;
+        sc->keep[b] = 1;
+        if (b - a > 1) sc->stack[top++] = a, sc->stack[top++] = b;
+    }
     while (top) {
         size_t b = sc->stack[--top], a = sc->stack[--top], far = a;
         double worst = TOL_PX;
