@@ -4,6 +4,8 @@ that every quoted figure can be regenerated from data in the tree.
 
     scripts/results.py run NAME [--attnlabd PATH]    runs results/NAME/request.json on a fresh server
                                                      and writes its bundle, probe answers and provenance
+    scripts/results.py run NAME --minutes M          one sitting of an experiment longer than a session
+    scripts/results.py status NAME                   where such an experiment stands, and the time left
     scripts/results.py tables [--attnlabd PATH] [--write] [README]
                                                      imports every results/*/bundle.json.gz into a fresh
                                                      server, computes the figures through the service's
@@ -386,6 +388,49 @@ def run_sitting(args, req, out):
     print(json.dumps({k: prov[k] for k in ("name", "experiment_wall_s", "runs", "load_before", "load_after")}))
 
 
+def planned_runs(req):
+    """(runs, steps per run) that the request's experiment trains: its variants and replicates, or
+    its preset's (server/api/presets.json) where it names one, and its steps after the overrides."""
+    exp = req["experiment"]
+    preset = {}
+    if exp.get("preset"):
+        with open(os.path.join(ROOT, "server", "api", "presets.json")) as f:
+            preset = {p["name"]: p for p in json.load(f)["presets"]}.get(exp["preset"], {})
+    variants = exp.get("variants") or preset.get("variants") or [{}]
+    reps = exp.get("replicates") or preset.get("replicates") or 1
+    steps = ((exp.get("overrides") or {}).get("steps") or (exp.get("base") or {}).get("steps")
+             or (preset.get("base") or {}).get("steps") or 0)
+    return len(variants) * reps, steps
+
+
+def status(args):
+    """One line on an experiment run in sittings: the sittings so far, the steps trained against the
+    steps planned, the runs ended, where each unfinished one was left, and the time left at the rate
+    of the sittings so far (results/README.md, "Sittings")."""
+    work = args.work_dir or os.path.join(ROOT, "var", "results-work", args.name)
+    path = os.path.join(work, "sittings.json")
+    if not os.path.exists(path):
+        done = os.path.exists(os.path.join(args.results_dir, args.name, "provenance.json"))
+        print(f"{args.name}: no sittings in {work}" + (" (its results are in results/)" if done else ""))
+        return
+    with open(path) as f:
+        state = json.load(f)
+    sits = state["sittings"]
+    runs, steps = planned_runs(state["request"])
+    trained = sum(st.get("steps", 0) for st in sits)
+    wall = sum(st["experiment_wall_s"] for st in sits)
+    last = sits[-1] if sits else {}
+    kernel = ((sits[0] if sits else {}).get("kernel") or {}).get("path", "?")
+    line = (f"{args.name}: {len(sits)} sitting{'s' if len(sits) != 1 else ''}, {wall / 60:.1f} min, {trained:,} of"
+            f" {runs * steps:,} steps, {last.get('runs_ended', 0)} of {runs} runs ended")
+    if last.get("left_at"):
+        line += "; left at " + ", ".join(f"{k} step {v:,}" for k, v in sorted(last["left_at"].items()))
+    if trained and runs * steps > trained:
+        rate = wall / trained
+        line += f"; at {rate:.2f} s a step about {(runs * steps - trained) * rate / 3600:.1f} h more"
+    print(line + f" (kernel path {kernel}: every sitting on it)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -397,6 +442,10 @@ def main():
     r.add_argument("--minutes", type=float, help="one sitting of about this many minutes of an experiment longer"
                    " than a session: run it again until it says it is done (results/README.md, Sittings)")
     r.add_argument("--work-dir", help="the sittings' kept data directory (default: var/results-work/NAME)")
+    st = sub.add_parser("status", help="where an experiment run in sittings stands")
+    st.add_argument("name")
+    st.add_argument("--results-dir", default=RESULTS)
+    st.add_argument("--work-dir", help="the sittings' kept data directory (default: var/results-work/NAME)")
     t = sub.add_parser("tables")
     t.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
     t.add_argument("--attnlabd", default=os.path.join(ROOT, "build", "release", "attnlabd"))
@@ -404,6 +453,8 @@ def main():
     args = ap.parse_args()
     if args.cmd == "run":
         run(args)
+    elif args.cmd == "status":
+        status(args)
     else:
         import results_tables  # noqa: E402  (scripts/results_tables.py)
         sys.exit(results_tables.main(args, Server, RESULTS))

@@ -6,7 +6,7 @@
 # and every run's seed, config and metric points must come out the same, with more than one sitting,
 # a run left mid-way by one sitting and continued by the next, every sitting in provenance.json
 # (wall times summed), the probe answered, the kept directory removed at the end, and a changed
-# request or another kernel path refused mid-way. Prints PASS/FAIL.
+# request or another kernel path refused mid-way, and `status` telling where it stands. Prints PASS/FAIL.
 set -u
 cd "$(dirname "$0")/.."
 ATTNLABD=${ATTNLABD:-build/release/attnlabd}
@@ -40,7 +40,14 @@ until [ -f "$dir/sat/bundle.json.gz" ] || [ "$ok" = 0 ]; do
   n=$((n + 1))
   [ "$n" -le 1000 ] || { echo "FAIL results sittings: 1000 sittings and still not done"; ok=0; break; }
   run sat --minutes 0 --work-dir "$dir/work" || { echo "FAIL results sittings: sitting $n failed"; ok=0; }
-  if [ "$n" = 1 ] && [ "$ok" = 1 ] && [ -d "$dir/work" ]; then # mid-way, a changed request is refused
+  if [ "$n" = 1 ] && [ "$ok" = 1 ] && [ -d "$dir/work" ]; then
+    # `status` tells where it stands: one sitting, the 4 x 400 steps planned
+    st=$(python3 scripts/results.py status sat --results-dir "$dir" --work-dir "$dir/work" 2>&1)
+    case "$st" in
+      "sat: 1 sitting, "*" of 1,600 steps, "*" of 4 runs ended"*) ;;
+      *) echo "FAIL results sittings: status after one sitting says: $st"; ok=0 ;;
+    esac
+    # mid-way, a changed request is refused
     request 25 >"$dir/sat/request.json"
     if run sat --minutes 0 --work-dir "$dir/work"; then
       echo "FAIL results sittings: a sitting ran with a request changed since the first"
