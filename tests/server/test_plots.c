@@ -3,7 +3,7 @@
  * document with a line per variant that has the series (rope learns no tau), labelled with its
  * replicate count; the forest plot has a row per comparison of /stats, its estimate on the side
  * of the zero line that /stats's mean difference says; bad queries are 422 naming the field and an
- * unknown experiment 404. */
+ * unknown experiment 404; the kind enum of openapi.json is the kinds table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 #include "../support/api.h"
 #include "../support/harness.h"
 #include "../support/test.h"
+#include "services/svc_plots.h"
 
 static harness_server srv;
 static long long exp_id;
@@ -135,12 +136,39 @@ TEST(bad_queries_are_422_and_unknown_experiments_404) {
     json_decref(j);
 }
 
+/* The kind enum of plot.svg in openapi.json names exactly the rows of svc_plot_kinds, in order (a
+ * new kind must be described too). */
+TEST(openapi_kind_enum_is_the_kinds_table) {
+    long code;
+    json_t *doc = api_call(&srv, "GET", "/api/openapi.json", NULL, &code);
+    CHECK_EQ_INT(code, 200);
+    json_t *params = json_object_get(
+        json_object_get(json_object_get(json_object_get(doc, "paths"), "/api/experiments/{id}/plot.svg"), "get"),
+        "parameters");
+    json_t *en = NULL, *p;
+    size_t i;
+    json_array_foreach(params, i, p) {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        if (name && !strcmp(name, "kind")) en = json_object_get(json_object_get(p, "schema"), "enum");
+    }
+    CHECK(json_is_array(en));
+    size_t n = 0;
+    for (const svc_plot_kind *k = svc_plot_kinds; k->name; k++, n++) {
+        const char *got = json_string_value(json_array_get(en, n));
+        CHECK_MSG(got && !strcmp(got, k->name), "kind %zu: openapi.json says '%s', the table '%s'", n,
+                  got ? got : "(none)", k->name);
+    }
+    CHECK_MSG(json_array_size(en) == n, "openapi.json lists %zu kinds, the table has %zu", json_array_size(en), n);
+    json_decref(doc);
+}
+
 static void cases(void) {
     RUN(setup_a_trained_experiment);
     RUN(bands_have_a_line_and_a_band_per_variant);
     RUN(tau_has_a_line_per_head_of_the_variant_that_learns_it);
     RUN(forest_rows_follow_the_statistics);
     RUN(bad_queries_are_422_and_unknown_experiments_404);
+    RUN(openapi_kind_enum_is_the_kinds_table);
 }
 
 int main(void) { return api_suite_main(&srv, NULL, cases); }
