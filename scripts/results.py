@@ -309,6 +309,15 @@ def stop_sitting(c, exp_id, e):
         time.sleep(0.2)
 
 
+# The parts of a request.json read only once every run has ended (the bundle's selection, the
+# probes, the description): they may change between sittings; the rest may not.
+AFTER_TRAINING = ("bundle", "probes", "description")
+
+
+def trained_part(req):
+    return {k: v for k, v in req.items() if k not in AFTER_TRAINING}
+
+
 def run_sitting(args, req, out):
     """One sitting of about args.minutes minutes of an experiment longer than a working session
     (results/README.md, "Sittings"): the server works on a data directory kept between sittings
@@ -326,9 +335,13 @@ def run_sitting(args, req, out):
     if os.path.exists(state_path):
         with open(state_path) as f:
             state = json.load(f)
-        if state["request"] != req:
-            raise SystemExit(f"{args.name}: request.json changed since the first sitting in {work}"
-                             " (remove that directory to start again)")
+        if trained_part(state["request"]) != trained_part(req):
+            raise SystemExit(f"{args.name}: request.json changed since the first sitting in {work}, in what"
+                             " the runs train (remove that directory to start again)")
+        if state["request"] != req:  # what is read after training: the last sitting takes the new one
+            print(f"{args.name}: the request's {', '.join(k for k in AFTER_TRAINING if state['request'].get(k) != req.get(k))}"
+                  " changed since the first sitting: the last sitting uses the new one", flush=True)
+            state["request"] = req
     elif os.path.isdir(work) and os.listdir(work):
         raise SystemExit(f"{work} holds no sittings.json: not a sitting's directory (remove it to start again)")
     with Server(args.attnlabd, req.get("server", []), req.get("data_corpora", []), args.data_dir,

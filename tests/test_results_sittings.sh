@@ -5,8 +5,9 @@
 # as soon as a run has trained a step in it, cancelling what still trains: its checkpoint is kept),
 # and every run's seed, config and metric points must come out the same, with more than one sitting,
 # a run left mid-way by one sitting and continued by the next, every sitting in provenance.json
-# (wall times summed), the probe answered, the kept directory removed at the end, and a changed
-# request or another kernel path refused mid-way, and `status` telling where it stands. Prints PASS/FAIL.
+# (wall times summed), the probe answered, the kept directory removed at the end; mid-way, a request
+# changed in what it trains or a server on another kernel path refused, a request changed in what
+# is read after training (its probe) taken, and `status` telling where it stands. Prints PASS/FAIL.
 set -u
 cd "$(dirname "$0")/.."
 ATTNLABD=${ATTNLABD:-build/release/attnlabd}
@@ -14,8 +15,8 @@ ATTNLABD=${ATTNLABD:-build/release/attnlabd}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/results-sittings.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
 mkdir -p "$dir/whole" "$dir/sat"
-request() { # [eval_every]
-  python3 - "${1:-50}" <<'EOF'
+request() { # [eval_every] [the probe's largest k]
+  python3 - "${1:-50}" "${2:-4}" <<'EOF'
 import json, sys
 print(json.dumps({
     "server": ["--train-workers", "1", "--compute-threads", "1"],
@@ -27,7 +28,7 @@ print(json.dumps({
                                 {"name": "cosine_rope", "config": {"attention": "cosine_rope"}}]},
     "bundle": {"keys": "loss,val_loss,tau.*", "max_points": 0},
     "probes": [{"kind": "sparse_attention", "variant": "cosine_rope", "replicate": 1,
-                "params": {"window": 0, "windows": 2, "max_tokens": 33, "ks": [1, 4]}}]}))
+                "params": {"window": 0, "windows": 2, "max_tokens": 33, "ks": [1, int(sys.argv[2])]}}]}))
 EOF
 }
 request >"$dir/whole/request.json"
@@ -55,8 +56,9 @@ until [ -f "$dir/sat/bundle.json.gz" ] || [ "$ok" = 0 ]; do
     fi
     grep -q "request.json changed since the first sitting" "$dir/log" ||
       { echo "FAIL results sittings: the changed request was not named"; ok=0; }
-    request >"$dir/sat/request.json"
-    # and so is a server on another kernel path than the first sitting's (not bit-identical)
+    # but what is read only after training (here the probes) may change: the last sitting uses it
+    request 50 2 >"$dir/sat/request.json"
+    # and a server on another kernel path is refused than the first sitting's (not bit-identical)
     alt=$(python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["sittings"][0]["kernel"]["path"]
 print("fp32" if p == "bf16_portable" else "bf16_portable")' "$dir/work/sittings.json")
     if ATTNLAB_KERNEL_PATH=$alt run sat --minutes 0 --work-dir "$dir/work"; then
@@ -90,8 +92,8 @@ if sits and (top != {k: sits[0].get(k) for k in top} or prov.get("load_after") !
 if sum(st["steps"] for st in sits) < 1600:
     fails.append(f"the sittings trained {sum(st['steps'] for st in sits)} steps in all, not 4 x 400")
 probes = load(d, "sat", "probes.json.gz")
-if len(probes) != 1 or "probe" not in probes[0]["answer"]:
-    fails.append(f"probes: {[p['request'] for p in probes]}")
+if len(probes) != 1 or "probe" not in probes[0]["answer"] or probes[0]["request"]["params"]["ks"] != [1, 2]:
+    fails.append(f"probes: {[p['request'] for p in probes]}, want the request changed after the first sitting")
 for f in fails:
     print("FAIL results sittings:", f)
 if not fails:
