@@ -39,8 +39,7 @@ void bf16_from_floats(bf16 *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
 }
 
-/* ---- precision names and the default ---- */
-#include "kernel_path.h"
+/* ---- precision names (the default is the kernel path's: kernel_path.c) ---- */
 #include "precision.h"
 
 const char *precision_name(precision_kind p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
@@ -55,8 +54,3 @@ int precision_parse(const char *s, precision_kind *p) {
         return -1;
     return 0;
 }
-
-/* bf16 pays only where a bf16 unit outruns fp32 FMAs: on a CPU whose vdpbf16ps delivers fewer FLOP/s
- * than its FMAs (measured: an Intel Emerald Rapids, half) and that has no AMX, bf16 training is
- * slower. The kernel path table measures and decides. */
-precision_kind precision_default(void) { return kernel_path_row(kernel_path_chosen())->precision; }

@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "lmhead.h"
-#include "lmhead_amx.h"
+#include "lmhead_amx_hw.h" /* LMHEAD_HAVE_AMX: whether this build has the hardware tile kernels */
 #include "real.h"
 
 static const kernel_path rows[KERNEL_PATH_COUNT] = {
@@ -27,12 +26,20 @@ int kernel_path_parse(const char *s) {
     return -1;
 }
 
+static _Atomic int amx_emulated;
+
+void kernel_path_amx_emulated(int on) { atomic_store(&amx_emulated, on != 0); }
+
 int kernel_path_supported(kernel_path_id id, char *why, size_t why_len) {
     const char *no = NULL;
-    char amx_why[160];
     switch (id) {
     case KERNEL_PATH_AMX:
-        if (!lmhead_amx_ready(amx_why, sizeof amx_why)) no = amx_why;
+        if (atomic_load(&amx_emulated)) break;
+#ifdef LMHEAD_HAVE_AMX
+        if (!cpu_has_amx_bf16()) no = cpu_amx_missing() ? cpu_amx_missing() : "CPU lacks AMX-BF16";
+#else
+        no = "this build has no AMX kernels (not an x86-64 GCC build)";
+#endif
         break;
     case KERNEL_PATH_AVX512_BF16:
         if (!cpu_has_avx512bf16()) no = "CPU lacks AVX-512 BF16";
@@ -146,3 +153,8 @@ kernel_path_id kernel_path_for_precision(precision_kind p) {
 }
 
 const char *kernel_path_name_for_precision(precision_kind p) { return rows[kernel_path_for_precision(p)].name; }
+
+/* bf16 pays only where a bf16 unit outruns fp32 FMAs: on a CPU whose vdpbf16ps delivers fewer FLOP/s
+ * than its FMAs (measured: an Intel Emerald Rapids, half) and that has no AMX, bf16 training is
+ * slower. The path table measures and decides (precision.h). */
+precision_kind precision_default(void) { return kernel_path_row(kernel_path_chosen())->precision; }

@@ -42,6 +42,9 @@ int kernel_path_parse(const char *s);
 /* 1 when this CPU and OS can run path id; else 0 and, when why is non-NULL, the reason in why
  * ("CPU lacks AVX-512 BF16", "CPU lacks AMX-BF16", ...). */
 int kernel_path_supported(kernel_path_id id, char *why, size_t why_len);
+/* Tests: on 1, the amx path counts as runnable on any CPU (its products computed by the emulated
+ * tile kernels lmhead_amx_use installs, lmhead_amx.h); on 0, as the CPU and the build allow. */
+void kernel_path_amx_emulated(int on);
 /* One thread's FLOP/s of the path's unit as measured for the choice (0 for a path the CPU cannot run
  * or that is not measured). Measures on the first call (a few ms), then answers from the cache. */
 double kernel_path_rate(kernel_path_id id);

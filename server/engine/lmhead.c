@@ -850,7 +850,10 @@ static const lmhead_amx_kernels amx_hw = {"hardware", amx_sums_hw, amx_backward_
 
 static const lmhead_amx_kernels *_Atomic amx_override;
 
-void lmhead_amx_use(const lmhead_amx_kernels *k) { atomic_store(&amx_override, k); }
+void lmhead_amx_use(const lmhead_amx_kernels *k) {
+    atomic_store(&amx_override, k);
+    kernel_path_amx_emulated(k != NULL);
+}
 
 static const lmhead_amx_kernels *amx_kernels(void) {
     const lmhead_amx_kernels *k = atomic_load(&amx_override);
@@ -858,18 +861,6 @@ static const lmhead_amx_kernels *amx_kernels(void) {
     if (!k) k = &amx_hw;
 #endif
     return k;
-}
-
-int lmhead_amx_ready(char *why, size_t why_len) {
-    const char *no = NULL;
-    if (atomic_load(&amx_override)) return 1;
-#ifdef LMHEAD_HAVE_AMX
-    if (!cpu_has_amx_bf16()) no = cpu_amx_missing() ? cpu_amx_missing() : "CPU lacks AMX-BF16";
-#else
-    no = "this build has no AMX kernels (not an x86-64 GCC build)";
-#endif
-    if (no && why && why_len) snprintf(why, why_len, "%s", no);
-    return no == NULL;
 }
 
 /* The AMX kernels' view of a chunk laid out in s. */
@@ -1075,10 +1066,6 @@ engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id
     return lmhead_bf16_new(out, V, C, err);
 }
 void lmhead_amx_use(const lmhead_amx_kernels *k) { (void)k; }
-int lmhead_amx_ready(char *why, size_t why_len) {
-    if (why && why_len) snprintf(why, why_len, "the double build has no bf16 products");
-    return 0;
-}
 size_t lmhead_bf16_bytes(int V, int C) {
     (void)V;
     (void)C;

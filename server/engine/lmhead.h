@@ -88,6 +88,4 @@ size_t lmhead_bf16_bytes(int V, int C);
 /* Rounds w [V][C] into b's copies, on every thread of pool (pool may be NULL: this thread). */
 void lmhead_bf16_refresh(lmhead_bf16 *b, const real *w, threadpool *pool);
 
-/* The amx path's readiness: lmhead_amx.h (lmhead_amx_ready). */
-
 #endif

@@ -98,11 +98,9 @@ typedef struct {
 } lmhead_amx_kernels;
 
 /* Tests: the AMX path's kernels become k (the emulated backend) for the whole process, and the amx
- * kernel path counts as runnable while they are installed; NULL returns to the hardware kernels. */
+ * kernel path counts as runnable while they are installed (kernel_path_amx_emulated); NULL returns
+ * to the hardware kernels, and the amx path to what the CPU and the build allow. */
 void lmhead_amx_use(const lmhead_amx_kernels *k);
-/* 1 when the amx path can run: emulated kernels installed, or the hardware kernels built and the
- * CPU and OS able to run them; else 0 and the reason in why (may be NULL). */
-int lmhead_amx_ready(char *why, size_t why_len);
 
 /* The tile configuration every kernel loads: palette 1, tiles 0-7 of 16 rows x 64 bytes. */
 extern const unsigned char lmhead_amx_config[64];

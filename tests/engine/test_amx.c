@@ -139,10 +139,10 @@ TEST(amx_far_bound_is_recomputed) {
 TEST(amx_path_needs_the_tiles) {
     char why[160];
     if (cpu_has_amx_bf16()) {
-        CHECK(lmhead_amx_ready(why, sizeof why));
+        CHECK(kernel_path_supported(KERNEL_PATH_AMX, why, sizeof why));
         return;
     }
-    CHECK(!lmhead_amx_ready(why, sizeof why));
+    CHECK(!kernel_path_supported(KERNEL_PATH_AMX, why, sizeof why));
     CHECK_MSG(strstr(why, "AMX") != NULL, "%s", why);
     lmhead_bf16 *b;
     engine_error err;
