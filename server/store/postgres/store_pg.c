@@ -376,9 +376,9 @@ static int read_version(pg_conn *c, char *err, size_t errlen) {
 /* Each migration and its row in attnlab_schema commit together; nodes starting together take
  * turns (an advisory lock), and each reads the version again once it has the lock. */
 static store_status migrate(pg_conn *c, char *err, size_t errlen) {
-    if (store_pg_migration_count != store_schema_version_supported()) {
+    if (store_pg_migration_count != store_migration_count) {
         snprintf(err, errlen, "this attnlabd was built with %d PostgreSQL migrations but %d SQLite ones",
-                 store_pg_migration_count, store_schema_version_supported());
+                 store_pg_migration_count, store_migration_count);
         return STORE_ERROR;
     }
     pg_params q;
