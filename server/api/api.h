@@ -139,7 +139,7 @@ void api_experiments_import(http_request *req, const api_ctx *api);
 void api_runs_create_external(http_request *req, const api_ctx *api, json_t *body, svc_idem *idem);
 void api_runs_metrics_post(http_request *req, const api_ctx *api);
 void api_runs_weights_upload(http_request *req, const api_ctx *api);
-/* Answers `status` with {"run": the run's view} (api_runs.c). */
+/* Answers `status` with {"run": the run's view} (api_util.c). */
 void api_runs_reply(http_request *req, const api_ctx *api, long long id, int status);
 /* Answers 201 for run id just created, with its Location (marked a retry's when idem->replay). */
 void api_runs_created(http_request *req, const api_ctx *api, long long id, const svc_idem *idem);

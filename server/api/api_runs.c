@@ -21,26 +21,6 @@
 #include "services/svc_runs.h"
 #include "util/json_text.h"
 
-void api_runs_reply(http_request *req, const api_ctx *api, long long id, int status) {
-    json_t *row = NULL;
-    if (store_run_get(api->svc->store, id, &row) != STORE_OK) {
-        api_store_failed(req);
-        return;
-    }
-    http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(api->svc, row)));
-}
-
-void api_runs_created(http_request *req, const api_ctx *api, long long id, const svc_idem *idem) {
-    if (idem && idem->replay) { /* another request with the key committed first */
-        api_reply_replayed(req, "/api/runs", id);
-    } else {
-        char loc[64];
-        snprintf(loc, sizeof loc, "/api/runs/%lld", id);
-        http_reply_header(req, "Location", loc);
-    }
-    api_runs_reply(req, api, id, 201);
-}
-
 void api_runs_create(http_request *req, const api_ctx *api) {
     json_t *body = http_request_json_object(req);
     if (!body) return;

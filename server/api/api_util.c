@@ -1,4 +1,5 @@
-/* Validation helpers shared by the handlers: each answers the request itself on failure. */
+/* Helpers shared by the handlers: validation (each answers the request itself on failure), and the
+ * answers about one run that several handlers give (runs, external runs). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "api/api.h"
 #include "services/svc_experiments.h"
+#include "services/svc_run_view.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/json_text.h"
@@ -268,4 +270,26 @@ void api_reply_json_keeping(http_request *req, const api_ctx *api, const char *k
     char *text = body ? json_text_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(body);
     api_reply_keeping(req, api, key, "application/json", text, text ? strlen(text) : 0);
+}
+
+/* ---- the answers about a run ---- */
+
+void api_runs_reply(http_request *req, const api_ctx *api, long long id, int status) {
+    json_t *row = NULL;
+    if (store_run_get(api->svc->store, id, &row) != STORE_OK) {
+        api_store_failed(req);
+        return;
+    }
+    http_reply_json(req, status, json_pack("{s:o}", "run", svc_run_view(api->svc, row)));
+}
+
+void api_runs_created(http_request *req, const api_ctx *api, long long id, const svc_idem *idem) {
+    if (idem && idem->replay) { /* another request with the key committed first */
+        api_reply_replayed(req, "/api/runs", id);
+    } else {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/api/runs/%lld", id);
+        http_reply_header(req, "Location", loc);
+    }
+    api_runs_reply(req, api, id, 201);
 }
