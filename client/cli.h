@@ -40,11 +40,6 @@ int cli_usage(const cli_ctx *ctx, const char *cmd, const char *fmt, ...) __attri
 /* 1 when argv[*i] is the option `name` (as "--name VALUE" or "--name=VALUE"): *value is set and *i
  * advanced past the value. 0 when it is another argument. -1 when the value is missing. */
 int cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value);
-/* Turns filter options (each "--name VALUE" in opts, NULL-terminated) into "?name=value&..." in
- * query (URL-escaped). Returns CLI_EXIT_OK, or a usage error naming cmd ("runs list") for an unknown
- * argument, a missing value or a query longer than cap. */
-int cli_query_from_opts(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
-                        char *query, size_t cap);
 /* 1 when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 /* Parses a positive decimal id (1..2^53); returns 0 and sets *id, or -1. */
@@ -72,16 +67,7 @@ void cli_print_json(const cli_ctx *ctx, const json_t *v);
 /* The list inside a list response: the value itself when it is an array, else the first array
  * among the members named in keys (NULL-terminated), else the first array member. NULL if none. */
 json_t *cli_list_items(json_t *v, const char *const *keys);
-/* GET path and write the body to ctx->out as it came (CSV, a JSON download); a refusal or failure
- * prints its one line and returns its exit code. */
-int cli_print_raw(const cli_ctx *ctx, const char *path);
 
-/* The shared skeleton of the list commands: filter options (opts, as cli_query_from_opts; an empty
- * list refuses every argument) -> GET base?query -> the list inside the answer (cli_list_items with
- * keys). With --json the whole answer is printed and *list is NULL. On CLI_EXIT_OK the caller owns
- * *answer (and *list is borrowed from it); on any other code nothing is owned and *answer is NULL. */
-int cli_list_fetch(const cli_ctx *ctx, const char *cmd, int argc, char **argv, const char *const *opts,
-                   const char *base, const char *const *keys, json_t **answer, json_t **list);
 /* A UNIX time (seconds, number or ISO string) as "YYYY-MM-DD HH:MM" UTC; "" when absent. */
 const char *cli_time(const json_t *v, char *buf, size_t len);
 

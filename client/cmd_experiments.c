@@ -5,6 +5,7 @@
 
 #include "cmd_questions.h"
 #include "cmd_runs.h"
+#include "fetch.h"
 #include "httpc.h"
 #include "table.h"
 
@@ -351,7 +352,7 @@ static int exp_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {NULL};
     static const char *const keys[] = {"experiments", "items", "data", NULL};
     json_t *body, *list;
-    int code = cli_list_fetch(ctx, "experiments list", argc, argv, opts, "/api/experiments", keys, &body, &list);
+    int code = fetch_list(ctx, "experiments list", argc, argv, opts, "/api/experiments", keys, &body, &list);
     if (!code && list) {
         static const char *const head[] = {"ID", "NAME", "PRESET", "VARIANTS", "RUNS", "CREATED"};
         table *t = table_new(6, head);
@@ -569,7 +570,7 @@ static int exp_show(const cli_ctx *ctx, int argc, char **argv) {
     snprintf(path, sizeof path, "/api/experiments/%lld", id);
     snprintf(spath, sizeof spath, "/api/experiments/%lld/stats%s%s%s", id, csv ? ".csv" : "", k ? "?k=" : "",
              k ? k : "");
-    if (csv) return cli_print_raw(ctx, spath);
+    if (csv) return fetch_raw(ctx, spath);
     json_t *e, *st = NULL;
     int code = httpc_json(ctx, "GET", path, NULL, &e);
     if (code) return code;
@@ -645,7 +646,7 @@ static int exp_bundle(const cli_ctx *ctx, int argc, char **argv) {
              : keys         ? "keys="
                             : "",
              keys ? keys : "");
-    return cli_print_raw(ctx, path);
+    return fetch_raw(ctx, path);
 }
 
 int cmd_experiments(const cli_ctx *ctx, int argc, char **argv) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fetch.h"
 #include "httpc.h"
 #include "table.h"
 
@@ -322,7 +323,7 @@ static int probes_list(const cli_ctx *ctx, int argc, char **argv) {
     static const char *const opts[] = {"--kind", "--limit", "--offset", NULL};
     static const char *const keys[] = {"probes", "results", "items", NULL};
     json_t *answer, *list;
-    int code = cli_list_fetch(ctx, "probes list", argc, argv, opts, "/api/probes", keys, &answer, &list);
+    int code = fetch_list(ctx, "probes list", argc, argv, opts, "/api/probes", keys, &answer, &list);
     if (!code && list) {
         static const char *const head[] = {"ID", "KIND", "PARAMS", "CREATED"};
         table *t = table_new(4, head);

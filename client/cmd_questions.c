@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fetch.h"
 #include "httpc.h"
 #include "table.h"
 
@@ -53,7 +54,7 @@ int cmd_questions_head_spread(const cli_ctx *ctx, int argc, char **argv) {
     char path[128];
     snprintf(path, sizeof path, "/api/experiments/%lld/head-spread%s%s%s", id, csv ? ".csv" : "", at ? "?at=" : "",
              at ? at : "");
-    if (csv) return cli_print_raw(ctx, path);
+    if (csv) return fetch_raw(ctx, path);
     json_t *ans;
     int code = httpc_json(ctx, "GET", path, NULL, &ans);
     if (code) return code;
@@ -109,7 +110,7 @@ int cmd_questions_accuracy(const cli_ctx *ctx, int argc, char **argv) {
     if (rc) return rc;
     char path[128];
     snprintf(path, sizeof path, "/api/experiments/%lld/accuracy%s", id, csv ? ".csv" : "");
-    if (csv) return cli_print_raw(ctx, path);
+    if (csv) return fetch_raw(ctx, path);
     json_t *ans;
     int code = httpc_json(ctx, "GET", path, NULL, &ans);
     if (code) return code;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmd_watch.h"
+#include "fetch.h"
 #include "httpc.h"
 #include "table.h"
 
@@ -125,7 +126,7 @@ static int runs_list(const cli_ctx *ctx, int argc, char **argv) {
     }
     opts[n_opts] = NULL;
     json_t *body = NULL, *runs = NULL;
-    if (!code) code = cli_list_fetch(ctx, "runs list", n_args, args, opts, "/api/runs", keys, &body, &runs);
+    if (!code) code = fetch_list(ctx, "runs list", n_args, args, opts, "/api/runs", keys, &body, &runs);
     if (!code && runs) cmd_runs_print_table(ctx, runs);
     json_decref(body);
     free(args);
