@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "api/reply_cache.h"
 #include "cluster/nodes.h"
 #include "http/http.h"

@@ -9,15 +9,8 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "services/run_config.h"
-
-double app_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 typedef struct {
     http_server *s;

@@ -2,8 +2,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
+#include "services/app.h"
 #include "store/store.h"
+
+double app_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
 
 svc_status svc_fail(svc_error *err, svc_status status, const char *code, const char *field, const char *fmt, ...) {
     err->status = status;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "services/run_config.h"
 #include "util/fsutil.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "services/corpora.h"
 #include "services/svc_experiments.h"
 #include "services/svc_provenance.h"

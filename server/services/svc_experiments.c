@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "util/log.h"
 #include "services/run_config.h"
 #include "services/svc_runs.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "engine/attention.h"
 #include "engine/model.h"
 #include "services/checkpoints.h"

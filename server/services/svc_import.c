@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "services/svc_experiments.h"
 #include "services/svc_external.h"
 #include "store/store.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "services/svc_stats.h"
 #include "util/svg_plot.h"
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "engine/model.h"
 #include "engine/probes/probe_engine_model.h"
 #include "engine/probes/probe_estimate.h"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "api/app.h"
+#include "services/app.h"
 
 /* Sets member key of row to live's (none when live has none); -1 when out of memory. */
 static int copy_member(json_t *row, const json_t *live, const char *key) {

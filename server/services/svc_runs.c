@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "engine/train.h"
 #include "util/fsutil.h"
 #include "util/log.h"

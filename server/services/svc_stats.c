@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/app.h"
+#include "services/app.h"
 #include "engine/attention.h"
 #include "services/svc_experiments.h"
 
