@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the C source of attnlab_commit (services/svc_provenance.h): the tree's commit as a short
+# Writes the C source of attnlab_commit (core/provenance.h): the tree's commit as a short
 # hash, with "-dirty" when tracked files have changed, or "unknown" outside a git checkout. Prints
 # the file only when its text would change, so a build redoes nothing until the commit does.
 set -u

@@ -17,7 +17,7 @@
 #include "api/reply_cache.h"
 #include "cluster/nodes.h"
 #include "http/http.h"
-#include "jobs/events.h"
+#include "core/events.h"
 #include "jobs/metrics_writer.h"
 #include "services/svc.h"
 #include "services/svc_idempotency.h"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "core/run_status.h"
 
 typedef struct {
     events_sub *sub;
@@ -44,7 +45,7 @@ static void end_if_finished(const api_ctx *api, events_sub *sub, long long run_i
     json_t *run = NULL;
     if (store_run_get(api->svc->store, run_id, &run) != STORE_OK) return;
     if (store_run_status_ended(json_string_value(json_object_get(run, "status")))) {
-        char *text = jobs_status_event(run);
+        char *text = run_status_event(run);
         if (text) events_sub_end(sub, "status", text);
         free(text);
     }

@@ -5,9 +5,9 @@
 #include <sys/statvfs.h>
 
 #include "api/api.h"
-#include "services/checkpoints.h"
+#include "core/checkpoints.h"
 #include "engine/kernel_path.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 /* Below this much free space where checkpoints and corpora go, health says the disk is full (a
  * checkpoint of the smallest model no longer fits; small volumes are fine until then). */

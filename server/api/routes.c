@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 typedef struct {
     http_server *s;

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jobs/jobs.h"
+#include "core/run_status.h"
 #include "util/log.h"
 #include "store/store_nodes.h"
 #include "util/json_text.h"
@@ -129,15 +129,7 @@ static void relay_metrics(nodes *n, long long run_id, int from, int to, double w
 }
 
 static void relay_status(nodes *n, long long run_id) {
-    json_t *run = NULL;
-    if (store_run_get(n->cfg.store, run_id, &run) != STORE_OK) return;
-    char *text = jobs_status_event(run);
-    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
-        events_publish_last(n->cfg.events, run_id, "status", text);
-    else if (text)
-        events_publish(n->cfg.events, run_id, "status", text);
-    free(text);
-    json_decref(run);
+    run_status_publish(n->cfg.events, n->cfg.store, run_id);
     n->relayed_status++;
 }
 

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "jobs/events.h"
+#include "core/events.h"
 #include "cluster/queue.h"
 #include "store/store.h"
 

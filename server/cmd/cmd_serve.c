@@ -22,7 +22,7 @@
 #include "cluster/nodes.h"
 #include "cluster/queue.h"
 #include "engine/kernel_path.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 #include "store/store_nodes.h"
 
 typedef struct {

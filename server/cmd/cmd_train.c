@@ -20,13 +20,13 @@
 
 #include "cmd/args.h"
 #include "cmd/commands.h"
-#include "services/checkpoints.h"
-#include "services/corpora.h"
+#include "core/checkpoints.h"
+#include "core/corpora.h"
 #include "store/store.h"
 #include "engine/corpus.h"
 #include "engine/kernel_path.h"
 #include "engine/train.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 static volatile sig_atomic_t stop_requested;
 

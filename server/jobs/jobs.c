@@ -15,12 +15,13 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "services/checkpoints.h"
+#include "core/checkpoints.h"
 #include "engine/train.h"
 #include "util/fsutil.h"
 #include "util/log.h"
-#include "services/run_config.h"
-#include "services/svc_provenance.h"
+#include "core/run_config.h"
+#include "core/provenance.h"
+#include "core/run_status.h"
 #include "store/store_nodes.h"
 #include "util/json_text.h"
 
@@ -308,27 +309,8 @@ static int should_stop(void *ctx) {
     return stop;
 }
 
-char *jobs_status_event(const json_t *run) {
-    json_t *ev = json_pack("{s:O, s:O, s:O, s:O, s:O}", "run_id", json_object_get(run, "id"), "status",
-                           json_object_get(run, "status"), "step", json_object_get(run, "step"), "total_steps",
-                           json_object_get(run, "total_steps"), "error", json_object_get(run, "error"));
-    char *text = ev ? json_text_dumps(ev, JSON_COMPACT) : NULL;
-    json_decref(ev);
-    return text;
-}
-
 /* A final status is the run's last event: a stream of that run ends after it. */
-static void publish_status(jobs *j, long long run_id) {
-    json_t *run = NULL;
-    if (store_run_get(j->cfg.store, run_id, &run) != STORE_OK) return;
-    char *text = jobs_status_event(run);
-    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
-        events_publish_last(j->cfg.events, run_id, "status", text);
-    else if (text)
-        events_publish(j->cfg.events, run_id, "status", text);
-    free(text);
-    json_decref(run);
-}
+static void publish_status(jobs *j, long long run_id) { run_status_publish(j->cfg.events, j->cfg.store, run_id); }
 
 static const char *const FROM_QUEUED[] = {"queued", NULL};
 static const char *const FROM_RUNNING[] = {"running", NULL};
@@ -424,8 +406,7 @@ static void run_record_provenance(jobs *j, long long run_id, const char *corpus_
     char tokens[4096];
     corpora_dir(j->cfg.corpora, corpus_name, tokens, sizeof tokens - 16);
     strcat(tokens, "/tokens.u16");
-    json_t *origin =
-        svc_provenance_new(corpus_name, tokens, train_config_kernel_path(tc), precision_name(tc->precision));
+    json_t *origin = provenance_new(corpus_name, tokens, train_config_kernel_path(tc), precision_name(tc->precision));
     char *prov_text = origin ? json_dumps(origin, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!prov_text || store_run_set_provenance(j->cfg.store, run_id, prov_text) != STORE_OK)
         log_warn("run %lld: its provenance could not be recorded: %s", run_id,

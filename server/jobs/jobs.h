@@ -14,8 +14,8 @@
 
 #include <jansson.h>
 
-#include "services/corpora.h"
-#include "jobs/events.h"
+#include "core/corpora.h"
+#include "core/events.h"
 #include "jobs/metrics_writer.h"
 #include "cluster/queue.h"
 #include "store/store.h"
@@ -63,9 +63,6 @@ int jobs_cancel_run(jobs *j, long long run_id);
 json_t *jobs_run_live(jobs *j, long long run_id);
 /* Queued and running trainings; the sum of tokens/s of running ones. */
 void jobs_stats(jobs *j, int *queued, int *running, double *tokens_per_s);
-/* The data of a run's "status" event, {"run_id","status","step","total_steps","error"}, from its
- * stored row: JSON text to free, NULL when out of memory. */
-char *jobs_status_event(const json_t *run);
 /* Where a run keeps its files, and its latest checkpoint (weights + optimiser state) there. */
 void jobs_run_dir(const jobs *j, long long run_id, char *buf, size_t len);
 void jobs_run_checkpoint(const jobs *j, long long run_id, char *buf, size_t len);

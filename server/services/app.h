@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "services/corpora.h"
-#include "jobs/events.h"
+#include "core/corpora.h"
+#include "core/events.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
 #include "services/svc.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "services/app.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 #include "services/svc_experiments.h"
 
 /* The config keys (sorted) whose values are not equal in every run of runs that uses them

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "services/app.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 #include "util/fsutil.h"
 
 svc_status svc_corpora_list(struct app *a, json_t **out, svc_error *err) {

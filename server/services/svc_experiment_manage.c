@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "services/app.h"
-#include "services/corpora.h"
+#include "core/corpora.h"
 #include "services/svc_experiments.h"
-#include "services/svc_provenance.h"
+#include "core/provenance.h"
 #include "services/svc_runs.h"
 
 svc_status svc_experiments_rename(app *a, long long id, const char *name, svc_error *err) {
@@ -76,7 +76,7 @@ svc_status svc_experiments_from_bundle(app *a, const json_t *bundle, const char 
         long long bytes = 0;
         corpora_dir(a->corpora, cname, tokens, sizeof tokens - 16);
         strcat(tokens, "/tokens.u16");
-        if (svc_provenance_corpus_sha256(tokens, now, &bytes) != 0)
+        if (provenance_corpus_sha256(tokens, now, &bytes) != 0)
             return svc_fail(err, SVC_CONFLICT, "conflict", "from_bundle",
                             "corpus '%s' that run %lld trained on is not here", cname,
                             (long long)json_integer_value(json_object_get(run, "id")));

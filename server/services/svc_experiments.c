@@ -8,7 +8,7 @@
 
 #include "services/app.h"
 #include "util/log.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 #include "services/svc_runs.h"
 
 /* ---- the presets: data (server/api/presets.json, compiled in) ------------------------------ */

@@ -11,7 +11,8 @@
 #include "services/app.h"
 #include "engine/attention.h"
 #include "engine/model.h"
-#include "services/checkpoints.h"
+#include "core/checkpoints.h"
+#include "core/run_status.h"
 #include "services/svc_experiments.h"
 #include "util/fsutil.h"
 #include "util/log.h"
@@ -44,17 +45,7 @@ static svc_status running_external(app *a, long long id, json_t **run, svc_error
 }
 
 /* The run's status event on the live streams (a final one ends a run's own stream). */
-void svc_external_publish_status(app *a, long long id) {
-    json_t *run = NULL;
-    if (store_run_get(a->store, id, &run) != STORE_OK) return;
-    char *text = jobs_status_event(run);
-    if (text && store_run_status_ended(json_string_value(json_object_get(run, "status"))))
-        events_publish_last(a->events, id, "status", text);
-    else if (text)
-        events_publish(a->events, id, "status", text);
-    free(text);
-    json_decref(run);
-}
+void svc_external_publish_status(app *a, long long id) { run_status_publish(a->events, a->store, id); }
 
 svc_status svc_external_create(app *a, const svc_external_run *r, long long *id, svc_error *err) {
     *id = 0;

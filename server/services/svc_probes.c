@@ -17,7 +17,7 @@
 #include "engine/probes/probe_estimate.h"
 #include "util/hash.h"
 #include "util/log.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 /* ---- checkpoint content hashes, computed once per file ------------------------------------ */
 

@@ -9,7 +9,7 @@
 #include "engine/train.h"
 #include "util/fsutil.h"
 #include "util/log.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 static const char *const FROM_QUEUED[] = {"queued", NULL};
 

@@ -146,7 +146,7 @@ store_status store_run_list(store *st, const store_run_filter *f, json_t **runs,
  * is not, STORE_NOT_FOUND when there is no such run. Sets started_at on running and finished_at on a
  * final status; error may be NULL. */
 store_status store_run_transition(store *st, long long id, const char *const *from, const char *to, const char *error);
-/* Records what a run's numbers come from (a JSON object as text: svc_provenance.h), replacing any
+/* Records what a run's numbers come from (a JSON object as text: core/provenance.h), replacing any
  * before; STORE_NOT_FOUND when there is no such run. The run object shows it as "provenance". */
 store_status store_run_set_provenance(store *st, long long id, const char *provenance_json);
 /* Records a run's step and (if larger than the stored one) its checkpoint step. */

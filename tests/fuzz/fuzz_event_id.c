@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobs/events.h"
+#include "core/events.h"
 #include "http/http.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

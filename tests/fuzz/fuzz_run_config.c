@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

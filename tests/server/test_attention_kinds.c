@@ -8,7 +8,7 @@
 
 #include "../support/test.h"
 #include "engine/attention.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 #include "services/svc_attention.h"
 
 TEST(every_row_is_published_with_its_traits) {

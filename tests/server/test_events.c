@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../support/test.h"
-#include "jobs/events.h"
+#include "core/events.h"
 
 static atomic_int wakes;
 static void count_wake(void *ctx) {

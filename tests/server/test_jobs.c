@@ -11,8 +11,8 @@
 
 #include "../support/harness.h"
 #include "../support/test.h"
-#include "services/corpora.h"
-#include "jobs/events.h"
+#include "core/corpora.h"
+#include "core/events.h"
 #include "jobs/jobs.h"
 #include "jobs/metrics_writer.h"
 #include "store/store.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "../support/test.h"
-#include "services/corpora.h"
-#include "services/run_config.h"
+#include "core/corpora.h"
+#include "core/run_config.h"
 #include "services/svc_experiments.h"
 
 extern const char presets_json[];

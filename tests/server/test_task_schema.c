@@ -8,7 +8,7 @@
 
 #include "../support/test.h"
 #include "engine/tasks.h"
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 static const json_t *task_request(void) {
     const json_t *o = run_config_openapi();

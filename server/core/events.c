@@ -1,4 +1,4 @@
-#include "jobs/events.h"
+#include "core/events.h"
 
 #include <pthread.h>
 #include <stdio.h>

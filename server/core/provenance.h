@@ -5,8 +5,8 @@
  *    "kernel_path", "precision" (what the run's products compute on: engine/kernel_path.h),
  *    "corpus": {"name", "sha256" (of its token file), "bytes"}, "recorded_at"}
  * Enough to say "re-run this" and to tell two machines' results apart. */
-#ifndef ATTNLAB_SVC_PROVENANCE_H
-#define ATTNLAB_SVC_PROVENANCE_H
+#ifndef ATTNLAB_CORE_PROVENANCE_H
+#define ATTNLAB_CORE_PROVENANCE_H
 
 #include <jansson.h>
 
@@ -16,13 +16,13 @@ extern const char attnlab_commit[];
 
 /* The SHA-256 (hex) of a corpus token file, from the cache while the file is unchanged; 0, or -1
  * when it cannot be read. *bytes gets its size. */
-int svc_provenance_corpus_sha256(const char *tokens_path, char hex[65], long long *bytes);
+int provenance_corpus_sha256(const char *tokens_path, char hex[65], long long *bytes);
 
 /* The provenance object of a run starting now on corpus `corpus_name` whose token file is
  * `tokens_path` (NULL or unreadable: no sha256), computing on kernel_path in precision. The
  * corpus's hash is computed once per file (and again when its size or time changes). A new
  * reference, or NULL when out of memory. Thread-safe. */
-json_t *svc_provenance_new(const char *corpus_name, const char *tokens_path, const char *kernel_path,
-                           const char *precision);
+json_t *provenance_new(const char *corpus_name, const char *tokens_path, const char *kernel_path,
+                       const char *precision);
 
 #endif

@@ -1,5 +1,5 @@
-/* A run's provenance (svc_provenance.h). */
-#include "services/svc_provenance.h"
+/* A run's provenance (provenance.h). */
+#include "core/provenance.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +39,7 @@ static struct {
 } cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The file's SHA-256 (hex), from the cache while the file is unchanged; 0, or -1 when unreadable. */
-int svc_provenance_corpus_sha256(const char *path, char hex[65], long long *bytes) {
+int provenance_corpus_sha256(const char *path, char hex[65], long long *bytes) {
     struct stat s;
     if (!path || stat(path, &s) != 0) return -1;
     *bytes = (long long)s.st_size;
@@ -59,15 +59,15 @@ int svc_provenance_corpus_sha256(const char *path, char hex[65], long long *byte
     return 0;
 }
 
-json_t *svc_provenance_new(const char *corpus_name, const char *tokens_path, const char *kernel_path,
-                           const char *precision) {
+json_t *provenance_new(const char *corpus_name, const char *tokens_path, const char *kernel_path,
+                       const char *precision) {
     char cpu[256], os[200] = "unknown", hex[65];
     cpu_model(cpu, sizeof cpu);
     struct utsname u;
     if (uname(&u) == 0) snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
     json_t *corpus = json_pack("{s:s}", "name", corpus_name ? corpus_name : "");
     long long bytes = 0;
-    if (corpus && svc_provenance_corpus_sha256(tokens_path, hex, &bytes) == 0 &&
+    if (corpus && provenance_corpus_sha256(tokens_path, hex, &bytes) == 0 &&
         (json_object_set_new(corpus, "sha256", json_string(hex)) < 0 ||
          json_object_set_new(corpus, "bytes", json_integer(bytes)) < 0)) {
         json_decref(corpus);

@@ -1,4 +1,4 @@
-#include "services/checkpoints.h"
+#include "core/checkpoints.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "services/run_config.h"
+#include "core/run_config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "engine/attention.h"
-#include "services/corpora.h"
+#include "core/corpora.h"
 
 extern const char openapi_json[];
 static json_t *openapi;

@@ -1,4 +1,4 @@
-#include "services/corpora.h"
+#include "core/corpora.h"
 
 #include <errno.h>
 #include <jansson.h>
