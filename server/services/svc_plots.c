@@ -282,14 +282,16 @@ const svc_plot_kind svc_plot_kinds[] = {
 svc_status svc_plot_experiment(app *a, long long exp_id, const char *kind, const char *arg, char **svg,
                                svc_error *err) {
     *svg = NULL;
-    const svc_plot_kind *k = NULL;
-    char names[160] = "";
-    for (const svc_plot_kind *p = svc_plot_kinds; p->name; p++) {
-        if (kind && !strcmp(kind, p->name)) k = p;
-        size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", p->name);
+    const svc_plot_kind *k = svc_plot_kinds;
+    while (k->name && !(kind && !strcmp(kind, k->name))) k++;
+    if (!k->name) { /* the error lists the table's kinds */
+        char names[160] = "";
+        for (const svc_plot_kind *p = svc_plot_kinds; p->name; p++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", p->name);
+        }
+        return svc_fail(err, SVC_INVALID, "invalid_field", "kind", "kind must be one of %s", names);
     }
-    if (!k) return svc_fail(err, SVC_INVALID, "invalid_field", "kind", "kind must be one of %s", names);
     if (arg && !k->arg_name)
         return svc_fail(err, SVC_INVALID, "invalid_field", "key", "kind %s takes no key or metric", k->name);
     return k->draw(a, exp_id, arg ? arg : k->default_arg, svg, err);
