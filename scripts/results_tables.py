@@ -398,6 +398,7 @@ FIGURES = {  # results/<name>: how its figures are made (ctx: see compute)
     "seed-blog-replicated": lambda *a, ctx: replicated_figures(*a, ctx),
     "attention-scale-bytes": lambda *a, ctx: (scale_figures(*a), tau_decay_figures(a[0], a[3], a[6])),
     "tau-long-bytes": lambda *a, ctx: spread_figures(*a, at=600),
+    "tau-long-seed": lambda *a, ctx: spread_figures(*a, at=2000),
     "positional-precision": lambda *a, ctx: accuracy_figures(*a),
     "positional-precision-d128": lambda *a, ctx: accuracy_figures(*a),
 }
@@ -410,6 +411,7 @@ SVG_FILES = {
     "seed-blog-replicated": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "attention-scale-bytes": [("bands", "key", "val_loss"), ("forest", "metric", "final_val_loss"), ("tau", None, None)],
     "tau-long-bytes": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
+    "tau-long-seed": [("head_spread", None, None), ("tau", None, None), ("bands", "key", "val_loss")],
 }
 
 
