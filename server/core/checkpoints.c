@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/model.h"
+#include "engine/model_io.h"
 #include "engine/safetensors.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -257,25 +258,13 @@ int checkpoint_choose(store *st, const char *data_dir, long long run_id, int sto
     return rc;
 }
 
-int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err,
-                            size_t errlen) {
-    *fd = -1;
-    *size = 0;
-    if (!file_exists(checkpoint)) return 1;
-    safetensors *sf = NULL;
-    engine_error e = {0};
-    model_config cfg;
-    if (safetensors_open(&sf, checkpoint, &e) != ENGINE_OK ||
-        model_config_from_safetensors(sf, checkpoint, &cfg, &e) != ENGINE_OK) {
-        safetensors_close(sf);
-        if (!file_exists(checkpoint)) return 1; /* deleted meanwhile */
-        snprintf(err, errlen, "%s", e.message);
-        return -1;
-    }
-    /* format, then the description keys the file lacks */
-    char vals[MODEL_META_COUNT][48];
-    const char *desc[2 * MODEL_META_COUNT], *kv[2 * (MODEL_META_COUNT + 1)];
-    model_config_metadata(&cfg, vals, desc);
+/* The metadata a weights file written from sf adds: kv[0..1] "format" = "attnlab-weights", then each
+ * key of cfg's description that sf lacks (attnlab_version excepted: the writer's own), values in vals.
+ * Returns the number of pairs. */
+static int missing_meta(const safetensors *sf, const model_config *cfg, char vals[MODEL_META_COUNT][48],
+                        const char *kv[2 * (MODEL_META_COUNT + 1)]) {
+    const char *desc[2 * MODEL_META_COUNT];
+    model_config_metadata(cfg, vals, desc);
     kv[0] = "format";
     kv[1] = "attnlab-weights";
     int n = 1;
@@ -285,36 +274,7 @@ int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, ui
             kv[2 * n + 1] = desc[2 * i + 1];
             n++;
         }
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/weights.XXXXXX", dir);
-    int tfd = mkostemp(tmp, O_CLOEXEC);
-    if (tfd < 0) {
-        snprintf(err, errlen, "cannot create a temporary file in %s: %s", dir, strerror(errno));
-        safetensors_close(sf);
-        return -1;
-    }
-    unlink(tmp); /* gone from the folder at once: nothing to clean up, whatever happens next */
-    int dup_fd = dup(tfd);
-    FILE *f = dup_fd >= 0 ? fdopen(dup_fd, "wb") : NULL;
-    if (!f) {
-        snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
-        if (dup_fd >= 0) close(dup_fd);
-        close(tfd);
-        safetensors_close(sf);
-        return -1;
-    }
-    engine_status rc = safetensors_write_subset(sf, f, "adamw.", kv, n, &e);
-    safetensors_close(sf);
-    int closed = fclose(f);
-    struct stat st;
-    if (rc != ENGINE_OK || closed != 0 || fstat(tfd, &st) != 0 || lseek(tfd, 0, SEEK_SET) != 0) {
-        snprintf(err, errlen, "cannot write the weights: %s", rc != ENGINE_OK ? e.message : strerror(errno));
-        close(tfd);
-        return -1;
-    }
-    *fd = tfd;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    return n;
 }
 
 void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, const char *corpus, const char *tokenizer,
@@ -415,7 +375,8 @@ static int by_offset(const void *a, const void *b) {
 }
 
 /* Works out the plan of a checkpoint (whose identity is sb): the header through the engine's own
- * writer (so the bytes are exactly checkpoint_weights_only's), the ranges from the file's header. */
+ * writer (safetensors_write_subset: what a weights file written from the checkpoint would hold), the
+ * ranges from the file's header. */
 static weights_plan *plan_build(const char *path, const struct stat *sb, char *err, size_t errlen) {
     weights_plan *p = calloc(1, sizeof *p);
     FILE *f = fopen(path, "rb");
@@ -460,17 +421,8 @@ static weights_plan *plan_build(const char *path, const struct stat *sb, char *e
         goto fail;
     }
     char vals[MODEL_META_COUNT][48];
-    const char *desc[2 * MODEL_META_COUNT], *kv[2 * (MODEL_META_COUNT + 1)];
-    model_config_metadata(&cfg, vals, desc);
-    kv[0] = "format";
-    kv[1] = "attnlab-weights";
-    int nkv = 1;
-    for (int i = 0; i < MODEL_META_COUNT; i++)
-        if (!safetensors_meta(sf, desc[2 * i]) && strcmp(desc[2 * i], "attnlab_version")) {
-            kv[2 * nkv] = desc[2 * i];
-            kv[2 * nkv + 1] = desc[2 * i + 1];
-            nkv++;
-        }
+    const char *kv[2 * (MODEL_META_COUNT + 1)];
+    int nkv = missing_meta(sf, &cfg, vals, kv);
     capture c = {.cap = hlen + 4096 + 8 + 64 * 64}; /* the old header, the added keys, their padding */
     if (!(c.buf = malloc(c.cap))) goto io;
     cookie_io_functions_t io = {.write = capture_write};

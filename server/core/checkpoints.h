@@ -58,22 +58,17 @@ void checkpoint_provenance_fill(checkpoint_provenance *p, store *st, long long r
 void checkpoint_provenance_set(checkpoint_provenance *p, const char *run_id, const char *corpus, const char *tokenizer,
                                const char *task_kind, const char *unknown_why);
 
-/* The model weights of a checkpoint, without the optimiser state: a safetensors file with its model
- * tensors (none of the "adamw.*" moments), bytes as they are, and its metadata with "format" =
- * "attnlab-weights", plus the description keys of model_config_metadata (RoPE layout, epsilons,
- * GELU, ...) that a checkpoint written before they existed lacks (attnlab_version excepted: the
- * version that trained it is not known). Written to an unlinked temporary file in dir: *fd is
- * open on it at offset 0 (the caller closes it), *size its length. 0; 1 when there is no
- * checkpoint at that path; -1 with a reason in err (unreadable or malformed checkpoint, a full
- * disk). */
-int checkpoint_weights_only(const char *checkpoint, const char *dir, int *fd, uint64_t *size, char *err, size_t errlen);
-
-/* The same bytes as checkpoint_weights_only, read from the checkpoint itself as they are sent: no
- * copy on disk and no more memory than the caller's buffer, however slowly they are read. What
- * the weights file holds (its header, and which byte ranges of the checkpoint follow it) is worked
- * out once per file (by identity: device, inode, size, times) and kept. open: 0 with *out and
- * *size (the download's length); 1 when there is no checkpoint at that path; -1 with a reason in err.
- * read: bytes written into buf (> 0), 0 at the end, -1 when the file cannot be read. */
+/* The model weights of a checkpoint, without the optimiser state, as a download streams them: a
+ * safetensors file with its model tensors (none of the "adamw.*" moments), bytes as they are, and
+ * its metadata with "format" = "attnlab-weights", plus the description keys of model_config_metadata
+ * (RoPE layout, epsilons, GELU, ...) that a checkpoint written before they existed lacks
+ * (attnlab_version excepted: the version that trained it is not known). Read from the checkpoint
+ * itself as they are sent: no copy on disk and no more memory than the caller's buffer, however
+ * slowly they are read. What the weights file holds (its header, and which byte ranges of the
+ * checkpoint follow it) is worked out once per file (by identity: device, inode, size, times) and
+ * kept. open: 0 with *out and *size (the download's length); 1 when there is no checkpoint at that
+ * path; -1 with a reason in err. read: bytes written into buf (> 0), 0 at the end, -1 when the file
+ * cannot be read. */
 typedef struct checkpoint_weights checkpoint_weights;
 int checkpoint_weights_open(const char *checkpoint, checkpoint_weights **out, uint64_t *size, char *err, size_t errlen);
 ssize_t checkpoint_weights_read(checkpoint_weights *w, char *buf, size_t max);

@@ -8,6 +8,7 @@
 
 #include "adamw.h"
 #include "lmhead.h"
+#include "model_io.h"
 #include "safetensors.h"
 #include "sparse.h"
 #include "threads.h"

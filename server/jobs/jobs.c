@@ -309,9 +309,6 @@ static int should_stop(void *ctx) {
     return stop;
 }
 
-/* A final status is the run's last event: a stream of that run ends after it. */
-static void publish_status(jobs *j, long long run_id) { run_status_publish(j->cfg.events, j->cfg.store, run_id); }
-
 static const char *const FROM_QUEUED[] = {"queued", NULL};
 static const char *const FROM_RUNNING[] = {"running", NULL};
 
@@ -345,7 +342,7 @@ static int run_begin(jobs *j, const live_run *live, long long run_id, json_t **r
         log_error("run %lld: %s", run_id, why);
         if (store_run_transition(j->cfg.store, run_id, live->lease ? FROM_RUNNING : FROM_QUEUED, "failed", why) ==
             STORE_OK)
-            publish_status(j, run_id);
+            run_status_publish(j->cfg.events, j->cfg.store, run_id);
         else
             log_error("run %lld: could not be marked failed either: %s", run_id, store_last_error());
         return -1;
@@ -355,7 +352,7 @@ static int run_begin(jobs *j, const live_run *live, long long run_id, json_t **r
         *run = NULL;
         return -1;
     }
-    publish_status(j, run_id);
+    run_status_publish(j->cfg.events, j->cfg.store, run_id);
     return 0;
 }
 
@@ -522,7 +519,7 @@ static void train_one(jobs *j, live_run *live, long long run_id) {
         scrub_dir(err.message, j->data_dir);
         run_store_final(j, run_id, final, no_error ? NULL : err.message);
         log_info("run %lld: %s%s%s", run_id, final, no_error ? "" : ": ", no_error ? "" : err.message);
-        publish_status(j, run_id);
+        run_status_publish(j->cfg.events, j->cfg.store, run_id);
     }
     free(t);
     json_decref(run);

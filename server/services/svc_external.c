@@ -11,6 +11,7 @@
 #include "services/app.h"
 #include "engine/attention.h"
 #include "engine/model.h"
+#include "engine/model_io.h"
 #include "core/checkpoints.h"
 #include "core/run_status.h"
 #include "services/svc_experiments.h"
@@ -43,9 +44,6 @@ static svc_status running_external(app *a, long long id, json_t **run, svc_error
     }
     return st;
 }
-
-/* The run's status event on the live streams (a final one ends a run's own stream). */
-void svc_external_publish_status(app *a, long long id) { run_status_publish(a->events, a->store, id); }
 
 svc_status svc_external_create(app *a, const svc_external_run *r, long long *id, svc_error *err) {
     *id = 0;
@@ -125,7 +123,7 @@ svc_status svc_external_create(app *a, const svc_external_run *r, long long *id,
     if (s == STORE_OK && prov) s = store_run_set_provenance(a->store, *id, prov);
     free(prov);
     if (s != STORE_OK) return svc_store_failed(err);
-    svc_external_publish_status(a, *id);
+    run_status_publish(a->events, a->store, *id);
     return SVC_OK;
 }
 
@@ -252,7 +250,7 @@ svc_status svc_external_finish(app *a, long long id, const char *status, const c
     store_status s = store_run_transition(a->store, id, from, status, error ? why : NULL);
     if (s == STORE_CONFLICT) return svc_fail(err, SVC_CONFLICT, "conflict", "status", "run %lld has ended", id);
     if (s != STORE_OK) return svc_store_failed(err);
-    svc_external_publish_status(a, id);
+    run_status_publish(a->events, a->store, id);
     return SVC_OK;
 }
 

@@ -62,8 +62,5 @@ int svc_external_is(const json_t *run);
 /* 1 when k is a metric key a client may log: 1..STORE_METRIC_KEY_MAX (250) bytes of letters, digits and
  * _ . - : / (svc_external_log's rule, which bundles imported by svc_import.h follow too). */
 int svc_external_key_ok(const char *k);
-/* Publishes run id's status on the live streams (a final status ends the run's own stream); also
- * what makes cached lists of runs read again. Nothing when the run cannot be read. */
-void svc_external_publish_status(struct app *a, long long id);
 
 #endif

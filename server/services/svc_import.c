@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/run_status.h"
 #include "services/app.h"
 #include "services/svc_experiments.h"
 #include "services/svc_external.h"
@@ -255,7 +256,7 @@ static svc_status store_all(app *a, const json_t *e, const char *name, import_ru
     json_decref(runs);
     json_decref(exp);
     if (st != SVC_OK && exp_id) undo(a, exp_id, ids, n);
-    for (size_t i = 0; st == SVC_OK && i < n; i++) svc_external_publish_status(a, ids[i]);
+    for (size_t i = 0; st == SVC_OK && i < n; i++) run_status_publish(a->events, a->store, ids[i]);
     free(base);
     free(variants);
     free(rows);

@@ -13,6 +13,7 @@
 
 #include "services/app.h"
 #include "engine/model.h"
+#include "engine/model_io.h"
 #include "engine/probes/probe_engine_model.h"
 #include "engine/probes/probe_estimate.h"
 #include "util/hash.h"

@@ -10,6 +10,7 @@
 
 #include "../support/test.h"
 #include "model.h"
+#include "model_io.h"
 
 TEST(openapi_enum_lists_the_table_in_order) {
     json_error_t jerr;

@@ -8,6 +8,7 @@
 
 #include "../support/test.h"
 #include "model.h"
+#include "model_io.h"
 #include "safetensors.h"
 
 static char dir[256];

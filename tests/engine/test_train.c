@@ -8,6 +8,7 @@
 
 #include "../support/test.h"
 #include "rng.h"
+#include "model_io.h"
 #include "train.h"
 
 static char dir[256];

@@ -11,6 +11,7 @@
 #include "../support/test.h"
 #include "corpus.h"
 #include "model.h"
+#include "model_io.h"
 #include "sparse.h"
 #include "tasks.h"
 #include "train.h"

@@ -12,6 +12,7 @@
 #include "attention.h"
 #include "layers.h"
 #include "model.h"
+#include "model_io.h"
 #include "safetensors.h"
 #include "train.h"
 
