@@ -15,6 +15,7 @@
 #include "cpu.h"
 #include "kernel_path.h"
 #include "lmhead.h"
+#include "mem.h"
 #include "rng.h"
 #include "threads.h"
 
@@ -102,7 +103,7 @@ int main(int argc, char **argv) {
           *loss = malloc(sizeof(float) * N);
     int32_t *tg = malloc(sizeof(int32_t) * N);
     size_t per = lmhead_scratch_per_thread(C, V);
-    float *buf = calloc(per * (size_t)threads, sizeof(float));
+    float *buf = mem_calloc64(per * (size_t)threads, sizeof(float));
     if (!x || !w || !dx || !dw || !loss || !tg || !buf) return 1;
     rng_state r;
     rng_seed(&r, 1);
@@ -181,6 +182,6 @@ int main(int argc, char **argv) {
     free(dw);
     free(loss);
     free(tg);
-    free(buf);
+    mem_free64(buf);
     return 0;
 }

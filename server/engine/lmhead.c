@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "mem.h"
 #include "lmhead_amx.h"
 
 #if !REAL_IS_DOUBLE
@@ -408,10 +409,10 @@ size_t lmhead_bf16_bytes(int V, int C) {
 
 void lmhead_bf16_free(lmhead_bf16 *b) {
     if (!b) return;
-    free(b->wb);
-    free(b->wp);
-    free(b->wa);
-    free(b->wt);
+    mem_free64(b->wb);
+    mem_free64(b->wp);
+    mem_free64(b->wa);
+    mem_free64(b->wt);
     free(b->part);
     free(b);
 }
@@ -438,12 +439,12 @@ engine_status lmhead_bf16_new_on(lmhead_bf16 **out, int V, int C, kernel_path_id
     int ok;
     if (path == KERNEL_PATH_AMX) {
         /* zero: the padding rows and columns of the tiles */
-        b->wa = calloc(round_up(V, 16) * round_up(C, 32), sizeof(bf16));
-        b->wt = calloc((size_t)C * round_up(V, 32), sizeof(bf16));
+        b->wa = mem_calloc64(round_up(V, 16) * round_up(C, 32), sizeof(bf16));
+        b->wt = mem_calloc64((size_t)C * round_up(V, 32), sizeof(bf16));
         ok = b->wa && b->wt;
     } else {
-        b->wb = malloc(sizeof(bf16) * (size_t)V * C);
-        b->wp = calloc((size_t)bf_pairs(V) * 2 * C, sizeof(bf16)); /* zero: the missing last row of an odd V */
+        b->wb = mem_calloc64((size_t)V * C, sizeof(bf16));
+        b->wp = mem_calloc64((size_t)bf_pairs(V) * 2 * C, sizeof(bf16)); /* zero: the missing last row of an odd V */
         ok = b->wb && b->wp;
     }
     b->part = calloc((size_t)V / 64 + 1, sizeof(double));

@@ -11,6 +11,7 @@
 #include "gemm.h"
 #include "layers.h"
 #include "lmhead.h"
+#include "mem.h"
 #include "rng.h"
 #include "threads.h"
 
@@ -306,6 +307,9 @@ static engine_status build_layout(model *m, engine_error *err) {
     return ENGINE_OK;
 }
 
+#define ALIGN_REALS (64 / sizeof(real)) /* reals in 64 bytes */
+static size_t round_up_reals(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
 /* Sizes (in reals) of the activation block; also used for the memory estimate. */
 typedef struct {
     size_t per_layer, base, grads_scratch, lm_per_thread, lm_buf, part, total;
@@ -323,14 +327,15 @@ static act_sizes compute_act_sizes(const model_config *c, int B, int nth, int wi
     s.grads_scratch = with_grads ? N * C /*dres*/ + N * 3 * C + N * C + N * 4 * C : 0;
     /* per thread: the lm-head's logits chunk, or (backward) attention's T x T scratch */
     size_t lm = lmhead_scratch_per_thread(c->d_model, c->vocab);
-    s.lm_per_thread = lm > T * T ? lm : T * T;
+    s.lm_per_thread = round_up_reals(lm > T * T ? lm : T * T, ALIGN_REALS); /* each thread's part starts aligned */
     s.lm_buf = (size_t)nth * s.lm_per_thread;
     if (s.lm_buf < N * 4 * C) s.lm_buf = N * 4 * C; /* shared with the GELU output */
     {
         long N_ = (long)N, rc = row_chunk_for(N_);
         s.part = (size_t)((N_ + rc - 1) / rc) * 2 * C;
     }
-    s.total = s.per_layer * (size_t)c->n_layer + s.base + s.grads_scratch + s.lm_buf + s.part;
+    /* + room to start lm_buf on a 64-byte boundary (mem.h) */
+    s.total = s.per_layer * (size_t)c->n_layer + s.base + s.grads_scratch + ALIGN_REALS + s.lm_buf + s.part;
     return s;
 }
 
@@ -379,16 +384,16 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
         model_free(m);
         return rc;
     }
-    m->params = calloc(m->n_params, sizeof(real));
+    m->params = mem_calloc64(m->n_params, sizeof(real));
     if (!m->params) goto nomem;
     if (with_grads) {
-        m->grads = calloc(m->n_params, sizeof(real));
+        m->grads = mem_calloc64(m->n_params, sizeof(real));
         if (!m->grads) goto nomem;
     }
     act_sizes s = compute_act_sizes(cfg, batch, n_threads, with_grads);
     m->lm_per_thread = s.lm_per_thread;
-    /* calloc: pages are only touched when used, and never-written regions read as zero */
-    m->act_block = calloc(s.total, sizeof(real));
+    /* zeroed as calloc: pages are only touched when used, and never-written regions read as zero */
+    m->act_block = mem_calloc64(s.total, sizeof(real));
     if (!m->act_block) goto nomem;
     {
         size_t C = (size_t)m->C, N = (size_t)batch * (size_t)m->Tmax, T = (size_t)m->Tmax, H = (size_t)m->H;
@@ -425,6 +430,7 @@ engine_status model_new(model **out, const model_config *cfg, int batch, int n_t
             TAKE(m->datty, N * C);
             TAKE(m->dfch, N * 4 * C);
         }
+        p = m->act_block + round_up_reals((size_t)(p - m->act_block), ALIGN_REALS); /* the block is aligned */
         TAKE(m->lm_buf, s.lm_buf);
         m->gelu = m->lm_buf;
         TAKE(m->part, s.part);
@@ -446,11 +452,11 @@ nomem:
 
 /* Frees the blocks' bf16 copies and scratch (model_set_precision), leaving them NULL. */
 static void bf16_blocks_free(model *m) {
-    free(m->wpk);
-    free(m->wpt);
-    free(m->bscr);
-    free(m->dwx);
-    free(m->dwg);
+    mem_free64(m->wpk);
+    mem_free64(m->wpt);
+    mem_free64(m->bscr);
+    mem_free64(m->dwx);
+    mem_free64(m->dwg);
     m->wpk = m->wpt = m->bscr = m->dwx = m->dwg = NULL;
 }
 
@@ -459,9 +465,9 @@ void model_free(model *m) {
     lmhead_bf16_free(m->lm_bf);
     bf16_blocks_free(m);
     threads_free(m->pool);
-    free(m->act_block);
-    free(m->grads);
-    free(m->params);
+    mem_free64(m->act_block);
+    mem_free64(m->grads);
+    mem_free64(m->params);
     free(m->part_d);
     free(m->la);
     free(m->lo);
@@ -1136,18 +1142,18 @@ engine_status model_set_precision(model *m, precision_kind p, engine_error *err)
     /* the blocks' products in bf16 on the paths with a bf16 unit (the portable path keeps them fp32) */
     if (m->lm_bf->path != KERNEL_PATH_BF16_PORTABLE && gemm_bf16_available()) {
         m->bscr_per = (size_t)ROW_CHUNK_MAX * 4 * m->C;
-        m->wpk = malloc(sizeof(bf16) * wpk_count(m));
-        m->bscr = malloc(sizeof(bf16) * m->bscr_per * (size_t)m->n_threads);
+        m->wpk = mem_calloc64(wpk_count(m), sizeof(bf16));
+        m->bscr = mem_calloc64(m->bscr_per * (size_t)m->n_threads, sizeof(bf16));
         int ok = m->wpk && m->bscr;
         /* on the tiles: the weights in their layout too, and the weight gradients' scratch */
         if (m->lm_bf->path == KERNEL_PATH_AMX && cpu_has_amx_bf16() && m->C % 32 == 0) {
-            m->wpt = malloc(sizeof(bf16) * wpk_count(m));
+            m->wpt = mem_calloc64(wpk_count(m), sizeof(bf16));
             ok = ok && m->wpt;
             if (m->with_grads) {
                 const size_t N = (size_t)m->max_B * m->Tmax;
                 m->dwg_per = (size_t)OUT_CHUNK * (N + DWG_PAD);
-                m->dwx = malloc(sizeof(bf16) * N * 5 * (size_t)m->C);
-                m->dwg = malloc(sizeof(bf16) * m->dwg_per * (size_t)m->n_threads);
+                m->dwx = mem_calloc64(N * 5 * (size_t)m->C, sizeof(bf16));
+                m->dwg = mem_calloc64(m->dwg_per * (size_t)m->n_threads, sizeof(bf16));
                 ok = ok && m->dwx && m->dwg;
             }
         }
