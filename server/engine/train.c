@@ -8,6 +8,7 @@
 
 #include "adamw.h"
 #include "lmhead.h"
+#include "mem.h"
 #include "model_io.h"
 #include "safetensors.h"
 #include "sparse.h"
@@ -418,8 +419,8 @@ engine_status train_run_source(const train_config *c, const train_source *src, i
     }
     int B = c->batch, T = c->model.seq_len, L = c->model.n_layer, H = c->model.n_head;
     size_t np = model_param_count(s.m);
-    s.adam_m = calloc(np, sizeof(real));
-    s.adam_v = calloc(np, sizeof(real));
+    s.adam_m = mem_calloc64(np, sizeof(real));
+    s.adam_v = mem_calloc64(np, sizeof(real));
     s.batch = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
     s.inputs = malloc(sizeof(int32_t) * (size_t)B * T);
     s.targets = malloc(sizeof(int32_t) * (size_t)B * T);
@@ -577,8 +578,8 @@ done:
     free(s.targets);
     free(s.inputs);
     free(s.batch);
-    free(s.adam_v);
-    free(s.adam_m);
+    mem_free64(s.adam_v);
+    mem_free64(s.adam_m);
     model_free(s.m);
     return rc;
 }
